@@ -1,0 +1,55 @@
+"""privfair: differentially private, justifiably fair synthetic tables.
+
+The library is pure Python/numpy and never imports Prefect; the pipeline in ``flows/`` and
+``tasks/`` wraps it.
+"""
+
+from privfair.accounting import (
+    LedgerEntry,
+    PrivacyLedger,
+    zcdp_delta,
+    zcdp_epsilon,
+    zcdp_rho,
+)
+from privfair.domain import Clique, Domain, Roles
+from privfair.errors import (
+    BudgetExceededError,
+    DomainError,
+    FairnessViolationError,
+    PrivacyLeakWarning,
+    PrivfairError,
+    RoleError,
+    StructureSearchLimitError,
+)
+from privfair.estimation import GraphicalModel, estimate
+from privfair.measure import Measurement
+from privfair.structure import METHODS, FairnessCheck, SelectedStructure, check_fairness
+from privfair.synthesizer import FairSynthesizer, SynthesisResult, synthesize
+
+__all__ = [
+    "METHODS",
+    "BudgetExceededError",
+    "Clique",
+    "Domain",
+    "DomainError",
+    "FairSynthesizer",
+    "FairnessCheck",
+    "FairnessViolationError",
+    "GraphicalModel",
+    "LedgerEntry",
+    "Measurement",
+    "PrivacyLeakWarning",
+    "PrivacyLedger",
+    "PrivfairError",
+    "RoleError",
+    "Roles",
+    "SelectedStructure",
+    "StructureSearchLimitError",
+    "SynthesisResult",
+    "check_fairness",
+    "estimate",
+    "synthesize",
+    "zcdp_delta",
+    "zcdp_epsilon",
+    "zcdp_rho",
+]
