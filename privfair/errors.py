@@ -19,6 +19,10 @@ class RoleError(PrivfairError, ValueError):
     """Attribute roles (protected, admissible, outcome) are inconsistent."""
 
 
+class ContractError(PrivfairError, ValueError):
+    """A data contract (YAML declaration of a dataset) is malformed or inconsistent."""
+
+
 class BudgetExceededError(PrivfairError):
     """A step would spend more privacy budget than the ledger has left."""
 

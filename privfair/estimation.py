@@ -143,6 +143,13 @@ class GraphicalModel:
             "sample the model and count instead"
         )
 
+    def pair_marginals(self, attribute: str) -> dict[str, np.ndarray]:
+        """Expected counts of (attribute, b) for every other attribute b, any distance apart."""
+        bp = BeliefPropagation(self.domain, self.tree, list(self.potentials))
+        batched = [b[None] for b in self.beliefs]
+        pairs = bp.pair_marginals(self.potentials, batched, attribute)
+        return {b: self.total * p for b, p in pairs.items()}
+
     def state_dict(self) -> dict:
         return {
             "total": self.total,
@@ -155,37 +162,61 @@ def _sum_to(domain: Domain, table: np.ndarray, src: Clique, dst: Clique) -> np.n
 
 
 class BeliefPropagation:
-    """Sum-product on a fixed junction tree for given clique log-potentials."""
+    """Sum-product on a fixed junction tree for given clique log-potentials.
+
+    Every table carries a leading batch axis. It has size 1 for plain calibration; clamping an
+    attribute runs one calibration per value of it at once, which gives the conditionals
+    P(· | attribute = v) that cross-clique marginals are built from.
+    """
 
     def __init__(self, domain: Domain, tree: JunctionTree, cliques: Sequence[Clique]) -> None:
         self.domain = domain
         self.tree = tree
         self.home = {}
-        for c in cliques:
+        for c in [*cliques, *((a,) for a in domain)]:
             self.home[c] = next(i for i, m in enumerate(tree.cliques) if set(c) <= set(m))
-        self.axes = [_axes(domain, c) for c in tree.cliques]
-        self.sep_axes = [_axes(domain, tree.separator(i)) for i in range(len(tree.cliques))]
+        batch = len(domain)  # an axis label no attribute uses
+        self.batch = batch
+        self.axes = [[batch, *_axes(domain, c)] for c in tree.cliques]
+        self.sep_axes = [[batch, *_axes(domain, tree.separator(i))]
+                         for i in range(len(tree.cliques))]
+        self.children: list[list[int]] = [[] for _ in tree.cliques]
+        for i in tree.order[1:]:
+            self.children[tree.parent[i]].append(i)
 
-    def calibrate(self, potentials: Mapping[Clique, np.ndarray]) -> list[np.ndarray]:
-        """Normalised beliefs of every maximal clique."""
+    def calibrate(self, potentials: Mapping[Clique, np.ndarray], *,
+                  clamp: str | None = None) -> list[np.ndarray]:
+        """Normalised beliefs of every maximal clique, shaped ``(batch, *clique)``.
+
+        With ``clamp=a`` the batch axis runs over the values of ``a``, and beliefs are
+        conditional on ``a`` taking that value.
+        """
         dom, tree = self.domain, self.tree
-        log_phi = [np.zeros(dom.shape(c)) for c in tree.cliques]
+        log_phi = [np.zeros((1, *dom.shape(c))) for c in tree.cliques]
         for c, theta in potentials.items():
             i = self.home[c]
-            log_phi[i] = log_phi[i] + _broadcast(dom, theta, c, tree.cliques[i])
+            log_phi[i] = log_phi[i] + _broadcast(dom, theta, c, tree.cliques[i])[None]
         phi = [np.exp(lp - lp.max()) for lp in log_phi]
+        if clamp is not None:
+            i = self.home[(clamp,)]
+            indicator = np.eye(dom.size(clamp))
+            shape = [dom.size(clamp), *(dom.size(a) if a == clamp else 1
+                                        for a in tree.cliques[i])]
+            phi[i] = phi[i] * indicator.reshape(shape)
 
-        n = len(phi)
-        children: list[list[int]] = [[] for _ in range(n)]
-        for i in tree.order[1:]:
-            children[tree.parent[i]].append(i)
+        def normalise(table: np.ndarray) -> np.ndarray:
+            totals = table.reshape(table.shape[0], -1).sum(axis=1)
+            # A clamped value of zero probability gives an all-zero batch; keep it zero.
+            totals = np.where(totals > 0, totals, 1.0)
+            return table / totals.reshape((-1,) + (1,) * (table.ndim - 1))
+
+        children = self.children
         up: dict[int, np.ndarray] = {}  # message from i to its parent, over the separator
         for i in reversed(tree.order[1:]):
             operands: list = [phi[i], self.axes[i]]
             for c in children[i]:
                 operands += [up[c], self.sep_axes[c]]
-            msg = np.einsum(*operands, self.sep_axes[i])
-            up[i] = msg / msg.sum()
+            up[i] = normalise(np.einsum(*operands, self.sep_axes[i]))
         down: dict[int, np.ndarray] = {}  # message from the parent of i to i
         for i in tree.order[1:]:
             p = tree.parent[i]
@@ -195,26 +226,43 @@ class BeliefPropagation:
                     operands += [up[c], self.sep_axes[c]]
             if tree.parent[p] >= 0:
                 operands += [down[p], self.sep_axes[p]]
-            msg = np.einsum(*operands, self.sep_axes[i])
-            down[i] = msg / msg.sum()
+            down[i] = normalise(np.einsum(*operands, self.sep_axes[i]))
         beliefs = []
-        for i in range(n):
+        for i in range(len(phi)):
             operands = [phi[i], self.axes[i]]
             for c in children[i]:
                 operands += [up[c], self.sep_axes[c]]
             if tree.parent[i] >= 0:
                 operands += [down[i], self.sep_axes[i]]
-            b = np.einsum(*operands, self.axes[i])
-            beliefs.append(b / b.sum())
+            beliefs.append(normalise(np.einsum(*operands, self.axes[i])))
         return beliefs
 
     def marginals(self, beliefs: Sequence[np.ndarray], cliques: Iterable[Clique]
                   ) -> dict[Clique, np.ndarray]:
+        """Marginals of cliques inside one maximal clique, from unbatched beliefs."""
         out = {}
         for c in cliques:
             i = self.home[c]
-            out[c] = _sum_to(self.domain, beliefs[i], self.tree.cliques[i], c)
+            out[c] = np.einsum(beliefs[i][0], self.axes[i][1:], _axes(self.domain, c))
         return out
+
+    def pair_marginals(self, potentials: Mapping[Clique, np.ndarray], beliefs: Sequence[
+            np.ndarray], attribute: str) -> dict[str, np.ndarray]:
+        """P(attribute, b) for every other attribute b, from one clamped calibration."""
+        dom = self.domain
+        p_a = self.marginals(beliefs, [(attribute,)])[(attribute,)]
+        clamped = self.calibrate(potentials, clamp=attribute)
+        out = {}
+        for b in dom:
+            if b == attribute:
+                continue
+            i = self.home[(b,)]
+            conditional = np.einsum(clamped[i], self.axes[i], [self.batch, dom.position(b)])
+            out[b] = p_a[:, None] * conditional
+        return out
+
+
+_LOG_FLOOR = 30.0
 
 
 def estimate_total(measurements: Sequence[Measurement]) -> float:
@@ -273,16 +321,32 @@ def estimate(
     bp = BeliefPropagation(domain, tree, cliques)
     total = estimate_total(measurements) if total is None else float(total)
 
-    targets = [(domain.canonical(m.clique), m.values, 1 / m.stddev**2) for m in measurements]
+    # Repeated measurements of a clique combine into one inverse-variance weighted target:
+    # Σ_m w_m (μ − y_m)² = W (μ − ȳ)² + const, so each clique costs one term per iteration.
+    weight_sum = {c: np.zeros(domain.shape(c)) for c in cliques}
+    weighted_y = {c: np.zeros(domain.shape(c)) for c in cliques}
+    constant = 0.0
+    for m in measurements:
+        c, w = domain.canonical(m.clique), 1 / m.stddev**2
+        weight_sum[c] += w
+        weighted_y[c] += w * m.values
+        constant += 0.5 * float(np.sum(w * m.values**2))
+    targets = [(c, weighted_y[c] / weight_sum[c], weight_sum[c]) for c in cliques]
+    constant -= sum(0.5 * float(np.sum(w * y * y)) for _, y, w in targets)
 
     def loss_and_grad(mu: Mapping[Clique, np.ndarray]) -> tuple[float, dict]:
-        loss, grad = 0.0, {c: np.zeros(domain.shape(c)) for c in cliques}
+        loss, grad = constant, {}
         for c, y, w in targets:
             r = total * mu[c] - y
             loss += 0.5 * float(np.sum(w * r * r))
             # gradient with respect to the probabilities; total folds into the step size
-            grad[c] += total * w * r
+            grad[c] = total * w * r
         return loss, grad
+
+    def clip(point: dict) -> dict:
+        # Cells pushed far below the clique's maximum carry no mass (e^-30 relative) but,
+        # left to drift, would underflow whole messages to zero in belief propagation.
+        return {c: np.maximum(t, t.max() - _LOG_FLOOR) for c, t in point.items()}
 
     theta = {c: np.zeros(domain.shape(c)) for c in cliques}
     if warm_start:
@@ -307,7 +371,7 @@ def estimate(
     converged, it = False, 0
     for it in range(1, max_iters + 1):
         while True:
-            trial = {c: point[c] - alpha * grad[c] for c in cliques}
+            trial = clip({c: point[c] - alpha * grad[c] for c in cliques})
             trial_beliefs, trial_mu, trial_loss, trial_grad = evaluate(trial)
             predicted = sum(float(np.sum(grad[c] * (mu[c] - trial_mu[c]))) for c in cliques)
             if point_loss - trial_loss >= 0.5 * predicted or alpha < 1e-300:
@@ -320,7 +384,7 @@ def estimate(
         else:
             next_momentum = (1 + math.sqrt(1 + 4 * momentum**2)) / 2
             step = (momentum - 1) / next_momentum
-            point = {c: trial[c] + step * (trial[c] - theta[c]) for c in cliques}
+            point = clip({c: trial[c] + step * (trial[c] - theta[c]) for c in cliques})
             momentum = next_momentum
             _, mu, point_loss, grad = evaluate(point)
         theta, beliefs, loss = trial, trial_beliefs, trial_loss
@@ -333,4 +397,4 @@ def estimate(
                 converged = True
                 break
     report = FitReport(iterations=it, loss=loss, converged=converged, losses=losses)
-    return GraphicalModel(domain, tree, theta, total, beliefs, report)
+    return GraphicalModel(domain, tree, theta, total, [b[0] for b in beliefs], report)

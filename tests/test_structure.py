@@ -90,7 +90,7 @@ def test_greedy_never_keeps_a_forbidden_edge_when_outcome_comes_first():
 
 
 def _brute_force_best(domain, roles, edges, weights):
-    best, best_w = None, -np.inf
+    best_w = -np.inf
     d = len(domain)
     for combo in itertools.combinations(range(len(edges)), d - 1):
         g = nx.Graph([edges[i] for i in combo])
@@ -101,7 +101,7 @@ def _brute_force_best(domain, roles, edges, weights):
             continue
         w = sum(weights[i] for i in combo)
         if w > best_w:
-            best, best_w = combo, w
+            best_w = w
     return best_w
 
 

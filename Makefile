@@ -1,0 +1,33 @@
+# Two entry points, both safe on a fresh machine: `make release` and `make test`.
+# The virtualenv is built once; torch is installed first so pip takes the local CPU wheel
+# instead of pulling CUDA packages.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.privfair-installed
+
+export DO_NOT_TRACK := 1
+export PREFECT_SERVER_ANALYTICS_ENABLED := false
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet torch==2.13.0
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+.PHONY: install release test lint bench
+install: $(STAMP)
+
+release: $(STAMP)
+	$(BIN)/privfair release --contract data_contracts/adult.yaml --epsilon 1 --delta 1e-9 \
+		--method prefair-greedy --out releases
+
+test: $(STAMP)
+	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check privfair tasks flows tests benchmarks
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/engine_adult.py --out benchmarks/results/engine_adult.json

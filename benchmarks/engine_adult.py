@@ -1,0 +1,157 @@
+"""Engine benchmark on Adult: speed, memory, utility and fairness of MST and PreFair.
+
+Runs every (method, ε, seed) in a fresh subprocess so that peak RSS is that run's own, and
+prints one JSON document: per-run records and per-(method, ε, sample mode) summaries.
+
+    python benchmarks/engine_adult.py                       # full grid (≈ 5 min on 2 cores)
+    python benchmarks/engine_adult.py --seeds 1 --eps 1     # quick look
+
+The data is the embedded Adult table discretised by data_contracts/adult.yaml (13 attributes,
+48,842 rows). Utility is measured against that same table, as in the MST/PreFair papers; this
+is an evaluation, not a release, so it reads the real data on purpose.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+METHODS = ("mst", "prefair-greedy", "prefair-exact")
+
+
+def _load_adult():
+    from privfair.contracts import load_contract
+    from privfair.datasets import default_contract_path, default_dataset_path
+    from privfair.discretize import discretize
+
+    import pandas as pd
+
+    contract = load_contract(default_contract_path())
+    frame = pd.read_parquet(default_dataset_path())
+    codes = pd.DataFrame(discretize(frame, contract))
+    return codes, contract.domain(), contract.roles()
+
+
+def worker(method: str, epsilon: float, seed: int) -> dict:
+    import numpy as np
+    import pandas as pd
+
+    from privfair.synthesizer import FairSynthesizer
+    from privfair.utility import ci_test, marginal_tvd
+
+    codes, domain, roles = _load_adult()
+    rng = np.random.default_rng(seed)
+    fit_rng, sample_rng = rng.spawn(2)
+    start = time.perf_counter()
+    synth = FairSynthesizer(domain=domain, roles=roles, epsilon=epsilon, delta=1e-9,
+                            method=method, max_search_nodes=200_000)
+    synth.fit(codes, rng=fit_rng)
+    fit_s = time.perf_counter() - start
+    record = {
+        "method": method, "epsilon": epsilon, "seed": seed, "fit_s": fit_s,
+        "edges": [list(e) for e in synth.structure_.edges],
+        "fair": synth.structure_.fairness.passed,
+        "search_nodes": synth.structure_.search_nodes,
+        "estimation_iterations": synth.model_.report.iterations,
+        "rho_spent": synth.ledger_.spent, "rho_budget": synth.ledger_.rho_budget,
+    }
+    outcome = roles.outcome[0]
+    neighbours = sorted({b if a == outcome else a for a, b in synth.structure_.edges
+                         if outcome in (a, b)})
+    for mode in ("iid", "round"):
+        start = time.perf_counter()
+        synthetic = synth.sample(len(codes), rng=sample_rng, mode=mode)
+        record[f"{mode}_sample_s"] = time.perf_counter() - start
+        for k in (1, 2, 3):
+            record[f"{mode}_tvd{k}"] = marginal_tvd(codes, synthetic, domain, k)
+        # Conditional independence of the outcome from each protected attribute given the
+        # outcome's neighbours in the tree, in the synthetic data (and, for contrast, real).
+        for name, frame in (("synthetic", synthetic), ("real", codes)):
+            if mode == "round" and name == "real":
+                continue
+            pvalues = {p: ci_test(frame, outcome, p, neighbours, domain)[2]
+                       for p in roles.protected}
+            record[f"{mode}_ci_pvalues_{name}"] = pvalues
+    record["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return record
+
+
+def _summarise(records: list[dict]) -> list[dict]:
+    out = []
+    keys = sorted({(r["method"], r["epsilon"]) for r in records},
+                  key=lambda k: (METHODS.index(k[0]), k[1]))
+    for method, eps in keys:
+        rows = [r for r in records if r["method"] == method and r["epsilon"] == eps]
+        for mode in ("iid", "round"):
+            entry = {"method": method, "epsilon": eps, "sample_mode": mode, "runs": len(rows)}
+            for field in ("fit_s", f"{mode}_sample_s", "peak_rss_mb", f"{mode}_tvd1",
+                          f"{mode}_tvd2", f"{mode}_tvd3"):
+                values = [r[field] for r in rows]
+                name = field.replace(f"{mode}_", "")
+                entry[name] = statistics.fmean(values)
+                if len(values) > 1:
+                    entry[name + "_sd"] = statistics.stdev(values)
+            entry["fit_plus_sample_s"] = entry["fit_s"] + entry["sample_s"]
+            entry["fair_all_runs"] = all(r["fair"] for r in rows)
+            entry["min_ci_pvalue_synthetic"] = min(
+                min(r[f"{mode}_ci_pvalues_synthetic"].values()) for r in rows)
+            if mode == "iid":
+                entry["max_ci_pvalue_real"] = max(
+                    max(r["iid_ci_pvalues_real"].values()) for r in rows)
+            out.append(entry)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--methods", nargs="*", default=list(METHODS))
+    parser.add_argument("--eps", nargs="*", type=float, default=[0.1, 1.0, 10.0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="also write the JSON here")
+    parser.add_argument("--worker", nargs=3, metavar=("METHOD", "EPS", "SEED"))
+    args = parser.parse_args()
+    if args.worker:
+        method, eps, seed = args.worker
+        print(json.dumps(worker(method, float(eps), int(seed))))
+        return
+    records = []
+    for method in args.methods:
+        for eps in args.eps:
+            for seed in range(args.seeds):
+                result = subprocess.run(
+                    [sys.executable, __file__, "--worker", method, str(eps), str(seed)],
+                    capture_output=True, text=True, cwd=ROOT)
+                if result.returncode != 0:
+                    records.append({"method": method, "epsilon": eps, "seed": seed,
+                                    "error": result.stderr.strip().splitlines()[-1]})
+                    print(f"{method} eps={eps} seed={seed}: {records[-1]['error']}",
+                          file=sys.stderr)
+                    continue
+                records.append(json.loads(result.stdout))
+                print(f"{method} eps={eps} seed={seed}: fit {records[-1]['fit_s']:.2f}s "
+                      f"tvd2 {records[-1]['iid_tvd2']:.4f}", file=sys.stderr)
+    ok = [r for r in records if "error" not in r]
+    document = {
+        "benchmark": "engine_adult",
+        "dataset": "adult (embedded, 48,842 rows, 13 attributes)",
+        "delta": 1e-9,
+        "summary": _summarise(ok),
+        "failures": [r for r in records if "error" in r],
+        "runs": ok,
+    }
+    text = json.dumps(document, indent=2)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
