@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from privfair.accounting import PrivacyLedger, zcdp_rho
+from privfair.aim import candidate_cliques, run_aim
 from privfair.domain import Clique, Domain, Roles
 from privfair.errors import FairnessViolationError
 from privfair.estimation import GraphicalModel, estimate
@@ -31,7 +32,12 @@ from privfair.measure import (
     measure_marginals,
 )
 from privfair.sampling import MODES, decompress, sample_model
-from privfair.structure import METHODS, SelectedStructure, select_structure
+from privfair.structure import METHODS as TREE_METHODS
+from privfair.structure import SelectedStructure, check_fairness, select_structure
+
+AIM_METHODS = ("aim", "aim-fair")
+METHODS = (*TREE_METHODS, *AIM_METHODS)
+FAIR_METHODS = ("prefair-greedy", "prefair-exact", "aim-fair")
 
 Batches = Iterable[Mapping[str, np.ndarray]]
 DataLike = pd.DataFrame | Mapping[str, np.ndarray] | Callable[[], Batches]
@@ -172,8 +178,8 @@ class FairSynthesizer:
         Protected, admissible and outcome attributes.
     epsilon, delta : float
         The (ε, δ)-DP guarantee of the fit; converted to a zCDP budget ρ.
-    method : {"mst", "prefair-greedy", "prefair-exact"}
-        Structure selector.
+    method : {"mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"}
+        Structure selector: MST-style trees, or AIM's adaptive Markov networks.
     compress : bool
         Merge categories whose noisy count is under ``compress_threshold``·σ (MST).
     discrete_noise : bool
@@ -182,6 +188,8 @@ class FairSynthesizer:
         Bound on the exact search of ``prefair-exact``; beyond it, fitting fails.
     tol, max_iters : float, int
         Estimation stopping rule.
+    max_model_size_mb : float
+        AIM's cap on the junction tree's maximal cliques.
     require_fair : bool
         Raise :class:`FairnessViolationError` if a fair method's structure fails the check.
 
@@ -194,15 +202,16 @@ class FairSynthesizer:
         self, *, domain: Domain, roles: Roles, epsilon: float, delta: float,
         method: str = "mst", compress: bool = True, compress_threshold: float = 3.0,
         discrete_noise: bool = False, max_search_nodes: int = 200_000, tol: float = 1e-6,
-        max_iters: int = 10_000, require_fair: bool = True,
+        max_iters: int = 10_000, require_fair: bool = True, max_model_size_mb: float = 80.0,
     ) -> None:
         _check_settings(epsilon=epsilon, delta=delta, method=method, sample_mode="iid")
-        roles.check(domain, fair=method != "mst")
+        roles.check(domain, fair=method in FAIR_METHODS)
         self.domain, self.roles = domain, roles
         self.epsilon, self.delta, self.method = epsilon, delta, method
         self.compress, self.compress_threshold = compress, compress_threshold
         self.discrete_noise, self.max_search_nodes = discrete_noise, max_search_nodes
         self.tol, self.max_iters, self.require_fair = tol, max_iters, require_fair
+        self.max_model_size_mb = max_model_size_mb
 
     def fit(self, data: DataLike, *, rng: np.random.Generator,
             ledger: PrivacyLedger | None = None,
@@ -221,6 +230,23 @@ class FairSynthesizer:
 
         report("count", 0.0)
         batches = as_batches(data)
+        if self.method in AIM_METHODS:
+            self._fit_aim(batches, rho=split.one_way + split.select + split.measure, rng=rng,
+                          ledger=ledger, report=report)
+        else:
+            self._fit_tree(batches, split=split, rng=rng, ledger=ledger, report=report)
+        if (self.require_fair and self.method in FAIR_METHODS
+                and not self.structure_.fairness.passed):
+            raise FairnessViolationError(
+                f"{self.method} built a structure that fails the fairness check: "
+                f"{self.structure_.fairness.violations}"
+            )
+        self.ledger_ = ledger
+        self.split_ = split
+        report("done", 1.0)
+        return self
+
+    def _fit_tree(self, batches, *, split: BudgetSplit, rng, ledger, report) -> None:
         cliques = [(a,) for a in self.domain] + all_pairs(self.domain)
         tables = count_marginals(self.domain, cliques, batches())
         report("measure one-way", 0.1)
@@ -228,15 +254,11 @@ class FairSynthesizer:
                                   ledger=ledger, discrete=self.discrete_noise)
         self.one_way_ = fit_one_way(one_way, self.domain, compress=self.compress,
                                     threshold=self.compress_threshold)
+        self.compression_ = self.one_way_.compression
         report("select structure", 0.2)
         self.structure_ = select(tables, self.one_way_, self.roles, method=self.method,
                                  rho=split.select, rng=rng, ledger=ledger,
                                  max_search_nodes=self.max_search_nodes)
-        if self.require_fair and self.method != "mst" and not self.structure_.fairness.passed:
-            raise FairnessViolationError(
-                f"{self.method} built a structure that fails the fairness check: "
-                f"{self.structure_.fairness.violations}"
-            )
         report("measure 2-way", 0.3)
         self.selected_ = measure_selected(tables, self.one_way_, self.structure_,
                                           rho=split.measure, rng=rng, ledger=ledger,
@@ -248,10 +270,23 @@ class FairSynthesizer:
             callback=lambda it, loss: report(
                 "estimate", 0.4 + 0.5 * min(it / self.max_iters, 1.0)),
         )
-        self.ledger_ = ledger
-        self.split_ = split
-        report("done", 1.0)
-        return self
+
+    def _fit_aim(self, batches, *, rho: float, rng, ledger, report) -> None:
+        tables = count_marginals(self.domain, candidate_cliques(self.domain), batches())
+        report("AIM rounds", 0.1)
+        result = run_aim(tables, self.domain, rho=rho, rng=rng, ledger=ledger,
+                         roles=self.roles, fair=self.method == "aim-fair",
+                         max_model_size_mb=self.max_model_size_mb, tol=self.tol,
+                         final_max_iters=self.max_iters,
+                         progress=lambda fraction: report("AIM rounds", 0.1 + 0.85 * fraction))
+        del tables
+        self.model_ = result.model
+        self.aim_rounds_ = result.rounds
+        self.compression_ = Compression.identity(self.domain)
+        cliques = result.cliques
+        self.structure_ = SelectedStructure(
+            self.method, tuple(cliques),
+            check_fairness(self.domain.attributes, list(self.model_.potentials), self.roles))
 
     def sample(self, n_rows: int | None = None, *, rng: np.random.Generator,
                mode: str = "iid") -> pd.DataFrame:
@@ -259,7 +294,7 @@ class FairSynthesizer:
         if not hasattr(self, "model_"):
             raise RuntimeError("call fit() before sample()")
         n = round(self.model_.total) if n_rows is None else n_rows
-        return generate(self.model_, self.one_way_.compression, n, rng=rng, mode=mode)
+        return generate(self.model_, self.compression_, n, rng=rng, mode=mode)
 
     def manifest(self) -> dict[str, Any]:
         """JSON-serialisable record of the guarantee, the ledger, the structure and settings."""
@@ -280,7 +315,7 @@ class FairSynthesizer:
                 "budget_split": vars(self.split_).copy(),
                 "compress": self.compress,
                 "compress_threshold": self.compress_threshold,
-                "compression": self.one_way_.compression.to_dict(),
+                "compression": self.compression_.to_dict(),
                 "discrete_noise": self.discrete_noise,
                 "max_search_nodes": self.max_search_nodes,
                 "estimation": {
@@ -289,6 +324,13 @@ class FairSynthesizer:
                     "converged": report.converged if report else None,
                 },
                 "estimated_total": self.model_.total,
+                "max_model_size_mb": self.max_model_size_mb,
+                "aim_rounds": [
+                    {"round": r.round, "clique": list(r.clique), "sigma": r.sigma,
+                     "epsilon": r.epsilon, "annealed": r.annealed,
+                     "model_size_mb": r.model_size_mb}
+                    for r in getattr(self, "aim_rounds_", [])
+                ],
             },
             "domain": self.domain.to_dict(),
             "roles": self.roles.to_dict(),
