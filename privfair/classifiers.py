@@ -479,11 +479,20 @@ def evaluate_classifier(kind: str, train: TableLike, test: TableLike, domain: Do
     y_pred, y_score = train_and_predict(kind, train, test, domain, outcome=outcome, seed=seed,
                                         features=features, favorable=favorable,
                                         options=options)
+    return {"kind": kind, **score_predictions(train, test, domain, outcome=outcome,
+                                              y_pred=y_pred, y_score=y_score,
+                                              favorable=favorable)}
+
+
+def score_predictions(train: TableLike, test: TableLike, domain: DomainLike, *, outcome: str,
+                      y_pred: np.ndarray, y_score: np.ndarray,
+                      favorable: int | Collection[int] | None = None
+                      ) -> dict[str, float | int]:
+    """Metrics of predictions on ``test`` beside the majority-class baseline of ``train``."""
     y_train = outcome_indicator(train, domain, outcome, favorable=favorable, name="train")
     y_test = outcome_indicator(test, domain, outcome, favorable=favorable, name="test")
     majority = int(np.count_nonzero(y_train) * 2 > y_train.size)
-    report: dict[str, float | int | str] = {
-        "kind": kind,
+    report: dict[str, float | int] = {
         "n_train": int(y_train.size),
         "n_test": int(y_test.size),
         "majority_class": majority,

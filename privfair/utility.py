@@ -552,7 +552,8 @@ def _counts_by(*indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def ci_test(frame: TableLike, x: str | Sequence[str], y: str | Sequence[str],
             given: str | Sequence[str] | None, domain: DomainLike, *,
-            adjust_dof: bool = True) -> CITestResult:
+            adjust_dof: bool = True, permutations: int = 0,
+            rng: np.random.Generator | None = None) -> CITestResult:
     """Likelihood-ratio (G) test of ``X ⟂ Y | Z``, stratified by the joint value of ``Z``.
 
     ``G = 2 Σ_z Σ_{x,y} O_xyz · ln(O_xyz · n_z / (n_xz · n_yz))`` over non-empty cells, which
@@ -577,6 +578,11 @@ def ci_test(frame: TableLike, x: str | Sequence[str], y: str | Sequence[str],
         Declared domain.
     adjust_dof : bool, default True
         Count degrees of freedom from observed levels per stratum (see above).
+    permutations : int, default 0
+        If positive, the p-value comes from this many permutations of Y within strata of Z
+        instead of the χ² approximation, which is unreliable when strata are sparse.
+    rng : numpy.random.Generator, optional
+        Randomness for the permutations.
 
     Returns
     -------
@@ -604,6 +610,41 @@ def ci_test(frame: TableLike, x: str | Sequence[str], y: str | Sequence[str],
     yi = _joint_index(frame, ys, dom, n, "frame")
     zi = _joint_index(frame, zs, dom, n, "frame")
 
+    statistic = _g_statistic(xi, yi, zi)
+    n_z = np.bincount(zi)
+    n_strata = int(n_z.size)
+    if adjust_dof:
+        zx, n_zx = _counts_by(zi, xi)
+        zy, n_zy = _counts_by(zi, yi)
+        zx_first = np.zeros(n_zx.size, dtype=np.int64)
+        zx_first[zx] = zi
+        zy_first = np.zeros(n_zy.size, dtype=np.int64)
+        zy_first[zy] = zi
+        r_z = np.bincount(zx_first, minlength=n_strata)
+        c_z = np.bincount(zy_first, minlength=n_strata)
+        dof = int(np.sum((r_z - 1) * (c_z - 1)))
+    else:
+        dof = n_strata * (dom.cells(xs) - 1) * (dom.cells(ys) - 1)
+    if permutations:
+        if rng is None:
+            raise ValueError("a permutation CI test needs rng, a numpy Generator")
+        # Shuffle Y within strata of Z: row i of stratum z takes Y from a random row of z.
+        grouped = np.argsort(zi, kind="stable")
+        exceed = 0
+        for _ in range(permutations):
+            shuffled = rng.permutation(n)
+            source = shuffled[np.argsort(zi[shuffled], kind="stable")]
+            permuted = np.empty_like(yi)
+            permuted[grouped] = yi[source]
+            exceed += _g_statistic(xi, permuted, zi) >= statistic - 1e-9
+        return CITestResult(statistic, dof, (1 + exceed) / (1 + permutations))
+    p_value = float(stats.chi2.sf(statistic, dof)) if dof > 0 else 1.0
+    return CITestResult(statistic, dof, p_value)
+
+
+def _g_statistic(xi: np.ndarray, yi: np.ndarray, zi: np.ndarray) -> float:
+    """``2 Σ O ln(O n_z / (n_xz n_yz))`` over the non-empty (z, x, y) cells."""
+    n = xi.size
     zxy, n_zxy = _counts_by(zi, xi, yi)
     zx, n_zx = _counts_by(zi, xi)
     zy, n_zy = _counts_by(zi, yi)
@@ -614,21 +655,7 @@ def ci_test(frame: TableLike, x: str | Sequence[str], y: str | Sequence[str],
     observed = n_zxy.astype(np.float64)
     log_ratio = (np.log(observed) + np.log(n_z[zi[first]])
                  - np.log(n_zx[zx[first]]) - np.log(n_zy[zy[first]]))
-    statistic = max(float(2.0 * np.sum(observed * log_ratio)), 0.0)
-
-    n_strata = int(n_z.size)
-    if adjust_dof:
-        zx_first = np.zeros(n_zx.size, dtype=np.int64)
-        zx_first[zx] = zi
-        zy_first = np.zeros(n_zy.size, dtype=np.int64)
-        zy_first[zy] = zi
-        r_z = np.bincount(zx_first, minlength=n_strata)
-        c_z = np.bincount(zy_first, minlength=n_strata)
-        dof = int(np.sum((r_z - 1) * (c_z - 1)))
-    else:
-        dof = n_strata * (dom.cells(xs) - 1) * (dom.cells(ys) - 1)
-    p_value = float(stats.chi2.sf(statistic, dof)) if dof > 0 else 1.0
-    return CITestResult(statistic, dof, p_value)
+    return max(float(2.0 * np.sum(observed * log_ratio)), 0.0)
 
 
 def conditional_mutual_information(frame: TableLike, x: str | Sequence[str],

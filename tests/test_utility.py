@@ -331,3 +331,22 @@ def test_ci_test_refuses_bad_arguments():
                 domain)
     with pytest.raises(DomainError, match="columns have different lengths"):
         ci_test({"x": np.array([0, 1]), "y": np.array([0])}, "x", "y", None, domain)
+
+
+def test_permutation_ci_test_is_calibrated_on_sparse_strata():
+    # X ⟂ Y | Z with many sparse strata, where the chi-square approximation is poor.
+    rng = np.random.default_rng(12)
+    pvalues = []
+    for _ in range(40):
+        z = rng.integers(0, 60, 400)
+        x = (rng.random(400) < 0.2 + 0.01 * (z % 50)).astype(np.int64)
+        y = (rng.random(400) < 0.7 - 0.01 * (z % 50)).astype(np.int64)
+        frame = {"x": x, "y": y, "z": z}
+        result = ci_test(frame, "x", "y", "z", {"x": 2, "y": 2, "z": 60}, permutations=99,
+                         rng=rng)
+        pvalues.append(result.p_value)
+    assert 0.3 < np.mean(pvalues) < 0.7
+    assert np.mean(np.array(pvalues) < 0.05) < 0.15
+    dependent = {"x": x, "y": x.copy(), "z": z}
+    assert ci_test(dependent, "x", "y", "z", {"x": 2, "y": 2, "z": 60}, permutations=99,
+                   rng=rng).p_value == pytest.approx(0.01)
