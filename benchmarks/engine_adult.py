@@ -17,26 +17,13 @@ import argparse
 import json
 import resource
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _common import emit, load_codes, run_worker
+
 METHODS = ("mst", "prefair-greedy", "prefair-exact")
-
-
-def _load_adult():
-    import pandas as pd
-
-    from privfair.contracts import load_contract
-    from privfair.datasets import default_contract_path, default_dataset_path
-    from privfair.discretize import discretize
-
-    contract = load_contract(default_contract_path())
-    frame = pd.read_parquet(default_dataset_path())
-    codes = pd.DataFrame(discretize(frame, contract))
-    return codes, contract.domain(), contract.roles()
 
 
 def worker(method: str, epsilon: float, seed: int) -> dict:
@@ -45,7 +32,8 @@ def worker(method: str, epsilon: float, seed: int) -> dict:
     from privfair.synthesizer import FairSynthesizer
     from privfair.utility import ci_test, marginal_tvd
 
-    codes, domain, roles = _load_adult()
+    codes, contract = load_codes("adult")
+    domain, roles = contract.domain(), contract.roles()
     rng = np.random.default_rng(seed)
     fit_rng, sample_rng = rng.spawn(2)
     start = time.perf_counter()
@@ -130,18 +118,12 @@ def main() -> None:
     for method in args.methods:
         for eps in args.eps:
             for seed in range(args.seeds):
-                result = subprocess.run(
-                    [sys.executable, __file__, "--worker", method, str(eps), str(seed)],
-                    capture_output=True, text=True, cwd=ROOT)
-                if result.returncode != 0:
-                    records.append({"method": method, "epsilon": eps, "seed": seed,
-                                    "error": result.stderr.strip().splitlines()[-1]})
-                    print(f"{method} eps={eps} seed={seed}: {records[-1]['error']}",
-                          file=sys.stderr)
-                    continue
-                records.append(json.loads(result.stdout))
-                print(f"{method} eps={eps} seed={seed}: fit {records[-1]['fit_s']:.2f}s "
-                      f"tvd2 {records[-1]['iid_tvd2']:.4f}", file=sys.stderr)
+                record = run_worker(__file__, method, eps, seed)
+                record.update(method=method, epsilon=eps, seed=seed)
+                records.append(record)
+                status = record.get("error") or f"fit {record['fit_s']:.2f}s " \
+                    f"tvd2 {record['iid_tvd2']:.4f}"
+                print(f"{method} eps={eps} seed={seed}: {status}", file=sys.stderr)
     ok = [r for r in records if "error" not in r]
     document = {
         "benchmark": "engine_adult",
@@ -151,12 +133,7 @@ def main() -> None:
         "failures": [r for r in records if "error" in r],
         "runs": ok,
     }
-    text = json.dumps(document, indent=2)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(text)
-
+    emit(document, args.out)
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,6 @@ Prints JSON. Evaluation reads real data: its output is not privacy-protected.
 from __future__ import annotations
 
 import argparse
-import json
 import resource
 import statistics
 import sys
@@ -25,16 +24,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+from _common import emit, load_codes
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from privfair.contracts import load_contract  # noqa: E402
-from privfair.datasets import contract_path, dataset_path  # noqa: E402
-from privfair.discretize import discretize  # noqa: E402
-from privfair.evaluation import NOT_PRIVATE, evaluate_synthetic, train_test_split  # noqa: E402
-from privfair.synthesizer import FairSynthesizer  # noqa: E402
+from privfair.evaluation import NOT_PRIVATE, evaluate_synthetic, train_test_split
+from privfair.synthesizer import FairSynthesizer
 
 # Privileged groups, by label. COMPAS follows AIF360's convention (Caucasian, Female).
 PRIVILEGED = {
@@ -49,8 +42,7 @@ PAPER = {
 
 
 def load(name: str):
-    contract = load_contract(contract_path(name))
-    frame = pd.DataFrame(discretize(pd.read_parquet(dataset_path(name)), contract))
+    frame, contract = load_codes(name)
     privileged = {a: contract.labels(a).index(label) for a, label in PRIVILEGED[name].items()}
     return frame, contract.domain(), contract.roles(), privileged
 
@@ -66,7 +58,8 @@ def headline(record: dict, roles) -> dict:
     return out
 
 
-def run(name: str, seeds: int, epsilon: float) -> dict:
+def run(name: str, seeds: int, epsilon: float, *, rows_multiplier: float = 1.0,
+        sample_mode: str = "iid") -> dict:
     frame, domain, roles, privileged = load(name)
     train, test = train_test_split(frame, rng=np.random.default_rng(2023))
     results: dict[str, list[dict]] = {}
@@ -80,7 +73,8 @@ def run(name: str, seeds: int, epsilon: float) -> dict:
             synth = FairSynthesizer(domain=domain, roles=roles, epsilon=epsilon, delta=1e-9,
                                     method=method)
             synth.fit(train, rng=fit_rng)
-            synthetic = synth.sample(len(train), rng=sample_rng)
+            synthetic = synth.sample(round(rows_multiplier * len(train)), rng=sample_rng,
+                                     mode=sample_mode)
             record = evaluate_synthetic(synthetic, real_train=train, real_test=test,
                                         domain=domain, roles=roles, privileged=privileged,
                                         classifiers=("mlp",), seed=seed)
@@ -92,10 +86,13 @@ def run(name: str, seeds: int, epsilon: float) -> dict:
         timings[method] = time.perf_counter() - start
     means = {m: {k: statistics.fmean(headline(r, roles)[k] for r in rows) for k in COLUMNS}
              for m, rows in results.items()}
-    ratio = {k: 100 * means["prefair-greedy"][k] / means["mst"][k] for k in COLUMNS}
+    # A ratio is undefined when MST's value is exactly 0 (e.g. no disparity at all).
+    ratio = {k: 100 * means["prefair-greedy"][k] / means["mst"][k] if means["mst"][k] else None
+             for k in COLUMNS}
     return {
         "dataset": name, "rows": len(frame), "train": len(train), "test": len(test),
         "epsilon": epsilon, "seeds": seeds, "privileged": PRIVILEGED[name],
+        "rows_multiplier": rows_multiplier, "sample_mode": sample_mode,
         "means": means, "greedy_as_percent_of_mst": ratio,
         "paper_percent": dict(zip(COLUMNS, PAPER[name], strict=True)),
         "baseline_accuracy": results["mst"][0]["mlp_baseline_accuracy"],
@@ -108,19 +105,20 @@ def main() -> None:
     parser.add_argument("--datasets", nargs="*", default=["adult", "compas"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--epsilon", type=float, default=1.0)
+    parser.add_argument("--rows-multiplier", type=float, default=1.0,
+                        help="synthetic rows per real training row (sampling is free)")
+    parser.add_argument("--sample-mode", choices=["iid", "round"], default="iid")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     start = time.perf_counter()
     document = {"benchmark": "prefair_table3", "warning": NOT_PRIVATE,
-                "datasets": [run(d, args.seeds, args.epsilon) for d in args.datasets]}
+                "datasets": [run(d, args.seeds, args.epsilon,
+                                     rows_multiplier=args.rows_multiplier,
+                                     sample_mode=args.sample_mode)
+                                 for d in args.datasets]}
     document["total_wall_s"] = time.perf_counter() - start
     document["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    text = json.dumps(document, indent=2, default=float)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(text)
-    print(text)
-
+    emit(document, args.out)
 
 if __name__ == "__main__":
     main()

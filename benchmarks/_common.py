@@ -1,0 +1,44 @@
+"""Helpers shared by the benchmark scripts (not part of the library)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+
+def load_codes(name: str):
+    """An embedded dataset discretised by its packaged contract: (codes, contract)."""
+    from privfair.contracts import load_contract
+    from privfair.datasets import contract_path, dataset_path
+    from privfair.discretize import discretize
+
+    contract = load_contract(contract_path(name))
+    raw = pd.read_parquet(dataset_path("adult" if name.startswith("adult") else name))
+    return pd.DataFrame(discretize(raw, contract)), contract
+
+
+def run_worker(script: str, *args: object) -> dict:
+    """Run ``script --worker args`` in a fresh process (so its peak RSS is its own)."""
+    result = subprocess.run([sys.executable, script, "--worker", *map(str, args)],
+                            capture_output=True, text=True, cwd=ROOT)
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines() or ["no output"]
+        return {"error": lines[-1]}
+    return json.loads(result.stdout)
+
+
+def emit(document: dict, out: Path | None) -> None:
+    """Print the JSON document, and write it to ``out`` when given."""
+    text = json.dumps(document, indent=2, default=float)
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+    print(text)
