@@ -91,7 +91,6 @@ __all__ = [
     "ProblemTooLargeError",
     "TOTSolverError",
     "TOTransform",
-    "encode_safes_adult",
     "joint_distribution",
     "safes_adult_distortion",
     "safes_adult_text_distortion",
@@ -190,7 +189,7 @@ def safes_adult_distortion(old: Mapping[str, np.ndarray], new: Mapping[str, np.n
     * 1.0 if income goes from 1 (``>50K``, favourable) to 0;
     * 0.0 otherwise.
 
-    Codes must be ordinal: ``age`` in decades (e.g. from :func:`encode_safes_adult`),
+    Codes must be ordinal: ``age`` in decades,
     ``education`` in increasing order of attainment, ``income`` 1 = ``>50K``.
 
     This is the function SAFES ran (its repository's ``custom_distortion``, after Calmon et
@@ -257,43 +256,6 @@ DISTORTIONS: dict[str, DistortionFunction] = {
     "safes-adult-text": safes_adult_text_distortion,
     "safes-compas": safes_compas_distortion,
 }
-
-
-# --- the SAFES / Calmon Adult set-up -----------------------------------------------------
-
-#: Education levels of the SAFES Adult set-up (Table 1), in order of attainment.
-SAFES_ADULT_EDUCATION = ("<11th", "11th-12th", "HS-grad", "Some-college", "Assoc-voc",
-                         "Assoc-acdm", "Bachelors", "Graduate")
-_EDUCATION_LEVEL = {
-    "Preschool": 0, "1st-4th": 0, "5th-6th": 0, "7th-8th": 0, "9th": 0, "10th": 0,
-    "11th": 1, "12th": 1, "HS-grad": 2, "Some-college": 3, "Assoc-voc": 4, "Assoc-acdm": 5,
-    "Bachelors": 6, "Masters": 7, "Prof-school": 7, "Doctorate": 7,
-}
-
-
-def encode_safes_adult(raw: pd.DataFrame) -> tuple[pd.DataFrame, Domain]:
-    """Code raw UCI Adult rows for the Calmon/SAFES TOT set-up.
-
-    Returns integer codes for ``race`` (0 non-white, 1 white), ``sex`` (0 female, 1 male),
-    ``age`` (decades: <20, 20s, ..., 60s, 70+ -- 7 levels, as Calmon et al./AIF360),
-    ``education`` (the 8 ordered levels of :data:`SAFES_ADULT_EDUCATION`; SAFES Table 1 with
-    11th and 12th merged) and ``income`` (1 = ``>50K``), with the declared domain. The levels are
-    a public declaration, not read from the data; an unknown education label is refused.
-    """
-    education = raw["education"].astype(str).str.strip().map(_EDUCATION_LEVEL)
-    if education.isna().any():
-        raise DomainError("column 'education': labels outside the declared Adult categories")
-    age = pd.to_numeric(raw["age"]).to_numpy()
-    income = raw["income"].astype(str).str.strip().str.rstrip(".")
-    codes = pd.DataFrame({
-        "race": (raw["race"].astype(str).str.strip() == "White").to_numpy(np.int64),
-        "sex": (raw["sex"].astype(str).str.strip() == "Male").to_numpy(np.int64),
-        "age": np.clip(age // 10, 1, 7).astype(np.int64) - 1,
-        "education": education.to_numpy(np.int64),
-        "income": (income == ">50K").to_numpy(np.int64),
-    })
-    domain = Domain(("race", "sex", "age", "education", "income"), (2, 2, 7, 8, 2))
-    return codes, domain
 
 
 # --- layout: packing codes ---------------------------------------------------------------
