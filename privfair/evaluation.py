@@ -216,7 +216,7 @@ def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation
                 ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0),
                             marker="o", capsize=3, label=variant)
             ax.set_xscale("log")
-            epsilons = sorted(part["epsilon"].unique())
+            epsilons = sorted(set(part["epsilon"]))
             ax.set_xticks(epsilons, [f"{e:g}" for e in epsilons])
             ax.minorticks_off()
             ax.set_xlabel("ε")
