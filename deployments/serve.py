@@ -1,0 +1,43 @@
+"""Serve the release flow from this process: a monthly release of the embedded Adult data and
+an ad-hoc deployment whose form the Prefect UI renders from ``ReleaseParams``.
+
+    prefect server start                                   # terminal 1 (UI on :4200)
+    export PREFECT_API_URL=http://127.0.0.1:4200/api       # terminal 2
+    python deployments/serve.py
+
+Runs then execute in this process; see deployments/README.md.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from prefect import serve  # noqa: E402
+
+from flows.release import release  # noqa: E402
+
+#: The scheduled release: embedded Adult data and contract (params left out use defaults).
+#: No seed: every scheduled release draws fresh OS entropy.
+MONTHLY_PARAMS = {"params": {"epsilon": 1.0, "delta": 1e-9, "method": "prefair-greedy",
+                             "out": "releases"}}
+
+
+def deployments() -> list:
+    monthly = release.to_deployment(
+        name="monthly-adult", cron="0 3 1 * *", parameters=MONTHLY_PARAMS,
+        tags=["privfair", "scheduled"],
+        description="Monthly DP synthetic release of the embedded Adult data (03:00 UTC, day 1).")
+    ad_hoc = release.to_deployment(
+        name="ad-hoc", tags=["privfair", "ad-hoc"],
+        description="Any contract/data/budget, from the UI form or `prefect deployment run`.")
+    return [monthly, ad_hoc]
+
+
+if __name__ == "__main__":
+    # pause_on_shutdown=False: stopping this process must not silently pause the schedule.
+    serve(*deployments(), pause_on_shutdown=False)

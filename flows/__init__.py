@@ -1,0 +1,1 @@
+"""Prefect flows of privfair (repository-level, not shipped in the wheel)."""

@@ -1,0 +1,323 @@
+"""``privfair`` command line.
+
+Commands::
+
+    privfair release --contract PATH [--data PATH] --epsilon E --delta D --method M
+                     [--seed S] --out DIR [--sample-mode round] [--no-prefect]
+    privfair discretize --contract PATH [--data PATH] --out FILE
+    privfair contract check PATH
+    privfair releases list [--store DIR] [--dataset NAME] [--json]
+    privfair ledger show [--store DIR] [--dataset NAME] [--json]
+
+Bad input (parameters, contract, data, budget, store) prints one line ``privfair: error: ...``
+on stderr and exits with code 2, with nothing written to the release store or the ledger.
+Other failures exit with code 1. ``release`` prints the new release folder as its last line.
+
+Only the standard library is imported at module level so that ``--help`` is instant; pandas,
+DuckDB, Great Expectations and Prefect are imported inside the commands that need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+METHODS = ("mst", "prefair-greedy", "prefair-exact")
+
+
+class UsageError(Exception):
+    """Bad command-line usage (reported on one line, exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line instead of usage + message
+        raise UsageError(message)
+
+
+def _add_store(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", default="releases", help="release store folder (default: releases)")
+    p.add_argument("--dataset", help="only this dataset")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="privfair", description=(
+        "Differentially private, justifiably fair synthetic releases of sensitive tables."))
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    rel = sub.add_parser("release", help="publish a DP synthetic release",
+                         description="Run the release pipeline (Prefect flow by default).")
+    rel.add_argument("--contract", help="data contract YAML (default: embedded Adult contract)")
+    rel.add_argument("--data", help="private table, CSV or Parquet (default: embedded Adult)")
+    rel.add_argument("--epsilon", type=float, required=True, help="epsilon of (epsilon, delta)-DP")
+    rel.add_argument("--delta", type=float, required=True, help="delta of (epsilon, delta)-DP")
+    rel.add_argument("--method", choices=METHODS, default="prefair-greedy",
+                     help="structure selector (default: prefair-greedy)")
+    rel.add_argument("--seed", type=int, help="testing only: whoever knows the seed can remove "
+                                              "the noise; omit in production")
+    rel.add_argument("--out", default="releases", help="release store folder (default: releases)")
+    rel.add_argument("--n-rows", type=int, help="synthetic rows (default: noisy estimated total)")
+    rel.add_argument("--sample-mode", choices=("iid", "round"), default="iid")
+    rel.add_argument("--discrete-noise", action="store_true",
+                     help="exact discrete Gaussian noise (recommended for production)")
+    rel.add_argument("--work-dir", default=".privfair",
+                     help="private working folder, mode 0700 (default: .privfair)")
+    rel.add_argument("--batch-size", type=int, default=200_000, help="rows per streamed batch")
+    rel.add_argument("--no-prefect", action="store_true",
+                     help="run the same stages in-process, without Prefect")
+    rel.set_defaults(func=cmd_release)
+
+    disc = sub.add_parser("discretize", help="write the integer codes of a table (owner's view)",
+                          description="Map a table onto its contract's codes (private output).")
+    disc.add_argument("--contract", help="data contract YAML (default: embedded Adult contract)")
+    disc.add_argument("--data", help="CSV or Parquet (default: embedded Adult)")
+    disc.add_argument("--out", required=True, help="codes Parquet file to write")
+    disc.add_argument("--batch-size", type=int, default=200_000)
+    disc.set_defaults(func=cmd_discretize)
+
+    con = sub.add_parser("contract", help="data contract commands")
+    con_sub = con.add_subparsers(dest="contract_command", required=True, parser_class=_Parser)
+    check = con_sub.add_parser("check", help="validate a contract and summarise it")
+    check.add_argument("path", help="contract YAML")
+    check.set_defaults(func=cmd_contract_check)
+
+    rels = sub.add_parser("releases", help="release catalog commands")
+    rels_sub = rels.add_subparsers(dest="releases_command", required=True, parser_class=_Parser)
+    lst = rels_sub.add_parser("list", help="list published releases")
+    _add_store(lst)
+    lst.set_defaults(func=cmd_releases_list)
+
+    led = sub.add_parser("ledger", help="lifetime privacy ledger commands")
+    led_sub = led.add_subparsers(dest="ledger_command", required=True, parser_class=_Parser)
+    show = led_sub.add_parser("show", help="show the lifetime ledgers of a store")
+    _add_store(show)
+    show.set_defaults(func=cmd_ledger_show)
+    return parser
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _stderr_console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    from privfair.release import params_error_line
+
+    return " ".join(params_error_line(exc).split())
+
+
+def _is_bad_input(exc: BaseException) -> bool:
+    from privfair.errors import PrivfairError
+
+    return isinstance(exc, PrivfairError | ValueError | OSError | UsageError)
+
+
+def _params(args: argparse.Namespace) -> Any:
+    from privfair.release import ReleaseParams
+
+    return ReleaseParams(
+        contract=args.contract, data=args.data, epsilon=args.epsilon, delta=args.delta,
+        method=args.method, seed=args.seed, n_rows=args.n_rows, sample_mode=args.sample_mode,
+        out=args.out, discrete_noise=args.discrete_noise, work_dir=args.work_dir,
+        batch_size=args.batch_size)
+
+
+def _progress() -> Any:
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    console = _stderr_console()
+    # No bar when stderr is not a terminal (CI, pipes): errors stay one line there.
+    return Progress(TextColumn("{task.description:<18}"), BarColumn(), TaskProgressColumn(),
+                    TimeElapsedColumn(), console=console, transient=True,
+                    disable=not console.is_terminal)
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def cmd_release(args: argparse.Namespace) -> int:
+    from privfair.release import preflight
+
+    params = _params(args)  # refuses bad numbers/methods before anything is imported
+    preflight(params)  # refuses a bad contract, store or budget before any private read
+    with _progress() as bar:
+        task = bar.add_task("preflight", total=1.0)
+
+        def progress(stage: str, fraction: float) -> None:
+            bar.update(task, description=stage, completed=fraction)
+
+        if args.no_prefect:
+            from privfair.release import run_release
+
+            final = run_release(params, progress=progress)
+        else:
+            final = _run_flow(params, progress)
+    print(final, flush=True)
+    return 0
+
+
+def _run_flow(params: Any, progress: Any) -> Path:
+    import logging
+
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    root = Path(__file__).resolve().parents[1]
+    try:
+        from flows.release import release
+        from tasks._common import PROGRESS_LISTENERS
+    except ImportError:
+        if not (root / "flows" / "release.py").is_file():
+            raise UsageError("the Prefect flow (flows/release.py) is not part of this "
+                             "installation; run from a source checkout or use --no-prefect"
+                             ) from None
+        sys.path.insert(0, str(root))
+        from flows.release import release
+        from tasks._common import PROGRESS_LISTENERS
+    PROGRESS_LISTENERS.append(progress)
+    try:
+        final = release(params)
+    finally:
+        PROGRESS_LISTENERS.remove(progress)
+        # The ephemeral API server logs its shutdown at exit; keep the release path last.
+        logging.getLogger("prefect").setLevel(logging.WARNING)
+    return Path(final)
+
+
+def cmd_discretize(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfair.contracts import load_contract
+    from privfair.datasets import default_contract_path, default_dataset_path
+    from privfair.discretize import iter_discretized_batches
+    from privfair.release import _check_closed_domain, _code_type
+
+    contract = load_contract(args.contract or default_contract_path())
+    _check_closed_domain(contract)
+    data = Path(args.data) if args.data else default_dataset_path()
+    if not data.is_file():
+        raise ValueError(f"data file {data} does not exist")
+    out = Path(args.out)
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a folder; expected a file path")
+    domain = contract.domain()
+    schema = pa.schema([(a, _code_type(domain.size(a))) for a in domain])
+    tmp = out.with_name(f".{out.name}.tmp")
+    rows = 0
+    try:
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            for codes in iter_discretized_batches(data, contract, batch_size=args.batch_size):
+                table = pa.table({a: codes[a] for a in domain}).cast(schema)
+                writer.write_table(table)
+                rows += table.num_rows
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    _stderr_console().print(
+        f"wrote {rows} rows x {len(domain)} columns of codes (private: keep it local)")
+    print(out, flush=True)
+    return 0
+
+
+def cmd_contract_check(args: argparse.Namespace) -> int:
+    from privfair.accounting import zcdp_rho
+    from privfair.contracts import load_contract
+
+    contract = load_contract(args.path)
+    roles = contract.role_spec
+    console = _stderr_console()
+    console.print(f"contract {contract.name!r} version {contract.version}: OK")
+    for spec in contract.columns:
+        size = len(spec.declared_labels()) if spec.type != "text" else "open"
+        console.print(f"  {spec.name:<24} {spec.type:<12} {size!s:>5} categories  "
+                      f"nulls={spec.nulls} out_of_domain={spec.out_of_domain}")
+    console.print(f"  roles: protected={list(roles.protected)} "
+                  f"admissible={list(roles.admissible)} outcome={list(roles.outcome)}")
+    b = contract.budget
+    console.print(f"  lifetime budget: epsilon={b.epsilon:g} delta={b.delta:g} "
+                  f"(rho={zcdp_rho(epsilon=b.epsilon, delta=b.delta):.6g})")
+    print(contract.fingerprint(), flush=True)
+    return 0
+
+
+def cmd_releases_list(args: argparse.Namespace) -> int:
+    from privfair.release import list_releases
+
+    rows = list_releases(args.store, args.dataset)
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    if not rows:
+        print(f"no releases in {args.store}")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"releases in {args.store}")
+    for col in ("dataset", "version", "published_at", "epsilon", "delta", "method", "n_rows",
+                "fair", "path"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(r["dataset"], r["version"], r["published_at"], f"{r['epsilon']:g}",
+                      f"{r['delta']:g}", r["method"], str(r["n_rows"]),
+                      "yes" if r["fairness_passed"] else "no", r["path"])
+    Console(width=200).print(table)
+    return 0
+
+
+def cmd_ledger_show(args: argparse.Namespace) -> int:
+    from privfair.release import lifetime_ledgers
+
+    ledgers = lifetime_ledgers(args.store, args.dataset)
+    if args.json:
+        print(json.dumps(ledgers, indent=2))
+        return 0
+    if not ledgers:
+        print(f"no lifetime ledgers in {args.store}")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=200)
+    for led in ledgers:
+        b, s = led["budget"], led["spent"]
+        table = Table(title=(
+            f"{led['dataset']}: rho {s['rho']:.6g} of {b['rho']:.6g} spent "
+            f"(epsilon {s['epsilon_at_budget_delta']:.4g} of {b['epsilon']:g} at delta "
+            f"{b['delta']:g})"))
+        for col in ("version", "published_at", "epsilon", "delta", "rho", "method"):
+            table.add_column(col)
+        for r in led["releases"]:
+            table.add_row(r["version"], r["published_at"], f"{r['epsilon']:g}",
+                          f"{r['delta']:g}", f"{r['rho']:.6g}", r["method"])
+        console.print(table)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point; returns the exit code."""
+    try:
+        args = build_parser().parse_args(argv)
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("privfair: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # one line, never a traceback, for every failure
+        if _is_bad_input(exc):
+            print(f"privfair: error: {_one_line(exc)}", file=sys.stderr, flush=True)
+            return 2
+        print(f"privfair: internal error: {type(exc).__name__}: {_one_line(exc)}",
+              file=sys.stderr, flush=True)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Post-noise tasks: everything here is post-processing of DP measurements.
+
+``estimate`` and ``sample`` cache on ``INPUTS + TASK_SOURCE``; their inputs are
+content-addressed artefact files, so a re-run with the same noisy measurements reuses them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
+
+from privfair import release as lib
+from privfair.release import FileRef
+from tasks._common import RESULTS_DIR, ProgressArtifact
+
+CACHED = {"cache_policy": INPUTS + TASK_SOURCE, "persist_result": True,
+          "result_storage": RESULTS_DIR}
+
+
+@task(name="estimate", **CACHED)
+def estimate(one_way: FileRef, selected: FileRef, artefacts: str, max_iters: int) -> FileRef:
+    """Fit the graphical model; a progress artifact follows the iterations."""
+    progress = ProgressArtifact("estimate", total=max_iters, span=(0.35, 0.8),
+                                description="estimation (accelerated mirror descent)")
+    model = lib.estimate(one_way, selected, artefacts, max_iters=max_iters,
+                         callback=lambda iteration, loss: progress.update(iteration))
+    progress.finish()
+    return model
+
+
+@task(name="sample", **CACHED)
+def sample(model: FileRef, one_way: FileRef, artefacts: str, n_rows: int | None, mode: str,
+           seed: int | None) -> FileRef:
+    """Synthetic codes (content-addressed Parquet)."""
+    return lib.sample(model, one_way, artefacts, n_rows=n_rows, mode=mode, seed=seed)
+
+
+@task(name="fairness-transform", cache_policy=NO_CACHE, persist_result=False)
+def fairness_transform(synthetic: FileRef, transform: str) -> FileRef:
+    """Placeholder for a later issue: only "none" exists and it is the identity.
+
+    Nothing is computed or claimed here; the manifest records that no transform ran.
+    """
+    return lib.fairness_transform(synthetic, transform=transform)
+
+
+@task(name="validate-output", cache_policy=NO_CACHE, persist_result=False)
+def validate_output(synthetic: FileRef, contract: str, fingerprint: str,
+                    n_rows: int | None) -> dict[str, Any]:
+    """GX checks of the decoded synthetic table (public summary)."""
+    return lib.validate_output(synthetic, contract, fingerprint, n_rows=n_rows)

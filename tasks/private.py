@@ -1,0 +1,69 @@
+"""Private-side tasks: they read the private data or true counts.
+
+Inputs and outputs are Parquet paths + sha256 fingerprints or post-noise artefacts only;
+results are never persisted and never cached, so nothing private reaches Prefect's storage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from privfair import release as lib
+from privfair.release import FileRef
+from tasks._common import retry_on_io_error
+
+PRIVATE = {"persist_result": False, "cache_policy": NO_CACHE}
+
+
+@task(name="load", retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=retry_on_io_error,
+      **PRIVATE)
+def load(data_path: str, contract: str, fingerprint: str, staging: str,
+         batch_size: int) -> FileRef:
+    """Stream the declared columns into a private staged Parquet (DuckDB)."""
+    return lib.load(data_path, contract, fingerprint, staging, batch_size=batch_size)
+
+
+@task(name="validate-input", **PRIVATE)
+def validate_input(staged: FileRef, contract: str, fingerprint: str, staging: str,
+                   batch_size: int) -> dict[str, Any]:
+    """GX suite from the contract; details stay in staging, only pass/fail comes back."""
+    return lib.validate_input(staged, contract, fingerprint, staging, batch_size=batch_size)
+
+
+@task(name="discretize", **PRIVATE)
+def discretize(staged: FileRef, contract: str, fingerprint: str, staging: str,
+               batch_size: int) -> FileRef:
+    """Codes Parquet in the private staging folder."""
+    return lib.discretize(staged, contract, fingerprint, staging, batch_size=batch_size)
+
+
+@task(name="measure-one-way", **PRIVATE)
+def measure_one_way(codes: FileRef, contract: str, fingerprint: str, ledger: FileRef,
+                    artefacts: str, rho: float, seed: int | None, discrete: bool,
+                    batch_size: int) -> tuple[FileRef, FileRef]:
+    """Noisy one-way marginals + updated ledger (both post-noise JSON files)."""
+    return lib.measure_one_way(codes, contract, fingerprint, ledger, artefacts, rho=rho,
+                               seed=seed, discrete=discrete, batch_size=batch_size)
+
+
+@task(name="select-structure", **PRIVATE)
+def select(codes: FileRef, contract: str, fingerprint: str, one_way: FileRef, ledger: FileRef,
+           artefacts: str, method: str, rho: float, seed: int | None,
+           batch_size: int) -> tuple[FileRef, FileRef]:
+    """DP-selected (fair) tree + updated ledger."""
+    return lib.select(codes, contract, fingerprint, one_way, ledger, artefacts, method=method,
+                      rho=rho, seed=seed, batch_size=batch_size)
+
+
+@task(name="measure-selected", **PRIVATE)
+def measure_selected(codes: FileRef, contract: str, fingerprint: str, one_way: FileRef,
+                     structure: FileRef, ledger: FileRef, artefacts: str, rho: float,
+                     seed: int | None, discrete: bool, batch_size: int
+                     ) -> tuple[FileRef, FileRef]:
+    """Noisy 2-way marginals of the selected edges + updated ledger."""
+    return lib.measure_selected(codes, contract, fingerprint, one_way, structure, ledger,
+                                artefacts, rho=rho, seed=seed, discrete=discrete,
+                                batch_size=batch_size)

@@ -1,0 +1,30 @@
+"""Public-side tasks: the preflight check and the atomic publication."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NO_CACHE
+
+from privfair import release as lib
+from privfair.release import FileRef, ReleaseParams, ReleasePlan
+from tasks._common import retry_on_io_error
+
+
+@task(name="preflight", cache_policy=NO_CACHE, persist_result=False)
+def preflight(params: ReleaseParams) -> ReleasePlan:
+    """Refuse bad input and an exhausted lifetime budget before any private read."""
+    return lib.preflight(params)
+
+
+@task(name="publish", retries=2, retry_delay_seconds=[1, 5],
+      retry_condition_fn=retry_on_io_error, cache_policy=NO_CACHE, persist_result=False)
+def publish(plan: ReleasePlan, ledger: FileRef, one_way: FileRef, structure: FileRef,
+            model: FileRef, synthetic: FileRef, input_validation: dict[str, Any],
+            output_validation: dict[str, Any]) -> Path:
+    """Atomic release folder + lifetime ledger charge + catalog row."""
+    return lib.publish(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
+                       synthetic=synthetic, input_validation=input_validation,
+                       output_validation=output_validation)

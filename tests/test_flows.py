@@ -1,0 +1,159 @@
+"""The Prefect flow and tasks. Only a few flow runs, through one session-scoped harness."""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SECRET_PREFIX
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from prefect.cache_policies import NO_CACHE  # noqa: E402
+
+from flows.release import release  # noqa: E402
+from privfair import release as rel  # noqa: E402
+from privfair.cli import main  # noqa: E402
+from privfair.release import ReleaseParams, list_releases  # noqa: E402
+from tasks import post_noise, private, public  # noqa: E402
+
+
+def params(contract, data, tmp_path, **kw) -> ReleaseParams:
+    base = {"contract": str(contract), "data": str(data), "epsilon": 1.0, "delta": 1e-9,
+            "method": "prefair-greedy", "seed": 5, "out": str(tmp_path / "releases"),
+            "work_dir": str(tmp_path / "work")}
+    base.update(kw)
+    return ReleaseParams(**base)
+
+
+def test_task_policies_keep_private_results_out_of_storage():
+    """Static: private tasks never persist or cache; only estimate/sample cache."""
+    for t in (private.load, private.validate_input, private.discretize,
+              private.measure_one_way, private.select, private.measure_selected,
+              public.preflight, public.publish, post_noise.fairness_transform,
+              post_noise.validate_output):
+        assert t.persist_result is False, t.name
+        assert t.cache_policy is NO_CACHE, t.name
+    for t in (post_noise.estimate, post_noise.sample):
+        assert t.persist_result is True
+        assert {type(p).__name__ for p in t.cache_policy.policies} == {"Inputs", "TaskSource"}
+    assert private.load.retries == 2 and public.publish.retries == 2
+    assert all(t.retries == 0 for t in (private.discretize, private.select,
+                                        post_noise.estimate, post_noise.sample))
+
+
+def test_only_io_errors_are_retried():
+    from types import SimpleNamespace
+
+    from tasks._common import retry_on_io_error
+
+    def state(exc):
+        return SimpleNamespace(data=exc)
+
+    assert retry_on_io_error(None, None, state(OSError("disk hiccup")))
+    assert not retry_on_io_error(None, None, state(rel.ReleaseInputError("missing column")))
+    assert not retry_on_io_error(None, None, state(rel.StoreError("store is a file")))
+    assert not retry_on_io_error(None, None, state(RuntimeError("bug")))
+
+
+def test_release_params_schema_renders_a_form():
+    schema = release.parameters.model_dump()
+    assert "ReleaseParams" in json.dumps(schema["properties"]["params"])
+    fields = schema["definitions"]["ReleaseParams"]["properties"]
+    for name in ("contract", "data", "epsilon", "delta", "method", "seed", "n_rows",
+                 "sample_mode", "out", "discrete_noise", "fairness_transform"):
+        assert name in fields
+    assert fields["method"]["enum"] == ["mst", "prefair-greedy", "prefair-exact"]
+    transform = fields["fairness_transform"]
+    assert transform.get("enum", [transform.get("const")]) == ["none"]
+
+
+def _decode_results(folder: Path) -> list[tuple[bytes, object]]:
+    import cloudpickle
+
+    out = []
+    for path in folder.rglob("*"):
+        if path.is_file():
+            raw = path.read_bytes()
+            payload = json.loads(raw)
+            out.append((raw, cloudpickle.loads(base64.b64decode(payload["result"]))))
+    return out
+
+
+@pytest.mark.prefect
+def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys, toy_contract,
+                                                        toy_parquet, toy_frame, tmp_path):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    final = Path(release(params(toy_contract, toy_parquet, tmp_path)))
+    assert final == tmp_path / "releases" / "toy" / "v1"
+    assert (final / "synthetic.parquet").is_file()
+    # the CLI runs the same flow; the same seed and data reuse the cached estimate and sample
+    code = main(["release", "--contract", str(toy_contract), "--data", str(toy_parquet),
+                 "--epsilon", "1", "--delta", "1e-9", "--method", "prefair-greedy", "--seed",
+                 "5", "--out", str(tmp_path / "releases"), "--work-dir", str(tmp_path / "work")])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.strip().splitlines()[-1] == str(tmp_path / "releases" / "toy" / "v2")
+    assert [r["version"] for r in list_releases(tmp_path / "releases")] == ["v1", "v2"]
+
+    work = tmp_path / "work"
+    results = work / "prefect-results"
+    assert results.stat().st_mode & 0o777 == 0o700
+    decoded = _decode_results(results)
+    assert len(decoded) == 2  # estimate + sample, nothing from the private side
+    true_counts = [json.dumps(toy_frame[c].value_counts().sort_index().tolist())
+                   for c in ("sex", "race", "edu", "income")]
+    for raw, value in decoded:
+        assert isinstance(value, rel.FileRef)
+        assert Path(value.path).parent == work / "artefacts"
+        for needle in (SECRET_PREFIX, "PAR1", "staging", "codes.parquet", str(toy_parquet)):
+            assert needle.encode() not in raw and needle not in value.path
+        for counts in true_counts:
+            assert counts.encode() not in raw
+    assert list((work / "staging").iterdir()) == []
+
+    with get_client(sync_client=True) as client:
+        artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
+            any_=["privfair-release", "privfair-release-ledger"])))
+        progress = [a for a in client.read_artifacts() if a.type == "progress"]
+    kinds = {a.key: a for a in artifacts}
+    assert "Guarantee" in kinds["privfair-release"].data
+    assert "Fairness check | passed" in kinds["privfair-release"].data
+    table = kinds["privfair-release-ledger"].data
+    table = json.loads(table) if isinstance(table, str) else table
+    assert table[-1]["step"] == "total"
+    assert progress and any(float(a.data) == 100.0 for a in progress)
+
+
+@pytest.mark.prefect
+def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_parquet,
+                                            toy_frame, tmp_path, monkeypatch, store_snapshot):
+    store = tmp_path / "releases"
+
+    class Injected(RuntimeError):
+        pass
+
+    def boom(*a, **k):
+        raise Injected("injected in sample")
+
+    with monkeypatch.context() as m:
+        m.setattr(rel, "sample", boom)
+        with pytest.raises(Injected):
+            release(params(toy_contract, toy_parquet, tmp_path))
+    assert store_snapshot(store) == {}
+    assert list((tmp_path / "work" / "staging").iterdir()) == []
+    assert Path(release(params(toy_contract, toy_parquet, tmp_path))).name == "v1"
+
+    before = store_snapshot(store)
+    bad = tmp_path / "bad.parquet"
+    toy_frame.drop(columns=["income"]).to_parquet(bad, index=False)
+    with pytest.raises(rel.ReleaseInputError, match=r"missing column\(s\) \['income'\]"):
+        release(params(toy_contract, bad, tmp_path))
+    assert store_snapshot(store) == before

@@ -1,0 +1,256 @@
+"""Library-level tests of the release pipeline and store (no Prefect)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import SECRET_PREFIX
+
+from privfair import release as rel
+from privfair.accounting import zcdp_rho
+from privfair.contracts import load_contract
+from privfair.errors import BudgetExceededError
+from privfair.release import ReleaseParams, list_releases, run_release
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def params(contract: Path, data: Path, tmp_path: Path, **kw) -> ReleaseParams:
+    base = {"contract": str(contract), "data": str(data), "epsilon": 1.0, "delta": 1e-9,
+            "method": "prefair-greedy", "seed": 11, "out": str(tmp_path / "releases"),
+            "work_dir": str(tmp_path / "work"), "max_iters": 400}
+    base.update(kw)
+    return ReleaseParams(**base)
+
+
+def version_dirs(store: Path) -> list[str]:
+    return sorted(p.name for p in store.glob("*/*") if p.is_dir())
+
+
+def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
+    seen = []
+    p = params(toy_contract, toy_parquet, tmp_path, seed=987654321)
+    final = run_release(p, progress=lambda stage, f: seen.append(stage))
+    store = tmp_path / "releases"
+    assert final == store / "toy" / "v1"
+    assert sorted(x.name for x in final.iterdir()) == [
+        "manifest.json", "report.html", "synthetic.parquet"]
+    assert seen[0] == "preflight" and seen[-1] == "done" and "estimate" in seen
+
+    # synthetic.parquet holds declared labels, not codes
+    contract = load_contract(toy_contract)
+    synth = pd.read_parquet(final / "synthetic.parquet")
+    assert list(synth.columns) == list(contract.column_names)
+    for col in synth.columns:
+        assert set(synth[col].astype(str)) <= set(contract.labels(col))
+
+    manifest = json.loads((final / "manifest.json").read_text())
+    text = (final / "manifest.json").read_text()
+    rho = zcdp_rho(epsilon=1.0, delta=1e-9)
+    assert manifest["guarantee"]["rho"] == pytest.approx(rho)
+    assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(rho, rel=1e-9)
+    assert manifest["fairness_check"]["passed"] is True
+    assert manifest["contract"]["fingerprint"] == contract.fingerprint()
+    assert manifest["code_version"]["privfair"]
+    assert "seed is not recorded" in manifest["seed_policy"]
+    assert "987654321" not in text  # the seed itself is never written
+    assert str(toy_parquet) not in text  # neither is the private data's path
+    assert manifest["fairness_transform"] == {
+        "name": "none", "applied": False,
+        "note": "placeholder: no post-processing fairness transform exists yet"}
+    assert manifest["validation"]["input"] == {"passed": True, "expectations": 12}
+    assert manifest["validation"]["output"]["passed"] is True
+    assert manifest["files"]["synthetic.parquet"] == rel.sha256_file(final / "synthetic.parquet")
+
+    html = (final / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 3
+    assert "http://" not in html and "https://" not in html and "<script" not in html
+
+    # catalog + lifetime ledger
+    rows = list_releases(store)
+    assert [(r["dataset"], r["version"], r["path"]) for r in rows] == [("toy", "v1", "toy/v1")]
+    ledger = json.loads((store / "toy" / "lifetime_ledger.json").read_text())
+    assert [r["version"] for r in ledger["releases"]] == ["v1"]
+    assert ledger["spent"]["rho"] == pytest.approx(rho)
+
+    # private staging is gone; work folders are 0700
+    work = tmp_path / "work"
+    assert list((work / "staging").iterdir()) == []
+    for sub in ("", "staging", "artefacts", "prefect-results"):
+        assert (work / sub).stat().st_mode & 0o777 == 0o700
+    assert not any(SECRET_PREFIX.encode() in p.read_bytes()
+                   for p in work.rglob("*") if p.is_file())
+
+    # the next release gets the next version and is charged too
+    final2 = run_release(params(toy_contract, toy_parquet, tmp_path, seed=None,
+                                method="mst", sample_mode="round", n_rows=321,
+                                discrete_noise=True))
+    assert final2.name == "v2"
+    assert len(pd.read_parquet(final2 / "synthetic.parquet")) == 321
+    m2 = json.loads((final2 / "manifest.json").read_text())
+    assert m2["seed_policy"].startswith("fresh OS entropy")
+    assert {e["mechanism"] for e in m2["ledger"]} == {"discrete-gaussian", "exponential"}
+    assert [r["version"] for r in list_releases(store, "toy")] == ["v1", "v2"]
+    assert rel.lifetime_ledgers(store)[0]["spent"]["rho"] == pytest.approx(2 * rho)
+
+
+def test_same_seed_same_release_and_csv_equals_parquet(toy_contract, toy_parquet, toy_csv,
+                                                       tmp_path):
+    a = run_release(params(toy_contract, toy_parquet, tmp_path, method="prefair-exact"))
+    b = run_release(params(toy_contract, toy_csv, tmp_path, method="prefair-exact"))
+    fa = pd.read_parquet(a / "synthetic.parquet")
+    fb = pd.read_parquet(b / "synthetic.parquet")
+    pd.testing.assert_frame_equal(fa, fb)
+    assert json.loads((a / "manifest.json").read_text())["structure"]["search_nodes"] >= 1
+
+
+def test_lifetime_budget_refused_before_any_private_read(toy_contract, toy_parquet, tmp_path,
+                                                         monkeypatch, store_snapshot):
+    contract = load_contract(toy_contract)
+    life = zcdp_rho(epsilon=contract.budget.epsilon, delta=contract.budget.delta)
+    # one release of 3/4 of the lifetime epsilon fits; a second one does not
+    eps, delta = 0.75 * contract.budget.epsilon, contract.budget.delta
+    assert 0.5 * life < zcdp_rho(epsilon=eps, delta=delta) < life
+    run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=eps, delta=delta,
+                       max_iters=50))
+    store = tmp_path / "releases"
+    before = store_snapshot(store)
+
+    def boom(*a, **k):
+        raise AssertionError("private data was read")
+
+    monkeypatch.setattr(rel, "load", boom)
+    with pytest.raises(BudgetExceededError, match="lifetime budget of dataset 'toy' exceeded"):
+        run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=eps, delta=delta))
+    assert store_snapshot(store) == before
+    assert version_dirs(store) == ["v1"]
+
+
+STAGES = ["load", "validate_input", "discretize", "measure_one_way", "select",
+          "measure_selected", "estimate", "sample", "fairness_transform", "validate_output",
+          "publish"]
+
+
+def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet, tmp_path,
+                                                      monkeypatch):
+    store, work = tmp_path / "releases", tmp_path / "work"
+    run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50))
+    ledger_path = store / "toy" / "lifetime_ledger.json"
+    ledger_before = ledger_path.read_bytes()
+    catalog_before = list_releases(store)
+
+    def check_consistent():
+        assert version_dirs(store) == ["v1"]
+        assert not [p for p in (store / "toy").iterdir() if p.name.startswith(".tmp")]
+        assert ledger_path.read_bytes() == ledger_before
+        assert list_releases(store) == catalog_before
+        assert list((work / "staging").iterdir()) == []
+
+    class Injected(RuntimeError):
+        pass
+
+    def boom(*a, **k):
+        raise Injected("injected fault")
+
+    import privfair.report
+
+    targets = [(rel, name) for name in STAGES] + [
+        (privfair.report, "build_report"),          # inside publish, temp folder half-written
+        (rel, "_catalog"),                          # after the ledger was charged
+        (rel.os, "rename"),                         # the commit point itself
+    ]
+    for module, name in targets:
+        with monkeypatch.context() as m:
+            m.setattr(module, name, boom)
+            with pytest.raises(Injected):
+                run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50))
+        check_consistent()
+    # and a re-run then succeeds
+    final = run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50))
+    assert final.name == "v2"
+    assert [r["version"] for r in json.loads(ledger_path.read_text())["releases"]] == ["v1",
+                                                                                        "v2"]
+
+
+def test_store_not_writable_is_refused(toy_contract, toy_parquet, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(rel.StoreError, match="is a file"):
+        rel.preflight(params(toy_contract, toy_parquet, tmp_path, out=str(blocker / "store")))
+    assert blocker.read_text() == "x"
+
+
+def test_dataset_name_must_be_a_folder_name(tmp_path, toy_parquet):
+    from conftest import TOY_CONTRACT
+
+    evil = tmp_path / "evil.yaml"
+    evil.write_text(TOY_CONTRACT.replace("name: toy", "name: ../../etc"))
+    with pytest.raises(rel.ContractError, match="cannot name a release folder"):
+        rel.preflight(params(evil, toy_parquet, tmp_path))
+
+
+def test_open_domain_contract_is_refused(tmp_path, toy_parquet):
+    from privfair.datasets import contract_path
+
+    with pytest.raises(Exception, match="open-domain text columns"):
+        rel.preflight(params(contract_path("example_open_domain"), toy_parquet, tmp_path))
+
+
+def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
+    """Model and measurement artefacts reload to the same objects (no pickle)."""
+    ws = rel.Workspace.open(tmp_path / "w")
+    plan = rel.preflight(params(toy_contract, toy_parquet, tmp_path))
+    c, f = plan.contract_path, plan.contract_fingerprint
+    staged = rel.load(plan.data_path, c, f, ws.staging)
+    codes = rel.discretize(staged, c, f, ws.staging)
+    led = rel.initial_ledger(plan, ws.artefacts)
+    one, led = rel.measure_one_way(codes, c, f, led, ws.artefacts, rho=plan.split["one_way"],
+                                   seed=1)
+    tree, led = rel.select(codes, c, f, one, led, ws.artefacts, method="mst",
+                           rho=plan.split["select"], seed=1)
+    sel, led = rel.measure_selected(codes, c, f, one, tree, led, ws.artefacts,
+                                    rho=plan.split["measure"], seed=1)
+    assert rel.load_ledger(led).spent == pytest.approx(plan.rho)
+    model_ref = rel.estimate(one, sel, ws.artefacts, max_iters=100)
+    model = rel.load_model(model_ref)
+    for clique in model.potentials:
+        assert model.marginal(clique).sum() == pytest.approx(model.total)
+    a = rel.sample(model_ref, one, ws.artefacts, n_rows=50, seed=3)
+    b = rel.sample(model_ref, one, ws.artefacts, n_rows=50, seed=3)
+    assert a == b  # content-addressed: same seed, same file
+    assert Path(a.path).parent == ws.artefacts
+    # a tampered artefact is refused
+    Path(one.path).write_text("{}")
+    with pytest.raises(rel.StoreError, match="changed"):
+        rel.load_one_way(one)
+
+
+def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
+    from privfair.validation import validate_frames
+
+    contract = load_contract(toy_contract)
+    good = toy_frame.drop(columns=["secret_name"]).astype({"age": float, "hours": float})
+    assert validate_frames([good], contract, side="input").passed
+    bad = good.copy()
+    bad.loc[3, "race"] = "Zorblax"
+    bad.loc[4, "age"] = np.nan
+    outcome = validate_frames([good, bad], contract, side="input")
+    assert not outcome.passed
+    line = outcome.problem_line()
+    assert "'race'" in line and "'age'" in line and "Zorblax" not in line
+    assert "Zorblax" not in json.dumps(outcome.public_summary())
+    assert "Zorblax" in json.dumps(outcome.private_details)  # kept for the private side only
+
+
+def test_library_never_imports_prefect():
+    code = ("import sys, privfair, privfair.release, privfair.report, privfair.validation, "
+            "privfair.cli; assert 'prefect' not in sys.modules, 'prefect imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
+                   env={**os.environ, "PYTHONPATH": str(ROOT)})
