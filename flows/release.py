@@ -1,7 +1,8 @@
 """The ``privfair-release`` Prefect flow: a DP, justifiably fair synthetic release of a table.
 
 load -> validate input -> discretize -> measure 1-way -> select fair structure -> measure
-selected -> estimate -> sample -> fairness transform (placeholder) -> validate output -> publish
+selected (or, for AIM, the interleaved rounds) -> estimate -> sample -> optional fairness
+transform (TOT) -> validate output -> publish
 
 The flow only composes tasks (``tasks/``) around :mod:`privfair.release` and posts the UI
 artifacts: a markdown summary, the ledger as a table, and estimation progress (from the
@@ -25,6 +26,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact  #
 
 from privfair import release as lib  # noqa: E402
 from privfair.release import ReleaseParams, Workspace  # noqa: E402
+from privfair.synthesizer import AIM_METHODS  # noqa: E402
 from tasks import post_noise, private, public  # noqa: E402
 from tasks._common import report  # noqa: E402
 
@@ -46,16 +48,22 @@ def release(params: ReleaseParams = ReleaseParams()) -> str:  # noqa: B008 - pyd
         report("discretize", 0.15)
         codes = private.discretize(staged, c, f, staging, bs)
         ledger = lib.initial_ledger(plan, art)
-        report("measure one-way", 0.2)
-        one_way, ledger = private.measure_one_way(codes, c, f, ledger, art, plan.split["one_way"],
-                                                  seed, plan.discrete_noise, bs)
-        report("select structure", 0.25)
-        structure, ledger = private.select(codes, c, f, one_way, ledger, art, plan.method,
-                                           plan.split["select"], seed, bs)
-        report("measure selected", 0.3)
-        selected, ledger = private.measure_selected(codes, c, f, one_way, structure, ledger, art,
-                                                    plan.split["measure"], seed,
-                                                    plan.discrete_noise, bs)
+        if plan.method in AIM_METHODS:
+            report("AIM rounds", 0.2)
+            one_way, structure, selected, ledger = private.fit_aim(
+                codes, c, f, ledger, art, plan.method, plan.rho, seed, plan.discrete_noise, bs)
+        else:
+            report("measure one-way", 0.2)
+            one_way, ledger = private.measure_one_way(codes, c, f, ledger, art,
+                                                      plan.split["one_way"], seed,
+                                                      plan.discrete_noise, bs)
+            report("select structure", 0.25)
+            structure, ledger = private.select(codes, c, f, one_way, ledger, art, plan.method,
+                                               plan.split["select"], seed, bs)
+            report("measure selected", 0.3)
+            selected, ledger = private.measure_selected(codes, c, f, one_way, structure, ledger,
+                                                        art, plan.split["measure"], seed,
+                                                        plan.discrete_noise, bs)
     finally:
         ws.cleanup_private()  # nothing below reads private data
     # Cached post-noise tasks persist into this run's 0700 result folder.
@@ -65,12 +73,14 @@ def release(params: ReleaseParams = ReleaseParams()) -> str:  # noqa: B008 - pyd
     report("sample", 0.8)
     synthetic = post_noise.sample.with_options(**cached)(model, one_way, art, plan.n_rows,
                                                          plan.sample_mode, seed)
-    # Placeholder step (later issue): "none" is the identity; nothing is computed or claimed.
-    synthetic = post_noise.fairness_transform(synthetic, plan.fairness_transform)
+    synthetic, transform = post_noise.fairness_transform(
+        synthetic, c, f, art, plan.fairness_transform, plan.eta, plan.discrimination,
+        plan.distortion, seed)
     report("validate output", 0.85)
     output = post_noise.validate_output(synthetic, c, f, plan.n_rows)
     report("publish", 0.9)
-    final = public.publish(plan, ledger, one_way, structure, model, synthetic, checked, output)
+    final = public.publish(plan, ledger, one_way, structure, model, synthetic, checked, output,
+                           transform)
     manifest = lib.read_manifest(final)
     create_markdown_artifact(key="privfair-release", markdown=lib.summary_markdown(manifest, final),
                              description=f"{manifest['dataset']} {manifest['version']}")

@@ -105,6 +105,7 @@ class AIMResult:
     measurements: list[Measurement]
     model: GraphicalModel
     rounds: list[AIMRound] = field(default_factory=list)
+    n_initial: int = 0  # the first n_initial measurements are the initial one-way marginals
 
     @property
     def cliques(self) -> list[Clique]:
@@ -125,6 +126,8 @@ def run_aim(
     rounds: int | None = None,
     max_iters: int = 250,
     final_max_iters: int = 10_000,
+    refit: bool = True,
+    discrete: bool = False,
     tol: float = 1e-6,
     progress: Callable[[float], None] | None = None,
 ) -> AIMResult:
@@ -146,6 +149,10 @@ def run_aim(
     max_iters, final_max_iters : int
         Estimation iteration caps for the warm-started per-round fits and the final fit;
         both also stop on ``tol``.
+    refit : bool
+        Finish with a full fit (skip it when the caller refits from the measurements).
+    discrete : bool
+        Exact discrete Gaussian noise for every measurement.
     """
     if fair:
         if roles is None:
@@ -164,7 +171,7 @@ def run_aim(
     oneway = [(a,) for a in domain]
     measurements = measure_marginals(
         {c: tables[c] for c in oneway}, oneway, rho=d / (2 * sigma**2), rng=rng,
-        ledger=ledger, name="AIM initial one-way marginals")
+        ledger=ledger, name="AIM initial one-way marginals", discrete=discrete)
     model = estimate(domain, measurements, max_iters=max_iters, tol=tol)
     log: list[AIMRound] = []
     t = 0
@@ -201,7 +208,8 @@ def run_aim(
             quality, epsilon=epsilon, sensitivity=sensitivity, rng=rng, ledger=ledger,
             name=f"AIM select round {t}")]
         noisy = gaussian_mechanism(np.asarray(tables[pick]), sigma=sigma, sensitivity=1.0,
-                                   rng=rng, ledger=ledger, name=f"AIM measure round {t}")
+                                   rng=rng, ledger=ledger, name=f"AIM measure round {t}",
+                                   discrete=discrete)
         measurements.append(Measurement(pick, noisy, np.full(noisy.shape, sigma)))
         before = estimates[pick]
         model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
@@ -216,10 +224,11 @@ def run_aim(
         report(min(1.0, (ledger.spent - start) / rho))
         if final:
             break
-    # Rounds only need a model good enough to score candidates; the release gets a full fit.
-    model = estimate(domain, measurements, max_iters=final_max_iters, tol=tol,
-                     warm_start=model.potentials)
-    return AIMResult(measurements, model, log)
+    if refit:
+        # Rounds only need a model good enough to score candidates; the release gets a full fit.
+        model = estimate(domain, measurements, max_iters=final_max_iters, tol=tol,
+                         warm_start=model.potentials)
+    return AIMResult(measurements, model, log, n_initial=d)
 
 
 def candidate_cliques(domain: Domain, workload: Sequence[Clique] | None = None) -> list[Clique]:

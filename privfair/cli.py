@@ -3,6 +3,7 @@
 Commands::
 
     privfair release --contract PATH [--data PATH] --epsilon E --delta D --method M
+                     [--fairness tot --eta ETA [--distortion NAME] [--discrimination ratio]]
                      [--seed S] --out DIR [--sample-mode round] [--no-prefect]
     privfair discretize --contract PATH [--data PATH] --out FILE
     privfair contract check PATH
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-METHODS = ("mst", "prefair-greedy", "prefair-exact")
+METHODS = ("mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair")
 
 
 class UsageError(Exception):
@@ -63,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--out", default="releases", help="release store folder (default: releases)")
     rel.add_argument("--n-rows", type=int, help="synthetic rows (default: noisy estimated total)")
     rel.add_argument("--sample-mode", choices=("iid", "round"), default="iid")
+    rel.add_argument("--fairness", choices=("none", "tot"), default="none",
+                     help="post-processing fairness transform of the synthetic table "
+                          "(tot: Calmon et al./SAFES; no privacy cost)")
+    rel.add_argument("--eta", type=float, help="TOT discrimination bound (with --fairness tot)")
+    rel.add_argument("--distortion", default="safes-adult",
+                     help="TOT distortion function: safes-adult, safes-adult-text, safes-compas")
+    rel.add_argument("--discrimination", choices=("additive", "ratio"), default="additive",
+                     help="TOT discrimination control form")
     rel.add_argument("--discrete-noise", action="store_true",
                      help="exact discrete Gaussian noise (recommended for production)")
     rel.add_argument("--work-dir", default=".privfair",
@@ -128,7 +137,8 @@ def _params(args: argparse.Namespace) -> Any:
         contract=args.contract, data=args.data, epsilon=args.epsilon, delta=args.delta,
         method=args.method, seed=args.seed, n_rows=args.n_rows, sample_mode=args.sample_mode,
         out=args.out, discrete_noise=args.discrete_noise, work_dir=args.work_dir,
-        batch_size=args.batch_size)
+        batch_size=args.batch_size, fairness_transform=args.fairness, eta=args.eta,
+        distortion=args.distortion, discrimination=args.discrimination)
 
 
 def _progress() -> Any:

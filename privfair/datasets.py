@@ -19,6 +19,7 @@ __all__ = [
     "dataset_path",
     "default_contract_path",
     "default_dataset_path",
+    "embedded_dataset_for",
     "load_dataset",
 ]
 
@@ -38,6 +39,16 @@ def dataset_path(name: str) -> Path:
     """Path of the embedded raw dataset ``name`` (``"adult"`` or ``"compas"``)."""
     _check_name(name)
     return DATA_DIR / f"{name}.parquet"
+
+
+#: Contracts that are views of an embedded dataset, by contract name.
+_VIEWS = {"adult_safes": "adult"}
+
+
+def embedded_dataset_for(contract_name: str) -> Path | None:
+    """The embedded raw data a packaged contract describes (``None`` if there is none)."""
+    name = _VIEWS.get(contract_name, contract_name)
+    return DATA_DIR / f"{name}.parquet" if name in DATASETS else None
 
 
 def default_dataset_path() -> Path:

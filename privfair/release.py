@@ -23,7 +23,8 @@ stage                  side          returns
 :func:`measure_selected` private     noisy 2-way measurements + ledger
 :func:`estimate`       post-noise    model (``.npz`` path)
 :func:`sample`         post-noise    synthetic codes Parquet
-:func:`fairness_transform` post-noise identity for now (``"none"``)
+:func:`fit_aim`        private       AIM: noisy one-way + round measurements, structure
+:func:`fairness_transform` post-noise optional TOT transform of the synthetic codes
 :func:`validate_output` post-noise   GX summary of the synthetic table
 :func:`publish`        post-noise    the release folder
 =====================  ============  =====================================================
@@ -77,8 +78,11 @@ from privfair.domain import Domain
 from privfair.errors import BudgetExceededError, ContractError, PrivfairError
 from privfair.estimation import BeliefPropagation, FitReport, GraphicalModel, build_junction_tree
 from privfair.measure import Compression, Measurement, all_pairs, count_marginals
-from privfair.structure import METHODS, FairnessCheck, SelectedStructure
+from privfair.structure import FairnessCheck, SelectedStructure, check_fairness
 from privfair.synthesizer import (
+    AIM_METHODS,
+    FAIR_METHODS,
+    METHODS,
     BudgetSplit,
     OneWayModel,
     fit_model,
@@ -119,7 +123,7 @@ __all__ = [
 ]
 
 FORMAT = "privfair-release/1"
-Method = Literal["mst", "prefair-greedy", "prefair-exact"]
+Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"]
 Progress = Callable[[str, float], None]
 
 
@@ -173,10 +177,18 @@ class ReleaseParams(BaseModel):
     out: str = Field("releases", description="Release store folder.")
     discrete_noise: bool = Field(
         False, description="Exact discrete Gaussian noise (recommended for production).")
-    # Placeholder for a later issue (post-processing fairness repair on the synthetic table).
-    # Only "none" exists; the stage is an explicit identity so the graph already has its slot.
-    fairness_transform: Literal["none"] = Field(
-        "none", description="Post-processing fairness transform (only 'none' for now).")
+    fairness_transform: Literal["none", "tot"] = Field(
+        "none", description="Post-processing fairness transform of the synthetic table: 'tot' "
+                            "is Calmon et al.'s optimised pre-processing (SAFES); no privacy "
+                            "cost.")
+    eta: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="TOT discrimination bound η (required with fairness_transform='tot').")
+    discrimination: Literal["additive", "ratio"] = Field(
+        "additive", description="TOT discrimination control: |q(ŷ|g)−q(ŷ|g')| ≤ η or the "
+                                "ratio form q(ŷ|g) ≤ (1+η)·q(ŷ|g').")
+    distortion: str = Field(
+        "safes-adult", description="TOT distortion function (registered name).")
     work_dir: str = Field(
         ".privfair", description="Project-local working folder (private staging, post-noise "
                                  "artefacts, Prefect result storage); created mode 0700.")
@@ -373,6 +385,9 @@ class ReleasePlan:
     sample_mode: str
     discrete_noise: bool
     fairness_transform: str
+    eta: float | None
+    discrimination: str
+    distortion: str
     batch_size: int
     max_iters: int
     seeded: bool
@@ -410,11 +425,15 @@ def _check_store_writable(store: Path) -> None:
         raise StoreError(f"release store {store}: folder {probe} is not writable")
 
 
-def _resolve_data(params: ReleaseParams) -> tuple[Path, str]:
+def _resolve_data(params: ReleaseParams, contract: Contract) -> tuple[Path, str]:
     if params.data is None:
-        from privfair.datasets import default_dataset_path
+        from privfair.datasets import embedded_dataset_for
 
-        return default_dataset_path(), "embedded"
+        embedded = embedded_dataset_for(contract.name)
+        if embedded is None:
+            raise ReleaseInputError(f"contract {contract.name!r} describes no embedded "
+                                    "dataset; pass --data")
+        return embedded, "embedded"
     path = Path(params.data).expanduser()
     if not path.exists():
         raise ReleaseInputError(f"data file {path} does not exist")
@@ -453,8 +472,20 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     domain, roles = contract.domain(), contract.roles()
     if params.method not in METHODS:  # pragma: no cover - the Literal already refuses it
         raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
-    roles.check(domain, fair=params.method != "mst")
-    data_path, source = _resolve_data(params)
+    roles.check(domain, fair=params.method in FAIR_METHODS)
+    if params.fairness_transform == "tot":
+        from privfair.tot import DISTORTIONS
+
+        if params.eta is None:
+            raise ReleaseInputError("fairness_transform 'tot' needs eta, the discrimination "
+                                    "bound (e.g. --eta 0.05)")
+        if params.distortion not in DISTORTIONS:
+            raise ReleaseInputError(f"distortion {params.distortion!r} is not registered; "
+                                    f"expected one of {sorted(DISTORTIONS)}")
+        if not roles.protected or not roles.outcome:
+            raise ReleaseInputError("fairness_transform 'tot' needs protected and outcome "
+                                    "attributes in the contract's roles")
+    data_path, source = _resolve_data(params, contract)
     store = Path(params.out).expanduser().resolve()
     _check_store_writable(store)
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
@@ -468,6 +499,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         delta=params.delta, rho=rho, split=asdict(split), method=params.method,
         n_rows=params.n_rows, sample_mode=params.sample_mode,
         discrete_noise=params.discrete_noise, fairness_transform=params.fairness_transform,
+        eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
         batch_size=params.batch_size, max_iters=params.max_iters,
         seeded=params.seed is not None, started_at=_now(),
     )
@@ -816,7 +848,7 @@ def load_model(ref: FileRef) -> GraphicalModel:
 
 # --- randomness -----------------------------------------------------------------------------
 
-_STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4}
+_STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6}
 
 
 def stage_rng(seed: int | None, stage: str) -> np.random.Generator:
@@ -882,6 +914,36 @@ def measure_selected(codes: FileRef, contract_path: str | Path, contract_fingerp
     return save_measurements(noisy, artefacts), save_ledger(book, artefacts)
 
 
+def fit_aim(codes: FileRef, contract_path: str | Path, contract_fingerprint: str,
+            ledger: FileRef, artefacts: str | Path, *, method: str, rho: float,
+            seed: int | None, discrete: bool = False, max_model_size_mb: float = 80.0,
+            batch_size: int = 200_000) -> tuple[FileRef, FileRef, FileRef, FileRef]:
+    """AIM (or fair AIM) with the whole budget: selection and measurement interleave.
+
+    Returns the same artefacts as the tree path, so estimation and sampling are shared:
+    (initial one-way measurements, structure, round measurements, ledger).
+    """
+    from privfair.aim import candidate_cliques, run_aim
+
+    contract = _contract(contract_path, contract_fingerprint)
+    domain, roles = contract.domain(), contract.roles()
+    book = load_ledger(ledger)
+    book.check(rho)
+    tables = count_marginals(domain, candidate_cliques(domain),
+                             code_batches(codes, batch_size=batch_size))
+    result = run_aim(tables, domain, rho=rho, rng=stage_rng(seed, "aim"), ledger=book,
+                     roles=roles, fair=method == "aim-fair", max_model_size_mb=max_model_size_mb,
+                     refit=False, discrete=discrete)
+    del tables
+    initial = result.measurements[:result.n_initial]
+    rounds = result.measurements[result.n_initial:]
+    one_way = fit_one_way(initial, domain, compress=False)
+    structure = SelectedStructure(method, tuple(result.cliques), check_fairness(
+        domain.attributes, [m.clique for m in result.measurements], roles))
+    return (save_one_way(one_way, initial, artefacts), save_structure(structure, artefacts),
+            save_measurements(rounds, artefacts), save_ledger(book, artefacts))
+
+
 # --- post-noise side ------------------------------------------------------------------------
 
 
@@ -910,18 +972,42 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str | Path, *, n_rows: i
     return write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
 
 
-def fairness_transform(synthetic: FileRef, *, transform: str = "none") -> FileRef:
-    """Post-processing fairness transform of the synthetic table: a placeholder.
+def fairness_transform(synthetic: FileRef, contract_path: str | Path,
+                       contract_fingerprint: str, artefacts: str | Path, *, transform: str,
+                       eta: float | None = None, discrimination: str = "additive",
+                       distortion: str = "safes-adult", seed: int | None = None
+                       ) -> tuple[FileRef, dict[str, Any]]:
+    """Optional fairness transform of the synthetic table (post-processing, no privacy cost).
 
-    Only ``"none"`` exists; it returns its input unchanged. The slot is explicit so that a
-    later issue can add a real transform (e.g. optimised pre-processing on the synthetic
-    table, which would stay post-processing) without changing the graph; until then the
-    manifest records that no transform was applied.
+    ``"tot"`` fits Calmon et al.'s optimised pre-processing on the synthetic codes — D the
+    contract's protected attributes, Y its outcome, X every other attribute — and applies it
+    to them. Returns the (possibly new) synthetic codes and the manifest record.
     """
-    if transform != "none":
-        raise ValueError(f"fairness_transform must be 'none' (the only one so far), got "
-                         f"{transform!r}")
-    return synthetic
+    if transform == "none":
+        return synthetic, {"name": "none", "applied": False}
+    if transform != "tot":
+        raise ValueError(f"fairness_transform must be 'none' or 'tot', got {transform!r}")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfair.tot import TOTransform
+
+    contract = _contract(contract_path, contract_fingerprint)
+    domain, roles = contract.domain(), contract.roles()
+    outcome = roles.outcome[0]
+    features = [a for a in domain if a not in roles.protected and a != outcome]
+    tot = TOTransform(d_cols=list(roles.protected), x_cols=features, y_col=outcome,
+                      domain=domain, eta=eta, discrimination=discrimination,
+                      distortion=distortion)
+    codes = read_codes(synthetic)
+    moved = tot.fit(codes).transform(codes, rng=stage_rng(seed, "tot"))
+    table = pa.table({a: moved[a].to_numpy().astype(np.int64) for a in domain})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
+    record = {"name": "tot", "applied": True, "post_processing": True,
+              "additional_privacy_cost": 0.0, **tot.to_manifest()}
+    return ref, json.loads(_json_bytes(record))
 
 
 def read_codes(ref: FileRef) -> pd.DataFrame:
@@ -1140,7 +1226,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                    one_way: OneWayModel, structure: SelectedStructure,
                    model: Mapping[str, Any], contract: Contract, n_rows: int,
                    input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
-                   lifetime: LifetimeLedger) -> dict[str, Any]:
+                   lifetime: LifetimeLedger, fairness_transform: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
     """The release manifest: only public settings and post-DP quantities."""
     report = model.get("report") or {}
     return {
@@ -1165,7 +1252,7 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         "method": {
             "name": plan.method,
             "budget_split": dict(plan.split),
-            "compress": True,
+            "compress": plan.method not in AIM_METHODS,
             "compression": one_way.compression.to_dict(),
             "discrete_noise": plan.discrete_noise,
             "estimation": {"max_iters": plan.max_iters, **report},
@@ -1181,10 +1268,7 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         },
         "structure": structure.to_dict(),
         "fairness_check": structure.fairness.to_dict(),
-        "fairness_transform": {
-            "name": plan.fairness_transform, "applied": False,
-            "note": "placeholder: no post-processing fairness transform exists yet",
-        },
+        "fairness_transform": dict(fairness_transform or {"name": "none", "applied": False}),
         "sampling": {"mode": plan.sample_mode, "n_rows": n_rows},
         "seed_policy": plan.seed_policy,
         "validation": {"input": dict(input_validation), "output": dict(output_validation)},
@@ -1200,8 +1284,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
 
 def publish(plan: ReleasePlan | Mapping[str, Any], *, ledger: FileRef, one_way: FileRef,
             structure: FileRef, model: FileRef, synthetic: FileRef,
-            input_validation: Mapping[str, Any], output_validation: Mapping[str, Any]
-            ) -> Path:
+            input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
+            fairness_transform: Mapping[str, Any] | None = None) -> Path:
     """Write the release folder atomically and charge the lifetime ledger.
 
     Under a per-dataset lock: re-check the lifetime budget, build everything in a temporary
@@ -1240,7 +1324,7 @@ def publish(plan: ReleasePlan | Mapping[str, Any], *, ledger: FileRef, one_way: 
                 plan, version=version, ledger=book, one_way=one_way_model, structure=tree,
                 model=meta, contract=contract, n_rows=len(labelled),
                 input_validation=input_validation, output_validation=output_validation,
-                lifetime=lifetime)
+                lifetime=lifetime, fairness_transform=fairness_transform)
             labels = {c: contract.labels(c) for c in contract.column_names}
             (tmp / "report.html").write_text(build_report(manifest, labelled, labels=labels),
                                              encoding="utf-8")
@@ -1322,7 +1406,7 @@ def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> st
         f"| Method | {m['name']} (discrete noise: {m['discrete_noise']}) |",
         f"| Structure | {edges} |",
         f"| Fairness check | {verdict}: {fairness['criterion']} |",
-        f"| Fairness transform | {manifest['fairness_transform']['name']} (not applied) |",
+        f"| Fairness transform | {_transform_line(manifest['fairness_transform'])} |",
         f"| Input validation | {'passed' if validation['input'].get('passed') else 'FAILED'} |",
         f"| Output validation | {'passed' if validation['output'].get('passed') else 'FAILED'} |",
         f"| Rows | {manifest['sampling']['n_rows']} ({manifest['sampling']['mode']}) |",
@@ -1336,6 +1420,14 @@ def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> st
 
 
 # --- the stage runner (no Prefect) ----------------------------------------------------------
+
+
+def _transform_line(record: Mapping[str, Any]) -> str:
+    if not record.get("applied"):
+        return "none"
+    parameters = record.get("parameters", {})
+    return (f"{record['name']} (η = {parameters.get('eta')}, "
+            f"{parameters.get('discrimination')}; post-processing, no privacy cost)")
 
 
 def run_release(params: ReleaseParams | Mapping[str, Any], *,
@@ -1360,19 +1452,25 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
         report("discretize", 0.15)
         codes = discretize(staged, c, f, ws.staging, batch_size=bs)
         ledger = initial_ledger(plan, ws.artefacts)
-        report("measure one-way", 0.2)
-        one_way, ledger = measure_one_way(codes, c, f, ledger, ws.artefacts,
-                                          rho=plan.split["one_way"], seed=seed,
-                                          discrete=plan.discrete_noise, batch_size=bs)
-        report("select structure", 0.25)
-        structure, ledger = select(codes, c, f, one_way, ledger, ws.artefacts,
-                                   method=plan.method, rho=plan.split["select"], seed=seed,
-                                   batch_size=bs)
-        report("measure selected", 0.3)
-        selected, ledger = measure_selected(codes, c, f, one_way, structure, ledger,
-                                            ws.artefacts, rho=plan.split["measure"],
-                                            seed=seed, discrete=plan.discrete_noise,
-                                            batch_size=bs)
+        if plan.method in AIM_METHODS:
+            report("AIM rounds", 0.2)
+            one_way, structure, selected, ledger = fit_aim(
+                codes, c, f, ledger, ws.artefacts, method=plan.method, rho=plan.rho,
+                seed=seed, discrete=plan.discrete_noise, batch_size=bs)
+        else:
+            report("measure one-way", 0.2)
+            one_way, ledger = measure_one_way(codes, c, f, ledger, ws.artefacts,
+                                              rho=plan.split["one_way"], seed=seed,
+                                              discrete=plan.discrete_noise, batch_size=bs)
+            report("select structure", 0.25)
+            structure, ledger = select(codes, c, f, one_way, ledger, ws.artefacts,
+                                       method=plan.method, rho=plan.split["select"],
+                                       seed=seed, batch_size=bs)
+            report("measure selected", 0.3)
+            selected, ledger = measure_selected(codes, c, f, one_way, structure, ledger,
+                                                ws.artefacts, rho=plan.split["measure"],
+                                                seed=seed, discrete=plan.discrete_noise,
+                                                batch_size=bs)
         ws.cleanup_private()  # nothing after this point reads private data
         report("estimate", 0.35)
         model = estimate(one_way, selected, ws.artefacts, max_iters=plan.max_iters,
@@ -1381,13 +1479,15 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
         report("sample", 0.8)
         synthetic = sample(model, one_way, ws.artefacts, n_rows=plan.n_rows,
                            mode=plan.sample_mode, seed=seed)
-        synthetic = fairness_transform(synthetic, transform=plan.fairness_transform)
+        synthetic, transform = fairness_transform(
+            synthetic, c, f, ws.artefacts, transform=plan.fairness_transform, eta=plan.eta,
+            discrimination=plan.discrimination, distortion=plan.distortion, seed=seed)
         report("validate output", 0.85)
         output = validate_output(synthetic, c, f, n_rows=plan.n_rows)
         report("publish", 0.9)
         final = publish(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
                         synthetic=synthetic, input_validation=checked,
-                        output_validation=output)
+                        output_validation=output, fairness_transform=transform)
         report("done", 1.0)
         return final
     finally:

@@ -277,6 +277,7 @@ class FairSynthesizer:
         result = run_aim(tables, self.domain, rho=rho, rng=rng, ledger=ledger,
                          roles=self.roles, fair=self.method == "aim-fair",
                          max_model_size_mb=self.max_model_size_mb, tol=self.tol,
+                         discrete=self.discrete_noise,
                          final_max_iters=self.max_iters,
                          progress=lambda fraction: report("AIM rounds", 0.1 + 0.85 * fraction))
         del tables

@@ -38,12 +38,13 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str, n_rows: int | None,
 
 
 @task(name="fairness-transform", cache_policy=NO_CACHE, persist_result=False)
-def fairness_transform(synthetic: FileRef, transform: str) -> FileRef:
-    """Placeholder for a later issue: only "none" exists and it is the identity.
-
-    Nothing is computed or claimed here; the manifest records that no transform ran.
-    """
-    return lib.fairness_transform(synthetic, transform=transform)
+def fairness_transform(synthetic: FileRef, contract: str, fingerprint: str, artefacts: str,
+                       transform: str, eta: float | None, discrimination: str, distortion: str,
+                       seed: int | None) -> tuple[FileRef, dict[str, Any]]:
+    """Optional TOT transform of the synthetic codes (post-processing, no privacy cost)."""
+    return lib.fairness_transform(synthetic, contract, fingerprint, artefacts,
+                                  transform=transform, eta=eta, discrimination=discrimination,
+                                  distortion=distortion, seed=seed)
 
 
 @task(name="validate-output", cache_policy=NO_CACHE, persist_result=False)

@@ -67,3 +67,12 @@ def measure_selected(codes: FileRef, contract: str, fingerprint: str, one_way: F
     return lib.measure_selected(codes, contract, fingerprint, one_way, structure, ledger,
                                 artefacts, rho=rho, seed=seed, discrete=discrete,
                                 batch_size=batch_size)
+
+
+@task(name="fit-aim", **PRIVATE)
+def fit_aim(codes: FileRef, contract: str, fingerprint: str, ledger: FileRef, artefacts: str,
+            method: str, rho: float, seed: int | None, discrete: bool,
+            batch_size: int) -> tuple[FileRef, FileRef, FileRef, FileRef]:
+    """AIM rounds: (one-way, structure, round measurements, ledger), all post-noise files."""
+    return lib.fit_aim(codes, contract, fingerprint, ledger, artefacts, method=method, rho=rho,
+                       seed=seed, discrete=discrete, batch_size=batch_size)

@@ -23,8 +23,9 @@ def preflight(params: ReleaseParams) -> ReleasePlan:
       retry_condition_fn=retry_on_io_error, cache_policy=NO_CACHE, persist_result=False)
 def publish(plan: ReleasePlan, ledger: FileRef, one_way: FileRef, structure: FileRef,
             model: FileRef, synthetic: FileRef, input_validation: dict[str, Any],
-            output_validation: dict[str, Any]) -> Path:
+            output_validation: dict[str, Any], fairness_transform: dict[str, Any]) -> Path:
     """Atomic release folder + lifetime ledger charge + catalog row."""
     return lib.publish(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
                        synthetic=synthetic, input_validation=input_validation,
-                       output_validation=output_validation)
+                       output_validation=output_validation,
+                       fairness_transform=fairness_transform)

@@ -68,9 +68,11 @@ def test_release_params_schema_renders_a_form():
     for name in ("contract", "data", "epsilon", "delta", "method", "seed", "n_rows",
                  "sample_mode", "out", "discrete_noise", "fairness_transform"):
         assert name in fields
-    assert fields["method"]["enum"] == ["mst", "prefair-greedy", "prefair-exact"]
-    transform = fields["fairness_transform"]
-    assert transform.get("enum", [transform.get("const")]) == ["none"]
+    assert fields["method"]["enum"] == ["mst", "prefair-greedy", "prefair-exact", "aim",
+                                        "aim-fair"]
+    assert fields["fairness_transform"]["enum"] == ["none", "tot"]
+    for name in ("eta", "discrimination", "distortion"):
+        assert name in fields
 
 
 def _decode_results(folder: Path) -> list[tuple[bytes, object]]:

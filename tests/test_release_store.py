@@ -62,9 +62,7 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     assert "seed is not recorded" in manifest["seed_policy"]
     assert "987654321" not in text  # the seed itself is never written
     assert str(toy_parquet) not in text  # neither is the private data's path
-    assert manifest["fairness_transform"] == {
-        "name": "none", "applied": False,
-        "note": "placeholder: no post-processing fairness transform exists yet"}
+    assert manifest["fairness_transform"] == {"name": "none", "applied": False}
     assert manifest["validation"]["input"] == {"passed": True, "expectations": 12}
     assert manifest["validation"]["output"]["passed"] is True
     assert manifest["files"]["synthetic.parquet"] == rel.sha256_file(final / "synthetic.parquet")
@@ -254,3 +252,41 @@ def test_library_never_imports_prefect():
             "privfair.cli; assert 'prefect' not in sys.modules, 'prefect imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_fair_aim_release_with_tot_transform_on_the_safes_view(tmp_path):
+    from privfair.datasets import contract_path, embedded_dataset_for
+
+    contract = contract_path("adult_safes")
+    p = ReleaseParams(contract=str(contract), epsilon=1.0, delta=1e-9, method="aim-fair",
+                      seed=3, out=str(tmp_path / "releases"), work_dir=str(tmp_path / "work"),
+                      fairness_transform="tot", eta=0.05, max_iters=300)
+    final = run_release(p)
+    manifest = json.loads((final / "manifest.json").read_text())
+    assert manifest["method"]["name"] == "aim-fair"
+    assert manifest["method"]["compress"] is False
+    assert manifest["fairness_check"]["passed"] is True
+    assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(
+        zcdp_rho(epsilon=1.0, delta=1e-9), rel=1e-9)
+    assert any(e["name"].startswith("AIM select round") for e in manifest["ledger"])
+    transform = manifest["fairness_transform"]
+    assert transform["applied"] and transform["additional_privacy_cost"] == 0.0
+    assert transform["parameters"]["eta"] == 0.05
+    assert transform["achieved_discrimination"]["max_additive_gap"] <= 0.05 + 1e-6
+    # The transform ran on the released table: its group rates are what the release shows.
+    synth = pd.read_parquet(final / "synthetic.parquet")
+    rates = synth.groupby(["race", "sex"], observed=True)["income"].apply(
+        lambda s: (s == ">50K").mean())
+    assert rates.max() - rates.min() < 0.05 + 0.03  # within sampling noise of the bound
+    assert embedded_dataset_for("adult_safes").name == "adult.parquet"
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"fairness_transform": "tot"}, "needs eta"),
+    ({"fairness_transform": "tot", "eta": 0.1, "distortion": "nope"}, "not registered"),
+])
+def test_bad_fairness_transform_settings_are_refused(toy_contract, toy_parquet, tmp_path, kw,
+                                                     message):
+    with pytest.raises(rel.ReleaseInputError, match=message):
+        run_release(params(toy_contract, toy_parquet, tmp_path, **kw))
+    assert not (tmp_path / "releases").exists() or version_dirs(tmp_path / "releases") == []
