@@ -12,9 +12,11 @@ Everything here is post-processing of noisy measurements: the total is estimated
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -150,11 +152,50 @@ class GraphicalModel:
         pairs = bp.pair_marginals(self.potentials, batched, attribute)
         return {b: self.total * p for b, p in pairs.items()}
 
-    def state_dict(self) -> dict:
-        return {
+    @classmethod
+    def from_potentials(cls, domain: Domain, potentials: Mapping[Clique, np.ndarray],
+                        total: float, report: FitReport | None = None) -> GraphicalModel:
+        """Rebuild the junction tree and calibrated beliefs of saved log-potentials."""
+        cliques = list(potentials)
+        tree = build_junction_tree(domain, cliques)
+        beliefs = BeliefPropagation(domain, tree, cliques).calibrate(potentials)
+        return cls(domain, tree, dict(potentials), float(total), [b[0] for b in beliefs],
+                   report)
+
+    def save(self, file: Any) -> None:
+        """Write the model as ``.npz`` (log-potentials + JSON metadata; never pickle)."""
+        cliques = list(self.potentials)
+        report = self.report
+        meta = {
+            "domain": {"attributes": list(self.domain.attributes),
+                       "sizes": list(self.domain.sizes)},
+            "cliques": [list(c) for c in cliques],
             "total": self.total,
-            "potentials": {"|".join(c): p.tolist() for c, p in self.potentials.items()},
+            "report": None if report is None else {
+                "iterations": report.iterations, "loss": report.loss,
+                "converged": report.converged},
         }
+        arrays = {f"theta_{i}": np.asarray(self.potentials[c]) for i, c in enumerate(cliques)}
+        np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
+
+    @staticmethod
+    def read_meta(file: Any) -> dict:
+        """The JSON metadata of a saved model (total, report, cliques, domain)."""
+        with np.load(file, allow_pickle=False) as npz:
+            return json.loads(str(npz["meta"]))
+
+    @classmethod
+    def load(cls, file: Any) -> GraphicalModel:
+        """Read a model written by :meth:`save`."""
+        with np.load(file, allow_pickle=False) as npz:
+            meta = json.loads(str(npz["meta"]))
+            cliques = [tuple(c) for c in meta["cliques"]]
+            potentials = {c: np.asarray(npz[f"theta_{i}"]) for i, c in enumerate(cliques)}
+        domain = Domain(tuple(meta["domain"]["attributes"]), tuple(meta["domain"]["sizes"]))
+        raw = meta["report"]
+        report = None if raw is None else FitReport(raw["iterations"], raw["loss"],
+                                                    raw["converged"])
+        return cls.from_potentials(domain, potentials, meta["total"], report)
 
 
 def _sum_to(domain: Domain, table: np.ndarray, src: Clique, dst: Clique) -> np.ndarray:

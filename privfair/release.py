@@ -76,7 +76,7 @@ from privfair.accounting import PrivacyLedger, zcdp_epsilon, zcdp_rho
 from privfair.contracts import Contract, load_contract
 from privfair.domain import Domain
 from privfair.errors import BudgetExceededError, ContractError, PrivfairError
-from privfair.estimation import BeliefPropagation, FitReport, GraphicalModel, build_junction_tree
+from privfair.estimation import GraphicalModel
 from privfair.measure import Compression, Measurement, all_pairs, count_marginals
 from privfair.structure import FairnessCheck, SelectedStructure, check_fairness
 from privfair.synthesizer import (
@@ -808,42 +808,17 @@ def load_structure(ref: FileRef) -> SelectedStructure:
 
 def save_model(model: GraphicalModel, artefacts: str | Path) -> FileRef:
     """The fitted model as ``.npz`` (log-potentials + JSON metadata; no pickle)."""
-    cliques = list(model.potentials)
-    report = model.report
-    meta = {
-        "domain": _domain_to_json(model.domain),
-        "cliques": [list(c) for c in cliques],
-        "total": model.total,
-        "report": None if report is None else {
-            "iterations": report.iterations, "loss": report.loss,
-            "converged": report.converged},
-    }
-    arrays = {f"theta_{i}": np.asarray(model.potentials[c]) for i, c in enumerate(cliques)}
     buffer = io.BytesIO()
-    np.savez(buffer, meta=np.array(json.dumps(meta)), **arrays)
+    model.save(buffer)
     return write_artefact(artefacts, "model", buffer.getvalue(), "npz")
 
 
 def model_meta(ref: FileRef) -> dict[str, Any]:
-    with np.load(ref.open_checked(), allow_pickle=False) as npz:
-        return json.loads(str(npz["meta"]))
+    return GraphicalModel.read_meta(ref.open_checked())
 
 
 def load_model(ref: FileRef) -> GraphicalModel:
-    with np.load(ref.open_checked(), allow_pickle=False) as npz:
-        meta = json.loads(str(npz["meta"]))
-        cliques = [tuple(c) for c in meta["cliques"]]
-        potentials = {c: np.asarray(npz[f"theta_{i}"]) for i, c in enumerate(cliques)}
-    domain = _domain_from_json(meta["domain"])
-    tree = build_junction_tree(domain, cliques)
-    beliefs = BeliefPropagation(domain, tree, cliques).calibrate(potentials)
-    # Newer BeliefPropagation returns beliefs with a leading batch axis of size 1.
-    beliefs = [b[0] if b.ndim == len(c) + 1 else b
-               for b, c in zip(beliefs, tree.cliques, strict=True)]
-    report = meta["report"]
-    fit = None if report is None else FitReport(report["iterations"], report["loss"],
-                                                report["converged"])
-    return GraphicalModel(domain, tree, potentials, float(meta["total"]), beliefs, fit)
+    return GraphicalModel.load(ref.open_checked())
 
 
 # --- randomness -----------------------------------------------------------------------------

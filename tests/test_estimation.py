@@ -87,3 +87,24 @@ def test_total_is_the_inverse_variance_weighted_estimate():
           Measurement(("b",), np.array([30.0, 30.0, 50.0]), np.full(3, 2.0))]  # sum 110, var 12
     expected = (100 / 2 + 110 / 12) / (1 / 2 + 1 / 12)
     assert estimate_total(ms) == pytest.approx(expected)
+
+
+def test_model_save_and_load_round_trip(tmp_path):
+    import io
+
+    from privfair.estimation import GraphicalModel
+
+    rng = np.random.default_rng(3)
+    domain, data = _chain_data(rng, n=2000)
+    cliques = [("a",), ("b",), ("c",), ("d",), ("a", "b"), ("b", "c"), ("c", "d")]
+    tables = count_marginals(domain, cliques, [data])
+    ms = [Measurement(c, t + rng.normal(0, 5, t.shape), np.full(t.shape, 5.0))
+          for c, t in tables.items()]
+    model = estimate(domain, ms)
+    buffer = io.BytesIO()
+    model.save(buffer)
+    buffer.seek(0)
+    loaded = GraphicalModel.load(buffer)
+    assert loaded.total == model.total and loaded.report.iterations == model.report.iterations
+    for clique in [("a", "b"), ("c", "d")]:
+        np.testing.assert_allclose(loaded.marginal(clique), model.marginal(clique), rtol=1e-12)
