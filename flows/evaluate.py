@@ -12,10 +12,11 @@ and are never written inside a release store. The in-process equivalent, without
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +98,50 @@ def dask_runner() -> Any:
     return DaskTaskRunner(cluster_kwargs=dict(DASK_CLUSTER))
 
 
+@contextlib.contextmanager
+def api_for_workers() -> Iterator[None]:
+    """Point Dask worker processes at this process's Prefect API.
+
+    Without ``PREFECT_API_URL`` every worker process would start an ephemeral API server of its
+    own (seconds each, and concurrent writers on one SQLite file). Start the ephemeral server
+    here and export its URL, which the spawned workers inherit, for the duration of the run.
+    """
+    from prefect.settings import (
+        PREFECT_API_URL,
+        PREFECT_SERVER_EPHEMERAL_ENABLED,
+        temporary_settings,
+    )
+
+    if PREFECT_API_URL.value() or not PREFECT_SERVER_EPHEMERAL_ENABLED.value():
+        yield
+        return
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the default instance, which the flow's client reuses
+    server.start()
+    before = os.environ.get("PREFECT_API_URL")
+    os.environ["PREFECT_API_URL"] = server.api_url
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+            yield
+    finally:
+        if before is None:
+            os.environ.pop("PREFECT_API_URL", None)
+        else:
+            os.environ["PREFECT_API_URL"] = before
+
+
 def run_evaluation(params: EvaluateParams | dict[str, Any], *, dask: bool = False,
                    progress: Callable[[str, float], None] | None = None) -> Path:
     """Run the flow (threads, or a local Dask cluster); returns the output folder."""
     params = EvaluateParams.model_validate(params)
-    flow_ = evaluate.with_options(task_runner=dask_runner()) if dask else evaluate
     if progress is not None:
         PROGRESS_LISTENERS.append(progress)
     try:
-        return Path(flow_(params))
+        if not dask:
+            return Path(evaluate(params))
+        with api_for_workers():
+            return Path(evaluate.with_options(task_runner=dask_runner())(params))
     finally:
         if progress is not None:
             PROGRESS_LISTENERS.remove(progress)

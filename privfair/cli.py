@@ -106,6 +106,29 @@ def build_parser() -> argparse.ArgumentParser:
     show = led_sub.add_parser("show", help="show the lifetime ledgers of a store")
     _add_store(show)
     show.set_defaults(func=cmd_ledger_show)
+
+    ev = sub.add_parser("evaluate", help="privacy-fairness-utility grid on real data",
+                        description="Run methods x epsilons x seeds (x TOT etas) on a fixed "
+                                    "train/test split (Prefect flow by default). Results are "
+                                    "computed from real data and are NOT privacy-protected.")
+    ev.add_argument("--datasets", nargs="+", choices=("adult", "adult_safes", "compas"),
+                    help="embedded datasets (default: compas)")
+    ev.add_argument("--methods", nargs="+",
+                    choices=("mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"),
+                    help="synthesis methods (default: mst prefair-greedy)")
+    ev.add_argument("--epsilons", nargs="+", type=float, help="default: 0.5 1 2 4")
+    ev.add_argument("--seeds", type=int, help="repetitions per cell (default: 3)")
+    ev.add_argument("--etas", nargs="+", type=float,
+                    help="TOT bounds, run besides no TOT on adult_safes and compas")
+    ev.add_argument("--classifiers", nargs="+", choices=("logistic", "random_forest", "mlp"),
+                    help="downstream classifiers (default: mlp)")
+    ev.add_argument("--split-seed", type=int, help="seed of the train/test split (default: 2023)")
+    ev.add_argument("--out", help="output folder, not a release store (default: evaluations)")
+    ev.add_argument("--dask", action="store_true",
+                    help="run cells on a local Dask cluster (pip install -e '.[dask]')")
+    ev.add_argument("--no-prefect", action="store_true",
+                    help="run the same grid in-process (threads), without Prefect")
+    ev.set_defaults(func=cmd_evaluate)
     return parser
 
 
@@ -206,13 +229,19 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from privfair.contracts import load_contract
-    from privfair.datasets import default_contract_path, default_dataset_path
+    from privfair.datasets import default_contract_path, embedded_dataset_for
     from privfair.discretize import iter_discretized_batches
-    from privfair.release import _check_closed_domain, _code_type
+    from privfair.release import _code_type, _open_columns
 
     contract = load_contract(args.contract or default_contract_path())
-    _check_closed_domain(contract)
-    data = Path(args.data) if args.data else default_dataset_path()
+    if _open_columns(contract):
+        raise ValueError(f"contract {contract.name!r}: open-domain columns "
+                         f"{_open_columns(contract)} have no categories until a release "
+                         "runs CatHist on them")
+    data = Path(args.data) if args.data else embedded_dataset_for(contract.name)
+    if data is None:
+        raise ValueError(f"contract {contract.name!r} describes no embedded dataset; "
+                         "pass --data")
     if not data.is_file():
         raise ValueError(f"data file {data} does not exist")
     out = Path(args.out)
@@ -309,6 +338,65 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
             table.add_row(r["version"], r["published_at"], f"{r['epsilon']:g}",
                           f"{r['delta']:g}", f"{r['rho']:.6g}", r["method"])
         console.print(table)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    import importlib.util
+    import logging
+
+    from privfair.evaluation_grid import EvaluateParams, cells, check_out
+
+    given = {k: getattr(args, k) for k in ("datasets", "methods", "epsilons", "seeds", "etas",
+                                           "classifiers", "split_seed", "out")
+             if getattr(args, k) is not None}
+    params = EvaluateParams(**given)  # refuses bad values before any real data is read
+    check_out(params.out)  # never inside a release store
+    if args.dask and args.no_prefect:
+        raise UsageError("--dask runs cells through Prefect; drop --no-prefect")
+    if args.dask and importlib.util.find_spec("prefect_dask") is None:
+        raise UsageError("--dask needs prefect-dask: pip install -e '.[dask]'")
+    n = len(cells(params))
+    console = _stderr_console()
+    console.print(f"evaluation grid: {n} cells; results are NOT privacy-protected")
+    with _progress() as bar:
+        task = bar.add_task(f"cells 0/{n}", total=1.0)
+
+        def progress(stage: str, fraction: float) -> None:
+            bar.update(task, description=stage, completed=fraction)
+
+        if args.no_prefect:
+            from privfair.evaluation_grid import run_grid, write_outputs
+
+            results = run_grid(params, progress=progress)
+            folder = write_outputs(results, params)
+        else:
+            os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+            os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+            try:
+                from flows.evaluate import run_evaluation
+            except ImportError:
+                root = Path(__file__).resolve().parents[1]
+                if not (root / "flows" / "evaluate.py").is_file():
+                    raise UsageError("the Prefect flow (flows/evaluate.py) is not part of this "
+                                     "installation; run from a source checkout or use "
+                                     "--no-prefect") from None
+                sys.path.insert(0, str(root))
+                from flows.evaluate import run_evaluation
+            try:
+                folder = run_evaluation(params, dask=args.dask, progress=progress)
+            finally:
+                # The ephemeral API server logs its shutdown at exit; keep the folder last.
+                logging.getLogger("prefect").setLevel(logging.WARNING)
+            import pandas as pd
+
+            results = pd.read_parquet(folder / "results.parquet", columns=["error"])
+    failed = int(results["error"].notna().sum())
+    if failed:
+        console.print(f"{failed} of {n} cells failed (see the error column of results.parquet)")
+    console.print("wrote results.parquet and report.html: NOT privacy-protected, keep them "
+                  "apart from releases")
+    print(folder, flush=True)
     return 0
 
 

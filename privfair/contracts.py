@@ -492,6 +492,33 @@ class Contract(_Strict):
         used = set(spec.protected) | set(spec.admissible) | set(spec.outcome)
         return tuple(c for c in self.column_names if c not in used)
 
+    def with_released_categories(self, released: Mapping[str, Sequence[str]]) -> Contract:
+        """This contract with each open-domain text column turned categorical.
+
+        ``released`` maps a text column to the categories CatHist released for it (post-DP,
+        so public); the column's declared "other" bucket is appended after them, and values
+        not released go there. The result is what every later stage of a release uses.
+        """
+        raw = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        for column in raw["columns"]:
+            name = column["name"]
+            if column["type"] != "text":
+                continue
+            if name not in released:
+                raise ContractError(f"column {name!r}: no released categories were given")
+            spec = self.column(name)
+            other = spec.open_bucket()
+            categories = [c for c in released[name] if c != other]
+            if other is not None:
+                categories.append(other)
+            if not categories:
+                raise ContractError(f"column {name!r}: CatHist released no category and no "
+                                    "'other' bucket is declared")
+            column.pop("open_domain", None)
+            column.update(type="categorical", categories=categories)
+        return parse_contract(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
+                              source=f"{self.name} (released categories)")
+
     def fingerprint(self) -> str:
         """sha256 of a canonical JSON dump of the parsed contract.
 

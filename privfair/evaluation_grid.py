@@ -16,6 +16,7 @@ import json
 import math
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -118,6 +119,7 @@ def run_cell(*, dataset: str, method: str, epsilon: float, seed: int, eta: float
     from privfair.evaluation import evaluate_cell
 
     cell = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, "eta": eta}
+    start = time.perf_counter()
     try:
         data = cached_dataset(dataset, split_seed)
         record = evaluate_cell(data, method=method, epsilon=epsilon, seed=seed, eta=eta,
@@ -125,7 +127,7 @@ def run_cell(*, dataset: str, method: str, epsilon: float, seed: int, eta: float
                                sample_mode=sample_mode)
     except Exception as exc:  # a failed cell (e.g. infeasible η) must not kill the grid
         return error_record(cell, exc)
-    return {**record, "error": None}
+    return {**record, "error": None, "cell_s": time.perf_counter() - start}
 
 
 def cell_kwargs(params: EvaluateParams) -> dict[str, Any]:
@@ -143,6 +145,8 @@ def results_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
     frame = frame[first + [c for c in frame.columns if c not in first]]
     frame["eta"] = pd.to_numeric(frame["eta"], errors="coerce").astype("float64")
     frame["error"] = frame["error"].astype("string")
+    if "fair_structure" in frame:
+        frame["fair_structure"] = frame["fair_structure"].astype("boolean")
     return frame
 
 
@@ -209,8 +213,18 @@ def write_outputs(results: pd.DataFrame, params: EvaluateParams | dict[str, Any]
     (folder / MARKER).write_text(NOT_PRIVATE + "\n")
     results.to_parquet(folder / "results.parquet", index=False)
     ok = results[results["error"].isna()]
-    (folder / "report.html").write_text(
-        trade_off_report(ok, title=f"privfair evaluation {folder.name}"), encoding="utf-8")
+    title = f"privfair evaluation {folder.name}"
+    if ok.empty:  # nothing to plot: say so (and why) instead of an empty report
+        import html
+
+        page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+                f"</head><body><h1>{title}</h1><p><b>Not privacy-protected.</b> "
+                f"{html.escape(NOT_PRIVATE)}</p><p>Every cell failed; first error: "
+                f"{html.escape(str(results['error'].iloc[0]) if len(results) else 'no cells')}"
+                "</p></body></html>")
+    else:
+        page = trade_off_report(ok, title=title)
+    (folder / "report.html").write_text(page, encoding="utf-8")
     (folder / "params.json").write_text(json.dumps(params.model_dump(), indent=2) + "\n")
     return folder
 
@@ -221,8 +235,8 @@ def write_outputs(results: pd.DataFrame, params: EvaluateParams | dict[str, Any]
 def summary_table(results: pd.DataFrame) -> pd.DataFrame:
     """Means over seeds per dataset × method (+ η) × ε: tvd2, accuracy, |DP|, |CDP|.
 
-    |DP| and |CDP| are the absolute disparities of the first classifier, averaged over the
-    single protected attributes (as in :func:`privfair.evaluation.trade_off_report`).
+    ``abs DP`` and ``abs CDP`` are the absolute disparities of the first classifier, averaged
+    over the single protected attributes (as in :func:`privfair.evaluation.trade_off_report`).
     """
     ok = results[results["error"].isna()].copy()
     if ok.empty:
@@ -237,11 +251,11 @@ def summary_table(results: pd.DataFrame) -> pd.DataFrame:
             cols = [c for c in ok.columns if c.startswith(f"{clf}_") and c.endswith(f"_{key}")
                     and "+" not in c]
             if cols:
-                ok[f"|{key}|"] = ok[cols].abs().mean(axis=1)
-                columns.append(f"|{key}|")
+                ok[f"abs {key}"] = ok[cols].abs().mean(axis=1)
+                columns.append(f"abs {key}")
     table = ok.groupby(["dataset", "variant", "epsilon"], sort=False)[columns].mean()
     table["cells"] = ok.groupby(["dataset", "variant", "epsilon"], sort=False).size()
-    return table.reset_index()
+    return table.reset_index().sort_values(["dataset", "variant", "epsilon"], kind="stable")
 
 
 def _cell(name: str, value: Any) -> str:
@@ -277,8 +291,9 @@ def summary_markdown(results: pd.DataFrame, folder: str | Path, *, seconds: floa
         lines += ["", "## Failed cells", ""]
         for row in failed.head(20).itertuples(index=False):
             eta = "" if pd.isna(row.eta) else f" η={row.eta:g}"
+            error = row.error if len(row.error) <= 200 else row.error[:199] + "…"
             lines.append(f"- {row.dataset} {row.method} ε={row.epsilon:g} seed={row.seed}{eta}: "
-                         f"{row.error}")
+                         f"{error}")
         if len(failed) > 20:
             lines.append(f"- … and {len(failed) - 20} more (see results.parquet)")
     return "\n".join(lines) + "\n"

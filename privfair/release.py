@@ -64,12 +64,13 @@ import subprocess
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from privfair.accounting import PrivacyLedger, zcdp_epsilon, zcdp_rho
@@ -350,14 +351,21 @@ def _contract(path: str | Path, fingerprint: str | None = None) -> Contract:
     return contract
 
 
-def _check_closed_domain(contract: Contract) -> None:
-    text = [c.name for c in contract.columns if c.type == "text"]
-    if text:
-        raise ContractError(
-            f"contract {contract.name!r}: open-domain text columns {text} need a CatHist "
-            "category release first, which the release pipeline does not run yet; declare "
-            "them categorical or drop them"
-        )
+#: Share of a release's ρ spent on CatHist when the contract has open-domain columns.
+OPEN_DOMAIN_SHARE = 0.1
+
+
+def _open_columns(contract: Contract) -> list[str]:
+    return [c.name for c in contract.columns if c.type == "text"]
+
+
+def _check_open_domains(contract: Contract) -> None:
+    """Open-domain columns need an "other" bucket for the values CatHist does not release."""
+    for name in _open_columns(contract):
+        if contract.column(name).open_bucket() is None:
+            raise ContractError(
+                f"contract {contract.name!r}: open-domain column {name!r} needs "
+                "out_of_domain: \"other:<label>\" for the values CatHist does not release")
 
 
 # --- plan and preflight ---------------------------------------------------------------------
@@ -372,6 +380,7 @@ class ReleasePlan:
     contract_path: str
     contract_fingerprint: str
     contract_version: str
+    declared_contract_fingerprint: str
     data_path: str
     data_source: str
     store: str
@@ -464,12 +473,14 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         params)
     contract_path = _resolve_contract(params)
     contract = _contract(contract_path)
-    _check_closed_domain(contract)
+    _check_open_domains(contract)
     if not _DATASET_NAME.fullmatch(contract.name):
         raise ContractError(
             f"contract {contract_path}: name {contract.name!r} cannot name a release folder; "
             "expected letters, digits, '.', '_' or '-' (not starting with '.')")
-    domain, roles = contract.domain(), contract.roles()
+    # Open-domain columns get their categories from CatHist later; only names matter here.
+    shape = contract.with_released_categories({c: [] for c in _open_columns(contract)})
+    domain, roles = shape.domain(), contract.roles()
     if params.method not in METHODS:  # pragma: no cover - the Literal already refuses it
         raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
     roles.check(domain, fair=params.method in FAIR_METHODS)
@@ -490,13 +501,15 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     _check_store_writable(store)
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
     read_lifetime_ledger(store, contract).check(rho=rho)
-    split = BudgetSplit.thirds(rho)
+    open_rho = OPEN_DOMAIN_SHARE * rho if _open_columns(contract) else 0.0
+    split = {"open_domain": open_rho, **asdict(BudgetSplit.thirds(rho - open_rho))}
     return ReleasePlan(
         run_id=new_run_id(), dataset=contract.name, contract_path=str(contract_path),
         contract_fingerprint=contract.fingerprint(), contract_version=contract.version,
+        declared_contract_fingerprint=contract.fingerprint(),
         data_path=str(data_path), data_source=source, store=str(store),
         work_dir=str(Path(params.work_dir).resolve()), epsilon=params.epsilon,
-        delta=params.delta, rho=rho, split=asdict(split), method=params.method,
+        delta=params.delta, rho=rho, split=split, method=params.method,
         n_rows=params.n_rows, sample_mode=params.sample_mode,
         discrete_noise=params.discrete_noise, fairness_transform=params.fairness_transform,
         eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
@@ -823,7 +836,8 @@ def load_model(ref: FileRef) -> GraphicalModel:
 
 # --- randomness -----------------------------------------------------------------------------
 
-_STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6}
+_STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
+               "open-domain": 7}
 
 
 def stage_rng(seed: int | None, stage: str) -> np.random.Generator:
@@ -834,6 +848,48 @@ def stage_rng(seed: int | None, stage: str) -> np.random.Generator:
 
 
 # --- private side: measurements -------------------------------------------------------------
+
+
+def release_open_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
+                         artefacts: str | Path, *, seed: int | None,
+                         batch_size: int = 200_000) -> tuple[ReleasePlan, FileRef]:
+    """CatHist on every open-domain column; returns the plan bound to the resolved contract.
+
+    The active histograms are counted here (private) and leave only through CatHist's noise,
+    charged ``plan.split["open_domain"]`` in all. The released categories become the columns'
+    domains: a resolved contract (a post-DP artefact) replaces the declared one for every
+    later stage, and the manifest records both fingerprints.
+    """
+    from collections import Counter
+
+    from privfair.cathist import cathist, random_word_sampler
+
+    contract = _contract(plan.contract_path, plan.contract_fingerprint)
+    columns = _open_columns(contract)
+    rho = plan.split["open_domain"]
+    book = load_ledger(ledger)
+    book.check(rho)
+    counts: dict[str, Counter] = {name: Counter() for name in columns}
+    for frame in iter_frames(staged, batch_size=batch_size, columns=columns):
+        for name in columns:
+            values = frame[name].dropna().astype(str).str.strip()
+            counts[name].update(values.value_counts().to_dict())
+    epsilon = math.sqrt(2 * rho / len(columns))  # ε-DP is ε²/2-zCDP; ρ split evenly
+    rng = stage_rng(seed, "open-domain")
+    released = {}
+    for name in columns:
+        spec = contract.column(name).open_domain
+        result = cathist(counts.pop(name), domain_size=spec.size, tolerance=spec.tolerance,
+                         epsilon=epsilon, rng=rng, ledger=book,
+                         universe_sampler=random_word_sampler(),
+                         name=f"CatHist categories of {name}")
+        released[name] = list(result.categories)
+    resolved = contract.with_released_categories(released)
+    text = yaml.safe_dump(resolved.model_dump(by_alias=True, exclude_none=True, mode="json"),
+                          sort_keys=False, allow_unicode=True)
+    ref = write_artefact(artefacts, "contract", text.encode("utf-8"), "yaml")
+    plan = replace(plan, contract_path=ref.path, contract_fingerprint=resolved.fingerprint())
+    return plan, save_ledger(book, artefacts)
 
 
 def measure_one_way(codes: FileRef, contract_path: str | Path, contract_fingerprint: str,
@@ -1248,7 +1304,9 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         "seed_policy": plan.seed_policy,
         "validation": {"input": dict(input_validation), "output": dict(output_validation)},
         "contract": {"name": contract.name, "version": contract.version,
-                     "fingerprint": plan.contract_fingerprint},
+                     "fingerprint": plan.declared_contract_fingerprint,
+                     # differs when CatHist released open-domain categories (see ledger)
+                     "resolved_fingerprint": plan.contract_fingerprint},
         "domain": {"attributes": list(contract.column_names),
                    "sizes": contract.domain().to_dict(),
                    "labels": {c: contract.labels(c) for c in contract.column_names}},
@@ -1424,13 +1482,19 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
         staged = load(plan.data_path, c, f, ws.staging, batch_size=bs)
         report("validate input", 0.08)
         checked = validate_input(staged, c, f, ws.staging, batch_size=bs)
+        ledger = initial_ledger(plan, ws.artefacts)
+        if plan.split["open_domain"]:
+            report("release open-domain categories", 0.12)
+            plan, ledger = release_open_domains(staged, plan, ledger, ws.artefacts, seed=seed,
+                                                batch_size=bs)
+            c, f = plan.contract_path, plan.contract_fingerprint
         report("discretize", 0.15)
         codes = discretize(staged, c, f, ws.staging, batch_size=bs)
-        ledger = initial_ledger(plan, ws.artefacts)
         if plan.method in AIM_METHODS:
             report("AIM rounds", 0.2)
             one_way, structure, selected, ledger = fit_aim(
-                codes, c, f, ledger, ws.artefacts, method=plan.method, rho=plan.rho,
+                codes, c, f, ledger, ws.artefacts, method=plan.method,
+                rho=plan.rho - plan.split["open_domain"],
                 seed=seed, discrete=plan.discrete_noise, batch_size=bs)
         else:
             report("measure one-way", 0.2)

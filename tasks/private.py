@@ -12,7 +12,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from privfair import release as lib
-from privfair.release import FileRef
+from privfair.release import FileRef, ReleasePlan
 from tasks._common import retry_on_io_error
 
 PRIVATE = {"persist_result": False, "cache_policy": NO_CACHE}
@@ -76,3 +76,11 @@ def fit_aim(codes: FileRef, contract: str, fingerprint: str, ledger: FileRef, ar
     """AIM rounds: (one-way, structure, round measurements, ledger), all post-noise files."""
     return lib.fit_aim(codes, contract, fingerprint, ledger, artefacts, method=method, rho=rho,
                        seed=seed, discrete=discrete, batch_size=batch_size)
+
+
+@task(name="release-open-domains", **PRIVATE)
+def release_open_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef, artefacts: str,
+                         seed: int | None, batch_size: int) -> tuple[ReleasePlan, FileRef]:
+    """CatHist categories of open-domain columns; the plan then uses the resolved contract."""
+    return lib.release_open_domains(staged, plan, ledger, artefacts, seed=seed,
+                                    batch_size=batch_size)

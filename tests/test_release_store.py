@@ -194,11 +194,44 @@ def test_dataset_name_must_be_a_folder_name(tmp_path, toy_parquet):
         rel.preflight(params(evil, toy_parquet, tmp_path))
 
 
-def test_open_domain_contract_is_refused(tmp_path, toy_parquet):
+def test_open_domain_column_is_released_with_cathist(tmp_path):
     from privfair.datasets import contract_path
 
-    with pytest.raises(Exception, match="open-domain text columns"):
-        rel.preflight(params(contract_path("example_open_domain"), toy_parquet, tmp_path))
+    rng = np.random.default_rng(0)
+    n = 6000
+    gender = rng.choice(["female", "male"], size=n, p=[0.45, 0.55]).astype(object)
+    gender[:3] = ["nonbinary", "agender", "prefer-not"]  # rare answers: below the threshold
+    frame = pd.DataFrame({
+        "gender": gender, "age": rng.integers(18, 99, n),
+        "degree": rng.choice(["none", "BSc", "MSc", "PhD"], size=n),
+        "hired": rng.choice(["no", "yes"], size=n)})
+    data = tmp_path / "survey.parquet"
+    frame.to_parquet(data)
+    p = params(contract_path("example_open_domain"), data, tmp_path, epsilon=0.9, delta=1e-7)
+    final = run_release(p)
+    manifest = json.loads((final / "manifest.json").read_text())
+    cathist_entries = [e for e in manifest["ledger"] if e["mechanism"] == "laplace"]
+    assert [e["name"] for e in cathist_entries] == ["CatHist categories of gender"]
+    rho = zcdp_rho(epsilon=0.9, delta=1e-7)
+    assert cathist_entries[0]["rho"] == pytest.approx(rel.OPEN_DOMAIN_SHARE * rho)
+    assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(rho, rel=1e-9)
+    assert manifest["contract"]["resolved_fingerprint"] != manifest["contract"]["fingerprint"]
+    released = manifest["domain"]["labels"]["gender"]
+    assert {"female", "male", "(other)"} <= set(released)
+    assert not {"nonbinary", "agender", "prefer-not"} & set(released)
+    synth = pd.read_parquet(final / "synthetic.parquet")
+    assert set(synth["gender"].astype(str)) <= set(released)
+
+
+def test_open_domain_column_without_other_bucket_is_refused(tmp_path, toy_parquet):
+    from privfair.datasets import contract_path
+
+    text = contract_path("example_open_domain").read_text().replace(
+        'out_of_domain: "other:(other)"\n    nulls: "as:(other)"', "out_of_domain: refuse")
+    contract = tmp_path / "no_other.yaml"
+    contract.write_text(text)
+    with pytest.raises(Exception, match="needs out_of_domain"):
+        rel.preflight(params(contract, toy_parquet, tmp_path))
 
 
 def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
