@@ -1,6 +1,6 @@
 """The ``privfair-release`` Prefect flow: a DP, justifiably fair synthetic release of a table.
 
-load -> validate input -> (CatHist for open-domain columns) -> discretize -> measure 1-way -> select fair structure -> measure
+load -> validate input -> (DP domains: CatHist, DP quantile bins) -> discretize -> measure 1-way -> select fair structure -> measure
 selected (or, for AIM, the interleaved rounds) -> estimate -> sample -> optional fairness
 transform (TOT) -> validate output -> publish
 
@@ -46,16 +46,16 @@ def release(params: ReleaseParams = ReleaseParams()) -> str:  # noqa: B008 - pyd
         report("validate input", 0.08)
         checked = private.validate_input(staged, c, f, staging, bs)
         ledger = lib.initial_ledger(plan, art)
-        if plan.split["open_domain"]:
-            report("release open-domain categories", 0.12)
-            plan, ledger = private.release_open_domains(staged, plan, ledger, art, seed, bs)
+        if plan.split["domains"]:
+            report("publish DP domains", 0.12)
+            plan, ledger = private.resolve_domains(staged, plan, ledger, art, seed, bs)
             c, f = plan.contract_path, plan.contract_fingerprint
         report("discretize", 0.15)
         codes = private.discretize(staged, c, f, staging, bs)
         if plan.method in AIM_METHODS:
             report("AIM rounds", 0.2)
             one_way, structure, selected, ledger = private.fit_aim(
-                codes, c, f, ledger, art, plan.method, plan.rho - plan.split["open_domain"],
+                codes, c, f, ledger, art, plan.method, plan.rho - plan.split["domains"],
                 seed, plan.discrete_noise, bs)
         else:
             report("measure one-way", 0.2)

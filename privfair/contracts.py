@@ -163,6 +163,9 @@ class ColumnSpec(_Strict):
         Numeric values are whole numbers; a fractional value is out of domain.
     open_domain : OpenDomainSpec, optional
         Universe of a text column.
+    dp_bins : int, optional
+        Instead of ``bins``: this many bins whose inner edges are DP quantiles released by
+        the first release (charged to its ledger); needs finite ``lower`` and ``upper``.
     out_of_domain : str
         ``"refuse"``, ``"clamp"`` (numeric only) or ``"other:<category>"``.
     nulls : str
@@ -182,6 +185,7 @@ class ColumnSpec(_Strict):
     upper: float | None = None
     integer: bool = False
     open_domain: OpenDomainSpec | None = None
+    dp_bins: int | None = Field(None, ge=2, le=1000)
     out_of_domain: str = "refuse"
     nulls: str = "refuse"
 
@@ -221,7 +225,7 @@ class ColumnSpec(_Strict):
                 raise ValueError(f"key {f!r} is not allowed for a {self.type} column")
 
     def _check_categorical(self) -> None:
-        self._forbid("bins", "labels", "lower", "upper", "integer", "open_domain")
+        self._forbid("bins", "labels", "lower", "upper", "integer", "open_domain", "dp_bins")
         if self.categories is None:
             raise ValueError("a categorical column needs a 'categories' list")
         _check_labels(self.categories, what="categories")
@@ -237,8 +241,16 @@ class ColumnSpec(_Strict):
 
     def _check_numeric(self) -> None:
         self._forbid("categories", "aliases", "open_domain")
+        if self.dp_bins is not None:
+            self._forbid("bins", "labels")
+            if self.lower is None or self.upper is None or not (
+                    math.isfinite(self.lower) and math.isfinite(self.upper)
+                    and self.lower < self.upper):
+                raise ValueError("dp_bins needs finite declared 'lower' < 'upper' (the range "
+                                 "the DP quantiles are searched in)")
+            return
         if self.bins is None:
-            raise ValueError("a numeric column needs a 'bins' list of edges")
+            raise ValueError("a numeric column needs a 'bins' list of edges, or 'dp_bins'")
         edges = self.bins
         if len(edges) < 2:
             raise ValueError(f"bins: {len(edges)} edge(s); expected at least 2 edges (one bin)")
@@ -269,7 +281,8 @@ class ColumnSpec(_Strict):
         _check_labels(generated if self.labels is None else self.labels, what="labels")
 
     def _check_text(self) -> None:
-        self._forbid("categories", "aliases", "bins", "labels", "lower", "upper", "integer")
+        self._forbid("categories", "aliases", "bins", "labels", "lower", "upper", "integer",
+                     "dp_bins")
         if self.open_domain is None:
             raise ValueError(
                 "a text column needs 'open_domain: {size: n, tolerance: rho_tol}' (its categories "
@@ -292,6 +305,11 @@ class ColumnSpec(_Strict):
                     "nulls: a text column can only map nulls to its out_of_domain other bucket "
                     "(its other categories are not known before the CatHist release)"
                 )
+            return
+        if self.dp_bins is not None:
+            if ood.kind == "other" or nulls.kind == "as":
+                raise ValueError("a dp_bins column has no bin labels before its release; use "
+                                 "out_of_domain: refuse or clamp, and nulls: refuse")
             return
         known = set(self.declared_labels())
         for key, policy in (("out_of_domain", ood), ("nulls", nulls)):
@@ -318,12 +336,17 @@ class ColumnSpec(_Strict):
     def edges(self) -> tuple[float, ...]:
         """Bin edges of a numeric column."""
         if self.bins is None:
+            if self.dp_bins is not None:
+                raise DomainError(f"column {self.name!r}: its dp_bins edges are released by a "
+                                  "release run (DP quantiles); none are known yet")
             raise ContractError(f"column {self.name!r}: a {self.type} column has no bin edges")
         return tuple(self.bins)
 
     @property
     def bounds(self) -> tuple[float, float]:
         """Declared ``(lower, upper)`` range of a numeric column."""
+        if self.bins is None and self.dp_bins is not None:
+            return (self.lower, self.upper)
         edges = self.edges
         return (edges[0] if self.lower is None else self.lower,
                 edges[-1] if self.upper is None else self.upper)
@@ -491,6 +514,24 @@ class Contract(_Strict):
         spec = self.role_spec
         used = set(spec.protected) | set(spec.admissible) | set(spec.outcome)
         return tuple(c for c in self.column_names if c not in used)
+
+    @property
+    def unresolved_columns(self) -> list[str]:
+        """Columns whose domain a release must first publish with DP: text and dp_bins."""
+        return [c.name for c in self.columns if c.type == "text" or c.dp_bins is not None]
+
+    def with_released_bins(self, released: Mapping[str, Sequence[float]]) -> Contract:
+        """This contract with each ``dp_bins`` column given its released (DP) bin edges."""
+        raw = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        for column in raw["columns"]:
+            if column.get("dp_bins") is None:
+                continue
+            if column["name"] not in released:
+                raise ContractError(f"column {column['name']!r}: no released bin edges")
+            column.pop("dp_bins")
+            column["bins"] = [float(e) for e in released[column["name"]]]
+        return parse_contract(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
+                              source=f"{self.name} (released bins)")
 
     def with_released_categories(self, released: Mapping[str, Sequence[str]]) -> Contract:
         """This contract with each open-domain text column turned categorical.

@@ -82,11 +82,14 @@ def exponential_mechanism(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     name: str,
+    log_base: np.ndarray | None = None,
 ) -> int:
-    """Pick index i with probability ∝ exp(ε · score_i / (2 Δ)).
+    """Pick index i with probability ∝ base_i · exp(ε · score_i / (2 Δ)).
 
-    Implemented as argmax of ``ε·score/(2Δ) + Gumbel noise``, which samples exactly that
-    distribution in one vectorized draw. Charged ε²/8 zCDP.
+    Implemented as argmax of ``ε·score/(2Δ) + log base + Gumbel noise``, which samples exactly
+    that distribution in one vectorized draw. ``log_base`` is a data-independent base measure
+    (e.g. interval lengths for a continuous range; ``-inf`` excludes a candidate). Charged
+    ε²/8 zCDP.
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 1 or scores.size == 0:
@@ -102,6 +105,8 @@ def exponential_mechanism(
         queries=int(scores.size),
     ))
     logits = epsilon / (2 * sensitivity) * scores
+    if log_base is not None:
+        logits = logits + np.asarray(log_base, dtype=np.float64)
     return int(np.argmax(logits + rng.gumbel(size=scores.size)))
 
 

@@ -351,8 +351,9 @@ def _contract(path: str | Path, fingerprint: str | None = None) -> Contract:
     return contract
 
 
-#: Share of a release's ρ spent on CatHist when the contract has open-domain columns.
-OPEN_DOMAIN_SHARE = 0.1
+#: Share of a release's ρ spent on publishing domains (CatHist categories of open-domain
+#: columns, DP quantile edges of ``dp_bins`` columns) when the contract has such columns.
+DOMAIN_SHARE = 0.1
 
 
 def _open_columns(contract: Contract) -> list[str]:
@@ -478,8 +479,10 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         raise ContractError(
             f"contract {contract_path}: name {contract.name!r} cannot name a release folder; "
             "expected letters, digits, '.', '_' or '-' (not starting with '.')")
-    # Open-domain columns get their categories from CatHist later; only names matter here.
+    # Open-domain and dp_bins columns get their domains from DP later; only names matter here.
     shape = contract.with_released_categories({c: [] for c in _open_columns(contract)})
+    shape = shape.with_released_bins({c.name: [c.lower, c.upper] for c in shape.columns
+                                      if c.dp_bins is not None})
     domain, roles = shape.domain(), contract.roles()
     if params.method not in METHODS:  # pragma: no cover - the Literal already refuses it
         raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
@@ -501,8 +504,8 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     _check_store_writable(store)
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
     read_lifetime_ledger(store, contract).check(rho=rho)
-    open_rho = OPEN_DOMAIN_SHARE * rho if _open_columns(contract) else 0.0
-    split = {"open_domain": open_rho, **asdict(BudgetSplit.thirds(rho - open_rho))}
+    domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
+    split = {"domains": domains_rho, **asdict(BudgetSplit.thirds(rho - domains_rho))}
     return ReleasePlan(
         run_id=new_run_id(), dataset=contract.name, contract_path=str(contract_path),
         contract_fingerprint=contract.fingerprint(), contract_version=contract.version,
@@ -837,7 +840,7 @@ def load_model(ref: FileRef) -> GraphicalModel:
 # --- randomness -----------------------------------------------------------------------------
 
 _STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
-               "open-domain": 7}
+               "domains": 7}
 
 
 def stage_rng(seed: int | None, stage: str) -> np.random.Generator:
@@ -850,44 +853,56 @@ def stage_rng(seed: int | None, stage: str) -> np.random.Generator:
 # --- private side: measurements -------------------------------------------------------------
 
 
-def release_open_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
-                         artefacts: str | Path, *, seed: int | None,
-                         batch_size: int = 200_000) -> tuple[ReleasePlan, FileRef]:
-    """CatHist on every open-domain column; returns the plan bound to the resolved contract.
+def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
+                    artefacts: str | Path, *, seed: int | None, batch_size: int = 200_000
+                    ) -> tuple[ReleasePlan, FileRef]:
+    """Publish the domains the contract leaves to DP; returns the plan bound to them.
 
-    The active histograms are counted here (private) and leave only through CatHist's noise,
-    charged ``plan.split["open_domain"]`` in all. The released categories become the columns'
-    domains: a resolved contract (a post-DP artefact) replaces the declared one for every
-    later stage, and the manifest records both fingerprints.
+    Open-domain text columns get CatHist categories; ``dp_bins`` columns get DP quantile
+    edges. The private values are read here and leave only through those mechanisms, which
+    share ``plan.split["domains"]`` evenly. A resolved contract (a post-DP artefact) then
+    replaces the declared one for every later stage; the manifest records both fingerprints.
     """
     from collections import Counter
 
     from privfair.cathist import cathist, random_word_sampler
+    from privfair.quantiles import dp_quantile_edges
 
     contract = _contract(plan.contract_path, plan.contract_fingerprint)
-    columns = _open_columns(contract)
-    rho = plan.split["open_domain"]
+    columns = contract.unresolved_columns
+    rho = plan.split["domains"] / len(columns)
     book = load_ledger(ledger)
-    book.check(rho)
-    counts: dict[str, Counter] = {name: Counter() for name in columns}
+    book.check(plan.split["domains"])
+    text = set(_open_columns(contract))
+    counts: dict[str, Counter] = {name: Counter() for name in text}
+    numbers: dict[str, list[np.ndarray]] = {name: [] for name in columns if name not in text}
     for frame in iter_frames(staged, batch_size=batch_size, columns=columns):
-        for name in columns:
-            values = frame[name].dropna().astype(str).str.strip()
-            counts[name].update(values.value_counts().to_dict())
-    epsilon = math.sqrt(2 * rho / len(columns))  # ε-DP is ε²/2-zCDP; ρ split evenly
-    rng = stage_rng(seed, "open-domain")
-    released = {}
+        for name in text:
+            counts[name].update(frame[name].dropna().astype(str).str.strip().value_counts()
+                                .to_dict())
+        for name, parts in numbers.items():
+            parts.append(pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64))
+    rng = stage_rng(seed, "domains")
+    categories, edges = {}, {}
     for name in columns:
-        spec = contract.column(name).open_domain
-        result = cathist(counts.pop(name), domain_size=spec.size, tolerance=spec.tolerance,
-                         epsilon=epsilon, rng=rng, ledger=book,
-                         universe_sampler=random_word_sampler(),
-                         name=f"CatHist categories of {name}")
-        released[name] = list(result.categories)
-    resolved = contract.with_released_categories(released)
-    text = yaml.safe_dump(resolved.model_dump(by_alias=True, exclude_none=True, mode="json"),
-                          sort_keys=False, allow_unicode=True)
-    ref = write_artefact(artefacts, "contract", text.encode("utf-8"), "yaml")
+        spec = contract.column(name)
+        if name in text:
+            result = cathist(counts.pop(name), domain_size=spec.open_domain.size,
+                             tolerance=spec.open_domain.tolerance,
+                             epsilon=math.sqrt(2 * rho),  # ε-DP is ε²/2-zCDP
+                             rng=rng, ledger=book, universe_sampler=random_word_sampler(),
+                             name=f"CatHist categories of {name}")
+            categories[name] = list(result.categories)
+        else:
+            edges[name] = dp_quantile_edges(
+                np.concatenate(numbers.pop(name)), bins=spec.dp_bins, lower=spec.lower,
+                upper=spec.upper, integer=spec.integer, rho=rho, rng=rng, ledger=book,
+                name=f"DP bins of {name}")
+    resolved = contract.with_released_categories(categories).with_released_bins(edges)
+    text_yaml = yaml.safe_dump(resolved.model_dump(by_alias=True, exclude_none=True,
+                                                   mode="json"),
+                               sort_keys=False, allow_unicode=True)
+    ref = write_artefact(artefacts, "contract", text_yaml.encode("utf-8"), "yaml")
     plan = replace(plan, contract_path=ref.path, contract_fingerprint=resolved.fingerprint())
     return plan, save_ledger(book, artefacts)
 
@@ -1305,7 +1320,7 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         "validation": {"input": dict(input_validation), "output": dict(output_validation)},
         "contract": {"name": contract.name, "version": contract.version,
                      "fingerprint": plan.declared_contract_fingerprint,
-                     # differs when CatHist released open-domain categories (see ledger)
+                     # differs when the release published DP domains (see the ledger)
                      "resolved_fingerprint": plan.contract_fingerprint},
         "domain": {"attributes": list(contract.column_names),
                    "sizes": contract.domain().to_dict(),
@@ -1483,10 +1498,10 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
         report("validate input", 0.08)
         checked = validate_input(staged, c, f, ws.staging, batch_size=bs)
         ledger = initial_ledger(plan, ws.artefacts)
-        if plan.split["open_domain"]:
-            report("release open-domain categories", 0.12)
-            plan, ledger = release_open_domains(staged, plan, ledger, ws.artefacts, seed=seed,
-                                                batch_size=bs)
+        if plan.split["domains"]:
+            report("publish DP domains", 0.12)
+            plan, ledger = resolve_domains(staged, plan, ledger, ws.artefacts, seed=seed,
+                                           batch_size=bs)
             c, f = plan.contract_path, plan.contract_fingerprint
         report("discretize", 0.15)
         codes = discretize(staged, c, f, ws.staging, batch_size=bs)
@@ -1494,7 +1509,7 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
             report("AIM rounds", 0.2)
             one_way, structure, selected, ledger = fit_aim(
                 codes, c, f, ledger, ws.artefacts, method=plan.method,
-                rho=plan.rho - plan.split["open_domain"],
+                rho=plan.rho - plan.split["domains"],
                 seed=seed, discrete=plan.discrete_noise, batch_size=bs)
         else:
             report("measure one-way", 0.2)

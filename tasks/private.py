@@ -78,9 +78,9 @@ def fit_aim(codes: FileRef, contract: str, fingerprint: str, ledger: FileRef, ar
                        seed=seed, discrete=discrete, batch_size=batch_size)
 
 
-@task(name="release-open-domains", **PRIVATE)
-def release_open_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef, artefacts: str,
-                         seed: int | None, batch_size: int) -> tuple[ReleasePlan, FileRef]:
-    """CatHist categories of open-domain columns; the plan then uses the resolved contract."""
-    return lib.release_open_domains(staged, plan, ledger, artefacts, seed=seed,
-                                    batch_size=batch_size)
+@task(name="resolve-domains", **PRIVATE)
+def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef, artefacts: str,
+                    seed: int | None, batch_size: int) -> tuple[ReleasePlan, FileRef]:
+    """DP domains (CatHist categories, DP quantile bins); the plan then uses them."""
+    return lib.resolve_domains(staged, plan, ledger, artefacts, seed=seed,
+                               batch_size=batch_size)

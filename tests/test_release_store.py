@@ -213,7 +213,7 @@ def test_open_domain_column_is_released_with_cathist(tmp_path):
     cathist_entries = [e for e in manifest["ledger"] if e["mechanism"] == "laplace"]
     assert [e["name"] for e in cathist_entries] == ["CatHist categories of gender"]
     rho = zcdp_rho(epsilon=0.9, delta=1e-7)
-    assert cathist_entries[0]["rho"] == pytest.approx(rel.OPEN_DOMAIN_SHARE * rho)
+    assert cathist_entries[0]["rho"] == pytest.approx(rel.DOMAIN_SHARE * rho)
     assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(rho, rel=1e-9)
     assert manifest["contract"]["resolved_fingerprint"] != manifest["contract"]["fingerprint"]
     released = manifest["domain"]["labels"]["gender"]
@@ -323,3 +323,32 @@ def test_bad_fairness_transform_settings_are_refused(toy_contract, toy_parquet, 
     with pytest.raises(rel.ReleaseInputError, match=message):
         run_release(params(toy_contract, toy_parquet, tmp_path, **kw))
     assert not (tmp_path / "releases").exists() or version_dirs(tmp_path / "releases") == []
+
+
+def test_dp_bins_are_published_by_the_release(tmp_path):
+    text = (ROOT / "data_contracts" / "compas.yaml").read_text().replace(
+        '''    bins: [0, 1, 4, .inf]
+    labels: ["0", "1-3", ">3"]
+    lower: 0
+''', '''    dp_bins: 3
+    lower: 0
+    upper: 40
+''').replace("name: compas", "name: compas_dp_bins")
+    contract = tmp_path / "compas_dp_bins.yaml"
+    contract.write_text(text)
+    from privfair.datasets import dataset_path
+
+    p = ReleaseParams(contract=str(contract), data=str(dataset_path("compas")), epsilon=2.0,
+                      delta=1e-9, method="prefair-greedy", seed=5,
+                      out=str(tmp_path / "releases"), work_dir=str(tmp_path / "work"),
+                      max_iters=300)
+    final = run_release(p)
+    manifest = json.loads((final / "manifest.json").read_text())
+    quantiles = [e for e in manifest["ledger"] if e["name"].startswith("DP bins of priors")]
+    assert [e["mechanism"] for e in quantiles] == ["exponential", "exponential"]
+    rho = zcdp_rho(epsilon=2.0, delta=1e-9)
+    assert sum(e["rho"] for e in quantiles) == pytest.approx(rel.DOMAIN_SHARE * rho)
+    assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(rho, rel=1e-9)
+    labels = manifest["domain"]["labels"]["priors_count"]
+    assert 2 <= len(labels) <= 3
+    assert manifest["contract"]["resolved_fingerprint"] != manifest["contract"]["fingerprint"]
