@@ -14,6 +14,7 @@ from privfair.accounting import (
 from privfair.domain import Clique, Domain, Roles
 from privfair.errors import (
     BudgetExceededError,
+    ContractError,
     DomainError,
     FairnessViolationError,
     PrivacyLeakWarning,
@@ -30,6 +31,7 @@ __all__ = [
     "METHODS",
     "BudgetExceededError",
     "Clique",
+    "ContractError",
     "Domain",
     "DomainError",
     "FairSynthesizer",
