@@ -109,18 +109,26 @@ class Domain:
         extra = [c for c in columns if c not in self._index]
         if extra:
             raise DomainError(f"unexpected columns {extra}; the domain declares {list(self)}")
-        for a, s in self.items():
-            codes = np.asarray(columns[a])
-            if codes.ndim != 1:
-                raise DomainError(f"column {a!r}: expected a 1-D array of codes")
-            if not np.issubdtype(codes.dtype, np.integer):
-                raise DomainError(
-                    f"column {a!r}: expected integer codes, got dtype {codes.dtype}"
-                )
-            if np.any(codes < 0) or np.any(codes >= s):
-                raise DomainError(
-                    f"column {a!r}: codes outside the declared domain 0..{s - 1}"
-                )
+        for a in self.attributes:
+            self.check_column(a, columns[a])
+
+    def check_column(self, attribute: str, codes: np.ndarray, *, where: str = "") -> np.ndarray:
+        """Refuse a column that is not 1-D integer codes inside ``attribute``'s domain.
+
+        Returns the codes as int64. ``where`` names the table in the message.
+        """
+        prefix = f"{where}: " if where else ""
+        size = self.size(attribute)
+        codes = np.asarray(codes)
+        if codes.ndim != 1:
+            raise DomainError(f"{prefix}column {attribute!r}: expected a 1-D array of codes")
+        if not np.issubdtype(codes.dtype, np.integer):
+            raise DomainError(
+                f"{prefix}column {attribute!r}: expected integer codes, got dtype {codes.dtype}")
+        if np.any(codes < 0) or np.any(codes >= size):
+            raise DomainError(
+                f"{prefix}column {attribute!r}: codes outside the declared domain 0..{size - 1}")
+        return codes.astype(np.int64, copy=False)
 
 
 @dataclass(frozen=True)

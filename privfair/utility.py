@@ -132,7 +132,6 @@ def codes(table: TableLike, attribute: str, domain: DomainLike, *,
         declared range (the message names the column, never the offending values).
     """
     dom = as_domain(domain)
-    size = dom.size(attribute)
     if isinstance(table, pd.DataFrame):
         if attribute not in table.columns:
             raise DomainError(f"{name}: missing column {attribute!r}")
@@ -145,28 +144,15 @@ def codes(table: TableLike, attribute: str, domain: DomainLike, *,
             raise DomainError(
                 f"{name}: column {attribute!r}: expected integer codes, got dtype {series.dtype}"
             )
-        values = series.to_numpy(dtype=np.int64)
-    elif isinstance(table, Mapping):
+        return dom.check_column(attribute, series.to_numpy(dtype=np.int64), where=name)
+    if isinstance(table, Mapping):
         if attribute not in table:
             raise DomainError(f"{name}: missing column {attribute!r}")
-        raw = np.asarray(table[attribute])
-        if raw.ndim != 1:
-            raise DomainError(f"{name}: column {attribute!r}: expected a 1-D array of codes")
-        if not np.issubdtype(raw.dtype, np.integer):
-            raise DomainError(
-                f"{name}: column {attribute!r}: expected integer codes, got dtype {raw.dtype}"
-            )
-        values = raw.astype(np.int64, copy=False)
-    else:
-        raise DomainError(
-            f"{name}: expected a pandas DataFrame or a mapping of column -> code array, "
-            f"got {type(table).__name__}"
-        )
-    if values.size and (values.min() < 0 or values.max() >= size):
-        raise DomainError(
-            f"{name}: column {attribute!r}: codes outside the declared domain 0..{size - 1}"
-        )
-    return values
+        return dom.check_column(attribute, table[attribute], where=name)
+    raise DomainError(
+        f"{name}: expected a pandas DataFrame or a mapping of column -> code array, "
+        f"got {type(table).__name__}"
+    )
 
 
 def _attribute_list(attributes: str | Sequence[str] | None, dom: Domain, *,
