@@ -1,3 +1,5 @@
+import functools
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -9,6 +11,7 @@ from privfair.measure import Measurement, compress_domain, count_marginals, meas
 from privfair.sampling import decompress, sample_model, systematic_round
 
 
+@functools.cache
 def _model():
     rng = np.random.default_rng(5)
     n = 30_000
