@@ -288,7 +288,7 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
 
 
 def cmd_releases_list(args: argparse.Namespace) -> int:
-    from privfair.release import list_releases
+    from privfair.store import list_releases
 
     rows = list_releases(args.store, args.dataset)
     if args.json:
@@ -313,7 +313,7 @@ def cmd_releases_list(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
-    from privfair.release import lifetime_ledgers
+    from privfair.store import lifetime_ledgers
 
     ledgers = lifetime_ledgers(args.store, args.dataset)
     if args.json:

@@ -1,4 +1,7 @@
-"""The release pipeline, library side: stages, working folders, and the release store.
+"""The release pipeline, library side: parameters, the stages, publication and the runner.
+
+File references and post-noise artefacts live in :mod:`privfair.artefacts`; the lifetime
+ledgers and the catalog in :mod:`privfair.store`.
 
 A release turns a private table into a published folder::
 
@@ -49,10 +52,6 @@ lock, at publication. It is charged only by a successful :func:`publish`.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import fcntl
-import hashlib
-import importlib.metadata
 import io
 import json
 import logging
@@ -60,8 +59,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
-import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
@@ -73,13 +70,45 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from privfair.accounting import PrivacyLedger, zcdp_epsilon, zcdp_rho
+from privfair.accounting import PrivacyLedger, zcdp_rho
+from privfair.artefacts import (
+    FileRef,
+    StoreError,
+    Workspace,
+    atomic_write,
+    json_bytes,
+    load_ledger,
+    load_measurements,
+    load_model,
+    load_one_way,
+    load_structure,
+    model_meta,
+    new_run_id,
+    private_dir,
+    save_ledger,
+    save_measurements,
+    save_model,
+    save_one_way,
+    save_structure,
+    sha256_file,
+    stage_file,
+    utc_now,
+    write_artefact,
+)
 from privfair.contracts import Contract, load_contract
-from privfair.domain import Domain
 from privfair.errors import BudgetExceededError, ContractError, PrivfairError
-from privfair.estimation import GraphicalModel
-from privfair.measure import Compression, Measurement, all_pairs, count_marginals
-from privfair.structure import FairnessCheck, SelectedStructure, check_fairness
+from privfair.measure import all_pairs, count_marginals
+from privfair.store import (
+    CATALOG_COLUMNS,
+    LifetimeLedger,
+    catalog,
+    code_version,
+    ledger_path,
+    locked,
+    next_version,
+    read_lifetime_ledger,
+)
+from privfair.structure import SelectedStructure, check_fairness
 from privfair.synthesizer import (
     AIM_METHODS,
     FAIR_METHODS,
@@ -99,7 +128,6 @@ log = logging.getLogger(__name__)
 __all__ = [
     "FileRef",
     "InputValidationError",
-    "LifetimeLedger",
     "OutputValidationError",
     "ReleaseInputError",
     "ReleaseParams",
@@ -109,7 +137,6 @@ __all__ = [
     "discretize",
     "estimate",
     "fairness_transform",
-    "list_releases",
     "load",
     "measure_one_way",
     "measure_selected",
@@ -143,8 +170,6 @@ class OutputValidationError(PrivfairError):
     """The synthetic table breaks the contract; nothing is published."""
 
 
-class StoreError(PrivfairError, ValueError):
-    """The release store cannot be written, or its records are inconsistent."""
 
 
 # --- parameters -----------------------------------------------------------------------------
@@ -208,135 +233,6 @@ def params_error_line(exc: Exception) -> str:
         where = ".".join(str(p) for p in first.get("loc", ())) or "parameters"
         return f"invalid {where}: {first['msg']}"
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
-# --- small file helpers ---------------------------------------------------------------------
-
-
-def _now() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def private_dir(path: str | Path) -> Path:
-    """Create ``path`` (and parents) and make it mode 0700, whatever the umask."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path, 0o700)
-    return path
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
-
-
-def _json_bytes(obj: Any) -> bytes:
-    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default).encode("utf-8")
-
-
-def _json_default(obj: Any) -> Any:
-    if isinstance(obj, np.integer):
-        return int(obj)
-    if isinstance(obj, np.floating):
-        return float(obj)
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    if isinstance(obj, Path):
-        return str(obj)
-    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
-
-
-@dataclass(frozen=True)
-class FileRef:
-    """A file passed between stages: its path and the sha256 of its content."""
-
-    path: str
-    sha256: str
-
-    @classmethod
-    def of(cls, path: str | Path) -> FileRef:
-        return cls(str(Path(path).resolve()), sha256_file(path))
-
-    def open_checked(self) -> Path:
-        """The path, after checking that the file is there and unchanged."""
-        path = Path(self.path)
-        if not path.is_file():
-            raise StoreError(f"artefact {path} is missing (was the working folder cleaned?)")
-        if sha256_file(path) != self.sha256:
-            raise StoreError(f"artefact {path} changed since it was written (sha256 mismatch)")
-        return path
-
-
-def write_artefact(folder: str | Path, kind: str, data: bytes, ext: str) -> FileRef:
-    """Write post-noise bytes content-addressed as ``<kind>-<sha16>.<ext>``."""
-    digest = hashlib.sha256(data).hexdigest()
-    path = private_dir(folder) / f"{kind}-{digest[:16]}.{ext}"
-    if not (path.is_file() and sha256_file(path) == digest):
-        _atomic_write(path, data)
-    return FileRef(str(path.resolve()), digest)
-
-
-def _stage_file(path: Path) -> FileRef:
-    return FileRef.of(path)
-
-
-# --- working folders ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Workspace:
-    """The project-local working folder of one run (see the module docstring)."""
-
-    root: Path
-    run_id: str
-
-    @classmethod
-    def open(cls, root: str | Path, run_id: str | None = None) -> Workspace:
-        ws = cls(Path(root).resolve(), run_id or new_run_id())
-        for p in (ws.root, ws.staging.parent, ws.staging, ws.artefacts, ws.results):
-            private_dir(p)
-        return ws
-
-    @property
-    def staging(self) -> Path:
-        return self.root / "staging" / self.run_id
-
-    @property
-    def artefacts(self) -> Path:
-        return self.root / "artefacts"
-
-    @property
-    def results(self) -> Path:
-        return self.root / "prefect-results"
-
-    def cleanup_private(self) -> None:
-        """Remove the private staging folder of this run."""
-        shutil.rmtree(self.staging, ignore_errors=True)
-
-
-def new_run_id() -> str:
-    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
-
-
-def results_dir(work_dir: str | Path) -> Path:
-    """Prefect result storage inside ``work_dir``, created mode 0700."""
-    return private_dir(Path(work_dir).resolve() / "prefect-results")
 
 
 # --- contract helpers -----------------------------------------------------------------------
@@ -517,7 +413,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         discrete_noise=params.discrete_noise, fairness_transform=params.fairness_transform,
         eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
         batch_size=params.batch_size, max_iters=params.max_iters,
-        seeded=params.seed is not None, started_at=_now(),
+        seeded=params.seed is not None, started_at=utc_now(),
     )
 
 
@@ -656,7 +552,7 @@ def load(data_path: str | Path, contract_path: str | Path, contract_fingerprint:
         # drop the connection so DuckDB's bindings are not reported as leaked at exit.
         del con
     os.chmod(out, 0o600)
-    return _stage_file(out)
+    return stage_file(out)
 
 
 def iter_frames(ref: FileRef, *, batch_size: int = 200_000,
@@ -682,7 +578,7 @@ def validate_input(staged: FileRef, contract_path: str | Path, contract_fingerpr
     outcome = validate_frames(iter_frames(staged, batch_size=batch_size), contract,
                               side="input")
     report = Path(staging) / "input-validation.json"
-    report.write_bytes(_json_bytes(outcome.private_details))
+    report.write_bytes(json_bytes(outcome.private_details))
     os.chmod(report, 0o600)
     if not outcome.passed:
         # Keep the private details for the data owner, outside the staging folder (which is
@@ -719,7 +615,7 @@ def discretize(staged: FileRef, contract_path: str | Path, contract_fingerprint:
     finally:
         writer.close()
     os.chmod(out, 0o600)
-    return _stage_file(out)
+    return stage_file(out)
 
 
 def _code_type(size: int) -> Any:
@@ -737,104 +633,6 @@ def code_batches(codes: FileRef, *, batch_size: int = 200_000
         for batch in pf.iter_batches(batch_size=batch_size):
             yield {name: batch.column(i).to_numpy().astype(np.int64)
                    for i, name in enumerate(batch.schema.names)}
-
-
-# --- artefacts: ledger, measurements, structure, model -------------------------------------
-
-
-def save_ledger(ledger: PrivacyLedger, artefacts: str | Path) -> FileRef:
-    return write_artefact(artefacts, "ledger", _json_bytes(ledger.state_dict()), "json")
-
-
-def load_ledger(ref: FileRef) -> PrivacyLedger:
-    return PrivacyLedger.from_state_dict(json.loads(ref.open_checked().read_text()))
-
-
-def _domain_to_json(domain: Domain) -> dict[str, list]:
-    # Lists, not a mapping: artefact JSON is written with sorted keys, and order matters.
-    return {"attributes": list(domain.attributes), "sizes": list(domain.sizes)}
-
-
-def _domain_from_json(raw: Mapping[str, Any]) -> Domain:
-    return Domain(tuple(raw["attributes"]), tuple(raw["sizes"]))
-
-
-def _compression_to_dict(c: Compression) -> dict[str, Any]:
-    return {
-        "original": _domain_to_json(c.original),
-        "compressed": _domain_to_json(c.compressed),
-        "mapping": {a: v.tolist() for a, v in c.mapping.items()},
-        "merged": {a: v.tolist() for a, v in c.merged.items()},
-    }
-
-
-def _compression_from_dict(raw: Mapping[str, Any]) -> Compression:
-    return Compression(
-        _domain_from_json(raw["original"]), _domain_from_json(raw["compressed"]),
-        {a: np.asarray(v, dtype=np.int64) for a, v in raw["mapping"].items()},
-        {a: np.asarray(v, dtype=np.int64) for a, v in raw["merged"].items()},
-    )
-
-
-def save_one_way(model: OneWayModel, raw: list[Measurement], artefacts: str | Path) -> FileRef:
-    """The noisy one-way measurements and the (post-processed) independent model."""
-    body = {
-        "noisy_one_way": [m.to_dict() for m in raw],
-        "compression": _compression_to_dict(model.compression),
-        "measurements": [m.to_dict() for m in model.measurements],
-        "total": model.total,
-        "probabilities": {a: p.tolist() for a, p in model.probabilities.items()},
-    }
-    return write_artefact(artefacts, "one-way", _json_bytes(body), "json")
-
-
-def load_one_way(ref: FileRef) -> OneWayModel:
-    raw = json.loads(ref.open_checked().read_text())
-    return OneWayModel(
-        _compression_from_dict(raw["compression"]),
-        tuple(Measurement.from_dict(m) for m in raw["measurements"]),
-        float(raw["total"]),
-        {a: np.asarray(p, dtype=np.float64) for a, p in raw["probabilities"].items()},
-    )
-
-
-def save_measurements(ms: list[Measurement], artefacts: str | Path) -> FileRef:
-    return write_artefact(artefacts, "selected", _json_bytes([m.to_dict() for m in ms]), "json")
-
-
-def load_measurements(ref: FileRef) -> list[Measurement]:
-    return [Measurement.from_dict(m) for m in json.loads(ref.open_checked().read_text())]
-
-
-def save_structure(structure: SelectedStructure, artefacts: str | Path) -> FileRef:
-    return write_artefact(artefacts, "structure", _json_bytes(structure.to_dict()), "json")
-
-
-def load_structure(ref: FileRef) -> SelectedStructure:
-    raw = json.loads(ref.open_checked().read_text())
-    fairness = FairnessCheck(
-        passed=raw["fairness"]["passed"],
-        violations=tuple((v["protected"], v["outcome"], tuple(v["path"]))
-                         for v in raw["fairness"]["violations"]),
-        criterion=raw["fairness"]["criterion"],
-    )
-    return SelectedStructure(raw["method"], tuple(tuple(e) for e in raw["edges"]), fairness,
-                             raw["search_nodes"])
-
-
-def save_model(model: GraphicalModel, artefacts: str | Path) -> FileRef:
-    """The fitted model as ``.npz`` (log-potentials + JSON metadata; no pickle)."""
-    buffer = io.BytesIO()
-    model.save(buffer)
-    return write_artefact(artefacts, "model", buffer.getvalue(), "npz")
-
-
-def model_meta(ref: FileRef) -> dict[str, Any]:
-    return GraphicalModel.read_meta(ref.open_checked())
-
-
-def load_model(ref: FileRef) -> GraphicalModel:
-    return GraphicalModel.load(ref.open_checked())
 
 
 # --- randomness -----------------------------------------------------------------------------
@@ -1053,7 +851,7 @@ def fairness_transform(synthetic: FileRef, contract_path: str | Path,
     ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
     record = {"name": "tot", "applied": True, "post_processing": True,
               "additional_privacy_cost": 0.0, **tot.to_manifest()}
-    return ref, json.loads(_json_bytes(record))
+    return ref, json.loads(json_bytes(record))
 
 
 def read_codes(ref: FileRef) -> pd.DataFrame:
@@ -1083,191 +881,6 @@ def validate_output(synthetic: FileRef, contract_path: str | Path, contract_fing
     return outcome.public_summary()
 
 
-# --- release store: lifetime ledger, catalog, publication -----------------------------------
-
-
-@dataclass
-class LifetimeLedger:
-    """Everything published from one dataset, composed in zCDP against its lifetime budget."""
-
-    dataset: str
-    epsilon_budget: float
-    delta_budget: float
-    releases: list[dict[str, Any]]
-
-    @property
-    def rho_budget(self) -> float:
-        return zcdp_rho(epsilon=self.epsilon_budget, delta=self.delta_budget)
-
-    @property
-    def rho_spent(self) -> float:
-        return math.fsum(float(r["rho"]) for r in self.releases)
-
-    @property
-    def rho_remaining(self) -> float:
-        return max(0.0, self.rho_budget - self.rho_spent)
-
-    def epsilon_spent(self) -> float:
-        return zcdp_epsilon(rho=self.rho_spent, delta=self.delta_budget)
-
-    def check(self, *, rho: float) -> None:
-        """Refuse a release of cost ``rho`` that would pass the lifetime budget."""
-        if self.rho_spent + rho > self.rho_budget * (1 + 1e-9):
-            raise BudgetExceededError(
-                f"lifetime budget of dataset {self.dataset!r} exceeded: this release costs "
-                f"rho={rho:.6g} but only {self.rho_remaining:.6g} of {self.rho_budget:.6g} "
-                f"(epsilon={self.epsilon_budget:g}, delta={self.delta_budget:g}) is left")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "dataset": self.dataset,
-            "budget": {"epsilon": self.epsilon_budget, "delta": self.delta_budget,
-                       "rho": self.rho_budget},
-            "spent": {"rho": self.rho_spent,
-                      "epsilon_at_budget_delta": self.epsilon_spent()},
-            "accounting": "zCDP: rho of releases add up; converted with the lifetime delta",
-            "releases": self.releases,
-        }
-
-
-def _ledger_path(store: Path, dataset: str) -> Path:
-    return store / dataset / "lifetime_ledger.json"
-
-
-def read_lifetime_ledger(store: str | Path, contract: Contract) -> LifetimeLedger:
-    """The dataset's lifetime ledger (empty if nothing was published), with the budget the
-    contract declares now."""
-    path = _ledger_path(Path(store), contract.name)
-    releases: list[dict[str, Any]] = []
-    if path.is_file():
-        try:
-            releases = list(json.loads(path.read_text())["releases"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise StoreError(f"lifetime ledger {path} is unreadable ({exc}); fix or restore "
-                             "it before releasing again") from None
-    return LifetimeLedger(contract.name, contract.budget.epsilon, contract.budget.delta,
-                          releases)
-
-
-def read_ledger_file(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
-
-
-@contextlib.contextmanager
-def _locked(folder: Path) -> Iterator[None]:
-    private = folder / ".lock"
-    with open(private, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-_CATALOG_SCHEMA = """
-CREATE TABLE IF NOT EXISTS releases (
-    dataset VARCHAR NOT NULL,
-    version VARCHAR NOT NULL,
-    path VARCHAR NOT NULL,
-    published_at VARCHAR NOT NULL,
-    epsilon DOUBLE NOT NULL,
-    delta DOUBLE NOT NULL,
-    rho DOUBLE NOT NULL,
-    method VARCHAR NOT NULL,
-    n_rows BIGINT NOT NULL,
-    contract_fingerprint VARCHAR NOT NULL,
-    fairness_passed BOOLEAN NOT NULL,
-    PRIMARY KEY (dataset, version)
-)
-"""
-_CATALOG_COLUMNS = ("dataset", "version", "path", "published_at", "epsilon", "delta", "rho",
-                    "method", "n_rows", "contract_fingerprint", "fairness_passed")
-
-
-@contextlib.contextmanager
-def _catalog(store: Path, *, read_only: bool = False) -> Iterator[Any]:
-    """Open ``catalog.duckdb`` briefly; waits a little if another process holds it."""
-    import duckdb
-
-    path = store / "catalog.duckdb"
-    deadline = time.monotonic() + 10.0
-    while True:
-        try:
-            con = duckdb.connect(str(path), read_only=read_only)
-            break
-        except duckdb.IOException:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-    try:
-        if not read_only:
-            con.execute(_CATALOG_SCHEMA)
-        yield con
-    finally:
-        con.close()
-
-
-def list_releases(store: str | Path, dataset: str | None = None) -> list[dict[str, Any]]:
-    """Rows of the release catalog, oldest first (empty if the store has none)."""
-    store = Path(store)
-    if not (store / "catalog.duckdb").is_file():
-        return []
-    with _catalog(store, read_only=True) as con:
-        query = f"SELECT {', '.join(_CATALOG_COLUMNS)} FROM releases"
-        args: list[Any] = []
-        if dataset is not None:
-            query += " WHERE dataset = ?"
-            args.append(dataset)
-        rows = con.execute(query + " ORDER BY published_at, dataset, version", args).fetchall()
-    return [dict(zip(_CATALOG_COLUMNS, r, strict=True)) for r in rows]
-
-
-def lifetime_ledgers(store: str | Path, dataset: str | None = None) -> list[dict[str, Any]]:
-    """Every lifetime ledger of the store, as written."""
-    store = Path(store)
-    if not store.is_dir():
-        return []
-    out = []
-    for path in sorted(store.glob("*/lifetime_ledger.json")):
-        if dataset is None or path.parent.name == dataset:
-            out.append(read_ledger_file(path))
-    return out
-
-
-def _next_version(folder: Path, ledger: LifetimeLedger) -> str:
-    numbers = [int(m.group(1)) for p in folder.iterdir()
-               if (m := re.fullmatch(r"v(\d+)", p.name))]
-    numbers += [int(m.group(1)) for r in ledger.releases
-                if (m := re.fullmatch(r"v(\d+)", str(r.get("version", ""))))]
-    return f"v{max(numbers, default=0) + 1}"
-
-
-def code_version() -> dict[str, Any]:
-    """privfair version and, in a git checkout, the commit (with a dirty flag)."""
-    try:
-        version = importlib.metadata.version("privfair")
-    except importlib.metadata.PackageNotFoundError:
-        version = "0+unknown"
-        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
-        if pyproject.is_file():
-            m = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.M)
-            version = m.group(1) if m else version
-    out: dict[str, Any] = {"privfair": version, "git_commit": None}
-    repo = Path(__file__).resolve().parents[1]
-    if (repo / ".git").exists():
-        try:
-            commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"],
-                                    capture_output=True, text=True, timeout=5, check=True)
-            out["git_commit"] = commit.stdout.strip()
-            dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
-                                    "--untracked-files=no", "--", "privfair"],
-                                   capture_output=True, text=True, timeout=5, check=True)
-            out["git_dirty"] = bool(dirty.stdout.strip())
-        except (OSError, subprocess.SubprocessError):
-            pass
-    return out
-
-
 def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                    one_way: OneWayModel, structure: SelectedStructure,
                    model: Mapping[str, Any], contract: Contract, n_rows: int,
@@ -1281,7 +894,7 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         "dataset": plan.dataset,
         "version": version,
         "started_at": plan.started_at,
-        "published_at": _now(),
+        "published_at": utc_now(),
         "guarantee": {
             "epsilon": plan.epsilon,
             "delta": plan.delta,
@@ -1356,14 +969,14 @@ def publish(plan: ReleasePlan | Mapping[str, Any], *, ledger: FileRef, one_way: 
     store = Path(plan.store)
     folder = store / plan.dataset
     folder.mkdir(parents=True, exist_ok=True)
-    with _locked(folder):
+    with locked(folder):
         lifetime = read_lifetime_ledger(store, contract)
         lifetime.check(rho=plan.rho)
-        version = _next_version(folder, lifetime)
+        version = next_version(folder, lifetime)
         final = folder / version
         tmp = folder / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
-        ledger_path = _ledger_path(store, plan.dataset)
-        old_ledger = ledger_path.read_bytes() if ledger_path.is_file() else None
+        lifetime_file = ledger_path(store, plan.dataset)
+        old_ledger = lifetime_file.read_bytes() if lifetime_file.is_file() else None
         catalog_added = False
         try:
             tmp.mkdir()
@@ -1378,18 +991,18 @@ def publish(plan: ReleasePlan | Mapping[str, Any], *, ledger: FileRef, one_way: 
                                              encoding="utf-8")
             manifest["files"] = {name: sha256_file(tmp / name)
                                  for name in ("synthetic.parquet", "report.html")}
-            (tmp / "manifest.json").write_bytes(_json_bytes(manifest))
+            (tmp / "manifest.json").write_bytes(json_bytes(manifest))
 
             lifetime.releases.append({
                 "version": version, "published_at": manifest["published_at"],
                 "epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho,
                 "method": plan.method, "contract_fingerprint": plan.contract_fingerprint,
             })
-            _atomic_write(ledger_path, _json_bytes(lifetime.to_dict()))
-            with _catalog(store) as con:
+            atomic_write(lifetime_file, json_bytes(lifetime.to_dict()))
+            with catalog(store) as con:
                 con.execute(
-                    f"INSERT INTO releases ({', '.join(_CATALOG_COLUMNS)}) VALUES "
-                    f"({', '.join('?' * len(_CATALOG_COLUMNS))})",
+                    f"INSERT INTO releases ({', '.join(CATALOG_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * len(CATALOG_COLUMNS))})",
                     [plan.dataset, version, str(final.relative_to(store)),
                      manifest["published_at"], plan.epsilon, plan.delta, plan.rho,
                      plan.method, len(labelled), plan.contract_fingerprint,
@@ -1398,14 +1011,14 @@ def publish(plan: ReleasePlan | Mapping[str, Any], *, ledger: FileRef, one_way: 
             os.rename(tmp, final)  # the commit point
         except BaseException:
             if catalog_added:
-                with contextlib.suppress(Exception), _catalog(store) as con:
+                with contextlib.suppress(Exception), catalog(store) as con:
                     con.execute("DELETE FROM releases WHERE dataset = ? AND version = ?",
                                 [plan.dataset, version])
             if old_ledger is None:
                 with contextlib.suppress(FileNotFoundError):
-                    ledger_path.unlink()
+                    lifetime_file.unlink()
             else:
-                _atomic_write(ledger_path, old_ledger)
+                atomic_write(lifetime_file, old_ledger)
             shutil.rmtree(tmp, ignore_errors=True)
             raise
     log.info("published %s", final)

@@ -19,7 +19,8 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from flows.release import release  # noqa: E402
 from privfair import release as rel  # noqa: E402
 from privfair.cli import main  # noqa: E402
-from privfair.release import ReleaseParams, list_releases  # noqa: E402
+from privfair.release import ReleaseParams  # noqa: E402
+from privfair.store import list_releases  # noqa: E402
 from tasks import post_noise, private, public  # noqa: E402
 
 
