@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pandas as pd
-
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -16,13 +14,9 @@ if str(ROOT) not in sys.path:
 
 def load_codes(name: str):
     """An embedded dataset discretised by its packaged contract: (codes, contract)."""
-    from privfair.contracts import load_contract
-    from privfair.datasets import contract_path, dataset_path
-    from privfair.discretize import discretize
+    from privfair.datasets import load_codes as load
 
-    contract = load_contract(contract_path(name))
-    raw = pd.read_parquet(dataset_path("adult" if name.startswith("adult") else name))
-    return pd.DataFrame(discretize(raw, contract)), contract
+    return load(name)
 
 
 def run_worker(script: str, *args: object) -> dict:

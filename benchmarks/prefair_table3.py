@@ -24,27 +24,21 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import emit, load_codes
+from _common import emit
 
-from privfair.evaluation import NOT_PRIVATE, evaluate_synthetic, train_test_split
+from privfair.evaluation import (
+    NOT_PRIVATE,
+    PRIVILEGED_LABELS,
+    evaluate_synthetic,
+    load_embedded,
+)
 from privfair.synthesizer import FairSynthesizer
 
-# Privileged groups, by label. COMPAS follows AIF360's convention (Caucasian, Female).
-PRIVILEGED = {
-    "adult": {"sex": "Male", "race": "White", "native-country": "United-States"},
-    "compas": {"race": "Caucasian", "sex": "Female"},
-}
 COLUMNS = ("tvd1", "tvd2", "acd", "accuracy", "DP", "TPRB", "TNRB", "CDP", "CTPRB", "CTNRB")
 PAPER = {
     "adult": [100.5, 106.0, 131.6, 99.8, 64.4, 67.9, 10.2, 64.8, 25.7, 11.7],
     "compas": [96.5, 119.8, 103.3, 86.2, 66.2, 70.3, 73.0, 50.0, 50.5, 53.1],
 }
-
-
-def load(name: str):
-    frame, contract = load_codes(name)
-    privileged = {a: contract.labels(a).index(label) for a, label in PRIVILEGED[name].items()}
-    return frame, contract.domain(), contract.roles(), privileged
 
 
 def headline(record: dict, roles) -> dict:
@@ -60,8 +54,9 @@ def headline(record: dict, roles) -> dict:
 
 def run(name: str, seeds: int, epsilon: float, *, rows_multiplier: float = 1.0,
         sample_mode: str = "iid") -> dict:
-    frame, domain, roles, privileged = load(name)
-    train, test = train_test_split(frame, rng=np.random.default_rng(2023))
+    data = load_embedded(name, split_seed=2023)
+    train, test, domain, roles = data.train, data.test, data.domain, data.roles
+    privileged = data.privileged
     results: dict[str, list[dict]] = {}
     timings: dict[str, float] = {}
     for method in ("mst", "prefair-greedy"):
@@ -90,8 +85,8 @@ def run(name: str, seeds: int, epsilon: float, *, rows_multiplier: float = 1.0,
     ratio = {k: 100 * means["prefair-greedy"][k] / means["mst"][k] if means["mst"][k] else None
              for k in COLUMNS}
     return {
-        "dataset": name, "rows": len(frame), "train": len(train), "test": len(test),
-        "epsilon": epsilon, "seeds": seeds, "privileged": PRIVILEGED[name],
+        "dataset": name, "rows": len(train) + len(test), "train": len(train), "test": len(test),
+        "epsilon": epsilon, "seeds": seeds, "privileged": PRIVILEGED_LABELS[name],
         "rows_multiplier": rows_multiplier, "sample_mode": sample_mode,
         "means": means, "greedy_as_percent_of_mst": ratio,
         "paper_percent": dict(zip(COLUMNS, PAPER[name], strict=True)),

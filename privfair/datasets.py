@@ -10,8 +10,12 @@ identical.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from privfair.contracts import Contract
 
 __all__ = [
     "DATASETS",
@@ -20,6 +24,7 @@ __all__ = [
     "default_contract_path",
     "default_dataset_path",
     "embedded_dataset_for",
+    "load_codes",
     "load_dataset",
 ]
 
@@ -77,3 +82,18 @@ def default_contract_path() -> Path:
 def load_dataset(name: str) -> pd.DataFrame:
     """Read the embedded raw dataset ``name`` into a DataFrame (raw values, not codes)."""
     return pd.read_parquet(dataset_path(name))
+
+
+def load_codes(name: str) -> tuple[pd.DataFrame, Contract]:
+    """A packaged contract's embedded data discretised by it: ``(codes, contract)``.
+
+    For evaluation and benchmarks only: it reads the (embedded) private table directly.
+    """
+    from privfair.contracts import load_contract
+    from privfair.discretize import discretize
+
+    contract = load_contract(contract_path(name))
+    raw = embedded_dataset_for(contract.name)
+    if raw is None:
+        raise ValueError(f"contract {name!r} describes no embedded dataset")
+    return pd.DataFrame(discretize(pd.read_parquet(raw), contract)), contract

@@ -131,13 +131,9 @@ class EvaluationData:
 
 def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
     """An embedded dataset, discretised by its contract and split 80/20 with ``split_seed``."""
-    from privfair.contracts import load_contract
-    from privfair.datasets import contract_path, dataset_path
-    from privfair.discretize import discretize
+    from privfair.datasets import load_codes
 
-    contract = load_contract(contract_path(name))
-    raw = pd.read_parquet(dataset_path("adult" if name.startswith("adult") else name))
-    codes = pd.DataFrame(discretize(raw, contract))
+    codes, contract = load_codes(name)
     train, test = train_test_split(codes, rng=np.random.default_rng(split_seed))
     labels = PRIVILEGED_LABELS.get(name, {})
     privileged = {a: contract.labels(a).index(label) for a, label in labels.items()}
