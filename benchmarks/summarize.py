@@ -41,7 +41,8 @@ def table3() -> str:
     header = ("| dataset | rows | " + " | ".join(c.upper() if c.startswith("tvd") or c == "acd"
                                               else c for c in columns) + " |")
     out = [header, "|" + "---|" * (len(columns) + 2)]
-    for name, label in (("prefair_table3", "1×"), ("prefair_table3_rows10", "10×")):
+    for name, label in (("prefair_table3", "1×"), ("prefair_table3_round", "1×, round"),
+                        ("prefair_table3_rows10", "10×")):
         doc = _load(name)
         if doc is None:
             continue
