@@ -159,11 +159,6 @@ def new_run_id() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
-def results_dir(work_dir: str | Path) -> Path:
-    """Prefect result storage inside ``work_dir``, created mode 0700."""
-    return private_dir(Path(work_dir).resolve() / "prefect-results")
-
-
 # --- artefacts: ledger, measurements, structure, model -------------------------------------
 
 

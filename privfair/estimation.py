@@ -43,15 +43,6 @@ class JunctionTree:
             return ()
         return tuple(a for a in self.cliques[i] if a in self.cliques[p])
 
-    def neighbours(self, i: int) -> list[int]:
-        out = [j for j, p in enumerate(self.parent) if p == i]
-        if self.parent[i] >= 0:
-            out.append(self.parent[i])
-        return out
-
-    def max_clique_cells(self, domain: Domain) -> int:
-        return max(domain.cells(c) for c in self.cliques)
-
 
 def build_junction_tree(domain: Domain, cliques: Iterable[Iterable[str]]) -> JunctionTree:
     """Triangulate the graph of ``cliques`` (greedy min-fill) and join its maximal cliques.
