@@ -26,8 +26,8 @@ PEER = {"compas": {"fit_s": 68.0, "peak_rss_mb": 1.35 * 1024, "tvd2_iid": 0.012}
 def worker(dataset: str, method: str, epsilon: float, seed: int) -> dict:
     import numpy as np
 
-    from privfair.synthesizer import FairSynthesizer
-    from privfair.utility import marginal_tvd
+    from privfair.evaluation.utility import marginal_tvd
+    from privfair.synth.synthesizer import FairSynthesizer
 
     codes, contract = load_codes(dataset)
     domain = contract.domain()

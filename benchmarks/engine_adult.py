@@ -29,8 +29,8 @@ METHODS = ("mst", "prefair-greedy", "prefair-exact")
 def worker(method: str, epsilon: float, seed: int) -> dict:
     import numpy as np
 
-    from privfair.synthesizer import FairSynthesizer
-    from privfair.utility import ci_test, marginal_tvd
+    from privfair.evaluation.utility import ci_test, marginal_tvd
+    from privfair.synth.synthesizer import FairSynthesizer
 
     codes, contract = load_codes("adult")
     domain, roles = contract.domain(), contract.roles()

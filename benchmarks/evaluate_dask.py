@@ -2,7 +2,7 @@
 
 One small grid (default: COMPAS, mst + prefair-greedy, ε ∈ {0.5, 1, 2}, 2 seeds, logistic
 regression: 12 cells) runs in one process: first in-process without Prefect
-(:func:`privfair.evaluation_grid.run_grid`, the baseline), then through the
+(:func:`privfair.evaluation.grid.run_grid`, the baseline), then through the
 ``privfair-evaluate`` flow on the ThreadPoolTaskRunner, then on the DaskTaskRunner (a local
 cluster of 2 single-threaded worker processes, started and stopped inside the timed call).
 The ephemeral Prefect API server is started before the timings, so none of them pays for it.
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from _common import emit
 
-from privfair.evaluation_grid import EvaluateParams, cells, run_grid, write_outputs
+from privfair.evaluation.grid import EvaluateParams, cells, run_grid, write_outputs
 
 #: Timing columns, which differ from run to run.
 TIMINGS = ["fit_s", "cell_s"]

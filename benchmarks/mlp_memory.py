@@ -34,8 +34,8 @@ def main() -> None:
     import pandas as pd
     import torch  # noqa: F401  (loaded before the baseline so it is not counted as training)
 
-    from privfair.classifiers import train_and_predict
-    from privfair.evaluation import train_test_split
+    from privfair.evaluation.classifiers import train_and_predict
+    from privfair.evaluation.evaluate import train_test_split
 
     codes, contract = load_codes("adult")
     train, test = train_test_split(codes, rng=np.random.default_rng(0))

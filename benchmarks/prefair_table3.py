@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 from _common import emit
 
-from privfair.evaluation import (
+from privfair.evaluation.evaluate import (
     NOT_PRIVATE,
     PRIVILEGED_LABELS,
     evaluate_synthetic,
     load_embedded,
 )
-from privfair.synthesizer import FairSynthesizer
+from privfair.synth.synthesizer import FairSynthesizer
 
 COLUMNS = ("tvd1", "tvd2", "acd", "accuracy", "DP", "TPRB", "TNRB", "CDP", "CTPRB", "CTNRB")
 PAPER = {

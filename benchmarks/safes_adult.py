@@ -24,12 +24,12 @@ from pathlib import Path
 import numpy as np
 from _common import emit, load_codes
 
-from privfair.classifiers import score_predictions, train_and_predict
-from privfair.evaluation import NOT_PRIVATE, train_test_split
-from privfair.fairness_metrics import classifier_fairness, data_fairness
-from privfair.synthesizer import FairSynthesizer
-from privfair.tot import TOTransform
-from privfair.utility import marginal_tvd
+from privfair.evaluation.classifiers import score_predictions, train_and_predict
+from privfair.evaluation.evaluate import NOT_PRIVATE, train_test_split
+from privfair.evaluation.fairness_metrics import classifier_fairness, data_fairness
+from privfair.evaluation.utility import marginal_tvd
+from privfair.fair.tot import TOTransform
+from privfair.synth.synthesizer import FairSynthesizer
 
 SAFES_DP_ONLY = {"accuracy": 0.796, "SPD_sex": -0.180, "COD_sex": -0.193}
 

@@ -40,7 +40,7 @@ def generate(path: Path, rows: int, *, chunk: int = 1_000_000, seed: int = 0) ->
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from privfair.datasets import default_dataset_path
+    from privfair.pipeline.datasets import default_dataset_path
 
     start = time.perf_counter()
     source = pq.read_table(default_dataset_path())
@@ -56,8 +56,8 @@ def generate(path: Path, rows: int, *, chunk: int = 1_000_000, seed: int = 0) ->
 
 def stages(data: Path, work: Path, batch_size: int) -> dict:
     """Run the private-side stages on ``data``; called in a fresh process."""
-    from privfair import release as rel
-    from privfair.datasets import default_contract_path
+    from privfair.pipeline import release as rel
+    from privfair.pipeline.datasets import default_contract_path
 
     timings: dict[str, float] = {}
 

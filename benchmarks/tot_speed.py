@@ -34,10 +34,10 @@ import time
 import numpy as np
 import pandas as pd
 
-from privfair.datasets import load_dataset
-from privfair.domain import Domain
-from privfair.errors import DomainError
-from privfair.tot import TOTransform, safes_adult_distortion
+from privfair.core.domain import Domain
+from privfair.core.errors import DomainError
+from privfair.fair.tot import TOTransform, safes_adult_distortion
+from privfair.pipeline.datasets import load_dataset
 
 TARGET_S = 5.0
 
@@ -103,7 +103,7 @@ def run(frame: pd.DataFrame, domain: Domain, *, x_cols, distortion, eta: float, 
                         max_variables=max_variables)
         start = time.perf_counter()
         if dense:
-            from privfair.tot import _Layout, _support
+            from privfair.fair.tot import _Layout, _support
 
             layout = _Layout.build(domain, t.d_cols, t.x_cols, t.y_col)
             keys, mass = _support(layout, frame)
@@ -151,7 +151,7 @@ def main() -> None:
     args = parser.parse_args()
 
     start = time.perf_counter()
-    import cvxpy  # noqa: F401  (timed apart: privfair.tot imports it lazily, once)
+    import cvxpy  # noqa: F401  (timed apart: privfair.fair.tot imports it lazily, once)
 
     cvxpy_import_s = time.perf_counter() - start
     frame, domain = _data()

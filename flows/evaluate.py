@@ -7,7 +7,7 @@ local Dask cluster (``run_evaluation(..., dask=True)``, ``privfair evaluate --da
 summarises the grid. Outputs go to ``<out>/<timestamp>/`` (results.parquet, report.html,
 NOT_PRIVACY_PROTECTED.txt): they are computed from real data, are **not privacy-protected**,
 and are never written inside a release store. The in-process equivalent, without Prefect, is
-:func:`privfair.evaluation_grid.run_grid`.
+:func:`privfair.evaluation.grid.run_grid`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from prefect.context import FlowRunContext  # noqa: E402
 from prefect.futures import as_completed  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from privfair import evaluation_grid as lib  # noqa: E402
-from privfair.evaluation_grid import EvaluateParams  # noqa: E402
+from privfair.evaluation.evaluate import grid as lib  # noqa: E402
+from privfair.evaluation.grid import EvaluateParams  # noqa: E402
 from tasks import evaluate as ev  # noqa: E402
 from tasks._common import PROGRESS_LISTENERS, ProgressArtifact, report  # noqa: E402
 

@@ -4,7 +4,7 @@ load -> validate input -> (DP domains: CatHist, DP quantile bins) -> discretize 
 selected (or, for AIM, the interleaved rounds) -> estimate -> sample -> optional fairness
 transform (TOT) -> validate output -> publish
 
-The flow only composes tasks (``tasks/``) around :mod:`privfair.release` and posts the UI
+The flow only composes tasks (``tasks/``) around :mod:`privfair.pipeline.release` and posts the UI
 artifacts: a markdown summary, the ledger as a table, and estimation progress (from the
 ``estimate`` task). The private staging folder is removed as soon as the last private task
 ends, whatever happens. Run it with ``privfair release`` (ephemeral Prefect, no server) or
@@ -24,9 +24,9 @@ if _ROOT not in sys.path:
 from prefect import flow, get_run_logger  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 
-from privfair import release as lib  # noqa: E402
-from privfair.release import ReleaseParams, Workspace  # noqa: E402
-from privfair.synthesizer import AIM_METHODS  # noqa: E402
+from privfair.pipeline import release as lib  # noqa: E402
+from privfair.pipeline.release import ReleaseParams, Workspace  # noqa: E402
+from privfair.synth.synthesizer import AIM_METHODS  # noqa: E402
 from tasks import post_noise, private, public  # noqa: E402
 from tasks._common import report  # noqa: E402
 

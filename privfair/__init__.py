@@ -4,15 +4,15 @@ The library is pure Python/numpy and never imports Prefect; the pipeline in ``fl
 ``tasks/`` wraps it.
 """
 
-from privfair.accounting import (
+from privfair.core.accounting import (
     LedgerEntry,
     PrivacyLedger,
     zcdp_delta,
     zcdp_epsilon,
     zcdp_rho,
 )
-from privfair.domain import Clique, Domain, Roles
-from privfair.errors import (
+from privfair.core.domain import Clique, Domain, Roles
+from privfair.core.errors import (
     BudgetExceededError,
     ContractError,
     DomainError,
@@ -22,10 +22,10 @@ from privfair.errors import (
     RoleError,
     StructureSearchLimitError,
 )
-from privfair.estimation import GraphicalModel, estimate
-from privfair.measure import Measurement
-from privfair.structure import METHODS, FairnessCheck, SelectedStructure, check_fairness
-from privfair.synthesizer import FairSynthesizer, SynthesisResult, synthesize
+from privfair.synth.estimation import GraphicalModel, estimate
+from privfair.synth.measure import Measurement
+from privfair.synth.structure import METHODS, FairnessCheck, SelectedStructure, check_fairness
+from privfair.synth.synthesizer import FairSynthesizer, SynthesisResult, synthesize
 
 __all__ = [
     "METHODS",

@@ -142,19 +142,19 @@ def _stderr_console() -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
-    from privfair.release import params_error_line
+    from privfair.pipeline.release import params_error_line
 
     return " ".join(params_error_line(exc).split())
 
 
 def _is_bad_input(exc: BaseException) -> bool:
-    from privfair.errors import PrivfairError
+    from privfair.core.errors import PrivfairError
 
     return isinstance(exc, PrivfairError | ValueError | OSError | UsageError)
 
 
 def _params(args: argparse.Namespace) -> Any:
-    from privfair.release import ReleaseParams
+    from privfair.pipeline.release import ReleaseParams
 
     return ReleaseParams(
         contract=args.contract, data=args.data, epsilon=args.epsilon, delta=args.delta,
@@ -178,7 +178,7 @@ def _progress() -> Any:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from privfair.release import preflight
+    from privfair.pipeline.release import preflight
 
     params = _params(args)  # refuses bad numbers/methods before anything is imported
     preflight(params)  # refuses a bad contract, store or budget before any private read
@@ -189,7 +189,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             bar.update(task, description=stage, completed=fraction)
 
         if args.no_prefect:
-            from privfair.release import run_release
+            from privfair.pipeline.release import run_release
 
             final = run_release(params, progress=progress)
         else:
@@ -228,10 +228,10 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from privfair.contracts import load_contract
-    from privfair.datasets import default_contract_path, embedded_dataset_for
-    from privfair.discretize import iter_discretized_batches
-    from privfair.release import _code_type, _open_columns
+    from privfair.pipeline.contracts import load_contract
+    from privfair.pipeline.datasets import default_contract_path, embedded_dataset_for
+    from privfair.pipeline.discretize import iter_discretized_batches
+    from privfair.pipeline.release import _code_type, _open_columns
 
     contract = load_contract(args.contract or default_contract_path())
     if _open_columns(contract):
@@ -267,8 +267,8 @@ def cmd_discretize(args: argparse.Namespace) -> int:
 
 
 def cmd_contract_check(args: argparse.Namespace) -> int:
-    from privfair.accounting import zcdp_rho
-    from privfair.contracts import load_contract
+    from privfair.core.accounting import zcdp_rho
+    from privfair.pipeline.contracts import load_contract
 
     contract = load_contract(args.path)
     roles = contract.role_spec
@@ -288,7 +288,7 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
 
 
 def cmd_releases_list(args: argparse.Namespace) -> int:
-    from privfair.store import list_releases
+    from privfair.pipeline.store import list_releases
 
     rows = list_releases(args.store, args.dataset)
     if args.json:
@@ -313,7 +313,7 @@ def cmd_releases_list(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
-    from privfair.store import lifetime_ledgers
+    from privfair.pipeline.store import lifetime_ledgers
 
     ledgers = lifetime_ledgers(args.store, args.dataset)
     if args.json:
@@ -345,7 +345,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import importlib.util
     import logging
 
-    from privfair.evaluation_grid import EvaluateParams, cells, check_out
+    from privfair.evaluation.grid import EvaluateParams, cells, check_out
 
     given = {k: getattr(args, k) for k in ("datasets", "methods", "epsilons", "seeds", "etas",
                                            "classifiers", "split_seed", "out")
@@ -366,7 +366,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             bar.update(task, description=stage, completed=fraction)
 
         if args.no_prefect:
-            from privfair.evaluation_grid import run_grid, write_outputs
+            from privfair.evaluation.grid import run_grid, write_outputs
 
             results = run_grid(params, progress=progress)
             folder = write_outputs(results, params)

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from privfair.errors import PrivfairError
+from privfair.core.errors import PrivfairError
 
 #: Default Prefect result storage; the flow re-points cached tasks at its work_dir.
 RESULTS_DIR = Path(os.environ.get("PRIVFAIR_WORK_DIR", ".privfair")).resolve() / "prefect-results"

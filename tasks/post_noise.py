@@ -11,8 +11,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
-from privfair import release as lib
-from privfair.release import FileRef
+from privfair.pipeline import release as lib
+from privfair.pipeline.release import FileRef
 from tasks._common import RESULTS_DIR, ProgressArtifact
 
 CACHED = {"cache_policy": INPUTS + TASK_SOURCE, "persist_result": True,

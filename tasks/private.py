@@ -11,8 +11,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from privfair import release as lib
-from privfair.release import FileRef, ReleasePlan
+from privfair.pipeline import release as lib
+from privfair.pipeline.release import FileRef, ReleasePlan
 from tasks._common import retry_on_io_error
 
 PRIVATE = {"persist_result": False, "cache_policy": NO_CACHE}

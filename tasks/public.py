@@ -8,8 +8,8 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from privfair import release as lib
-from privfair.release import FileRef, ReleaseParams, ReleasePlan
+from privfair.pipeline import release as lib
+from privfair.pipeline.release import FileRef, ReleaseParams, ReleasePlan
 from tasks._common import retry_on_io_error
 
 

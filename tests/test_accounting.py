@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
 
-from privfair.accounting import (
+from privfair.core.accounting import (
     LedgerEntry,
     PrivacyLedger,
     gaussian_rho,
@@ -16,7 +16,7 @@ from privfair.accounting import (
     zcdp_epsilon,
     zcdp_rho,
 )
-from privfair.errors import BudgetExceededError
+from privfair.core.errors import BudgetExceededError
 
 
 def test_published_rho_for_epsilon_one():

@@ -1,17 +1,17 @@
 import numpy as np
 import pytest
 
-from privfair.accounting import PrivacyLedger
-from privfair.aim import (
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.domain import Domain, Roles
+from privfair.synth.aim import (
     all_two_way_workload,
     candidate_cliques,
     downward_closure,
     junction_tree_size_mb,
     run_aim,
 )
-from privfair.domain import Domain, Roles
-from privfair.measure import count_marginals
-from privfair.structure import check_fairness
+from privfair.synth.measure import count_marginals
+from privfair.synth.structure import check_fairness
 
 
 def _data(n=3000, seed=0):

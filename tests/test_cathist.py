@@ -8,8 +8,9 @@ from collections.abc import Mapping
 import numpy as np
 import pytest
 
-from privfair.accounting import PrivacyLedger
-from privfair.cathist import (
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.errors import BudgetExceededError
+from privfair.pipeline.cathist import (
     CatHistResult,
     cathist,
     cathist_threshold,
@@ -17,8 +18,7 @@ from privfair.cathist import (
     outside_probability,
     random_word_sampler,
 )
-from privfair.datasets import load_dataset
-from privfair.errors import BudgetExceededError
+from privfair.pipeline.datasets import load_dataset
 
 ADULT_TRAIN_ROWS = 32_561  # adult.data; the embedded file appends adult.test after it
 ENGLISH_WORDS = 171_000  # the paper's domain for sex (1.71e5)
@@ -243,9 +243,9 @@ def test_fidelity_tends_to_one_for_large_epsilon(
 def test_release_serves_as_the_open_column_domain() -> None:
     import pandas as pd
 
-    from privfair.contracts import load_contract
-    from privfair.datasets import contract_path
-    from privfair.discretize import discretize
+    from privfair.pipeline.contracts import load_contract
+    from privfair.pipeline.datasets import contract_path
+    from privfair.pipeline.discretize import discretize
 
     contract = load_contract(contract_path("example_open_domain"))
     spec = contract.column("gender").open_domain

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privfair.classifiers import (
+from privfair.core.errors import DomainError
+from privfair.evaluation.classifiers import (
     classification_metrics,
     evaluate_classifier,
     f1_score,
@@ -15,11 +16,10 @@ from privfair.classifiers import (
     roc_auc,
     train_and_predict,
 )
-from privfair.errors import DomainError
 
 
 def test_library_imports_without_torch_or_prefect():
-    code = ("import sys, privfair.classifiers, privfair.utility, privfair.fairness_metrics; "
+    code = ("import sys, privfair.evaluation.classifiers, privfair.evaluation.utility, privfair.evaluation.fairness_metrics; "
             "assert 'torch' not in sys.modules and 'prefect' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

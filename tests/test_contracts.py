@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from privfair.contracts import Contract, load_contract, parse_contract
-from privfair.datasets import contract_path, default_contract_path
-from privfair.domain import Domain, Roles
-from privfair.errors import ContractError, DomainError
+from privfair.core.domain import Domain, Roles
+from privfair.core.errors import ContractError, DomainError
+from privfair.pipeline.contracts import Contract, load_contract, parse_contract
+from privfair.pipeline.datasets import contract_path, default_contract_path
 
 ROOT = Path(__file__).resolve().parents[1]
 CANONICAL = ROOT / "data_contracts"

@@ -10,16 +10,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from privfair.contracts import Contract, load_contract, parse_contract
-from privfair.datasets import (
+from privfair.core.errors import DomainError
+from privfair.pipeline.contracts import Contract, load_contract, parse_contract
+from privfair.pipeline.datasets import (
     contract_path,
     dataset_path,
     default_contract_path,
     default_dataset_path,
     load_dataset,
 )
-from privfair.discretize import decode, discretize, iter_discretized_batches
-from privfair.errors import DomainError
+from privfair.pipeline.discretize import decode, discretize, iter_discretized_batches
 
 SECRET = "SECRET-VALUE-7731"
 

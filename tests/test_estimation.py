@@ -3,14 +3,14 @@ import itertools
 import numpy as np
 import pytest
 
-from privfair.domain import Domain
-from privfair.estimation import (
+from privfair.core.domain import Domain
+from privfair.synth.estimation import (
     BeliefPropagation,
     build_junction_tree,
     estimate,
     estimate_total,
 )
-from privfair.measure import Measurement, count_marginals
+from privfair.synth.measure import Measurement, count_marginals
 
 
 def _chain_data(rng, n=20_000):
@@ -92,7 +92,7 @@ def test_total_is_the_inverse_variance_weighted_estimate():
 def test_model_save_and_load_round_trip(tmp_path):
     import io
 
-    from privfair.estimation import GraphicalModel
+    from privfair.synth.estimation import GraphicalModel
 
     rng = np.random.default_rng(3)
     domain, data = _chain_data(rng, n=2000)

@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from privfair.cli import main  # noqa: E402
-from privfair.evaluation import NOT_PRIVATE  # noqa: E402
+from privfair.evaluation.evaluate import NOT_PRIVATE  # noqa: E402
 
 
 @pytest.mark.prefect

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfair.errors import DomainError, RoleError
-from privfair.fairness_metrics import (
+from privfair.core.errors import DomainError, RoleError
+from privfair.evaluation.fairness_metrics import (
     CLASSIFIER_METRICS,
     DATA_METRICS,
     average_odds_difference,

@@ -17,10 +17,10 @@ if str(ROOT) not in sys.path:
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from flows.release import release  # noqa: E402
-from privfair import release as rel  # noqa: E402
 from privfair.cli import main  # noqa: E402
-from privfair.release import ReleaseParams  # noqa: E402
-from privfair.store import list_releases  # noqa: E402
+from privfair.pipeline import release as rel  # noqa: E402
+from privfair.pipeline.release import ReleaseParams  # noqa: E402
+from privfair.pipeline.store import list_releases  # noqa: E402
 from tasks import post_noise, private, public  # noqa: E402
 
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privfair.accounting import PrivacyLedger
-from privfair.errors import BudgetExceededError
-from privfair.mechanisms import (
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.errors import BudgetExceededError
+from privfair.core.mechanisms import (
     exponential_mechanism,
     gaussian_mechanism,
     sample_discrete_gaussian,

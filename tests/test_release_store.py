@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 from conftest import SECRET_PREFIX
 
-from privfair import release as rel
-from privfair.accounting import zcdp_rho
-from privfair.contracts import load_contract
-from privfair.errors import BudgetExceededError
-from privfair.release import ReleaseParams, run_release
-from privfair.store import lifetime_ledgers, list_releases
+from privfair.core.accounting import zcdp_rho
+from privfair.core.errors import BudgetExceededError
+from privfair.pipeline import release as rel
+from privfair.pipeline.contracts import load_contract
+from privfair.pipeline.release import ReleaseParams, run_release
+from privfair.pipeline.store import lifetime_ledgers, list_releases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,10 +158,10 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
     def boom(*a, **k):
         raise Injected("injected fault")
 
-    import privfair.report
+    import privfair.pipeline.report
 
     targets = [(rel, name) for name in STAGES] + [
-        (privfair.report, "build_report"),          # inside publish, temp folder half-written
+        (privfair.pipeline.report, "build_report"),          # inside publish, temp folder half-written
         (rel, "catalog"),                          # after the ledger was charged
         (rel.os, "rename"),                         # the commit point itself
     ]
@@ -196,7 +196,7 @@ def test_dataset_name_must_be_a_folder_name(tmp_path, toy_parquet):
 
 
 def test_open_domain_column_is_released_with_cathist(tmp_path):
-    from privfair.datasets import contract_path
+    from privfair.pipeline.datasets import contract_path
 
     rng = np.random.default_rng(0)
     n = 6000
@@ -225,7 +225,7 @@ def test_open_domain_column_is_released_with_cathist(tmp_path):
 
 
 def test_open_domain_column_without_other_bucket_is_refused(tmp_path, toy_parquet):
-    from privfair.datasets import contract_path
+    from privfair.pipeline.datasets import contract_path
 
     text = contract_path("example_open_domain").read_text().replace(
         'out_of_domain: "other:(other)"\n    nulls: "as:(other)"', "out_of_domain: refuse")
@@ -265,7 +265,7 @@ def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
 
 
 def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
-    from privfair.validation import validate_frames
+    from privfair.pipeline.validation import validate_frames
 
     contract = load_contract(toy_contract)
     good = toy_frame.drop(columns=["secret_name"]).astype({"age": float, "hours": float})
@@ -282,14 +282,14 @@ def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
 
 
 def test_library_never_imports_prefect():
-    code = ("import sys, privfair, privfair.release, privfair.report, privfair.validation, "
+    code = ("import sys, privfair, privfair.pipeline.release, privfair.pipeline.report, privfair.pipeline.validation, "
             "privfair.cli; assert 'prefect' not in sys.modules, 'prefect imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def test_fair_aim_release_with_tot_transform_on_the_safes_view(tmp_path):
-    from privfair.datasets import contract_path, embedded_dataset_for
+    from privfair.pipeline.datasets import contract_path, embedded_dataset_for
 
     contract = contract_path("adult_safes")
     p = ReleaseParams(contract=str(contract), epsilon=1.0, delta=1e-9, method="aim-fair",
@@ -337,7 +337,7 @@ def test_dp_bins_are_published_by_the_release(tmp_path):
 ''').replace("name: compas", "name: compas_dp_bins")
     contract = tmp_path / "compas_dp_bins.yaml"
     contract.write_text(text)
-    from privfair.datasets import dataset_path
+    from privfair.pipeline.datasets import dataset_path
 
     p = ReleaseParams(contract=str(contract), data=str(dataset_path("compas")), epsilon=2.0,
                       delta=1e-9, method="prefair-greedy", seed=5,

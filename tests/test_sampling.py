@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from privfair.accounting import PrivacyLedger
-from privfair.domain import Domain
-from privfair.estimation import estimate
-from privfair.measure import Measurement, compress_domain, count_marginals, measure_marginals
-from privfair.sampling import decompress, sample_model, systematic_round
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.domain import Domain
+from privfair.synth.estimation import estimate
+from privfair.synth.measure import Measurement, compress_domain, count_marginals, measure_marginals
+from privfair.synth.sampling import decompress, sample_model, systematic_round
 
 
 @functools.cache

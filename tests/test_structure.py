@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from privfair.accounting import PrivacyLedger
-from privfair.domain import Domain, Roles
-from privfair.errors import RoleError, StructureSearchLimitError
-from privfair.structure import (
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.domain import Domain, Roles
+from privfair.core.errors import RoleError, StructureSearchLimitError
+from privfair.synth.structure import (
     allowed_edges,
     best_fair_tree,
     check_fairness,

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from privfair import Domain, Roles, synthesize
-from privfair.errors import DomainError, RoleError
+from privfair.core.errors import DomainError, RoleError
 
 ROLES = {"protected": ["sex"], "admissible": ["edu"], "outcome": ["income"]}
 SIZES = {"sex": 2, "age": 4, "edu": 3, "income": 2}
@@ -114,7 +114,7 @@ def test_outcome_is_independent_of_protected_given_its_neighbours_in_synthetic_d
 
 
 def test_library_imports_without_prefect_torch_or_great_expectations():
-    code = ("import sys, privfair, privfair.synthesizer; "
+    code = ("import sys, privfair, privfair.synth.synthesizer; "
             "bad = [m for m in ('prefect', 'torch', 'great_expectations') if m in sys.modules]; "
             "print(bad); sys.exit(1 if bad else 0)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

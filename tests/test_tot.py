@@ -1,4 +1,4 @@
-"""TOT / optimized pre-processing (privfair.tot): constraints, optimum, errors, sampling."""
+"""TOT / optimized pre-processing (privfair.fair.tot): constraints, optimum, errors, sampling."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from privfair.domain import Domain
-from privfair.errors import DomainError
-from privfair.tot import (
+from privfair.core.domain import Domain
+from privfair.core.errors import DomainError
+from privfair.fair.tot import (
     DISTORTIONS,
     InfeasibleFairnessError,
     ProblemTooLargeError,

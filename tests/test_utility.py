@@ -7,9 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from privfair.domain import Domain
-from privfair.errors import DomainError
-from privfair.utility import (
+from privfair.core.domain import Domain
+from privfair.core.errors import DomainError
+from privfair.evaluation.utility import (
     average_correlation_difference,
     ci_test,
     conditional_mutual_information,

@@ -1,0 +1,1 @@
+"""DP causal discovery (PrivPC and its baselines go here)."""

@@ -1,0 +1,2 @@
+"""Evaluation against real data (NOT privacy-protected): utility, fairness, classifiers,
+grids of (method, ε, seed)."""

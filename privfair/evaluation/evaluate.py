@@ -1,0 +1,230 @@
+"""Evaluate a synthetic table against real data: utility, data fairness, downstream fairness.
+
+Evaluation reads real data by design, so its outputs are **not privacy-protected** and must be
+kept apart from releases. :func:`evaluate_synthetic` returns one flat record per synthetic
+table so that grids of (method, ε, seed) stack into a results table.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privfair.core.domain import Domain, Roles
+from privfair.evaluation.classifiers import score_predictions, train_and_predict
+from privfair.evaluation.fairness_metrics import classifier_fairness, data_fairness
+from privfair.evaluation.utility import average_correlation_difference, marginal_tvd
+
+NOT_PRIVATE = (
+    "Evaluation results are computed from the real data and are NOT privacy-protected. "
+    "Keep them inside the data owner's perimeter; never publish them with a release."
+)
+
+CLASSIFIER_KEYS = ("DP", "TPRB", "TNRB", "CDP", "CTPRB", "CTNRB", "SPD", "AOD",
+                   "FNR_balance", "FPR_balance")
+
+
+def train_test_split(frame: pd.DataFrame, *, test_fraction: float = 0.2,
+                     rng: np.random.Generator) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A seeded random split of the real table into a private train part and a test part."""
+    if not 0 < test_fraction < 1:
+        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+    order = rng.permutation(len(frame))
+    cut = int(round(len(frame) * (1 - test_fraction)))
+    train, test = frame.iloc[order[:cut]], frame.iloc[order[cut:]]
+    return train.reset_index(drop=True), test.reset_index(drop=True)
+
+
+def evaluate_synthetic(
+    synthetic: pd.DataFrame,
+    *,
+    real_train: pd.DataFrame,
+    real_test: pd.DataFrame,
+    domain: Domain,
+    roles: Roles,
+    privileged: Mapping[str, int | Sequence[int]] | None = None,
+    classifiers: Sequence[str] = ("mlp",),
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Utility and fairness of one synthetic table, as a flat record.
+
+    Parameters
+    ----------
+    synthetic : DataFrame
+        Synthetic codes over ``domain``.
+    real_train : DataFrame
+        The real rows the synthetic table was made from (utility is measured against them).
+    real_test : DataFrame
+        Held-out real rows the downstream classifiers are tested on.
+    privileged : mapping, optional
+        Privileged code(s) per protected attribute (see
+        :func:`privfair.evaluation.fairness_metrics.group_indicator`).
+    classifiers : sequence of {"logistic", "random_forest", "mlp"}
+        Downstream models, trained on ``synthetic``.
+
+    Returns
+    -------
+    dict
+        ``tvd1``, ``tvd2``, ``tvd3``, ``acd``; ``<clf>_accuracy`` etc. with
+        ``<clf>_baseline_accuracy`` beside them; data fairness of the synthetic table
+        (``data_<group>_COD`` …); and classifier fairness on the real test rows
+        (``<clf>_<group>_DP`` …).
+    """
+    outcome = roles.outcome[0]
+    record: dict[str, Any] = {
+        f"tvd{k}": marginal_tvd(real_train, synthetic, domain, k) for k in (1, 2, 3)
+    }
+    record["acd"] = average_correlation_difference(real_train, synthetic, domain)
+    fairness_args = {"protected": list(roles.protected), "outcome": outcome,
+                     "admissible": list(roles.admissible), "privileged": privileged}
+    for group, values in data_fairness(synthetic, domain, **fairness_args).items():
+        for key, value in values.items():
+            record[f"data_{group}_{key}"] = value
+    for kind in classifiers:
+        y_pred, y_score = train_and_predict(kind, synthetic, real_test, domain,
+                                            outcome=outcome, seed=seed)
+        metrics = score_predictions(synthetic, real_test, domain, outcome=outcome,
+                                    y_pred=y_pred, y_score=y_score)
+        for key, value in metrics.items():
+            record[f"{kind}_{key}"] = value
+        for group, values in classifier_fairness(real_test, y_pred, domain,
+                                                 **fairness_args).items():
+            for key in CLASSIFIER_KEYS:
+                record[f"{kind}_{group}_{key}"] = values[key]
+    return record
+
+
+# --- grids: methods × ε × seeds (× TOT η) on a fixed split ---------------------------------
+
+#: Privileged groups by label, for the embedded datasets (COMPAS follows AIF360).
+PRIVILEGED_LABELS = {
+    "adult": {"sex": "Male", "race": "White", "native-country": "United-States"},
+    "adult_safes": {"race": "White", "sex": "Male"},
+    "compas": {"race": "Caucasian", "sex": "Female"},
+}
+#: TOT set-ups (SAFES §5.2) for the embedded datasets that have a registered distortion.
+TOT_SETUPS = {
+    "adult_safes": {"d_cols": ["race", "sex"], "x_cols": ["age", "education"],
+                    "y_col": "income", "distortion": "safes-adult"},
+    "compas": {"d_cols": ["race", "sex"],
+               "x_cols": ["age_cat", "priors_count", "c_charge_degree"],
+               "y_col": "two_year_recid", "distortion": "safes-compas"},
+}
+
+
+@dataclass(frozen=True)
+class EvaluationData:
+    """A real table split once into a private train part and a held-out test part."""
+
+    name: str
+    train: pd.DataFrame
+    test: pd.DataFrame
+    domain: Domain
+    roles: Roles
+    privileged: dict[str, int]
+
+
+def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
+    """An embedded dataset, discretised by its contract and split 80/20 with ``split_seed``."""
+    from privfair.pipeline.datasets import load_codes
+
+    codes, contract = load_codes(name)
+    train, test = train_test_split(codes, rng=np.random.default_rng(split_seed))
+    labels = PRIVILEGED_LABELS.get(name, {})
+    privileged = {a: contract.labels(a).index(label) for a, label in labels.items()}
+    return EvaluationData(name, train, test, contract.domain(), contract.roles(), privileged)
+
+
+def evaluate_cell(
+    data: EvaluationData, *, method: str, epsilon: float, seed: int,
+    eta: float | None = None, delta: float = 1e-9, classifiers: Sequence[str] = ("mlp",),
+    sample_mode: str = "iid",
+) -> dict[str, Any]:
+    """Synthesise from ``data.train`` once, optionally apply TOT, and evaluate."""
+    from privfair.synth.synthesizer import FairSynthesizer
+
+    fit_rng, sample_rng, tot_rng = np.random.default_rng([seed, 7]).spawn(3)
+    start = time.perf_counter()
+    synth = FairSynthesizer(domain=data.domain, roles=data.roles, epsilon=epsilon,
+                            delta=delta, method=method).fit(data.train, rng=fit_rng)
+    synthetic = synth.sample(len(data.train), rng=sample_rng, mode=sample_mode)
+    record: dict[str, Any] = {"dataset": data.name, "method": method, "epsilon": epsilon,
+                              "seed": seed, "eta": eta, "fit_s": time.perf_counter() - start,
+                              "fair_structure": synth.structure_.fairness.passed}
+    if eta is not None:
+        from privfair.fair.tot import TOTransform
+
+        setup = TOT_SETUPS.get(data.name)
+        if setup is None:
+            raise ValueError(f"eta: no TOT set-up is declared for dataset {data.name!r}; "
+                             f"expected one of {sorted(TOT_SETUPS)}")
+        tot = TOTransform(domain=data.domain, eta=eta, **setup)
+        synthetic = tot.fit(synthetic).transform(synthetic, rng=tot_rng)
+        record["tot_objective"] = tot.objective_
+    record.update(evaluate_synthetic(synthetic, real_train=data.train, real_test=data.test,
+                                     domain=data.domain, roles=data.roles,
+                                     privileged=data.privileged, classifiers=classifiers,
+                                     seed=seed))
+    return record
+
+
+def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation") -> str:
+    """Self-contained HTML with privacy–fairness–utility trade-off curves.
+
+    One section per dataset: 2-way TVD, downstream accuracy and |disparity| against ε, one
+    line per method (and per η when a fairness transform was used), as in PreFair Fig. 7/8 and
+    SAFES Fig. 3/4. Error bars are ±1 standard deviation over seeds.
+    """
+    import html
+
+    from matplotlib.figure import Figure
+
+    from privfair.pipeline.report import _png
+
+    results = results.copy()
+    results["variant"] = results["method"] + results["eta"].map(
+        lambda e: "" if e is None or (isinstance(e, float) and np.isnan(e)) else f" + TOT η={e}")
+    sections = [f"<h1>{html.escape(title)}</h1>",
+                f"<p class='warn'><b>Not privacy-protected.</b> {html.escape(NOT_PRIVATE)}</p>"]
+    for dataset, part in results.groupby("dataset", sort=False):
+        classifier = next((c.removesuffix("_accuracy") for c in part.columns
+                           if c.endswith("_accuracy") and "baseline" not in c), None)
+        panels = [("tvd2", "average 2-way TVD (lower is better)")]
+        if classifier:
+            panels.append((f"{classifier}_accuracy", f"{classifier} accuracy on real test rows"))
+            for key in ("DP", "CDP"):
+                columns = [c for c in part.columns
+                           if c.startswith(f"{classifier}_") and c.endswith(f"_{key}")
+                           and "+" not in c]
+                if columns:
+                    part = part.assign(**{key: part[columns].abs().mean(axis=1)})
+                    panels.append((key, f"|{key}| of the classifier, mean over protected"))
+        fig = Figure(figsize=(4.2 * len(panels), 3.4))
+        for i, (column, label) in enumerate(panels):
+            ax = fig.add_subplot(1, len(panels), i + 1)
+            for variant, rows in part.groupby("variant", sort=False):
+                stats = rows.groupby("epsilon")[column].agg(["mean", "std"]).sort_index()
+                ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0),
+                            marker="o", capsize=3, label=variant)
+            ax.set_xscale("log")
+            epsilons = sorted(set(part["epsilon"]))
+            ax.set_xticks(epsilons, [f"{e:g}" for e in epsilons])
+            ax.minorticks_off()
+            ax.set_xlabel("ε")
+            ax.set_title(label, fontsize=9)
+        fig.axes[0].legend(fontsize=8)
+        summary = part.groupby(["variant", "epsilon"])[[p for p, _ in panels]].mean()
+        sections += [f"<h2>{html.escape(str(dataset))}</h2>",
+                     f"<img alt='trade-off curves for {html.escape(str(dataset))}' "
+                     f"src='{_png(fig)}'>",
+                     summary.to_html(float_format=lambda v: f"{v:.4f}")]
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:2rem auto}"
+             ".warn{background:#fff3cd;padding:.5rem}table{border-collapse:collapse}"
+             "td,th{border:1px solid #ccc;padding:.2rem .5rem}img{max-width:100%}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+            f"</title><style>{style}</style></head><body>{''.join(sections)}</body></html>")

@@ -1,0 +1,299 @@
+"""Evaluation grids: methods × ε × seeds (× TOT η) on a fixed split, without Prefect.
+
+This is the library side of ``privfair evaluate`` and of the ``privfair-evaluate`` flow
+(``flows/evaluate.py``): the typed parameters, the list of grid cells, one cell as a flat
+record (a failure becomes an ``error`` value, never an exception), the in-process runner
+:func:`run_grid`, and the output folder (results, trade-off report, not-private marker).
+
+Evaluation reads the real data, so nothing written here is privacy-protected: outputs go to
+their own folder (``evaluations/`` by default), which may not be inside a release store.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from privfair.evaluation.evaluate import NOT_PRIVATE, TOT_SETUPS, EvaluationData, load_embedded
+
+Dataset = Literal["adult", "adult_safes", "compas"]
+GridMethod = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"]
+Classifier = Literal["logistic", "random_forest", "mlp"]
+
+#: Columns that identify a cell; they lead the results table, in this order.
+CELL_COLUMNS = ("dataset", "method", "epsilon", "seed", "eta")
+MARKER = "NOT_PRIVACY_PROTECTED.txt"
+
+
+class EvaluateParams(BaseModel):
+    """An evaluation grid; the Prefect UI renders this model as the run form."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    datasets: list[Dataset] = Field(
+        ["compas"], min_length=1, description="Embedded datasets (each split once, 80/20).")
+    methods: list[GridMethod] = Field(
+        ["mst", "prefair-greedy"], min_length=1, description="Synthesis methods.")
+    epsilons: list[float] = Field(
+        [0.5, 1.0, 2.0, 4.0], min_length=1, description="ε values of (ε, δ)-DP.")
+    seeds: int = Field(3, ge=1, le=1000, description="Repetitions per cell (seeds 0..N-1).")
+    etas: list[float] = Field(
+        [], description="TOT discrimination bounds η, run in addition to 'none' (no TOT) on "
+                        f"the datasets with a TOT set-up ({', '.join(sorted(TOT_SETUPS))}).")
+    classifiers: list[Classifier] = Field(
+        ["mlp"], min_length=1, description="Downstream classifiers trained on synthetic data.")
+    split_seed: int = Field(2023, ge=0, description="Seed of the fixed train/test split.")
+    delta: float = Field(1e-9, gt=0, lt=1, description="δ of (ε, δ)-DP.")
+    sample_mode: Literal["iid", "round"] = Field("iid", description="Sampling mode.")
+    out: str = Field("evaluations", description="Output folder (never inside a release store): "
+                                                "each run writes <out>/<timestamp>/.")
+
+    @field_validator("datasets", "methods", "classifiers", "epsilons", "etas")
+    @classmethod
+    def _unique(cls, values: list[Any]) -> list[Any]:
+        return list(dict.fromkeys(values))
+
+    @field_validator("epsilons", "etas")
+    @classmethod
+    def _positive(cls, values: list[float]) -> list[float]:
+        for v in values:
+            if not (math.isfinite(v) and v > 0):
+                raise ValueError(f"expected finite values > 0, got {v!r}")
+        return values
+
+    @model_validator(mode="after")
+    def _etas_need_tot(self) -> EvaluateParams:
+        if self.etas and not any(d in TOT_SETUPS for d in self.datasets):
+            raise ValueError(f"etas: TOT runs only on {sorted(TOT_SETUPS)}, none of which is in "
+                             f"datasets {self.datasets}")
+        return self
+
+
+def cells(params: EvaluateParams) -> list[dict[str, Any]]:
+    """The grid in a fixed order: dataset, method, ε, η (None first), seed."""
+    grid = []
+    for dataset in params.datasets:
+        etas = [None, *params.etas] if dataset in TOT_SETUPS else [None]
+        for method in params.methods:
+            for epsilon in params.epsilons:
+                for eta in etas:
+                    for seed in range(params.seeds):
+                        grid.append({"dataset": dataset, "method": method, "epsilon": epsilon,
+                                     "seed": seed, "eta": eta})
+    return grid
+
+
+_CACHE: dict[tuple[str, int], EvaluationData] = {}
+_CACHE_LOCK = threading.Lock()
+
+
+def cached_dataset(name: str, split_seed: int) -> EvaluationData:
+    """:func:`load_embedded`, once per process (threads share it; each Dask worker loads it)."""
+    with _CACHE_LOCK:
+        if (name, split_seed) not in _CACHE:
+            _CACHE[(name, split_seed)] = load_embedded(name, split_seed=split_seed)
+        return _CACHE[(name, split_seed)]
+
+
+def error_record(cell: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    return {**cell, "error": f"{type(exc).__name__}: {message}"}
+
+
+def run_cell(*, dataset: str, method: str, epsilon: float, seed: int, eta: float | None,
+             classifiers: Sequence[str], split_seed: int, delta: float,
+             sample_mode: str) -> dict[str, Any]:
+    """One grid cell as a flat record; any failure is returned in ``error``, not raised."""
+    from privfair.evaluation.evaluate import evaluate_cell
+
+    cell = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, "eta": eta}
+    start = time.perf_counter()
+    try:
+        data = cached_dataset(dataset, split_seed)
+        record = evaluate_cell(data, method=method, epsilon=epsilon, seed=seed, eta=eta,
+                               delta=delta, classifiers=tuple(classifiers),
+                               sample_mode=sample_mode)
+    except Exception as exc:  # a failed cell (e.g. infeasible η) must not kill the grid
+        return error_record(cell, exc)
+    return {**record, "error": None, "cell_s": time.perf_counter() - start}
+
+
+def cell_kwargs(params: EvaluateParams) -> dict[str, Any]:
+    """The per-grid arguments of :func:`run_cell` (besides the cell itself)."""
+    return {"classifiers": list(params.classifiers), "split_seed": params.split_seed,
+            "delta": params.delta, "sample_mode": params.sample_mode}
+
+
+def results_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Records (in grid order) as a table: cell columns, ``error``, then the metrics."""
+    frame = pd.DataFrame(list(records))
+    if "error" not in frame:
+        frame["error"] = None
+    first = [*CELL_COLUMNS, "error"]
+    frame = frame[first + [c for c in frame.columns if c not in first]]
+    frame["eta"] = pd.to_numeric(frame["eta"], errors="coerce").astype("float64")
+    frame["error"] = frame["error"].astype("string")
+    if "fair_structure" in frame:
+        frame["fair_structure"] = frame["fair_structure"].astype("boolean")
+    return frame
+
+
+def run_grid(params: EvaluateParams | dict[str, Any], *, workers: int | None = None,
+             progress: Callable[[str, float], None] | None = None) -> pd.DataFrame:
+    """Run the whole grid in this process (a thread pool), without Prefect."""
+    params = EvaluateParams.model_validate(params)
+    grid = cells(params)
+    kwargs = cell_kwargs(params)
+    workers = workers or os.cpu_count() or 2
+    records: list[dict[str, Any] | None] = [None] * len(grid)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="privfair-cell") as pool:
+        futures = {pool.submit(run_cell, **cell, **kwargs): i for i, cell in enumerate(grid)}
+        for done, future in enumerate(as_completed(futures), start=1):
+            records[futures[future]] = future.result()
+            if progress is not None:
+                progress(f"cells {done}/{len(grid)}", done / len(grid))
+    return results_frame(records)  # type: ignore[arg-type]
+
+
+# --- output folder ----------------------------------------------------------------------------
+
+
+def _is_release_store(folder: Path) -> bool:
+    return (folder / "catalog.duckdb").exists() or any(folder.glob("*/lifetime_ledger.json"))
+
+
+def check_out(out: str | Path) -> Path:
+    """The resolved output folder; refuses a file, or a folder inside a release store."""
+    root = Path(out).expanduser().resolve()
+    for folder in (root, *root.parents):
+        if folder.is_file():
+            raise ValueError(f"--out {out}: {folder} is a file, not a folder")
+        if folder.is_dir() and _is_release_store(folder):
+            raise ValueError(f"--out {out} is inside the release store {folder}; evaluation "
+                             "results are not privacy-protected and must be kept apart from "
+                             "releases")
+    return root
+
+
+def timestamp() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+def _new_run_folder(root: Path, stamp: str) -> Path:
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for i in range(1, 1000):
+        folder = root / (stamp if i == 1 else f"{stamp}-{i}")
+        try:
+            folder.mkdir(mode=0o700)  # real-data results: owner only
+        except FileExistsError:
+            continue
+        return folder
+    raise OSError(f"could not create a new run folder under {root}")
+
+
+def write_outputs(results: pd.DataFrame, params: EvaluateParams | dict[str, Any], *,
+                  stamp: str | None = None) -> Path:
+    """``<out>/<stamp>/``: results.parquet, report.html, params.json and the marker file."""
+    from privfair.evaluation.evaluate import trade_off_report
+
+    params = EvaluateParams.model_validate(params)
+    folder = _new_run_folder(check_out(params.out), stamp or timestamp())
+    (folder / MARKER).write_text(NOT_PRIVATE + "\n")
+    results.to_parquet(folder / "results.parquet", index=False)
+    ok = results[results["error"].isna()]
+    title = f"privfair evaluation {folder.name}"
+    if ok.empty:  # nothing to plot: say so (and why) instead of an empty report
+        import html
+
+        page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
+                f"</head><body><h1>{title}</h1><p><b>Not privacy-protected.</b> "
+                f"{html.escape(NOT_PRIVATE)}</p><p>Every cell failed; first error: "
+                f"{html.escape(str(results['error'].iloc[0]) if len(results) else 'no cells')}"
+                "</p></body></html>")
+    else:
+        page = trade_off_report(ok, title=title)
+    (folder / "report.html").write_text(page, encoding="utf-8")
+    (folder / "params.json").write_text(json.dumps(params.model_dump(), indent=2) + "\n")
+    return folder
+
+
+# --- summary ----------------------------------------------------------------------------------
+
+
+def summary_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Means over seeds per dataset × method (+ η) × ε: tvd2, accuracy, |DP|, |CDP|.
+
+    ``abs DP`` and ``abs CDP`` are the absolute disparities of the first classifier, averaged
+    over the single protected attributes (as in :func:`privfair.evaluation.evaluate.trade_off_report`).
+    """
+    ok = results[results["error"].isna()].copy()
+    if ok.empty:
+        return pd.DataFrame()
+    ok["variant"] = ok["method"] + ok["eta"].map(lambda e: "" if pd.isna(e) else f" + TOT η={e:g}")
+    columns = ["tvd2"]
+    clf = next((c.removesuffix("_accuracy") for c in ok.columns
+                if c.endswith("_accuracy") and "baseline" not in c), None)
+    if clf:
+        columns.append(f"{clf}_accuracy")
+        for key in ("DP", "CDP"):
+            cols = [c for c in ok.columns if c.startswith(f"{clf}_") and c.endswith(f"_{key}")
+                    and "+" not in c]
+            if cols:
+                ok[f"abs {key}"] = ok[cols].abs().mean(axis=1)
+                columns.append(f"abs {key}")
+    table = ok.groupby(["dataset", "variant", "epsilon"], sort=False)[columns].mean()
+    table["cells"] = ok.groupby(["dataset", "variant", "epsilon"], sort=False).size()
+    return table.reset_index().sort_values(["dataset", "variant", "epsilon"], kind="stable")
+
+
+def _cell(name: str, value: Any) -> str:
+    if name == "epsilon":
+        return f"{value:g}"
+    if isinstance(value, float | np.floating):
+        return "–" if np.isnan(value) else f"{value:.4f}"
+    return str(value)
+
+
+def summary_markdown(results: pd.DataFrame, folder: str | Path, *, seconds: float | None = None,
+                     runner: str | None = None) -> str:
+    """Markdown summary of a grid run (for the Prefect artifact)."""
+    failed = results[results["error"].notna()]
+    lines = ["# privfair evaluation", "",
+             f"> **Not privacy-protected.** {NOT_PRIVATE}", "",
+             f"- cells: **{len(results)}** ({len(results) - len(failed)} ok, "
+             f"{len(failed)} failed)",
+             f"- output: `{folder}` (results.parquet, report.html)"]
+    if runner:
+        lines.append(f"- task runner: {runner}")
+    if seconds is not None:
+        lines.append(f"- wall time: {seconds:.1f} s")
+    table = summary_table(results)
+    if not table.empty:
+        lines += ["", "## Means over seeds", "",
+                  "| " + " | ".join(table.columns) + " |",
+                  "|" + "---|" * len(table.columns)]
+        for row in table.itertuples(index=False):
+            lines.append("| " + " | ".join(
+                _cell(name, v) for name, v in zip(table.columns, row, strict=True)) + " |")
+    if len(failed):
+        lines += ["", "## Failed cells", ""]
+        for row in failed.head(20).itertuples(index=False):
+            eta = "" if pd.isna(row.eta) else f" η={row.eta:g}"
+            error = row.error if len(row.error) <= 200 else row.error[:199] + "…"
+            lines.append(f"- {row.dataset} {row.method} ε={row.epsilon:g} seed={row.seed}{eta}: "
+                         f"{error}")
+        if len(failed) > 20:
+            lines.append(f"- … and {len(failed) - 20} more (see results.parquet)")
+    return "\n".join(lines) + "\n"

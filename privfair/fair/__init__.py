@@ -1,0 +1,1 @@
+"""Fairness transforms applied to synthetic tables as post-processing (TOT)."""

@@ -1,0 +1,1 @@
+"""GAN synthesizers trained with DP (FairGAN, FairGAN+, CFGAN go here)."""

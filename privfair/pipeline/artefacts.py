@@ -1,0 +1,257 @@
+"""Files passed between release stages: references, working folders, post-noise artefacts.
+
+Stages exchange :class:`FileRef` (path + sha256), never frames. Post-noise artefacts (ledger,
+measurements, structure, model) are JSON or ``.npz`` written content-addressed into a 0700
+folder; nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import hashlib
+import io
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.domain import Domain
+from privfair.core.errors import PrivfairError
+from privfair.synth.estimation import GraphicalModel
+from privfair.synth.measure import Compression, Measurement
+from privfair.synth.structure import FairnessCheck, SelectedStructure
+from privfair.synth.synthesizer import OneWayModel
+
+
+class StoreError(PrivfairError, ValueError):
+    """The release store cannot be written, or its records are inconsistent."""
+
+
+# --- small file helpers ---------------------------------------------------------------------
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def private_dir(path: str | Path) -> Path:
+    """Create ``path`` (and parents) and make it mode 0700, whatever the umask."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path, 0o700)
+    return path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def json_bytes(obj: Any) -> bytes:
+    return json.dumps(obj, indent=2, sort_keys=True, default=_json_default).encode("utf-8")
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+@dataclass(frozen=True)
+class FileRef:
+    """A file passed between stages: its path and the sha256 of its content."""
+
+    path: str
+    sha256: str
+
+    @classmethod
+    def of(cls, path: str | Path) -> FileRef:
+        return cls(str(Path(path).resolve()), sha256_file(path))
+
+    def open_checked(self) -> Path:
+        """The path, after checking that the file is there and unchanged."""
+        path = Path(self.path)
+        if not path.is_file():
+            raise StoreError(f"artefact {path} is missing (was the working folder cleaned?)")
+        if sha256_file(path) != self.sha256:
+            raise StoreError(f"artefact {path} changed since it was written (sha256 mismatch)")
+        return path
+
+
+def write_artefact(folder: str | Path, kind: str, data: bytes, ext: str) -> FileRef:
+    """Write post-noise bytes content-addressed as ``<kind>-<sha16>.<ext>``."""
+    digest = hashlib.sha256(data).hexdigest()
+    path = private_dir(folder) / f"{kind}-{digest[:16]}.{ext}"
+    if not (path.is_file() and sha256_file(path) == digest):
+        atomic_write(path, data)
+    return FileRef(str(path.resolve()), digest)
+
+
+def stage_file(path: Path) -> FileRef:
+    return FileRef.of(path)
+
+
+# --- working folders ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The project-local working folder of one run (see the module docstring)."""
+
+    root: Path
+    run_id: str
+
+    @classmethod
+    def open(cls, root: str | Path, run_id: str | None = None) -> Workspace:
+        ws = cls(Path(root).resolve(), run_id or new_run_id())
+        for p in (ws.root, ws.staging.parent, ws.staging, ws.artefacts, ws.results):
+            private_dir(p)
+        return ws
+
+    @property
+    def staging(self) -> Path:
+        return self.root / "staging" / self.run_id
+
+    @property
+    def artefacts(self) -> Path:
+        return self.root / "artefacts"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "prefect-results"
+
+    def cleanup_private(self) -> None:
+        """Remove the private staging folder of this run."""
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def new_run_id() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+# --- artefacts: ledger, measurements, structure, model -------------------------------------
+
+
+def save_ledger(ledger: PrivacyLedger, artefacts: str | Path) -> FileRef:
+    return write_artefact(artefacts, "ledger", json_bytes(ledger.state_dict()), "json")
+
+
+def load_ledger(ref: FileRef) -> PrivacyLedger:
+    return PrivacyLedger.from_state_dict(json.loads(ref.open_checked().read_text()))
+
+
+def _domain_to_json(domain: Domain) -> dict[str, list]:
+    # Lists, not a mapping: artefact JSON is written with sorted keys, and order matters.
+    return {"attributes": list(domain.attributes), "sizes": list(domain.sizes)}
+
+
+def _domain_from_json(raw: Mapping[str, Any]) -> Domain:
+    return Domain(tuple(raw["attributes"]), tuple(raw["sizes"]))
+
+
+def _compression_to_dict(c: Compression) -> dict[str, Any]:
+    return {
+        "original": _domain_to_json(c.original),
+        "compressed": _domain_to_json(c.compressed),
+        "mapping": {a: v.tolist() for a, v in c.mapping.items()},
+        "merged": {a: v.tolist() for a, v in c.merged.items()},
+    }
+
+
+def _compression_from_dict(raw: Mapping[str, Any]) -> Compression:
+    return Compression(
+        _domain_from_json(raw["original"]), _domain_from_json(raw["compressed"]),
+        {a: np.asarray(v, dtype=np.int64) for a, v in raw["mapping"].items()},
+        {a: np.asarray(v, dtype=np.int64) for a, v in raw["merged"].items()},
+    )
+
+
+def save_one_way(model: OneWayModel, raw: list[Measurement], artefacts: str | Path) -> FileRef:
+    """The noisy one-way measurements and the (post-processed) independent model."""
+    body = {
+        "noisy_one_way": [m.to_dict() for m in raw],
+        "compression": _compression_to_dict(model.compression),
+        "measurements": [m.to_dict() for m in model.measurements],
+        "total": model.total,
+        "probabilities": {a: p.tolist() for a, p in model.probabilities.items()},
+    }
+    return write_artefact(artefacts, "one-way", json_bytes(body), "json")
+
+
+def load_one_way(ref: FileRef) -> OneWayModel:
+    raw = json.loads(ref.open_checked().read_text())
+    return OneWayModel(
+        _compression_from_dict(raw["compression"]),
+        tuple(Measurement.from_dict(m) for m in raw["measurements"]),
+        float(raw["total"]),
+        {a: np.asarray(p, dtype=np.float64) for a, p in raw["probabilities"].items()},
+    )
+
+
+def save_measurements(ms: list[Measurement], artefacts: str | Path) -> FileRef:
+    return write_artefact(artefacts, "selected", json_bytes([m.to_dict() for m in ms]), "json")
+
+
+def load_measurements(ref: FileRef) -> list[Measurement]:
+    return [Measurement.from_dict(m) for m in json.loads(ref.open_checked().read_text())]
+
+
+def save_structure(structure: SelectedStructure, artefacts: str | Path) -> FileRef:
+    return write_artefact(artefacts, "structure", json_bytes(structure.to_dict()), "json")
+
+
+def load_structure(ref: FileRef) -> SelectedStructure:
+    raw = json.loads(ref.open_checked().read_text())
+    fairness = FairnessCheck(
+        passed=raw["fairness"]["passed"],
+        violations=tuple((v["protected"], v["outcome"], tuple(v["path"]))
+                         for v in raw["fairness"]["violations"]),
+        criterion=raw["fairness"]["criterion"],
+    )
+    return SelectedStructure(raw["method"], tuple(tuple(e) for e in raw["edges"]), fairness,
+                             raw["search_nodes"])
+
+
+def save_model(model: GraphicalModel, artefacts: str | Path) -> FileRef:
+    """The fitted model as ``.npz`` (log-potentials + JSON metadata; no pickle)."""
+    buffer = io.BytesIO()
+    model.save(buffer)
+    return write_artefact(artefacts, "model", buffer.getvalue(), "npz")
+
+
+def model_meta(ref: FileRef) -> dict[str, Any]:
+    return GraphicalModel.read_meta(ref.open_checked())
+
+
+def load_model(ref: FileRef) -> GraphicalModel:
+    return GraphicalModel.load(ref.open_checked())

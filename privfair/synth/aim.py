@@ -1,0 +1,237 @@
+"""AIM (McKenna et al. 2022; SAFES Alg. 2), and fairness-constrained AIM.
+
+AIM adaptively picks marginals from the downward closure of a workload, measures them with the
+Gaussian mechanism, and refits a graphical model after every round:
+
+* T = 16·d nominal rounds; each round's ρ/T is split 0.9 measure / 0.1 select;
+* selection by the exponential mechanism with quality
+  ``w_r·(‖M_r(D) − M_r(p̂)‖₁ − √(2/π)·σ·n_r)``, sensitivity ``max w``;
+* annealing: when a measured marginal moves the model less than its expected noise, σ halves
+  and ε doubles;
+* a model-size limit on the junction tree's maximal cliques that grows with the budget used;
+* warm-started estimation every round; the remaining budget goes to the last round.
+
+Fair AIM only keeps candidates whose addition leaves every protected–outcome path blocked by an
+admissible attribute in the model's Markov network, so the fitted distribution satisfies
+O ⟂ P | A by the global Markov property. The check runs again on the final model.
+
+The initial one-way measurements are charged as what they are, d sensitivity-1 queries at σ₀
+(the reference code charges ``len(oneway)`` whatever cliques it actually measures).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.domain import Clique, Domain, Roles
+from privfair.core.mechanisms import exponential_mechanism, gaussian_mechanism
+from privfair.synth.estimation import (
+    BeliefPropagation,
+    GraphicalModel,
+    build_junction_tree,
+    estimate,
+)
+from privfair.synth.measure import Measurement, measure_marginals
+from privfair.synth.structure import check_fairness
+
+
+def all_two_way_workload(domain: Domain, *, max_cells: int = 10_000) -> list[Clique]:
+    """Every pair of attributes whose table has at most ``max_cells`` cells (AIM's default)."""
+    return [tuple(p) for p in itertools.combinations(domain.attributes, 2)
+            if domain.cells(p) <= max_cells]
+
+
+def downward_closure(workload: Sequence[Clique]) -> list[Clique]:
+    """All non-empty subsets of workload cliques, smallest first."""
+    closure = {tuple(sub) for clique in workload for k in range(1, len(clique) + 1)
+               for sub in itertools.combinations(clique, k)}
+    return sorted(closure, key=lambda c: (len(c), c))
+
+
+def junction_tree_size_mb(domain: Domain, cliques: Sequence[Clique]) -> float:
+    """Memory of a model over ``cliques``: its junction tree's maximal cliques, in MiB."""
+    tree = build_junction_tree(domain, cliques)
+    return sum(domain.cells(c) for c in tree.cliques) * 8 / 2**20
+
+
+def model_marginals(model: GraphicalModel, cliques: Sequence[Clique]) -> dict[Clique,
+                                                                              np.ndarray]:
+    """Expected counts of each clique under ``model``, wherever its attributes sit."""
+    out: dict[Clique, np.ndarray] = {}
+    pairs_from: dict[str, dict[str, np.ndarray]] = {}
+    for clique in cliques:
+        inside = any(set(clique) <= set(m) for m in model.tree.cliques)
+        if inside:
+            out[clique] = model.marginal(clique)
+        elif len(clique) == 2:
+            a, b = clique
+            if a not in pairs_from:
+                pairs_from[a] = model.pair_marginals(a)
+            out[clique] = pairs_from[a][b]
+        else:
+            # Larger cliques across the tree: calibrate the model on a junction tree that
+            # also covers the clique (its potential stays zero, so the distribution is equal).
+            cover = [*model.potentials, clique]
+            bp = BeliefPropagation(model.domain, build_junction_tree(model.domain, cover),
+                                   cover)
+            beliefs = bp.calibrate(model.potentials)
+            out[clique] = model.total * bp.marginals(beliefs, [clique])[clique]
+    return out
+
+
+@dataclass(frozen=True)
+class AIMRound:
+    """What one round did (all post-noise)."""
+
+    round: int
+    clique: Clique
+    sigma: float
+    epsilon: float
+    annealed: bool
+    model_size_mb: float
+    candidates: int
+
+
+@dataclass
+class AIMResult:
+    """Measurements, the final model and the round log of an AIM run."""
+
+    measurements: list[Measurement]
+    model: GraphicalModel
+    rounds: list[AIMRound] = field(default_factory=list)
+    n_initial: int = 0  # the first n_initial measurements are the initial one-way marginals
+
+    @property
+    def cliques(self) -> list[Clique]:
+        return list(dict.fromkeys(m.clique for m in self.measurements if len(m.clique) > 1))
+
+
+def run_aim(
+    tables: Mapping[Clique, np.ndarray],
+    domain: Domain,
+    *,
+    rho: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    roles: Roles | None = None,
+    fair: bool = False,
+    workload: Sequence[Clique] | None = None,
+    max_model_size_mb: float = 80.0,
+    rounds: int | None = None,
+    max_iters: int = 250,
+    final_max_iters: int = 10_000,
+    refit: bool = True,
+    discrete: bool = False,
+    tol: float = 1e-6,
+    progress: Callable[[float], None] | None = None,
+) -> AIMResult:
+    """Run AIM at privacy cost ``rho``.
+
+    Parameters
+    ----------
+    tables : mapping
+        Exact marginals (private) of every candidate clique, i.e. the workload's downward
+        closure; see :func:`candidate_cliques`.
+    fair : bool
+        Keep only candidates that leave protected and outcome attributes separated by
+        admissible ones (needs ``roles``).
+    max_model_size_mb : float
+        Cap on the junction tree's maximal-clique cells × 8 bytes; the cap available in a
+        round grows with the fraction of the budget spent.
+    rounds : int, optional
+        Nominal number of rounds T (default 16·d).
+    max_iters, final_max_iters : int
+        Estimation iteration caps for the warm-started per-round fits and the final fit;
+        both also stop on ``tol``.
+    refit : bool
+        Finish with a full fit (skip it when the caller refits from the measurements).
+    discrete : bool
+        Exact discrete Gaussian noise for every measurement.
+    """
+    if fair:
+        if roles is None:
+            raise ValueError("fair AIM needs roles")
+        roles.check(domain, fair=True)
+    workload = workload or all_two_way_workload(domain)
+    candidates = [domain.canonical(c) for c in downward_closure(workload)]
+    weights = {c: float(sum(len(set(c) & set(w)) for w in workload)) for c in candidates}
+    d = len(domain)
+    rounds = rounds or 16 * d
+    sigma = math.sqrt(rounds / (2 * 0.9 * rho))
+    epsilon = math.sqrt(8 * 0.1 * rho / rounds)
+    report = progress or (lambda fraction: None)
+
+    start = ledger.spent
+    oneway = [(a,) for a in domain]
+    measurements = measure_marginals(
+        {c: tables[c] for c in oneway}, oneway, rho=d / (2 * sigma**2), rng=rng,
+        ledger=ledger, name="AIM initial one-way marginals", discrete=discrete)
+    model = estimate(domain, measurements, max_iters=max_iters, tol=tol)
+    log: list[AIMRound] = []
+    t = 0
+    while True:
+        used = ledger.spent - start
+        remaining = rho - used
+        if remaining <= rho * 1e-9:
+            break
+        t += 1
+        final = remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8)
+        if final:
+            sigma = math.sqrt(1 / (2 * 0.9 * remaining))
+            epsilon = math.sqrt(8 * 0.1 * remaining)
+        used_after = used + 1 / (2 * sigma**2) + epsilon**2 / 8
+        size_cap = max_model_size_mb * used_after / rho
+        model_cliques = list(model.potentials)
+        covered = {sub for m in model.tree.cliques for k in range(1, len(m) + 1)
+                   for sub in itertools.combinations(m, k)}
+        allowed = []
+        for c in candidates:
+            if fair and not check_fairness(domain.attributes, [*model_cliques, c],
+                                           roles).passed:
+                continue
+            if c in covered or junction_tree_size_mb(domain, [*model_cliques, c]) <= size_cap:
+                allowed.append(c)
+        estimates = model_marginals(model, allowed)
+        quality = np.array([
+            weights[c] * (np.abs(tables[c] - estimates[c]).sum()
+                          - math.sqrt(2 / math.pi) * sigma * domain.cells(c))
+            for c in allowed
+        ])
+        sensitivity = max(weights[c] for c in allowed)
+        pick = allowed[exponential_mechanism(
+            quality, epsilon=epsilon, sensitivity=sensitivity, rng=rng, ledger=ledger,
+            name=f"AIM select round {t}")]
+        noisy = gaussian_mechanism(np.asarray(tables[pick]), sigma=sigma, sensitivity=1.0,
+                                   rng=rng, ledger=ledger, name=f"AIM measure round {t}",
+                                   discrete=discrete)
+        measurements.append(Measurement(pick, noisy, np.full(noisy.shape, sigma)))
+        before = estimates[pick]
+        model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
+                         warm_start=model.potentials)
+        moved = np.abs(model_marginals(model, [pick])[pick] - before).sum()
+        annealed = bool(moved <= math.sqrt(2 / math.pi) * sigma * domain.cells(pick))
+        log.append(AIMRound(t, pick, sigma, epsilon, annealed,
+                            junction_tree_size_mb(domain, list(model.potentials)),
+                            len(allowed)))
+        if annealed:
+            sigma, epsilon = sigma / 2, epsilon * 2
+        report(min(1.0, (ledger.spent - start) / rho))
+        if final:
+            break
+    if refit:
+        # Rounds only need a model good enough to score candidates; the release gets a full fit.
+        model = estimate(domain, measurements, max_iters=final_max_iters, tol=tol,
+                         warm_start=model.potentials)
+    return AIMResult(measurements, model, log, n_initial=d)
+
+
+def candidate_cliques(domain: Domain, workload: Sequence[Clique] | None = None) -> list[Clique]:
+    """Cliques whose exact marginals :func:`run_aim` needs (the workload's closure)."""
+    workload = workload or all_two_way_workload(domain)
+    return [domain.canonical(c) for c in downward_closure(workload)]

@@ -1,0 +1,139 @@
+"""Synthetic rows from a fitted graphical model.
+
+Ancestral sampling along the junction tree: the root clique is drawn jointly, then each
+clique's new attributes are drawn given its separator with its parent. Two modes:
+
+* ``"iid"`` — every row independently (inverse-CDF, vectorised over rows).
+* ``"round"`` — low variance: the number of rows in each cell of a conditional table is the
+  expected count rounded by systematic randomized rounding (unbiased, sums preserved), and the
+  values are dealt to the rows of each parent group in random order. Marginals then match the
+  model's up to rounding, while siblings stay conditionally independent given their parent
+  (dealing without the shuffle is what breaks the reference "round" mode).
+
+All randomness comes from the passed Generator. Decompression maps MST's merged bucket back to
+one of its original codes, uniformly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from privfair.core.domain import Domain
+from privfair.synth.estimation import GraphicalModel
+from privfair.synth.measure import Compression
+
+MODES = ("iid", "round")
+
+
+def systematic_round(expected: np.ndarray, totals: np.ndarray, rng: np.random.Generator
+                     ) -> np.ndarray:
+    """Round each row of ``expected`` to integers summing to ``totals``, unbiasedly.
+
+    Parameters
+    ----------
+    expected : ndarray, shape (groups, k)
+        Non-negative expected counts; row g sums to ``totals[g]`` up to float error.
+    totals : ndarray of int, shape (groups,)
+    """
+    expected = np.maximum(expected, 0.0)
+    sums = expected.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        scaled = np.where(sums > 0, expected * (totals[:, None] / sums),
+                          totals[:, None] / expected.shape[1])
+    cumulative = np.cumsum(scaled, axis=1)
+    cumulative[:, -1] = totals  # kill float drift so every row sums exactly
+    offset = rng.random(len(totals))[:, None]
+    marks = np.floor(cumulative + offset)
+    counts = np.diff(np.concatenate([np.floor(offset), marks], axis=1), axis=1)
+    return counts.astype(np.int64)
+
+
+def _conditional(model: GraphicalModel, i: int) -> tuple[tuple[str, ...], tuple[str, ...],
+                                                         np.ndarray]:
+    """P(new attributes | separator) for clique i, as (separator, new, table[S, N])."""
+    domain, tree = model.domain, model.tree
+    clique = tree.cliques[i]
+    sep = tree.separator(i)
+    new = tuple(a for a in clique if a not in sep)
+    order = [clique.index(a) for a in (*sep, *new)]
+    joint = np.transpose(model.beliefs[i], order).reshape(domain.cells(sep), domain.cells(new))
+    return sep, new, joint
+
+
+def _flat_index(domain: Domain, attributes: tuple[str, ...], columns: dict[str, np.ndarray],
+                n: int) -> np.ndarray:
+    key = np.zeros(n, dtype=np.int64)
+    for a in attributes:
+        key = key * domain.size(a) + columns[a]
+    return key
+
+
+def _unflatten(domain: Domain, attributes: tuple[str, ...], flat: np.ndarray,
+               columns: dict[str, np.ndarray]) -> None:
+    if not attributes:
+        return
+    for a, codes in zip(attributes,
+                        np.unravel_index(flat, domain.shape(attributes)), strict=True):
+        columns[a] = codes.astype(np.int64)
+
+
+def sample_model(model: GraphicalModel, n_rows: int, *, rng: np.random.Generator,
+                 mode: str = "iid") -> dict[str, np.ndarray]:
+    """Draw ``n_rows`` rows of codes from ``model``."""
+    if mode not in MODES:
+        raise ValueError(f"sample mode must be one of {list(MODES)}, got {mode!r}")
+    if not isinstance(n_rows, int | np.integer) or n_rows < 0:
+        raise ValueError(f"n_rows must be an integer >= 0, got {n_rows!r}")
+    domain, tree = model.domain, model.tree
+    columns: dict[str, np.ndarray] = {}
+    for i in tree.order:
+        sep, new, joint = _conditional(model, i)
+        parent_key = _flat_index(domain, sep, columns, n_rows)
+        group_mass = joint.sum(axis=1, keepdims=True)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cond = np.where(group_mass > 0, joint / group_mass, 1.0 / joint.shape[1])
+        if mode == "iid":
+            cdf = np.cumsum(cond, axis=1)
+            cdf[:, -1] = 1.0
+            # One searchsorted over all groups: shift group g's CDF into [g, g+1).
+            shifted = (cdf + np.arange(len(cdf))[:, None]).ravel()
+            u = rng.random(n_rows) + parent_key
+            flat = np.searchsorted(shifted, u, side="right") - parent_key * cond.shape[1]
+            flat = np.minimum(flat, cond.shape[1] - 1)
+        else:
+            sizes = np.bincount(parent_key, minlength=cond.shape[0])
+            counts = systematic_round(cond * sizes[:, None], sizes, rng)
+            shuffled = rng.permutation(n_rows)
+            rows = shuffled[np.argsort(parent_key[shuffled], kind="stable")]
+            values = np.repeat(np.tile(np.arange(cond.shape[1]), cond.shape[0]), counts.ravel())
+            flat = np.empty(n_rows, dtype=np.int64)
+            flat[rows] = values
+        _unflatten(domain, new, flat, columns)
+    return {a: columns[a] for a in domain}
+
+
+def decompress(columns: dict[str, np.ndarray], compression: Compression, *,
+               rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Map compressed codes back to the original domain.
+
+    Kept categories map back exactly; the merged bucket becomes one of its original codes,
+    uniformly at random (the noisy counts of merged codes are below the noise threshold, so
+    they carry no usable signal about which is likelier).
+    """
+    out = {}
+    for a, codes in columns.items():
+        mapping, merged = compression.mapping[a], compression.merged[a]
+        kept = np.setdiff1d(np.arange(len(mapping)), merged)
+        inverse = np.zeros(compression.compressed.size(a), dtype=np.int64)
+        inverse[mapping[kept]] = kept
+        original = inverse[codes]
+        if len(merged):
+            bucket = codes == compression.compressed.size(a) - 1
+            original[bucket] = rng.choice(merged, size=int(bucket.sum()))
+        out[a] = original
+    return out
+
+
+def to_frame(columns: dict[str, np.ndarray], domain: Domain) -> pd.DataFrame:
+    return pd.DataFrame({a: columns[a] for a in domain})

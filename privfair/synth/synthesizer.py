@@ -1,0 +1,402 @@
+"""Select–measure–generate synthesis: MST, Greedy-PreFair and Exponential-PreFair.
+
+The budget ρ is split in thirds as in MST: one-way marginals, structure selection, and the
+selected 2-way marginals. Everything after the three measurements is post-processing.
+
+Stage functions (:func:`measure_one_way`, :func:`fit_one_way`, :func:`select`,
+:func:`measure_selected`, :func:`fit_model`, :func:`generate`) are what the Prefect tasks
+wrap; :class:`FairSynthesizer` and :func:`synthesize` chain them for library users.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privfair.core.accounting import PrivacyLedger, zcdp_rho
+from privfair.core.domain import Clique, Domain, Roles
+from privfair.core.errors import FairnessViolationError
+from privfair.synth.aim import candidate_cliques, run_aim
+from privfair.synth.estimation import GraphicalModel, estimate
+from privfair.synth.measure import (
+    Compression,
+    Measurement,
+    all_pairs,
+    compress_domain,
+    count_marginals,
+    measure_marginals,
+)
+from privfair.synth.sampling import MODES, decompress, sample_model
+from privfair.synth.structure import METHODS as TREE_METHODS
+from privfair.synth.structure import SelectedStructure, check_fairness, select_structure
+
+AIM_METHODS = ("aim", "aim-fair")
+METHODS = (*TREE_METHODS, *AIM_METHODS)
+FAIR_METHODS = ("prefair-greedy", "prefair-exact", "aim-fair")
+
+Batches = Iterable[Mapping[str, np.ndarray]]
+DataLike = pd.DataFrame | Mapping[str, np.ndarray] | Callable[[], Batches]
+
+
+def as_batches(data: DataLike) -> Callable[[], Batches]:
+    """Normalise a frame, a dict of code arrays, or a batch factory into a batch factory."""
+    if callable(data):
+        return data
+    if isinstance(data, pd.DataFrame):
+        columns = {c: data[c].to_numpy() for c in data.columns}
+    elif isinstance(data, Mapping):
+        columns = dict(data)
+    else:
+        raise TypeError(
+            "data must be a pandas DataFrame of codes, a mapping of column -> code array, "
+            f"or a callable returning batches; got {type(data).__name__}"
+        )
+    return lambda: [columns]
+
+
+@dataclass(frozen=True)
+class BudgetSplit:
+    """ρ for each of the three measurements (MST's thirds by default)."""
+
+    one_way: float
+    select: float
+    measure: float
+
+    @classmethod
+    def thirds(cls, rho: float) -> BudgetSplit:
+        return cls(rho / 3, rho / 3, rho / 3)
+
+
+def measure_one_way(
+    tables: Mapping[Clique, np.ndarray], domain: Domain, *, rho: float,
+    rng: np.random.Generator, ledger: PrivacyLedger, discrete: bool = False,
+) -> list[Measurement]:
+    """Noisy one-way marginals of every attribute (one Gaussian mechanism)."""
+    return measure_marginals(tables, [(a,) for a in domain], rho=rho, rng=rng, ledger=ledger,
+                             name="one-way marginals", discrete=discrete)
+
+
+@dataclass(frozen=True)
+class OneWayModel:
+    """The independent model fitted to the (compressed) noisy one-way marginals."""
+
+    compression: Compression
+    measurements: tuple[Measurement, ...]
+    total: float
+    probabilities: dict[str, np.ndarray]
+
+
+def fit_one_way(
+    one_way: Sequence[Measurement], domain: Domain, *, compress: bool = True,
+    threshold: float = 3.0,
+) -> OneWayModel:
+    """Compress rare categories and fit the independent model (post-processing only)."""
+    if compress:
+        compression, measured = compress_domain(one_way, domain, threshold=threshold)
+    else:
+        compression, measured = Compression.identity(domain), list(one_way)
+    model = estimate(compression.compressed, measured)
+    probabilities = {a: model.marginal([a]) / model.total for a in compression.compressed}
+    return OneWayModel(compression, tuple(measured), model.total, probabilities)
+
+
+def select(
+    tables: Mapping[Clique, np.ndarray], one_way: OneWayModel, roles: Roles, *, method: str,
+    rho: float, rng: np.random.Generator, ledger: PrivacyLedger,
+    max_search_nodes: int = 200_000,
+) -> SelectedStructure:
+    """Select the tree of 2-way marginals to measure (private: reads the pair tables)."""
+    compression = one_way.compression
+    pairs = {c: compression.compress_table(c, tables[c]) for c in all_pairs(compression.original)}
+    return select_structure(
+        compression.compressed, roles, method=method, pair_tables=pairs,
+        one_way=one_way.probabilities, total=one_way.total, rho=rho, rng=rng, ledger=ledger,
+        max_search_nodes=max_search_nodes,
+    )
+
+
+def measure_selected(
+    tables: Mapping[Clique, np.ndarray], one_way: OneWayModel, structure: SelectedStructure, *,
+    rho: float, rng: np.random.Generator, ledger: PrivacyLedger, discrete: bool = False,
+) -> list[Measurement]:
+    """Noisy 2-way marginals of the selected edges, on the compressed domain."""
+    compression = one_way.compression
+    compressed = {c: compression.compress_table(c, tables[c]) for c in structure.cliques}
+    return measure_marginals(compressed, structure.cliques, rho=rho, rng=rng, ledger=ledger,
+                             name="selected 2-way marginals", discrete=discrete)
+
+
+def fit_model(
+    one_way: OneWayModel, selected: Sequence[Measurement], *, tol: float = 1e-6,
+    max_iters: int = 10_000, callback: Callable[[int, float], None] | None = None,
+) -> GraphicalModel:
+    """Estimate the tree model from all noisy measurements (post-processing only)."""
+    measurements = [*one_way.measurements, *selected]
+    warm = {(a,): np.log(np.maximum(p, 1e-12)) for a, p in one_way.probabilities.items()}
+    return estimate(one_way.compression.compressed, measurements, tol=tol,
+                    max_iters=max_iters, warm_start=warm, callback=callback)
+
+
+def generate(
+    model: GraphicalModel, compression: Compression, n_rows: int, *,
+    rng: np.random.Generator, mode: str = "iid",
+) -> pd.DataFrame:
+    """Sample rows and map them back to the declared domain."""
+    columns = sample_model(model, n_rows, rng=rng, mode=mode)
+    columns = decompress(columns, compression, rng=rng)
+    return pd.DataFrame({a: columns[a] for a in compression.original})
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("privfair")
+    except importlib.metadata.PackageNotFoundError:  # running from a source checkout
+        return "0+unknown"
+
+
+def _check_settings(*, epsilon: float, delta: float, method: str, sample_mode: str) -> None:
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
+    if sample_mode not in MODES:
+        raise ValueError(f"sample_mode must be one of {list(MODES)}, got {sample_mode!r}")
+    zcdp_rho(epsilon=epsilon, delta=delta)  # validates both, with named errors
+
+
+class FairSynthesizer:
+    """Differentially private synthetic data with a justifiably fair model structure.
+
+    Parameters
+    ----------
+    domain : Domain
+        Declared domain of the integer-coded table.
+    roles : Roles
+        Protected, admissible and outcome attributes.
+    epsilon, delta : float
+        The (ε, δ)-DP guarantee of the fit; converted to a zCDP budget ρ.
+    method : {"mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"}
+        Structure selector: MST-style trees, or AIM's adaptive Markov networks.
+    compress : bool
+        Merge categories whose noisy count is under ``compress_threshold``·σ (MST).
+    discrete_noise : bool
+        Use the exact discrete Gaussian (recommended for production releases).
+    max_search_nodes : int
+        Bound on the exact search of ``prefair-exact``; beyond it, fitting fails.
+    tol, max_iters : float, int
+        Estimation stopping rule.
+    max_model_size_mb : float
+        AIM's cap on the junction tree's maximal cliques.
+    require_fair : bool
+        Raise :class:`FairnessViolationError` if a fair method's structure fails the check.
+
+    Attributes
+    ----------
+    ledger_, one_way_, structure_, model_ : set by :meth:`fit`.
+    """
+
+    def __init__(
+        self, *, domain: Domain, roles: Roles, epsilon: float, delta: float,
+        method: str = "mst", compress: bool = True, compress_threshold: float = 3.0,
+        discrete_noise: bool = False, max_search_nodes: int = 200_000, tol: float = 1e-6,
+        max_iters: int = 10_000, require_fair: bool = True, max_model_size_mb: float = 80.0,
+    ) -> None:
+        _check_settings(epsilon=epsilon, delta=delta, method=method, sample_mode="iid")
+        roles.check(domain, fair=method in FAIR_METHODS)
+        self.domain, self.roles = domain, roles
+        self.epsilon, self.delta, self.method = epsilon, delta, method
+        self.compress, self.compress_threshold = compress, compress_threshold
+        self.discrete_noise, self.max_search_nodes = discrete_noise, max_search_nodes
+        self.tol, self.max_iters, self.require_fair = tol, max_iters, require_fair
+        self.max_model_size_mb = max_model_size_mb
+
+    def fit(self, data: DataLike, *, rng: np.random.Generator,
+            ledger: PrivacyLedger | None = None,
+            progress: Callable[[str, float], None] | None = None) -> FairSynthesizer:
+        """Measure the private data and fit the model.
+
+        ``ledger`` defaults to a fresh one holding exactly (ε, δ); pass a shared ledger to
+        charge a larger budget. ``progress(stage, fraction)`` is called as work advances.
+        """
+        report = progress or (lambda stage, fraction: None)
+        ledger = ledger or PrivacyLedger.from_epsilon_delta(epsilon=self.epsilon,
+                                                            delta=self.delta)
+        split = BudgetSplit.thirds(zcdp_rho(epsilon=self.epsilon, delta=self.delta))
+        # Check the whole plan before touching the data.
+        ledger.check(split.one_way + split.select + split.measure)
+
+        report("count", 0.0)
+        batches = as_batches(data)
+        if self.method in AIM_METHODS:
+            self._fit_aim(batches, rho=split.one_way + split.select + split.measure, rng=rng,
+                          ledger=ledger, report=report)
+        else:
+            self._fit_tree(batches, split=split, rng=rng, ledger=ledger, report=report)
+        if (self.require_fair and self.method in FAIR_METHODS
+                and not self.structure_.fairness.passed):
+            raise FairnessViolationError(
+                f"{self.method} built a structure that fails the fairness check: "
+                f"{self.structure_.fairness.violations}"
+            )
+        self.ledger_ = ledger
+        self.split_ = split
+        report("done", 1.0)
+        return self
+
+    def _fit_tree(self, batches, *, split: BudgetSplit, rng, ledger, report) -> None:
+        cliques = [(a,) for a in self.domain] + all_pairs(self.domain)
+        tables = count_marginals(self.domain, cliques, batches())
+        report("measure one-way", 0.1)
+        one_way = measure_one_way(tables, self.domain, rho=split.one_way, rng=rng,
+                                  ledger=ledger, discrete=self.discrete_noise)
+        self.one_way_ = fit_one_way(one_way, self.domain, compress=self.compress,
+                                    threshold=self.compress_threshold)
+        self.compression_ = self.one_way_.compression
+        report("select structure", 0.2)
+        self.structure_ = select(tables, self.one_way_, self.roles, method=self.method,
+                                 rho=split.select, rng=rng, ledger=ledger,
+                                 max_search_nodes=self.max_search_nodes)
+        report("measure 2-way", 0.3)
+        self.selected_ = measure_selected(tables, self.one_way_, self.structure_,
+                                          rho=split.measure, rng=rng, ledger=ledger,
+                                          discrete=self.discrete_noise)
+        del tables
+        report("estimate", 0.4)
+        self.model_ = fit_model(
+            self.one_way_, self.selected_, tol=self.tol, max_iters=self.max_iters,
+            callback=lambda it, loss: report(
+                "estimate", 0.4 + 0.5 * min(it / self.max_iters, 1.0)),
+        )
+
+    def _fit_aim(self, batches, *, rho: float, rng, ledger, report) -> None:
+        tables = count_marginals(self.domain, candidate_cliques(self.domain), batches())
+        report("AIM rounds", 0.1)
+        result = run_aim(tables, self.domain, rho=rho, rng=rng, ledger=ledger,
+                         roles=self.roles, fair=self.method == "aim-fair",
+                         max_model_size_mb=self.max_model_size_mb, tol=self.tol,
+                         discrete=self.discrete_noise,
+                         final_max_iters=self.max_iters,
+                         progress=lambda fraction: report("AIM rounds", 0.1 + 0.85 * fraction))
+        del tables
+        self.model_ = result.model
+        self.aim_rounds_ = result.rounds
+        self.compression_ = Compression.identity(self.domain)
+        cliques = result.cliques
+        self.structure_ = SelectedStructure(
+            self.method, tuple(cliques),
+            check_fairness(self.domain.attributes, list(self.model_.potentials), self.roles))
+
+    def sample(self, n_rows: int | None = None, *, rng: np.random.Generator,
+               mode: str = "iid") -> pd.DataFrame:
+        """Draw synthetic rows of codes; ``n_rows`` defaults to the noisy estimated total."""
+        if not hasattr(self, "model_"):
+            raise RuntimeError("call fit() before sample()")
+        n = round(self.model_.total) if n_rows is None else n_rows
+        return generate(self.model_, self.compression_, n, rng=rng, mode=mode)
+
+    def manifest(self) -> dict[str, Any]:
+        """JSON-serialisable record of the guarantee, the ledger, the structure and settings."""
+        ledger = self.ledger_
+        report = self.model_.report
+        return {
+            "guarantee": {
+                "epsilon": self.epsilon,
+                "delta": self.delta,
+                "rho": zcdp_rho(epsilon=self.epsilon, delta=self.delta),
+                "spent": ledger.guarantee(),
+            },
+            "ledger": [vars(e).copy() for e in ledger.entries],
+            "structure": self.structure_.to_dict(),
+            "fairness_check": self.structure_.fairness.to_dict(),
+            "method": {
+                "name": self.method,
+                "budget_split": vars(self.split_).copy(),
+                "compress": self.compress,
+                "compress_threshold": self.compress_threshold,
+                "compression": self.compression_.to_dict(),
+                "discrete_noise": self.discrete_noise,
+                "max_search_nodes": self.max_search_nodes,
+                "estimation": {
+                    "tol": self.tol, "max_iters": self.max_iters,
+                    "iterations": report.iterations if report else None,
+                    "converged": report.converged if report else None,
+                },
+                "estimated_total": self.model_.total,
+                "max_model_size_mb": self.max_model_size_mb,
+                "aim_rounds": [
+                    {"round": r.round, "clique": list(r.clique), "sigma": r.sigma,
+                     "epsilon": r.epsilon, "annealed": r.annealed,
+                     "model_size_mb": r.model_size_mb}
+                    for r in getattr(self, "aim_rounds_", [])
+                ],
+            },
+            "domain": self.domain.to_dict(),
+            "roles": self.roles.to_dict(),
+            "privfair_version": _version(),
+        }
+
+
+@dataclass(frozen=True)
+class SynthesisResult:
+    """Synthetic codes and the manifest that documents how they were made."""
+
+    data: pd.DataFrame
+    manifest: dict[str, Any]
+
+
+def synthesize(
+    data: DataLike, domain: Domain | Mapping[str, int], roles: Roles | Mapping[str, Any], *,
+    epsilon: float, delta: float, method: str = "mst", seed: int | None,
+    n_rows: int | None = None, sample_mode: str = "iid", **options: Any,
+) -> SynthesisResult:
+    """Fit and sample in one call.
+
+    Parameters
+    ----------
+    data : DataFrame, mapping of arrays, or batch factory
+        Integer codes of the private table, one column per domain attribute.
+    domain : Domain or mapping
+        Declared number of categories per attribute.
+    roles : Roles or mapping
+        ``{"protected": [...], "admissible": [...], "outcome": [...]}``.
+    epsilon, delta : float
+        Privacy guarantee.
+    method : {"mst", "prefair-greedy", "prefair-exact"}
+    seed : int or None
+        Seed of the random generator; ``None`` takes fresh OS entropy. Whoever knows the seed
+        of a release can remove its noise, so keep it secret in production.
+    n_rows : int, optional
+        Rows to sample; defaults to the noisy estimated total.
+    sample_mode : {"iid", "round"}
+    **options
+        Passed to :class:`FairSynthesizer`.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> rng = np.random.default_rng(0)
+    >>> df = pd.DataFrame({"p": rng.integers(0, 2, 500), "a": rng.integers(0, 3, 500),
+    ...                    "o": rng.integers(0, 2, 500)})
+    >>> out = synthesize(df, {"p": 2, "a": 3, "o": 2},
+    ...                  {"protected": ["p"], "admissible": ["a"], "outcome": ["o"]},
+    ...                  epsilon=1.0, delta=1e-6, method="prefair-greedy", seed=0)
+    >>> out.manifest["fairness_check"]["passed"]
+    True
+    """
+    domain = domain if isinstance(domain, Domain) else Domain.from_dict(domain)
+    roles = roles if isinstance(roles, Roles) else Roles.from_dict(roles)
+    _check_settings(epsilon=epsilon, delta=delta, method=method, sample_mode=sample_mode)
+    rng = np.random.default_rng(seed)
+    fit_rng, sample_rng = rng.spawn(2)
+    synth = FairSynthesizer(domain=domain, roles=roles, epsilon=epsilon, delta=delta,
+                            method=method, **options)
+    synth.fit(data, rng=fit_rng)
+    frame = synth.sample(n_rows, rng=sample_rng, mode=sample_mode)
+    manifest = synth.manifest()
+    manifest["sampling"] = {"mode": sample_mode, "n_rows": len(frame),
+                            "seed_policy": "user seed (not recorded)" if seed is not None
+                            else "fresh OS entropy"}
+    return SynthesisResult(frame, manifest)
