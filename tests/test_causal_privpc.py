@@ -1,0 +1,224 @@
+"""PrivPC, LapMech and PrivPC*: agreement with PC at a huge budget, accounting, bad input."""
+
+from __future__ import annotations
+
+import math
+from itertools import combinations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from privfair.causal.citests import (
+    CodeTables,
+    fisher_z_independent,
+    g2_sensitivity,
+    g2_statistic,
+    g2_test,
+)
+from privfair.causal.pc import pc, pc_gaussian
+from privfair.causal.privpc import (
+    clip_standardised,
+    count_quality,
+    lap_mech,
+    max_rounds,
+    moment_sensitivity,
+    priv_pc,
+    priv_pc_star,
+)
+from privfair.causal.simulate import (
+    random_dag,
+    sample_categorical,
+    sample_linear_gaussian,
+)
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.domain import Domain
+from privfair.core.errors import DomainError
+
+HUGE = 1e12
+
+
+@pytest.fixture(scope="module")
+def categorical():
+    rng = np.random.default_rng(7)
+    dag = random_dag(7, 0.3, rng=rng)
+    codes, domain = sample_categorical(dag, 4000, rng=rng, max_levels=3)
+    return dag, codes, domain
+
+
+def test_g2_matches_scipy_log_likelihood_per_stratum():
+    rng = np.random.default_rng(0)
+    table = rng.integers(1, 40, size=(3, 4, 2)).astype(float)
+    expected = sum(stats.chi2_contingency(table[:, :, z], correction=False,
+                                          lambda_="log-likelihood")[0] for z in range(2))
+    assert g2_statistic(table) == pytest.approx(expected, rel=1e-10)
+
+
+def test_g2_changes_by_less_than_its_sensitivity_bound():
+    # Extreme tables (empty cells, one dominant stratum) and random ones, one row added or
+    # removed in every cell: the change never reaches 2 (ln N + 1).
+    rng = np.random.default_rng(1)
+    tables = [rng.integers(0, 30, size=(2, 3, 2)) for _ in range(40)]
+    tables += [np.array([[[0], [50]], [[50], [0]]]), np.array([[[0], [0]], [[0], [100]]]),
+               np.array([[[1], [49]], [[49], [1]]])]
+    worst = 0.0
+    for t in tables:
+        base = g2_statistic(t)
+        bound = g2_sensitivity(int(t.sum()) + 1)
+        for cell in np.ndindex(t.shape):
+            for step in (1, -1):
+                if t[cell] + step < 0:
+                    continue
+                moved = t.copy()
+                moved[cell] += step
+                change = abs(g2_statistic(moved) - base)
+                assert change < bound
+                worst = max(worst, change / bound)
+    assert worst > 0.5  # the bound is not vacuous on these tables
+
+
+def test_count_quality_is_nonnegative_only_at_the_sign_flip():
+    q = count_quality(np.array([-0.5, 2.0, 0.75, -3.0]))
+    assert q.tolist() == [-2.0, -0.75, 0.5, -0.5, -3.0]
+    assert int(np.argmax(q)) == 2
+    assert count_quality(np.array([1.0, 2.0]))[-1] == 1.0
+    assert count_quality(np.array([-1.0, -2.0]))[0] == 1.0
+
+
+def test_privpc_at_a_huge_budget_finds_pcs_skeleton(categorical):
+    dag, codes, domain = categorical
+    graph, skeleton = pc(CodeTables(codes, domain), alpha=0.01, max_order=2)
+    ledger = PrivacyLedger(rho_budget=HUGE)
+    result = priv_pc(codes, domain, rho=HUGE, ledger=ledger, rng=np.random.default_rng(3),
+                     alpha=0.01, max_order=2)
+    assert result.skeleton.adjacency == skeleton.adjacency
+    assert result.graph.skeleton() == graph.skeleton()
+    assert graph.skeleton() == dag.graph.skeleton()  # enough data for PC itself
+    # Every released separating set does separate its pair on the data.
+    tables = CodeTables(codes, domain)
+    for pair, cond in result.skeleton.sepsets.items():
+        i, j = sorted(pair)
+        stat, threshold = g2_test(tables, i, j, sorted(cond), alpha=0.01)
+        assert stat <= threshold
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_privpc_charges_one_entry_per_selection_within_the_fixed_total(categorical, seed):
+    _, codes, domain = categorical
+    rho = 0.2
+    ledger = PrivacyLedger(rho_budget=1.0)
+    result = priv_pc(codes, domain, rho=rho, ledger=ledger, rng=np.random.default_rng(seed),
+                     max_order=1)
+    entries = ledger.entries
+    assert result.charged_steps == len(entries)
+    assert result.max_rounds == max_rounds(len(domain), 1) == 14
+    counts = [e for e in entries if e.name.endswith("number of removals")]
+    removals = [e for e in entries if e.name.endswith(": removal")]
+    assert len(counts) + len(removals) == len(entries)
+    assert len(counts) <= result.max_rounds
+    removed = len(list(combinations(range(len(domain)), 2))) - len(result.skeleton.adjacency)
+    assert len(removals) == removed
+    rho_round = rho / result.max_rounds
+    assert all(e.mechanism == "exponential" and e.sensitivity == 1.0 for e in entries)
+    assert all(e.rho == pytest.approx(rho_round / 2) for e in counts)
+    assert result.rho_spent == pytest.approx(math.fsum(e.rho for e in entries))
+    assert result.rho_spent <= rho * (1 + 1e-9)
+
+
+def test_privpc_with_a_small_budget_is_noisy_but_runs(categorical):
+    dag, codes, domain = categorical
+    ledger = PrivacyLedger(rho_budget=1e-3)
+    result = priv_pc(codes, domain, rho=1e-3, ledger=ledger, rng=np.random.default_rng(0))
+    assert len(result.graph.nodes) == len(domain)
+    assert ledger.spent <= 1e-3 * (1 + 1e-9)
+
+
+def test_lapmech_at_a_huge_budget_is_pc_and_charges_one_laplace_step(categorical):
+    _, codes, domain = categorical
+    _, skeleton = pc(CodeTables(codes, domain), max_order=2)
+    ledger = PrivacyLedger(rho_budget=HUGE)
+    result = lap_mech(codes, domain, rho=HUGE, ledger=ledger, rng=np.random.default_rng(0))
+    assert result.skeleton.adjacency == skeleton.adjacency
+    (entry,) = ledger.entries
+    assert entry.mechanism == "laplace" and entry.queries == math.prod(domain.sizes)
+    assert entry.rho == pytest.approx(HUGE)
+
+
+def test_lapmech_refuses_a_table_too_large_for_it(categorical):
+    _, codes, domain = categorical
+    with pytest.raises(DomainError, match="max_cells=10$"):
+        lap_mech(codes, domain, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
+                 rng=np.random.default_rng(0), max_cells=10)
+
+
+def test_privpc_star_clips_and_its_sensitivity_covers_any_row():
+    rng = np.random.default_rng(5)
+    raw = rng.standard_cauchy(size=(500, 4)) * 100
+    z = clip_standardised(raw, center=[0.0] * 4, scale=[2.0] * 4, clip=1.5)
+    assert np.all(np.abs(z) <= 1.5) and np.any(np.abs(z) == 1.5)
+    bound = moment_sensitivity(4, 1.5)
+    upper = np.triu_indices(4)
+    for row in (z[0], np.full(4, 1.5), np.array([1.5, -1.5, 1.5, -1.5])):
+        contribution = 1 + np.abs(row).sum() + np.abs(np.outer(row, row)[upper]).sum()
+        assert contribution <= bound + 1e-12
+    assert contribution == pytest.approx(bound)  # attained by a corner row
+
+
+def test_privpc_star_at_a_huge_budget_matches_pc_on_the_clipped_correlation():
+    rng = np.random.default_rng(11)
+    dag = random_dag(6, 0.4, rng=rng)
+    values, stds = sample_linear_gaussian(dag, 5000, rng=rng)
+    ledger = PrivacyLedger(rho_budget=HUGE)
+    result = priv_pc_star(values, dag.nodes, center=np.zeros(6), scale=stds, clip=4.0,
+                          rho=HUGE, ledger=ledger, rng=rng)
+    z = clip_standardised(values, center=np.zeros(6), scale=stds, clip=4.0)
+    _, skeleton = pc_gaussian(np.corrcoef(z.T), len(z), dag.nodes)
+    assert result.skeleton.adjacency == skeleton.adjacency
+    (entry,) = ledger.entries
+    assert entry.sensitivity == moment_sensitivity(6, 4.0)
+    assert entry.queries == 1 + 6 + 21
+    assert fisher_z_independent(np.eye(3), 0, 1, (2,), n=100, alpha=0.01)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda c, d: priv_pc(c[:, :3], d, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
+                          rng=np.random.default_rng(0)), "expected a 2-D array with 7 columns"),
+    (lambda c, d: priv_pc(c + 5, d, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
+                          rng=np.random.default_rng(0)), "codes outside the declared domain"),
+    (lambda c, d: priv_pc(c.astype(float), d, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
+                          rng=np.random.default_rng(0)), "expected integer codes"),
+    (lambda c, d: priv_pc(c, d, rho=0.0, ledger=PrivacyLedger(rho_budget=1.0),
+                          rng=np.random.default_rng(0)), "rho must be"),
+    (lambda c, d: priv_pc(c, d, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
+                          rng=np.random.default_rng(0), alpha=1.5), "alpha"),
+    (lambda c, d: priv_pc(c, d, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
+                          rng=np.random.default_rng(0), max_rows=100), "max_rows=100"),
+    (lambda c, d: priv_pc_star(np.ones((5, 2)), ["a", "b"], center=[0, 0], scale=[1, -1],
+                               clip=1.0, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
+                               rng=np.random.default_rng(0)), "scale"),
+])
+def test_bad_input_is_refused_with_one_line(categorical, call, message):
+    _, codes, domain = categorical
+    with pytest.raises(ValueError, match=message) as info:
+        call(codes, domain)
+    assert "\n" not in str(info.value)
+
+
+def test_a_column_of_the_wrong_domain_is_named():
+    domain = Domain(("a", "b"), (2, 3))
+    codes = np.array([[0, 0], [1, 3]])
+    with pytest.raises(DomainError, match="column 'b'.*0..2"):
+        priv_pc(codes, domain, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
+                rng=np.random.default_rng(0))
+
+
+def test_pc_skeleton_equals_causal_learns_at_the_same_alpha(categorical):
+    causallearn_pc = pytest.importorskip("causallearn.search.ConstraintBased.PC").pc
+    _, codes, domain = categorical
+    _, skeleton = pc(CodeTables(codes, domain), alpha=0.01, max_order=2)
+    found = causallearn_pc(codes.astype(float), alpha=0.01, indep_test="gsq", stable=True,
+                           show_progress=False, max_k=2)
+    matrix = found.G.graph
+    theirs = frozenset(frozenset((i, j)) for i in range(len(domain))
+                       for j in range(i + 1, len(domain)) if matrix[i, j] != 0)
+    assert theirs == skeleton.adjacency
