@@ -1,14 +1,43 @@
-"""Privacy accounting in zero-concentrated differential privacy (zCDP).
+"""Privacy accounting: zCDP, generalized to Rényi DP curves over a grid of orders.
 
-Every private read is charged to one :class:`PrivacyLedger` in units of ρ (rho). Composition in
-zCDP is addition, so the ledger's total is the sum of its entries. Conversion between ρ-zCDP and
-(ε, δ)-DP uses the tight bound of Canonne, Kamath and Steinke (2020, Prop. 12 / Cor. 13):
+Every private read is charged to one :class:`PrivacyLedger`. Two kinds of entries compose in it:
+
+* zCDP steps (Gaussian, exponential, Laplace): each carries its ρ, and its Rényi curve is
+  derived from it: ρ-zCDP is the curve α ↦ ρα. Pure ε-DP steps (Laplace, and the exponential
+  mechanism's ε) use the tight ε-DP → RDP bound of Mironov (2017, Prop. 10),
+  ``log((sinh(αε) − sinh((α−1)ε)) / sinh(ε)) / (α − 1)``, which randomized response attains.
+* Poisson-subsampled Gaussian steps (DP-SGD): zCDP cannot express privacy amplification by
+  subsampling, so the entry stores its RDP curve on :data:`RDP_ORDERS`.
+
+As long as a ledger holds only zCDP steps it behaves as before: ρ adds up and the budget check
+is on ρ, with the tight conversion of Canonne, Kamath and Steinke (2020, Prop. 12 / Cor. 13):
 
 .. math::
 
     \\delta(\\varepsilon) = \\inf_{\\alpha > 1}
         \\frac{\\exp\\big((\\alpha - 1)(\\alpha\\rho - \\varepsilon)\\big)}{\\alpha - 1}
         \\Big(1 - \\frac{1}{\\alpha}\\Big)^{\\alpha}
+
+Once it holds an RDP entry, curves add up order by order, and the budget check converts the
+composed curve to (ε, δ) at the ledger's δ and compares it with the ledger's ε budget (a ρ budget
+implies one through the CKS conversion above). Two conversions are offered:
+
+* ``"classic"``: ε = min_α rdp(α) + log(1/δ)/(α − 1) (Mironov 2017, Prop. 3). The ε printed in
+  the DP-SGD literature of the moments-accountant era (e.g. Xu 2021, ch. 9) use it.
+* ``"balle2020"`` (default): ε = min_α rdp(α) + log((α−1)/α) − (log δ + log α)/(α − 1) (Balle et
+  al. 2020, Thm 21; the same bound as CKS for zCDP), which is never larger.
+
+The subsampled-Gaussian curve comes from Google's ``dp-accounting`` (its ``RdpAccountant``),
+not opacus's RDP analysis: both compute the same series (Mironov, Talwar and Zhang 2019), but
+``dp-accounting`` is a pure numpy/scipy package while importing anything from opacus imports
+torch, and this module is in ``core/``, which must import without torch. The two agree to
+1e-9 (tests/test_accounting_rdp.py cross-checks them).
+
+:data:`RDP_ORDERS` is the integer grid 2..255 of the moments accountant (so published ε are
+reproduced exactly with the classic conversion), extended with large orders up to 1024 (small
+ε). Fractional orders below 2 are left out: there ``dp-accounting`` and opacus disagree (the
+former returns a valid but non-monotone bound), and they only help for ε far above any budget a
+publisher would set.
 
 Neighbouring datasets differ by adding or removing one row.
 """
@@ -17,9 +46,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+import numpy as np
 
 from privfair.core.errors import BudgetExceededError
 
@@ -119,6 +151,110 @@ def laplace_rho(*, epsilon: float) -> float:
     return epsilon**2 / 2
 
 
+# Integer orders 2..255 are the grid of the moments accountant; see the module docstring.
+RDP_ORDERS: tuple[float, ...] = (
+    *(float(a) for a in range(2, 256)), 320.0, 384.0, 512.0, 768.0, 1024.0,
+)
+
+Conversion = Literal["classic", "balle2020"]
+CONVERSIONS: tuple[str, ...] = ("classic", "balle2020")
+
+
+def _orders_array(orders: Sequence[float]) -> np.ndarray:
+    array = np.asarray(orders, dtype=float)
+    if array.ndim != 1 or array.size == 0 or np.any(array <= 1):
+        raise ValueError("orders must be a non-empty sequence of Rényi orders > 1")
+    return array
+
+
+def zcdp_rdp(*, rho: float, orders: Sequence[float] = RDP_ORDERS) -> np.ndarray:
+    """RDP curve of a ρ-zCDP step: α ↦ ρα."""
+    if not (math.isfinite(rho) and rho >= 0):
+        raise ValueError(f"rho must be a finite number >= 0, got {rho!r}")
+    return rho * _orders_array(orders)
+
+
+def pure_dp_rdp(*, epsilon: float, orders: Sequence[float] = RDP_ORDERS) -> np.ndarray:
+    """Tight RDP curve of an ε-DP step (Mironov 2017, Prop. 10).
+
+    It is randomized response's Rényi divergence, ``log((e^{αε} + e^{(1−α)ε}) / (1 + e^ε))
+    / (α − 1)``, computed in log space; it never exceeds ``min(ε, αε²/2)``.
+
+    Examples
+    --------
+    >>> round(float(pure_dp_rdp(epsilon=1.0, orders=[2.0])[0]), 6)
+    0.735326
+    """
+    if not (math.isfinite(epsilon) and epsilon >= 0):
+        raise ValueError(f"epsilon must be a finite number >= 0, got {epsilon!r}")
+    alpha = _orders_array(orders)
+    if epsilon == 0:
+        return np.zeros_like(alpha)
+    log_ratio = ((alpha - 1) * epsilon + np.log1p(np.exp((1 - 2 * alpha) * epsilon))
+                 - math.log1p(math.exp(-epsilon)))
+    return np.minimum(log_ratio / (alpha - 1), epsilon)
+
+
+def subsampled_gaussian_rdp(*, noise_multiplier: float, sample_rate: float, steps: int,
+                            orders: Sequence[float] = RDP_ORDERS) -> np.ndarray:
+    """RDP curve of ``steps`` Poisson-subsampled Gaussian steps, from ``dp-accounting``.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        Noise standard deviation divided by the L2 sensitivity.
+    sample_rate : float
+        Probability q that a row is in a step's batch (Poisson sampling).
+    steps : int
+        Number of steps composed.
+    """
+    _check_subsampled_gaussian(noise_multiplier=noise_multiplier, sample_rate=sample_rate,
+                               steps=steps)
+    # Imported here: dp-accounting pulls in scipy/mpmath, which zCDP-only users never need.
+    import dp_accounting
+    from dp_accounting.rdp import RdpAccountant
+
+    accountant = RdpAccountant(orders=list(_orders_array(orders)))
+    event = dp_accounting.PoissonSampledDpEvent(
+        sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier))
+    accountant.compose(event, int(steps))
+    return np.asarray(accountant.rdp, dtype=float)
+
+
+def _check_subsampled_gaussian(*, noise_multiplier: float, sample_rate: float,
+                               steps: int) -> None:
+    if not (isinstance(noise_multiplier, int | float) and math.isfinite(noise_multiplier)
+            and noise_multiplier > 0):
+        raise ValueError(f"noise_multiplier must be a finite number > 0, got {noise_multiplier!r}")
+    if not (isinstance(sample_rate, int | float) and 0 < sample_rate <= 1):
+        raise ValueError(f"sample_rate must be in (0, 1], got {sample_rate!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
+
+
+def rdp_epsilon(*, rdp: Sequence[float], delta: float, orders: Sequence[float] = RDP_ORDERS,
+                conversion: Conversion = "balle2020") -> tuple[float, float]:
+    """(ε, optimal order) of an RDP curve at ``delta``.
+
+    ``conversion="classic"`` is ε = min_α rdp(α) + log(1/δ)/(α − 1); ``"balle2020"`` is
+    ε = min_α rdp(α) + log((α−1)/α) − (log δ + log α)/(α − 1), never larger.
+    """
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+    if conversion not in CONVERSIONS:
+        raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
+    alpha = _orders_array(orders)
+    curve = np.asarray(rdp, dtype=float)
+    if curve.shape != alpha.shape:
+        raise ValueError(f"rdp has {curve.size} values for {alpha.size} orders")
+    if conversion == "classic":
+        eps = curve + math.log(1 / delta) / (alpha - 1)
+    else:
+        eps = curve + np.log1p(-1 / alpha) - (math.log(delta) + np.log(alpha)) / (alpha - 1)
+    best = int(np.argmin(eps))
+    return max(0.0, float(eps[best])), float(alpha[best])
+
+
 @dataclass(frozen=True)
 class LedgerEntry:
     """One charged step.
@@ -128,18 +264,26 @@ class LedgerEntry:
     name : str
         What was measured, e.g. ``"one-way marginals"``.
     mechanism : str
-        ``"gaussian"``, ``"discrete-gaussian"``, ``"exponential"`` or ``"laplace"``.
+        ``"gaussian"``, ``"discrete-gaussian"``, ``"exponential"``, ``"laplace"`` or
+        ``"subsampled-gaussian"``.
     sensitivity : float
         L2 sensitivity for Gaussian mechanisms, score sensitivity for the exponential
         mechanism, L1 sensitivity for Laplace.
     rho : float
-        zCDP cost of the step.
+        zCDP cost of the step. For a subsampled Gaussian it is the bound without amplification
+        by subsampling (valid, loose); its ``rdp`` curve is what the ledger composes.
     sigma : float or None
-        Noise scale of Gaussian mechanisms.
+        Noise standard deviation of Gaussian mechanisms.
     epsilon : float or None
         Parameter of exponential or Laplace mechanisms.
     queries : int
         Number of scalar queries answered in the step.
+    sample_rate : float or None
+        Poisson sampling rate q of a subsampled Gaussian.
+    steps : int or None
+        Number of subsampled-Gaussian steps composed in the entry.
+    rdp : tuple of float or None
+        The entry's RDP curve on :data:`RDP_ORDERS`, for steps zCDP cannot express.
     """
 
     name: str
@@ -149,29 +293,80 @@ class LedgerEntry:
     sigma: float | None = None
     epsilon: float | None = None
     queries: int = 1
+    sample_rate: float | None = None
+    steps: int | None = None
+    rdp: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.rdp is not None:
+            # JSON round trips give lists; the entry stays hashable and comparable.
+            object.__setattr__(self, "rdp", tuple(float(v) for v in self.rdp))
+            if len(self.rdp) != len(RDP_ORDERS):
+                raise ValueError(f"entry {self.name!r}: rdp has {len(self.rdp)} values, "
+                                 f"expected one per order ({len(RDP_ORDERS)})")
+
+    def rdp_curve(self) -> np.ndarray:
+        """The entry's RDP curve on :data:`RDP_ORDERS` (stored, or derived from ρ and ε)."""
+        if self.rdp is not None:
+            return np.asarray(self.rdp, dtype=float)
+        curve = zcdp_rdp(rho=self.rho)
+        if self.mechanism in ("laplace", "exponential") and self.epsilon is not None:
+            curve = np.minimum(curve, pure_dp_rdp(epsilon=self.epsilon))
+        return curve
+
+
+_RDP_ONLY_FIELDS = ("sample_rate", "steps", "rdp")
+
+
+def _entry_dict(entry: LedgerEntry) -> dict[str, Any]:
+    # zCDP entries keep the fields they always had, so existing manifests read the same.
+    raw = asdict(entry)
+    if entry.rdp is None:
+        for key in _RDP_ONLY_FIELDS:
+            if raw[key] is None:
+                del raw[key]
+    return raw
 
 
 class PrivacyLedger:
-    """A zCDP budget and the record of everything charged to it.
+    """A privacy budget and the record of everything charged to it.
 
     Mechanisms call :meth:`spend` *before* drawing noise, so a step that would go past the
     budget raises :class:`~privfair.core.errors.BudgetExceededError` with nothing released.
 
     Parameters
     ----------
-    rho_budget : float
-        Total ρ available.
+    rho_budget : float, optional
+        Total ρ available. Implies an ε budget at ``delta`` (CKS conversion).
     delta : float, optional
-        δ used to report the spent budget as (ε, δ).
+        δ used to report the spent budget as (ε, δ); needed once the ledger holds RDP entries.
+    epsilon_budget : float, optional
+        Total ε available at ``delta``; implies a ρ budget when ``rho_budget`` is not given.
+    conversion : {"balle2020", "classic"}
+        RDP → (ε, δ) conversion used for RDP checks and in :meth:`guarantee`.
     """
 
-    def __init__(self, *, rho_budget: float, delta: float | None = None) -> None:
-        if not (math.isfinite(rho_budget) and rho_budget > 0):
-            raise ValueError(f"rho_budget must be a finite number > 0, got {rho_budget!r}")
+    def __init__(self, *, rho_budget: float | None = None, delta: float | None = None,
+                 epsilon_budget: float | None = None,
+                 conversion: Conversion = "balle2020") -> None:
         if delta is not None and not 0 < delta < 1:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+        if conversion not in CONVERSIONS:
+            raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
+        if rho_budget is None and epsilon_budget is None:
+            raise ValueError("a ledger needs rho_budget or epsilon_budget")
+        if epsilon_budget is not None:
+            if delta is None:
+                raise ValueError("epsilon_budget needs delta")
+            _check_epsilon_delta(epsilon_budget, delta)
+        if rho_budget is None:
+            rho_budget = zcdp_rho(epsilon=epsilon_budget, delta=delta)
+        if not (math.isfinite(rho_budget) and rho_budget > 0):
+            raise ValueError(f"rho_budget must be a finite number > 0, got {rho_budget!r}")
         self.rho_budget = float(rho_budget)
         self.delta = delta
+        self._epsilon_budget = None if epsilon_budget is None else float(epsilon_budget)
+        self.conversion: Conversion = conversion
         self._entries: list[LedgerEntry] = []
 
     @classmethod
@@ -184,17 +379,55 @@ class PrivacyLedger:
         return tuple(self._entries)
 
     @property
+    def uses_rdp(self) -> bool:
+        """Whether the ledger holds a step that only an RDP curve describes."""
+        return any(e.rdp is not None for e in self._entries)
+
+    @property
     def spent(self) -> float:
+        """ρ spent (for subsampled Gaussian entries, their unamplified zCDP bound)."""
         return math.fsum(e.rho for e in self._entries)
 
     @property
     def remaining(self) -> float:
         return max(0.0, self.rho_budget - self.spent)
 
+    @property
+    def epsilon_budget(self) -> float | None:
+        """ε budget at the ledger's δ: the one given, or the one ρ budget implies."""
+        if self._epsilon_budget is not None:
+            return self._epsilon_budget
+        if self.delta is None:
+            return None
+        return zcdp_epsilon(rho=self.rho_budget, delta=self.delta)
+
+    def rdp(self) -> np.ndarray:
+        """Composed RDP curve of everything spent, on :data:`RDP_ORDERS`."""
+        total = np.zeros(len(RDP_ORDERS))
+        for entry in self._entries:
+            total += entry.rdp_curve()
+        return total
+
+    def _check_curve(self, extra: np.ndarray, what: str) -> None:
+        if self.delta is None:
+            raise ValueError("a ledger composing RDP curves needs delta")
+        eps, _ = rdp_epsilon(rdp=self.rdp() + extra, delta=self.delta,
+                             conversion=self.conversion)
+        budget = self.epsilon_budget
+        if eps > budget * (1 + _BUDGET_RTOL):
+            spent, _ = rdp_epsilon(rdp=self.rdp(), delta=self.delta, conversion=self.conversion)
+            raise BudgetExceededError(
+                f"privacy budget exceeded: {what} would bring epsilon to {eps:.6g} at "
+                f"delta={self.delta:g} ({self.conversion} conversion), over the budget "
+                f"{budget:.6g}; {spent:.6g} is spent")
+
     def check(self, rho: float) -> None:
-        """Raise if ``rho`` more would exceed the budget."""
+        """Raise if a zCDP step of ``rho`` more would exceed the budget."""
         if not (math.isfinite(rho) and rho > 0):
             raise ValueError(f"a step must cost a finite rho > 0, got {rho!r}")
+        if self.uses_rdp:
+            self._check_curve(zcdp_rdp(rho=rho), f"a step of rho={rho:.6g}")
+            return
         if self.spent + rho > self.rho_budget * (1 + _BUDGET_RTOL):
             raise BudgetExceededError(
                 f"privacy budget exceeded: step costs rho={rho:.6g} but only "
@@ -203,14 +436,64 @@ class PrivacyLedger:
 
     def spend(self, entry: LedgerEntry) -> None:
         """Check then record a step. Call before any noise is drawn."""
-        self.check(entry.rho)
+        if entry.rdp is None:
+            self.check(entry.rho)
+        else:
+            if not (math.isfinite(entry.rho) and entry.rho > 0):
+                raise ValueError(f"a step must cost a finite rho > 0, got {entry.rho!r}")
+            self._check_curve(entry.rdp_curve(), f"step {entry.name!r}")
         self._entries.append(entry)
 
+    def spend_subsampled_gaussian(self, *, name: str, noise_multiplier: float,
+                                  sample_rate: float, steps: int,
+                                  sensitivity: float = 1.0) -> LedgerEntry:
+        """Check then record ``steps`` Poisson-subsampled Gaussian steps (DP-SGD).
+
+        Parameters
+        ----------
+        name : str
+            What the steps release, e.g. ``"dpsgd gradients"``.
+        noise_multiplier : float
+            Noise standard deviation divided by ``sensitivity``.
+        sample_rate : float
+            Poisson sampling rate q.
+        steps : int
+            Number of steps.
+        sensitivity : float
+            L2 sensitivity of one step's sum (the clipping bound); recorded, the privacy cost
+            depends only on the multiplier.
+
+        Returns
+        -------
+        LedgerEntry
+            The recorded entry (mechanism ``"subsampled-gaussian"``).
+
+        Raises
+        ------
+        BudgetExceededError
+            If the steps would take the ledger past its budget; nothing is recorded.
+        """
+        if not (isinstance(sensitivity, int | float) and math.isfinite(sensitivity)
+                and sensitivity > 0):
+            raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
+        curve = subsampled_gaussian_rdp(noise_multiplier=noise_multiplier,
+                                        sample_rate=sample_rate, steps=steps)
+        entry = LedgerEntry(
+            name=name, mechanism="subsampled-gaussian", sensitivity=float(sensitivity),
+            rho=int(steps) / (2 * float(noise_multiplier) ** 2),
+            sigma=float(noise_multiplier) * float(sensitivity), queries=int(steps),
+            sample_rate=float(sample_rate), steps=int(steps), rdp=tuple(curve.tolist()),
+        )
+        self.spend(entry)
+        return entry
+
     def epsilon_spent(self, delta: float | None = None) -> float:
-        """ε of the spent ρ at ``delta`` (the ledger's δ by default)."""
+        """ε of everything spent at ``delta`` (the ledger's δ by default)."""
         delta = self.delta if delta is None else delta
         if delta is None:
             raise ValueError("delta is needed to express the spent budget as (epsilon, delta)")
+        if self.uses_rdp or self.conversion == "classic":
+            return rdp_epsilon(rdp=self.rdp(), delta=delta, conversion=self.conversion)[0]
         return zcdp_epsilon(rho=self.spent, delta=delta)
 
     def guarantee(self) -> dict[str, Any]:
@@ -219,21 +502,46 @@ class PrivacyLedger:
         if self.delta is not None:
             out["delta"] = self.delta
             out["epsilon"] = self.epsilon_spent()
-            out["epsilon_budget"] = zcdp_epsilon(rho=self.rho_budget, delta=self.delta)
+            out["epsilon_budget"] = self.epsilon_budget
         out["neighbours"] = "add/remove one row"
-        out["accounting"] = "zCDP, tight CKS conversion to (epsilon, delta)"
+        if self.uses_rdp:
+            out["accounting"] = (f"Renyi DP composed over {len(RDP_ORDERS)} orders "
+                                 f"({RDP_ORDERS[0]:g}..{RDP_ORDERS[-1]:g}); rho is the "
+                                 "unamplified zCDP bound")
+            out["conversion"] = self.conversion
+        elif self.conversion == "classic":
+            out["accounting"] = "zCDP as RDP curves, classic conversion to (epsilon, delta)"
+            out["conversion"] = "classic"
+        else:
+            out["accounting"] = "zCDP, tight CKS conversion to (epsilon, delta)"
+            out["conversion"] = "balle2020"
+        if self.delta is not None and (self.uses_rdp or self.conversion == "classic"):
+            out["optimal_order"] = rdp_epsilon(rdp=self.rdp(), delta=self.delta,
+                                               conversion=self.conversion)[1]
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "rho_budget": self.rho_budget,
             "delta": self.delta,
-            "entries": [asdict(e) for e in self._entries],
+            "entries": [_entry_dict(e) for e in self._entries],
         }
+        if self._epsilon_budget is not None:
+            state["epsilon_budget"] = self._epsilon_budget
+        if self.conversion != "balle2020":
+            state["conversion"] = self.conversion
+        if self.uses_rdp:
+            state["rdp_orders"] = list(RDP_ORDERS)
+        return state
 
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> PrivacyLedger:
-        ledger = cls(rho_budget=state["rho_budget"], delta=state.get("delta"))
+        orders = state.get("rdp_orders")
+        if orders is not None and tuple(float(a) for a in orders) != RDP_ORDERS:
+            raise ValueError("the saved ledger's RDP orders differ from this version's grid")
+        ledger = cls(rho_budget=state["rho_budget"], delta=state.get("delta"),
+                     epsilon_budget=state.get("epsilon_budget"),
+                     conversion=state.get("conversion", "balle2020"))
         for raw in state["entries"]:
             ledger.spend(LedgerEntry(**raw))
         return ledger
