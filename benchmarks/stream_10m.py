@@ -56,8 +56,9 @@ def generate(path: Path, rows: int, *, chunk: int = 1_000_000, seed: int = 0) ->
 
 def stages(data: Path, work: Path, batch_size: int) -> dict:
     """Run the private-side stages on ``data``; called in a fresh process."""
-    from privfair.pipeline import release as rel
+    from privfair.pipeline import artefacts, ingest, private_stages
     from privfair.pipeline.datasets import default_contract_path
+    from privfair.pipeline.plan import ReleaseParams, initial_ledger, preflight
 
     timings: dict[str, float] = {}
 
@@ -67,32 +68,32 @@ def stages(data: Path, work: Path, batch_size: int) -> dict:
         timings[name] = round(time.perf_counter() - start, 3)
         return out
 
-    params = rel.ReleaseParams(data=str(data), epsilon=1.0, delta=1e-9, method="prefair-greedy",
-                               out=str(work / "releases"), work_dir=str(work / "w"),
-                               batch_size=batch_size)
-    plan = timed("preflight", rel.preflight, params)
-    ws = rel.Workspace.open(plan.work_dir, plan.run_id)
-    c, f = plan.contract_path, plan.contract_fingerprint
+    params = ReleaseParams(data=str(data), epsilon=1.0, delta=1e-9, method="prefair-greedy",
+                           out=str(work / "releases"), work_dir=str(work / "w"),
+                           batch_size=batch_size)
+    plan = timed("preflight", preflight, params)
+    ws = artefacts.Workspace.open(plan.work_dir, plan.run_id)
+    c = plan.contract
     try:
-        staged = timed("load", rel.load, plan.data_path, c, f, ws.staging,
+        staged = timed("load", ingest.load, plan.data_path, c, ws.staging,
                        batch_size=batch_size)
-        codes = timed("discretize", rel.discretize, staged, c, f, ws.staging,
+        codes = timed("discretize", ingest.discretize, staged, c, ws.staging,
                       batch_size=batch_size)
-        ledger = rel.initial_ledger(plan, ws.artefacts)
-        one, ledger = timed("measure_one_way", rel.measure_one_way, codes, c, f, ledger,
+        ledger = initial_ledger(plan, ws.artefacts)
+        one, ledger = timed("measure_one_way", private_stages.measure_one_way, codes, c, ledger,
                             ws.artefacts, rho=plan.split["one_way"], seed=None,
                             batch_size=batch_size)
-        tree, ledger = timed("select", rel.select, codes, c, f, one, ledger, ws.artefacts,
+        tree, ledger = timed("select", private_stages.select, codes, c, one, ledger, ws.artefacts,
                              method=plan.method, rho=plan.split["select"], seed=None,
                              batch_size=batch_size)
-        _, ledger = timed("measure_selected", rel.measure_selected, codes, c, f, one, tree,
+        _, ledger = timed("measure_selected", private_stages.measure_selected, codes, c, one, tree,
                           ledger, ws.artefacts, rho=plan.split["measure"], seed=None,
                           batch_size=batch_size)
         staged_mb = Path(staged.path).stat().st_size / 2**20
         codes_mb = Path(codes.path).stat().st_size / 2**20
     finally:
         ws.cleanup_private()
-    spent = rel.load_ledger(ledger).spent
+    spent = artefacts.load_ledger(ledger).spent
     return {
         "contract": str(default_contract_path().name),
         "seconds": timings,

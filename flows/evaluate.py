@@ -31,7 +31,7 @@ from prefect.context import FlowRunContext  # noqa: E402
 from prefect.futures import as_completed  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
-from privfair.evaluation.evaluate import grid as lib  # noqa: E402
+from privfair.evaluation import grid as lib  # noqa: E402
 from privfair.evaluation.grid import EvaluateParams  # noqa: E402
 from tasks import evaluate as ev  # noqa: E402
 from tasks._common import PROGRESS_LISTENERS, ProgressArtifact, report  # noqa: E402

@@ -1,10 +1,11 @@
 """The ``privfair-release`` Prefect flow: a DP, justifiably fair synthetic release of a table.
 
-load -> validate input -> (DP domains: CatHist, DP quantile bins) -> discretize -> measure 1-way -> select fair structure -> measure
-selected (or, for AIM, the interleaved rounds) -> estimate -> sample -> optional fairness
-transform (TOT) -> validate output -> publish
+load -> validate input -> (DP domains: CatHist, DP quantile bins) -> discretize -> measure
+1-way -> select fair structure -> measure selected (or, for AIM, the interleaved rounds)
+-> estimate -> sample -> optional fairness transform (TOT) -> validate output -> publish
 
-The flow only composes tasks (``tasks/``) around :mod:`privfair.pipeline.release` and posts the UI
+The flow only composes tasks (``tasks/``) around the stage modules of :mod:`privfair.pipeline`
+(``plan``, ``ingest``, ``private_stages``, ``post_noise``, ``publish``) and posts the UI
 artifacts: a markdown summary, the ledger as a table, and estimation progress (from the
 ``estimate`` task). The private staging folder is removed as soon as the last private task
 ends, whatever happens. Run it with ``privfair release`` (ephemeral Prefect, no server) or
@@ -24,8 +25,9 @@ if _ROOT not in sys.path:
 from prefect import flow, get_run_logger  # noqa: E402
 from prefect.artifacts import create_markdown_artifact, create_table_artifact  # noqa: E402
 
-from privfair.pipeline import release as lib  # noqa: E402
-from privfair.pipeline.release import ReleaseParams, Workspace  # noqa: E402
+from privfair.pipeline import manifest as lib  # noqa: E402
+from privfair.pipeline.artefacts import Workspace  # noqa: E402
+from privfair.pipeline.plan import ReleaseParams, initial_ledger  # noqa: E402
 from privfair.synth.synthesizer import AIM_METHODS  # noqa: E402
 from tasks import post_noise, private, public  # noqa: E402
 from tasks._common import report  # noqa: E402
@@ -38,35 +40,35 @@ def release(params: ReleaseParams = ReleaseParams()) -> str:  # noqa: B008 - pyd
     report("preflight", 0.0)
     plan = public.preflight(params)
     ws = Workspace.open(plan.work_dir, plan.run_id)
-    c, f, bs, seed = plan.contract_path, plan.contract_fingerprint, plan.batch_size, params.seed
+    bs, seed = plan.batch_size, params.seed
     staging, art = str(ws.staging), str(ws.artefacts)
     try:
         report("load", 0.02)
-        staged = private.load(plan.data_path, c, f, staging, bs)
+        staged = private.load(plan.data_path, plan.contract, staging, bs)
         report("validate input", 0.08)
-        checked = private.validate_input(staged, c, f, staging, bs)
-        ledger = lib.initial_ledger(plan, art)
+        checked = private.validate_input(staged, plan.contract, staging, bs)
+        ledger = initial_ledger(plan, art)
         if plan.split["domains"]:
             report("publish DP domains", 0.12)
             plan, ledger = private.resolve_domains(staged, plan, ledger, art, seed, bs)
-            c, f = plan.contract_path, plan.contract_fingerprint
+        c = plan.contract  # from here on, the resolved contract
         report("discretize", 0.15)
-        codes = private.discretize(staged, c, f, staging, bs)
+        codes = private.discretize(staged, c, staging, bs)
         if plan.method in AIM_METHODS:
             report("AIM rounds", 0.2)
             one_way, structure, selected, ledger = private.fit_aim(
-                codes, c, f, ledger, art, plan.method, plan.rho - plan.split["domains"],
+                codes, c, ledger, art, plan.method, plan.rho - plan.split["domains"],
                 seed, plan.discrete_noise, bs)
         else:
             report("measure one-way", 0.2)
-            one_way, ledger = private.measure_one_way(codes, c, f, ledger, art,
+            one_way, ledger = private.measure_one_way(codes, c, ledger, art,
                                                       plan.split["one_way"], seed,
                                                       plan.discrete_noise, bs)
             report("select structure", 0.25)
-            structure, ledger = private.select(codes, c, f, one_way, ledger, art, plan.method,
+            structure, ledger = private.select(codes, c, one_way, ledger, art, plan.method,
                                                plan.split["select"], seed, bs)
             report("measure selected", 0.3)
-            selected, ledger = private.measure_selected(codes, c, f, one_way, structure, ledger,
+            selected, ledger = private.measure_selected(codes, c, one_way, structure, ledger,
                                                         art, plan.split["measure"], seed,
                                                         plan.discrete_noise, bs)
     finally:
@@ -79,10 +81,10 @@ def release(params: ReleaseParams = ReleaseParams()) -> str:  # noqa: B008 - pyd
     synthetic = post_noise.sample.with_options(**cached)(model, one_way, art, plan.n_rows,
                                                          plan.sample_mode, seed)
     synthetic, transform = post_noise.fairness_transform(
-        synthetic, c, f, art, plan.fairness_transform, plan.eta, plan.discrimination,
+        synthetic, c, art, plan.fairness_transform, plan.eta, plan.discrimination,
         plan.distortion, seed)
     report("validate output", 0.85)
-    output = post_noise.validate_output(synthetic, c, f, plan.n_rows)
+    output = post_noise.validate_output(synthetic, c, plan.n_rows)
     report("publish", 0.9)
     final = public.publish(plan, ledger, one_way, structure, model, synthetic, checked, output,
                            transform)

@@ -142,7 +142,7 @@ def _stderr_console() -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
-    from privfair.pipeline.release import params_error_line
+    from privfair.pipeline.plan import params_error_line
 
     return " ".join(params_error_line(exc).split())
 
@@ -154,7 +154,7 @@ def _is_bad_input(exc: BaseException) -> bool:
 
 
 def _params(args: argparse.Namespace) -> Any:
-    from privfair.pipeline.release import ReleaseParams
+    from privfair.pipeline.plan import ReleaseParams
 
     return ReleaseParams(
         contract=args.contract, data=args.data, epsilon=args.epsilon, delta=args.delta,
@@ -178,7 +178,7 @@ def _progress() -> Any:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
-    from privfair.pipeline.release import preflight
+    from privfair.pipeline.plan import preflight
 
     params = _params(args)  # refuses bad numbers/methods before anything is imported
     preflight(params)  # refuses a bad contract, store or budget before any private read
@@ -189,7 +189,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             bar.update(task, description=stage, completed=fraction)
 
         if args.no_prefect:
-            from privfair.pipeline.release import run_release
+            from privfair.pipeline.runner import run_release
 
             final = run_release(params, progress=progress)
         else:
@@ -231,12 +231,13 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     from privfair.pipeline.contracts import load_contract
     from privfair.pipeline.datasets import default_contract_path, embedded_dataset_for
     from privfair.pipeline.discretize import iter_discretized_batches
-    from privfair.pipeline.release import _code_type, _open_columns
+    from privfair.pipeline.ingest import code_type
+    from privfair.pipeline.plan import open_columns
 
     contract = load_contract(args.contract or default_contract_path())
-    if _open_columns(contract):
+    if open_columns(contract):
         raise ValueError(f"contract {contract.name!r}: open-domain columns "
-                         f"{_open_columns(contract)} have no categories until a release "
+                         f"{open_columns(contract)} have no categories until a release "
                          "runs CatHist on them")
     data = Path(args.data) if args.data else embedded_dataset_for(contract.name)
     if data is None:
@@ -248,7 +249,7 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; expected a file path")
     domain = contract.domain()
-    schema = pa.schema([(a, _code_type(domain.size(a))) for a in domain])
+    schema = pa.schema([(a, code_type(domain.size(a))) for a in domain])
     tmp = out.with_name(f".{out.name}.tmp")
     rows = 0
     try:

@@ -14,7 +14,7 @@ import pandas as pd
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from privfair.evaluation.evaluate import grid as lib
+from privfair.evaluation import grid as lib
 
 REAL_DATA = {"persist_result": False, "cache_policy": NO_CACHE}
 

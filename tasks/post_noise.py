@@ -11,8 +11,9 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
-from privfair.pipeline import release as lib
-from privfair.pipeline.release import FileRef
+from privfair.pipeline import post_noise as lib
+from privfair.pipeline.artefacts import FileRef
+from privfair.pipeline.contracts import Contract
 from tasks._common import RESULTS_DIR, ProgressArtifact
 
 CACHED = {"cache_policy": INPUTS + TASK_SOURCE, "persist_result": True,
@@ -38,17 +39,17 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str, n_rows: int | None,
 
 
 @task(name="fairness-transform", cache_policy=NO_CACHE, persist_result=False)
-def fairness_transform(synthetic: FileRef, contract: str, fingerprint: str, artefacts: str,
+def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str,
                        transform: str, eta: float | None, discrimination: str, distortion: str,
                        seed: int | None) -> tuple[FileRef, dict[str, Any]]:
     """Optional TOT transform of the synthetic codes (post-processing, no privacy cost)."""
-    return lib.fairness_transform(synthetic, contract, fingerprint, artefacts,
+    return lib.fairness_transform(synthetic, contract, artefacts,
                                   transform=transform, eta=eta, discrimination=discrimination,
                                   distortion=distortion, seed=seed)
 
 
 @task(name="validate-output", cache_policy=NO_CACHE, persist_result=False)
-def validate_output(synthetic: FileRef, contract: str, fingerprint: str,
+def validate_output(synthetic: FileRef, contract: Contract,
                     n_rows: int | None) -> dict[str, Any]:
     """GX checks of the decoded synthetic table (public summary)."""
-    return lib.validate_output(synthetic, contract, fingerprint, n_rows=n_rows)
+    return lib.validate_output(synthetic, contract, n_rows=n_rows)

@@ -11,8 +11,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from privfair.pipeline import release as lib
-from privfair.pipeline.release import FileRef, ReleasePlan
+from privfair.pipeline import ingest, private_stages
+from privfair.pipeline.artefacts import FileRef
+from privfair.pipeline.contracts import Contract
+from privfair.pipeline.plan import ReleasePlan
 from tasks._common import retry_on_io_error
 
 PRIVATE = {"persist_result": False, "cache_policy": NO_CACHE}
@@ -20,61 +22,61 @@ PRIVATE = {"persist_result": False, "cache_policy": NO_CACHE}
 
 @task(name="load", retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=retry_on_io_error,
       **PRIVATE)
-def load(data_path: str, contract: str, fingerprint: str, staging: str,
+def load(data_path: str, contract: Contract, staging: str,
          batch_size: int) -> FileRef:
     """Stream the declared columns into a private staged Parquet (DuckDB)."""
-    return lib.load(data_path, contract, fingerprint, staging, batch_size=batch_size)
+    return ingest.load(data_path, contract, staging, batch_size=batch_size)
 
 
 @task(name="validate-input", **PRIVATE)
-def validate_input(staged: FileRef, contract: str, fingerprint: str, staging: str,
+def validate_input(staged: FileRef, contract: Contract, staging: str,
                    batch_size: int) -> dict[str, Any]:
     """GX suite from the contract; details stay in staging, only pass/fail comes back."""
-    return lib.validate_input(staged, contract, fingerprint, staging, batch_size=batch_size)
+    return ingest.validate_input(staged, contract, staging, batch_size=batch_size)
 
 
 @task(name="discretize", **PRIVATE)
-def discretize(staged: FileRef, contract: str, fingerprint: str, staging: str,
+def discretize(staged: FileRef, contract: Contract, staging: str,
                batch_size: int) -> FileRef:
     """Codes Parquet in the private staging folder."""
-    return lib.discretize(staged, contract, fingerprint, staging, batch_size=batch_size)
+    return ingest.discretize(staged, contract, staging, batch_size=batch_size)
 
 
 @task(name="measure-one-way", **PRIVATE)
-def measure_one_way(codes: FileRef, contract: str, fingerprint: str, ledger: FileRef,
+def measure_one_way(codes: FileRef, contract: Contract, ledger: FileRef,
                     artefacts: str, rho: float, seed: int | None, discrete: bool,
                     batch_size: int) -> tuple[FileRef, FileRef]:
     """Noisy one-way marginals + updated ledger (both post-noise JSON files)."""
-    return lib.measure_one_way(codes, contract, fingerprint, ledger, artefacts, rho=rho,
+    return private_stages.measure_one_way(codes, contract, ledger, artefacts, rho=rho,
                                seed=seed, discrete=discrete, batch_size=batch_size)
 
 
 @task(name="select-structure", **PRIVATE)
-def select(codes: FileRef, contract: str, fingerprint: str, one_way: FileRef, ledger: FileRef,
+def select(codes: FileRef, contract: Contract, one_way: FileRef, ledger: FileRef,
            artefacts: str, method: str, rho: float, seed: int | None,
            batch_size: int) -> tuple[FileRef, FileRef]:
     """DP-selected (fair) tree + updated ledger."""
-    return lib.select(codes, contract, fingerprint, one_way, ledger, artefacts, method=method,
+    return private_stages.select(codes, contract, one_way, ledger, artefacts, method=method,
                       rho=rho, seed=seed, batch_size=batch_size)
 
 
 @task(name="measure-selected", **PRIVATE)
-def measure_selected(codes: FileRef, contract: str, fingerprint: str, one_way: FileRef,
+def measure_selected(codes: FileRef, contract: Contract, one_way: FileRef,
                      structure: FileRef, ledger: FileRef, artefacts: str, rho: float,
                      seed: int | None, discrete: bool, batch_size: int
                      ) -> tuple[FileRef, FileRef]:
     """Noisy 2-way marginals of the selected edges + updated ledger."""
-    return lib.measure_selected(codes, contract, fingerprint, one_way, structure, ledger,
+    return private_stages.measure_selected(codes, contract, one_way, structure, ledger,
                                 artefacts, rho=rho, seed=seed, discrete=discrete,
                                 batch_size=batch_size)
 
 
 @task(name="fit-aim", **PRIVATE)
-def fit_aim(codes: FileRef, contract: str, fingerprint: str, ledger: FileRef, artefacts: str,
+def fit_aim(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
             method: str, rho: float, seed: int | None, discrete: bool,
             batch_size: int) -> tuple[FileRef, FileRef, FileRef, FileRef]:
     """AIM rounds: (one-way, structure, round measurements, ledger), all post-noise files."""
-    return lib.fit_aim(codes, contract, fingerprint, ledger, artefacts, method=method, rho=rho,
+    return private_stages.fit_aim(codes, contract, ledger, artefacts, method=method, rho=rho,
                        seed=seed, discrete=discrete, batch_size=batch_size)
 
 
@@ -82,5 +84,5 @@ def fit_aim(codes: FileRef, contract: str, fingerprint: str, ledger: FileRef, ar
 def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef, artefacts: str,
                     seed: int | None, batch_size: int) -> tuple[ReleasePlan, FileRef]:
     """DP domains (CatHist categories, DP quantile bins); the plan then uses them."""
-    return lib.resolve_domains(staged, plan, ledger, artefacts, seed=seed,
+    return private_stages.resolve_domains(staged, plan, ledger, artefacts, seed=seed,
                                batch_size=batch_size)

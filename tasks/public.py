@@ -8,8 +8,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from privfair.pipeline import release as lib
-from privfair.pipeline.release import FileRef, ReleaseParams, ReleasePlan
+from privfair.pipeline import plan as lib
+from privfair.pipeline.artefacts import FileRef
+from privfair.pipeline.plan import ReleaseParams, ReleasePlan
+from privfair.pipeline.publish import publish as publish_release
 from tasks._common import retry_on_io_error
 
 
@@ -25,7 +27,7 @@ def publish(plan: ReleasePlan, ledger: FileRef, one_way: FileRef, structure: Fil
             model: FileRef, synthetic: FileRef, input_validation: dict[str, Any],
             output_validation: dict[str, Any], fairness_transform: dict[str, Any]) -> Path:
     """Atomic release folder + lifetime ledger charge + catalog row."""
-    return lib.publish(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
+    return publish_release(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
                        synthetic=synthetic, input_validation=input_validation,
                        output_validation=output_validation,
                        fairness_transform=fairness_transform)

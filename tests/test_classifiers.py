@@ -19,7 +19,8 @@ from privfair.evaluation.classifiers import (
 
 
 def test_library_imports_without_torch_or_prefect():
-    code = ("import sys, privfair.evaluation.classifiers, privfair.evaluation.utility, privfair.evaluation.fairness_metrics; "
+    code = ("import sys, privfair.evaluation.classifiers, privfair.evaluation.utility, "
+            "privfair.evaluation.fairness_metrics; "
             "assert 'torch' not in sys.modules and 'prefect' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

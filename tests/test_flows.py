@@ -18,8 +18,9 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from flows.release import release  # noqa: E402
 from privfair.cli import main  # noqa: E402
-from privfair.pipeline import release as rel  # noqa: E402
-from privfair.pipeline.release import ReleaseParams  # noqa: E402
+from privfair.pipeline import post_noise as post_noise_lib  # noqa: E402
+from privfair.pipeline.artefacts import FileRef, StoreError  # noqa: E402
+from privfair.pipeline.plan import ReleaseInputError, ReleaseParams  # noqa: E402
 from privfair.pipeline.store import list_releases  # noqa: E402
 from tasks import post_noise, private, public  # noqa: E402
 
@@ -57,8 +58,8 @@ def test_only_io_errors_are_retried():
         return SimpleNamespace(data=exc)
 
     assert retry_on_io_error(None, None, state(OSError("disk hiccup")))
-    assert not retry_on_io_error(None, None, state(rel.ReleaseInputError("missing column")))
-    assert not retry_on_io_error(None, None, state(rel.StoreError("store is a file")))
+    assert not retry_on_io_error(None, None, state(ReleaseInputError("missing column")))
+    assert not retry_on_io_error(None, None, state(StoreError("store is a file")))
     assert not retry_on_io_error(None, None, state(RuntimeError("bug")))
 
 
@@ -114,7 +115,7 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
     true_counts = [json.dumps(toy_frame[c].value_counts().sort_index().tolist())
                    for c in ("sex", "race", "edu", "income")]
     for raw, value in decoded:
-        assert isinstance(value, rel.FileRef)
+        assert isinstance(value, FileRef)
         assert Path(value.path).parent == work / "artefacts"
         for needle in (SECRET_PREFIX, "PAR1", "staging", "codes.parquet", str(toy_parquet)):
             assert needle.encode() not in raw and needle not in value.path
@@ -147,7 +148,7 @@ def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_
         raise Injected("injected in sample")
 
     with monkeypatch.context() as m:
-        m.setattr(rel, "sample", boom)
+        m.setattr(post_noise_lib, "sample", boom)
         with pytest.raises(Injected):
             release(params(toy_contract, toy_parquet, tmp_path))
     assert store_snapshot(store) == {}
@@ -157,6 +158,6 @@ def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_
     before = store_snapshot(store)
     bad = tmp_path / "bad.parquet"
     toy_frame.drop(columns=["income"]).to_parquet(bad, index=False)
-    with pytest.raises(rel.ReleaseInputError, match=r"missing column\(s\) \['income'\]"):
+    with pytest.raises(ReleaseInputError, match=r"missing column\(s\) \['income'\]"):
         release(params(toy_contract, bad, tmp_path))
     assert store_snapshot(store) == before

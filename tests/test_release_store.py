@@ -14,10 +14,11 @@ import pytest
 from conftest import SECRET_PREFIX
 
 from privfair.core.accounting import zcdp_rho
-from privfair.core.errors import BudgetExceededError
-from privfair.pipeline import release as rel
+from privfair.core.errors import BudgetExceededError, ContractError
+from privfair.pipeline import artefacts, ingest, plan, post_noise, private_stages, publish, runner
 from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.release import ReleaseParams, run_release
+from privfair.pipeline.plan import ReleaseParams
+from privfair.pipeline.runner import run_release
 from privfair.pipeline.store import lifetime_ledgers, list_releases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,7 +67,8 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     assert manifest["fairness_transform"] == {"name": "none", "applied": False}
     assert manifest["validation"]["input"] == {"passed": True, "expectations": 12}
     assert manifest["validation"]["output"]["passed"] is True
-    assert manifest["files"]["synthetic.parquet"] == rel.sha256_file(final / "synthetic.parquet")
+    assert manifest["files"]["synthetic.parquet"] == artefacts.sha256_file(
+        final / "synthetic.parquet")
 
     html = (final / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 3
@@ -125,7 +127,7 @@ def test_lifetime_budget_refused_before_any_private_read(toy_contract, toy_parqu
     def boom(*a, **k):
         raise AssertionError("private data was read")
 
-    monkeypatch.setattr(rel, "load", boom)
+    monkeypatch.setattr(runner, "load", boom)
     with pytest.raises(BudgetExceededError, match="lifetime budget of dataset 'toy' exceeded"):
         run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=eps, delta=delta))
     assert store_snapshot(store) == before
@@ -160,10 +162,11 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
 
     import privfair.pipeline.report
 
-    targets = [(rel, name) for name in STAGES] + [
-        (privfair.pipeline.report, "build_report"),          # inside publish, temp folder half-written
-        (rel, "catalog"),                          # after the ledger was charged
-        (rel.os, "rename"),                         # the commit point itself
+    # The runner calls each stage by the name it imported, so faults are injected there.
+    targets = [(runner, name) for name in STAGES] + [
+        (privfair.pipeline.report, "build_report"),  # inside publish, folder half-written
+        (publish, "catalog"),                        # after the ledger was charged
+        (publish.os, "rename"),                      # the commit point itself
     ]
     for module, name in targets:
         with monkeypatch.context() as m:
@@ -181,8 +184,8 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
 def test_store_not_writable_is_refused(toy_contract, toy_parquet, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(rel.StoreError, match="is a file"):
-        rel.preflight(params(toy_contract, toy_parquet, tmp_path, out=str(blocker / "store")))
+    with pytest.raises(artefacts.StoreError, match="is a file"):
+        plan.preflight(params(toy_contract, toy_parquet, tmp_path, out=str(blocker / "store")))
     assert blocker.read_text() == "x"
 
 
@@ -191,8 +194,8 @@ def test_dataset_name_must_be_a_folder_name(tmp_path, toy_parquet):
 
     evil = tmp_path / "evil.yaml"
     evil.write_text(TOY_CONTRACT.replace("name: toy", "name: ../../etc"))
-    with pytest.raises(rel.ContractError, match="cannot name a release folder"):
-        rel.preflight(params(evil, toy_parquet, tmp_path))
+    with pytest.raises(ContractError, match="cannot name a release folder"):
+        plan.preflight(params(evil, toy_parquet, tmp_path))
 
 
 def test_open_domain_column_is_released_with_cathist(tmp_path):
@@ -214,7 +217,7 @@ def test_open_domain_column_is_released_with_cathist(tmp_path):
     cathist_entries = [e for e in manifest["ledger"] if e["mechanism"] == "laplace"]
     assert [e["name"] for e in cathist_entries] == ["CatHist categories of gender"]
     rho = zcdp_rho(epsilon=0.9, delta=1e-7)
-    assert cathist_entries[0]["rho"] == pytest.approx(rel.DOMAIN_SHARE * rho)
+    assert cathist_entries[0]["rho"] == pytest.approx(plan.DOMAIN_SHARE * rho)
     assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(rho, rel=1e-9)
     assert manifest["contract"]["resolved_fingerprint"] != manifest["contract"]["fingerprint"]
     released = manifest["domain"]["labels"]["gender"]
@@ -232,36 +235,36 @@ def test_open_domain_column_without_other_bucket_is_refused(tmp_path, toy_parque
     contract = tmp_path / "no_other.yaml"
     contract.write_text(text)
     with pytest.raises(Exception, match="needs out_of_domain"):
-        rel.preflight(params(contract, toy_parquet, tmp_path))
+        plan.preflight(params(contract, toy_parquet, tmp_path))
 
 
 def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
     """Model and measurement artefacts reload to the same objects (no pickle)."""
-    ws = rel.Workspace.open(tmp_path / "w")
-    plan = rel.preflight(params(toy_contract, toy_parquet, tmp_path))
-    c, f = plan.contract_path, plan.contract_fingerprint
-    staged = rel.load(plan.data_path, c, f, ws.staging)
-    codes = rel.discretize(staged, c, f, ws.staging)
-    led = rel.initial_ledger(plan, ws.artefacts)
-    one, led = rel.measure_one_way(codes, c, f, led, ws.artefacts, rho=plan.split["one_way"],
-                                   seed=1)
-    tree, led = rel.select(codes, c, f, one, led, ws.artefacts, method="mst",
-                           rho=plan.split["select"], seed=1)
-    sel, led = rel.measure_selected(codes, c, f, one, tree, led, ws.artefacts,
-                                    rho=plan.split["measure"], seed=1)
-    assert rel.load_ledger(led).spent == pytest.approx(plan.rho)
-    model_ref = rel.estimate(one, sel, ws.artefacts, max_iters=100)
-    model = rel.load_model(model_ref)
+    ws = artefacts.Workspace.open(tmp_path / "w")
+    run = plan.preflight(params(toy_contract, toy_parquet, tmp_path))
+    c = run.contract
+    staged = ingest.load(run.data_path, c, ws.staging)
+    codes = ingest.discretize(staged, c, ws.staging)
+    led = plan.initial_ledger(run, ws.artefacts)
+    one, led = private_stages.measure_one_way(codes, c, led, ws.artefacts,
+                                              rho=run.split["one_way"], seed=1)
+    tree, led = private_stages.select(codes, c, one, led, ws.artefacts, method="mst",
+                                      rho=run.split["select"], seed=1)
+    sel, led = private_stages.measure_selected(codes, c, one, tree, led, ws.artefacts,
+                                               rho=run.split["measure"], seed=1)
+    assert artefacts.load_ledger(led).spent == pytest.approx(run.rho)
+    model_ref = post_noise.estimate(one, sel, ws.artefacts, max_iters=100)
+    model = artefacts.load_model(model_ref)
     for clique in model.potentials:
         assert model.marginal(clique).sum() == pytest.approx(model.total)
-    a = rel.sample(model_ref, one, ws.artefacts, n_rows=50, seed=3)
-    b = rel.sample(model_ref, one, ws.artefacts, n_rows=50, seed=3)
+    a = post_noise.sample(model_ref, one, ws.artefacts, n_rows=50, seed=3)
+    b = post_noise.sample(model_ref, one, ws.artefacts, n_rows=50, seed=3)
     assert a == b  # content-addressed: same seed, same file
     assert Path(a.path).parent == ws.artefacts
     # a tampered artefact is refused
     Path(one.path).write_text("{}")
-    with pytest.raises(rel.StoreError, match="changed"):
-        rel.load_one_way(one)
+    with pytest.raises(artefacts.StoreError, match="changed"):
+        artefacts.load_one_way(one)
 
 
 def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
@@ -282,7 +285,8 @@ def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
 
 
 def test_library_never_imports_prefect():
-    code = ("import sys, privfair, privfair.pipeline.release, privfair.pipeline.report, privfair.pipeline.validation, "
+    code = ("import sys, privfair, privfair.pipeline.runner, privfair.pipeline.report, "
+            "privfair.pipeline.validation, "
             "privfair.cli; assert 'prefect' not in sys.modules, 'prefect imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
@@ -321,7 +325,7 @@ def test_fair_aim_release_with_tot_transform_on_the_safes_view(tmp_path):
 ])
 def test_bad_fairness_transform_settings_are_refused(toy_contract, toy_parquet, tmp_path, kw,
                                                      message):
-    with pytest.raises(rel.ReleaseInputError, match=message):
+    with pytest.raises(plan.ReleaseInputError, match=message):
         run_release(params(toy_contract, toy_parquet, tmp_path, **kw))
     assert not (tmp_path / "releases").exists() or version_dirs(tmp_path / "releases") == []
 
@@ -348,7 +352,7 @@ def test_dp_bins_are_published_by_the_release(tmp_path):
     quantiles = [e for e in manifest["ledger"] if e["name"].startswith("DP bins of priors")]
     assert [e["mechanism"] for e in quantiles] == ["exponential", "exponential"]
     rho = zcdp_rho(epsilon=2.0, delta=1e-9)
-    assert sum(e["rho"] for e in quantiles) == pytest.approx(rel.DOMAIN_SHARE * rho)
+    assert sum(e["rho"] for e in quantiles) == pytest.approx(plan.DOMAIN_SHARE * rho)
     assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(rho, rel=1e-9)
     labels = manifest["domain"]["labels"]["priors_count"]
     assert 2 <= len(labels) <= 3

@@ -1,5 +1,8 @@
 """Downstream classifiers: train on a synthetic table, test on real held-out rows.
 
+This module is long on purpose: three classifiers behind one entry point, plus their scoring;
+keeping them together keeps the train-on-synthetic, test-on-real protocol in one place.
+
 Three kinds share one entry point, :func:`fit_predict`:
 
 * ``"logistic"``: L2-penalised logistic regression fitted with L-BFGS (``scipy.optimize``),

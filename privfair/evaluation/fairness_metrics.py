@@ -1,5 +1,8 @@
 """Fairness of a table (structural bias) and of a classifier's decisions on it.
 
+This module is long on purpose: it is a catalogue of small, independent metric functions that
+share one counting helper; each is short and cites its definition.
+
 Two families of measures are implemented, each exactly as its paper writes it:
 
 * SAFES (Giddens & Liu 2024, §3.2): data fairness COD (Def. 6), classifier fairness SPD and

@@ -236,7 +236,8 @@ def summary_table(results: pd.DataFrame) -> pd.DataFrame:
     """Means over seeds per dataset × method (+ η) × ε: tvd2, accuracy, |DP|, |CDP|.
 
     ``abs DP`` and ``abs CDP`` are the absolute disparities of the first classifier, averaged
-    over the single protected attributes (as in :func:`privfair.evaluation.evaluate.trade_off_report`).
+    over the single protected attributes (as in
+    :func:`privfair.evaluation.evaluate.trade_off_report`).
     """
     ok = results[results["error"].isna()].copy()
     if ok.empty:

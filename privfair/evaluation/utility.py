@@ -1,5 +1,8 @@
 """Utility of a synthetic table: marginal TVD, Cramér's V correlation difference, KS, CI tests.
 
+This module is long on purpose: a catalogue of small utility metrics over one packed-key
+counting helper; each function is short and independent.
+
 Every function takes tables of integer codes (a pandas ``DataFrame`` or a mapping of column ->
 1-D integer array) and the declared :class:`~privfair.core.domain.Domain` (or a ``{name: size}``
 mapping). Category counts always come from the declared domain, never from the data, so a

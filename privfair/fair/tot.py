@@ -1,5 +1,8 @@
 """Optimized pre-processing ("TOT", Calmon et al. 2017) as a sparse linear program.
 
+This module is long on purpose: it is one optimisation problem (variables, the three constraint
+families, the registered distortions and the sampler of its solution), read top to bottom.
+
 TOT learns a randomized map ``q(x̃, ỹ | d, x, y)`` that leaves the protected attributes ``D``
 unchanged and moves the features ``X`` and the outcome ``Y`` so that
 
@@ -17,7 +20,8 @@ module builds and solves the program.
 
 How this differs from AIF360's ``OptimPreproc``/``OptTools``:
 
-* **Declared domains.** ``D``, ``X`` and ``Y`` have the sizes a :class:`~privfair.core.domain.Domain`
+* **Declared domains.** ``D``, ``X`` and ``Y`` have the sizes a
+  :class:`~privfair.core.domain.Domain`
   declares, never the levels that happen to occur in the data, so a frame holding a level that
   was absent at fit time transforms fine (see *fallback* below).
 * **Sparse.** Only transitions that the distortion allows are variables: with ``d_i = 0`` a

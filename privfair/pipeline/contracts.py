@@ -1,5 +1,8 @@
 """Data contracts: the owner's public declaration of a dataset, one YAML file per dataset.
 
+This module is long on purpose: it is the one schema of a contract (pydantic models, their
+validators and the resolved forms); split, a reader would have to chase one YAML key across files.
+
 A contract fixes everything that must *not* come from the private data: the columns, their
 ordered categories or bin edges, what to do with nulls and out-of-domain values, the attribute
 roles used by the fair methods, and the lifetime privacy budget. It is parsed into pydantic

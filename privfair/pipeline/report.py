@@ -161,7 +161,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
     Parameters
     ----------
     manifest : mapping
-        The release manifest (see :func:`privfair.pipeline.release.build_manifest`); post-DP only.
+        The release manifest (see :func:`privfair.pipeline.manifest.build_manifest`); post-DP only.
     synthetic : DataFrame
         The synthetic table with declared labels.
     labels : mapping, optional

@@ -2,7 +2,7 @@
 
 ``releases/<dataset>/lifetime_ledger.json`` composes every published release of a dataset in
 zCDP against the contract's lifetime budget; ``releases/catalog.duckdb`` lists releases. Both
-are written under a per-dataset lock, atomically, by :func:`privfair.pipeline.release.publish`.
+are written under a per-dataset lock, atomically, by :func:`privfair.pipeline.publish.publish`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Two suites per contract:
 
-* ``input`` — for the private table as staged by :func:`privfair.pipeline.release.load` (declared
+* ``input`` — for the private table as staged by :func:`privfair.pipeline.ingest.load` (declared
   columns; numeric columns as float64, the others as text): the exact column set, and per
   column the ``nulls: refuse`` and ``out_of_domain: refuse`` policies (values in the declared
   categories or aliases; numbers in ``[lower, upper]``).

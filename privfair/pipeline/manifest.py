@@ -1,0 +1,161 @@
+"""The release manifest and its summaries (markdown for Prefect artifacts, ledger rows).
+
+Only public settings and post-DP quantities go in; the seed never does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from privfair.core.accounting import PrivacyLedger
+from privfair.pipeline.artefacts import (
+    utc_now,
+)
+from privfair.pipeline.contracts import Contract
+from privfair.pipeline.plan import ReleasePlan
+from privfair.pipeline.store import (
+    LifetimeLedger,
+    code_version,
+)
+from privfair.synth.structure import SelectedStructure
+from privfair.synth.synthesizer import (
+    AIM_METHODS,
+    OneWayModel,
+)
+
+log = logging.getLogger(__name__)
+
+FORMAT = "privfair-release/1"
+
+
+def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
+                   one_way: OneWayModel, structure: SelectedStructure,
+                   model: Mapping[str, Any], contract: Contract, n_rows: int,
+                   input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
+                   lifetime: LifetimeLedger, fairness_transform: Mapping[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """The release manifest: only public settings and post-DP quantities."""
+    report = model.get("report") or {}
+    return {
+        "format": FORMAT,
+        "dataset": plan.dataset,
+        "version": version,
+        "started_at": plan.started_at,
+        "published_at": utc_now(),
+        "guarantee": {
+            "epsilon": plan.epsilon,
+            "delta": plan.delta,
+            "rho": plan.rho,
+            "spent": ledger.guarantee(),
+        },
+        "ledger": [asdict(e) for e in ledger.entries],
+        "lifetime": {
+            "epsilon_budget": lifetime.epsilon_budget,
+            "delta_budget": lifetime.delta_budget,
+            "rho_budget": lifetime.rho_budget,
+            "rho_spent_after": lifetime.rho_spent + plan.rho,
+        },
+        "method": {
+            "name": plan.method,
+            "budget_split": dict(plan.split),
+            "compress": plan.method not in AIM_METHODS,
+            "compression": one_way.compression.to_dict(),
+            "discrete_noise": plan.discrete_noise,
+            "estimation": {"max_iters": plan.max_iters, **report},
+            "estimated_total": float(model["total"]),
+        },
+        "parameters": {
+            "epsilon": plan.epsilon, "delta": plan.delta, "method": plan.method,
+            "n_rows": plan.n_rows, "sample_mode": plan.sample_mode,
+            "discrete_noise": plan.discrete_noise,
+            "fairness_transform": plan.fairness_transform,
+            "data_source": ("embedded default dataset" if plan.data_source == "embedded"
+                            else "operator-supplied file (path and hash not recorded)"),
+        },
+        "structure": structure.to_dict(),
+        "fairness_check": structure.fairness.to_dict(),
+        "fairness_transform": dict(fairness_transform or {"name": "none", "applied": False}),
+        "sampling": {"mode": plan.sample_mode, "n_rows": n_rows},
+        "seed_policy": plan.seed_policy,
+        "validation": {"input": dict(input_validation), "output": dict(output_validation)},
+        "contract": {"name": contract.name, "version": contract.version,
+                     "fingerprint": plan.declared_contract_fingerprint,
+                     # differs when the release published DP domains (see the ledger)
+                     "resolved_fingerprint": plan.contract_fingerprint},
+        "domain": {"attributes": list(contract.column_names),
+                   "sizes": contract.domain().to_dict(),
+                   "labels": {c: contract.labels(c) for c in contract.column_names}},
+        "roles": contract.roles().to_dict(),
+        "code_version": code_version(),
+    }
+
+
+# --- summaries for the orchestrator (Prefect artifacts) and the CLI -----------------------
+
+
+def read_manifest(release_dir: str | Path) -> dict[str, Any]:
+    return json.loads((Path(release_dir) / "manifest.json").read_text())
+
+
+def ledger_rows(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The release's ledger as table rows, with a total row (post-DP accounting only)."""
+    rows = [{"step": e["name"], "mechanism": e["mechanism"], "rho": e["rho"],
+             "sigma": e.get("sigma"), "epsilon": e.get("epsilon"), "queries": e["queries"]}
+            for e in manifest["ledger"]]
+    spent = manifest["guarantee"]["spent"]
+    rows.append({"step": "total", "mechanism": "zCDP composition", "rho": spent["rho"],
+                 "sigma": None, "epsilon": spent.get("epsilon"), "queries": sum(
+                     int(e["queries"]) for e in manifest["ledger"])})
+    return rows
+
+
+def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> str:
+    """Markdown summary of a release: guarantee, method, structure, fairness, validation."""
+    g, m = manifest["guarantee"], manifest["method"]
+    fairness, validation = manifest["fairness_check"], manifest["validation"]
+    edges = ", ".join(f"`{a}`–`{b}`" for a, b in manifest["structure"]["edges"]) or "none"
+    life = manifest["lifetime"]
+    verdict = "passed" if fairness["passed"] else "FAILED"
+    lines = [
+        f"# privfair release `{manifest['dataset']}` {manifest['version']}",
+        "",
+        f"Folder: `{release_dir}`",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Guarantee | ({g['epsilon']:g}, {g['delta']:.3g})-DP, ρ = {g['rho']:.6g} zCDP "
+        f"(add/remove one row) |",
+        f"| ρ spent | {g['spent']['rho']:.6g} |",
+        f"| Lifetime ρ after this release | {life['rho_spent_after']:.6g} of "
+        f"{life['rho_budget']:.6g} (ε = {life['epsilon_budget']:g}, "
+        f"δ = {life['delta_budget']:g}) |",
+        f"| Method | {m['name']} (discrete noise: {m['discrete_noise']}) |",
+        f"| Structure | {edges} |",
+        f"| Fairness check | {verdict}: {fairness['criterion']} |",
+        f"| Fairness transform | {_transform_line(manifest['fairness_transform'])} |",
+        f"| Input validation | {'passed' if validation['input'].get('passed') else 'FAILED'} |",
+        f"| Output validation | {'passed' if validation['output'].get('passed') else 'FAILED'} |",
+        f"| Rows | {manifest['sampling']['n_rows']} ({manifest['sampling']['mode']}) |",
+        f"| Contract | {manifest['contract']['name']} {manifest['contract']['version']} "
+        f"(`{manifest['contract']['fingerprint'][:16]}`) |",
+        f"| Seed policy | {manifest['seed_policy']} |",
+        "",
+        "Every value above is public accounting or post-DP output; no private count appears.",
+    ]
+    return "\n".join(lines)
+
+
+# --- the stage runner (no Prefect) ----------------------------------------------------------
+
+
+def _transform_line(record: Mapping[str, Any]) -> str:
+    if not record.get("applied"):
+        return "none"
+    parameters = record.get("parameters", {})
+    return (f"{record['name']} (η = {parameters.get('eta')}, "
+            f"{parameters.get('discrimination')}; post-processing, no privacy cost)")

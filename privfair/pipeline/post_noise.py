@@ -1,0 +1,126 @@
+"""Post-noise stages: estimation, sampling, the fairness transform and output validation.
+
+Everything here is post-processing of DP measurements; nothing reads private data.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from privfair.pipeline.artefacts import (
+    FileRef,
+    json_bytes,
+    load_measurements,
+    load_model,
+    load_one_way,
+    save_model,
+    write_artefact,
+)
+from privfair.pipeline.contracts import Contract
+from privfair.pipeline.plan import OutputValidationError
+from privfair.pipeline.randomness import stage_rng
+from privfair.synth.synthesizer import (
+    fit_model,
+    generate,
+)
+
+log = logging.getLogger(__name__)
+
+
+# --- post-noise side ------------------------------------------------------------------------
+
+
+def estimate(one_way: FileRef, selected: FileRef, artefacts: str | Path, *,
+             max_iters: int = 10_000, tol: float = 1e-6,
+             callback: Callable[[int, float], None] | None = None) -> FileRef:
+    """Fit the graphical model to the noisy measurements (post-processing only)."""
+    model = fit_model(load_one_way(one_way), load_measurements(selected), tol=tol,
+                      max_iters=max_iters, callback=callback)
+    return save_model(model, artefacts)
+
+
+def sample(model: FileRef, one_way: FileRef, artefacts: str | Path, *, n_rows: int | None,
+           mode: str = "iid", seed: int | None = None) -> FileRef:
+    """Draw synthetic codes (post-processing); ``n_rows`` defaults to the noisy total."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fitted = load_model(model)
+    compression = load_one_way(one_way).compression
+    n = round(fitted.total) if n_rows is None else int(n_rows)
+    frame = generate(fitted, compression, n, rng=stage_rng(seed, "sample"), mode=mode)
+    table = pa.table({a: frame[a].to_numpy().astype(np.int64) for a in frame.columns})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    return write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
+
+
+def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | Path, *,
+                       transform: str, eta: float | None = None,
+                       discrimination: str = "additive",
+                       distortion: str = "safes-adult", seed: int | None = None
+                       ) -> tuple[FileRef, dict[str, Any]]:
+    """Optional fairness transform of the synthetic table (post-processing, no privacy cost).
+
+    ``"tot"`` fits Calmon et al.'s optimised pre-processing on the synthetic codes — D the
+    contract's protected attributes, Y its outcome, X every other attribute — and applies it
+    to them. Returns the (possibly new) synthetic codes and the manifest record.
+    """
+    if transform == "none":
+        return synthetic, {"name": "none", "applied": False}
+    if transform != "tot":
+        raise ValueError(f"fairness_transform must be 'none' or 'tot', got {transform!r}")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfair.fair.tot import TOTransform
+
+    domain, roles = contract.domain(), contract.roles()
+    outcome = roles.outcome[0]
+    features = [a for a in domain if a not in roles.protected and a != outcome]
+    tot = TOTransform(d_cols=list(roles.protected), x_cols=features, y_col=outcome,
+                      domain=domain, eta=eta, discrimination=discrimination,
+                      distortion=distortion)
+    codes = read_codes(synthetic)
+    moved = tot.fit(codes).transform(codes, rng=stage_rng(seed, "tot"))
+    table = pa.table({a: moved[a].to_numpy().astype(np.int64) for a in domain})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
+    record = {"name": "tot", "applied": True, "post_processing": True,
+              "additional_privacy_cost": 0.0, **tot.to_manifest()}
+    return ref, json.loads(json_bytes(record))
+
+
+def read_codes(ref: FileRef) -> pd.DataFrame:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(ref.open_checked()).to_pandas()
+
+
+def decode_codes(codes: pd.DataFrame, contract: Contract) -> pd.DataFrame:
+    """Synthetic codes -> declared labels."""
+    from privfair.pipeline import discretize as disc
+
+    return disc.decode(codes, contract)
+
+
+def validate_output(synthetic: FileRef, contract: Contract,
+                    *, n_rows: int | None = None) -> dict[str, Any]:
+    """GX checks of the decoded synthetic table (public, so the summary can be detailed)."""
+    from privfair.pipeline.validation import validate_frames
+
+    labelled = decode_codes(read_codes(synthetic), contract)
+    outcome = validate_frames([labelled], contract, side="output", n_rows=n_rows)
+    if not outcome.passed:
+        raise OutputValidationError(
+            f"synthetic table breaks contract {contract.name!r}: {outcome.problem_line()}")
+    return outcome.public_summary()

@@ -1,0 +1,179 @@
+"""Private side, DP stages: every read of true counts here goes through a mechanism charged
+to the release's ledger. Inputs and outputs are file references and post-noise artefacts.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from privfair.pipeline.artefacts import (
+    FileRef,
+    load_ledger,
+    load_one_way,
+    load_structure,
+    save_ledger,
+    save_measurements,
+    save_one_way,
+    save_structure,
+    write_artefact,
+)
+from privfair.pipeline.contracts import Contract
+from privfair.pipeline.ingest import code_batches, iter_frames
+from privfair.pipeline.plan import ReleasePlan, open_columns
+from privfair.pipeline.randomness import stage_rng
+from privfair.synth.measure import all_pairs, count_marginals
+from privfair.synth.structure import SelectedStructure, check_fairness
+from privfair.synth.synthesizer import (
+    fit_one_way,
+)
+from privfair.synth.synthesizer import measure_one_way as _measure_one_way
+from privfair.synth.synthesizer import measure_selected as _measure_selected
+from privfair.synth.synthesizer import select as _select
+
+log = logging.getLogger(__name__)
+
+
+# --- private side: measurements -------------------------------------------------------------
+
+
+def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
+                    artefacts: str | Path, *, seed: int | None, batch_size: int = 200_000
+                    ) -> tuple[ReleasePlan, FileRef]:
+    """Publish the domains the contract leaves to DP; returns the plan bound to them.
+
+    Open-domain text columns get CatHist categories; ``dp_bins`` columns get DP quantile
+    edges. The private values are read here and leave only through those mechanisms, which
+    share ``plan.split["domains"]`` evenly. A resolved contract (a post-DP artefact) then
+    replaces the declared one for every later stage; the manifest records both fingerprints.
+    """
+    from collections import Counter
+
+    from privfair.pipeline.cathist import cathist, random_word_sampler
+    from privfair.pipeline.quantiles import dp_quantile_edges
+
+    contract = plan.contract
+    columns = contract.unresolved_columns
+    rho = plan.split["domains"] / len(columns)
+    book = load_ledger(ledger)
+    book.check(plan.split["domains"])
+    text = set(open_columns(contract))
+    counts: dict[str, Counter] = {name: Counter() for name in text}
+    numbers: dict[str, list[np.ndarray]] = {name: [] for name in columns if name not in text}
+    for frame in iter_frames(staged, batch_size=batch_size, columns=columns):
+        for name in text:
+            counts[name].update(frame[name].dropna().astype(str).str.strip().value_counts()
+                                .to_dict())
+        for name, parts in numbers.items():
+            parts.append(pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64))
+    rng = stage_rng(seed, "domains")
+    categories, edges = {}, {}
+    for name in columns:
+        spec = contract.column(name)
+        if name in text:
+            result = cathist(counts.pop(name), domain_size=spec.open_domain.size,
+                             tolerance=spec.open_domain.tolerance,
+                             epsilon=math.sqrt(2 * rho),  # ε-DP is ε²/2-zCDP
+                             rng=rng, ledger=book, universe_sampler=random_word_sampler(),
+                             name=f"CatHist categories of {name}")
+            categories[name] = list(result.categories)
+        else:
+            edges[name] = dp_quantile_edges(
+                np.concatenate(numbers.pop(name)), bins=spec.dp_bins, lower=spec.lower,
+                upper=spec.upper, integer=spec.integer, rho=rho, rng=rng, ledger=book,
+                name=f"DP bins of {name}")
+    resolved = contract.with_released_categories(categories).with_released_bins(edges)
+    text_yaml = yaml.safe_dump(resolved.model_dump(by_alias=True, exclude_none=True,
+                                                   mode="json"),
+                               sort_keys=False, allow_unicode=True)
+    ref = write_artefact(artefacts, "contract", text_yaml.encode("utf-8"), "yaml")
+    plan = replace(plan, contract=resolved, contract_path=ref.path,
+                   contract_fingerprint=resolved.fingerprint())
+    return plan, save_ledger(book, artefacts)
+
+
+def measure_one_way(codes: FileRef, contract: Contract,
+                    ledger: FileRef, artefacts: str | Path, *, rho: float, seed: int | None,
+                    discrete: bool = False, batch_size: int = 200_000
+                    ) -> tuple[FileRef, FileRef]:
+    """Count and measure every one-way marginal; returns (one-way artefact, ledger)."""
+    domain = contract.domain()
+    book = load_ledger(ledger)
+    book.check(rho)
+    tables = count_marginals(domain, [(a,) for a in domain],
+                             code_batches(codes, batch_size=batch_size))
+    noisy = _measure_one_way(tables, domain, rho=rho, rng=stage_rng(seed, "one-way"),
+                             ledger=book, discrete=discrete)
+    del tables
+    model = fit_one_way(noisy, domain)
+    return save_one_way(model, noisy, artefacts), save_ledger(book, artefacts)
+
+
+def select(codes: FileRef, contract: Contract,
+           one_way: FileRef, ledger: FileRef, artefacts: str | Path, *, method: str,
+           rho: float, seed: int | None, max_search_nodes: int = 200_000,
+           batch_size: int = 200_000) -> tuple[FileRef, FileRef]:
+    """DP structure selection over all pairs; returns (structure, ledger)."""
+    domain, roles = contract.domain(), contract.roles()
+    book = load_ledger(ledger)
+    book.check(rho)
+    model = load_one_way(one_way)
+    tables = count_marginals(domain, all_pairs(domain),
+                             code_batches(codes, batch_size=batch_size))
+    structure = _select(tables, model, roles, method=method, rho=rho,
+                        rng=stage_rng(seed, "select"), ledger=book,
+                        max_search_nodes=max_search_nodes)
+    del tables
+    return save_structure(structure, artefacts), save_ledger(book, artefacts)
+
+
+def measure_selected(codes: FileRef, contract: Contract,
+                     one_way: FileRef, structure: FileRef, ledger: FileRef,
+                     artefacts: str | Path, *, rho: float, seed: int | None,
+                     discrete: bool = False, batch_size: int = 200_000
+                     ) -> tuple[FileRef, FileRef]:
+    """Measure the selected 2-way marginals; returns (measurements, ledger)."""
+    domain = contract.domain()
+    book = load_ledger(ledger)
+    book.check(rho)
+    model, tree = load_one_way(one_way), load_structure(structure)
+    tables = count_marginals(domain, tree.cliques, code_batches(codes, batch_size=batch_size))
+    noisy = _measure_selected(tables, model, tree, rho=rho, rng=stage_rng(seed, "measure"),
+                              ledger=book, discrete=discrete)
+    del tables
+    return save_measurements(noisy, artefacts), save_ledger(book, artefacts)
+
+
+def fit_aim(codes: FileRef, contract: Contract,
+            ledger: FileRef, artefacts: str | Path, *, method: str, rho: float,
+            seed: int | None, discrete: bool = False, max_model_size_mb: float = 80.0,
+            batch_size: int = 200_000) -> tuple[FileRef, FileRef, FileRef, FileRef]:
+    """AIM (or fair AIM) with the whole budget: selection and measurement interleave.
+
+    Returns the same artefacts as the tree path, so estimation and sampling are shared:
+    (initial one-way measurements, structure, round measurements, ledger).
+    """
+    from privfair.synth.aim import candidate_cliques, run_aim
+
+    domain, roles = contract.domain(), contract.roles()
+    book = load_ledger(ledger)
+    book.check(rho)
+    tables = count_marginals(domain, candidate_cliques(domain),
+                             code_batches(codes, batch_size=batch_size))
+    result = run_aim(tables, domain, rho=rho, rng=stage_rng(seed, "aim"), ledger=book,
+                     roles=roles, fair=method == "aim-fair", max_model_size_mb=max_model_size_mb,
+                     refit=False, discrete=discrete)
+    del tables
+    initial = result.measurements[:result.n_initial]
+    rounds = result.measurements[result.n_initial:]
+    one_way = fit_one_way(initial, domain, compress=False)
+    structure = SelectedStructure(method, tuple(result.cliques), check_fairness(
+        domain.attributes, [m.clique for m in result.measurements], roles))
+    return (save_one_way(one_way, initial, artefacts), save_structure(structure, artefacts),
+            save_measurements(rounds, artefacts), save_ledger(book, artefacts))

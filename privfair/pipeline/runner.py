@@ -1,0 +1,98 @@
+"""The stage runner without Prefect (``privfair release --no-prefect``).
+
+It chains the same stage functions that ``flows/release.py`` wraps in Prefect tasks, in the
+same order, so both paths release the same thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from privfair.pipeline.artefacts import Workspace
+from privfair.pipeline.ingest import discretize, load, validate_input
+from privfair.pipeline.plan import ReleaseParams, initial_ledger, preflight
+from privfair.pipeline.post_noise import estimate, fairness_transform, sample, validate_output
+from privfair.pipeline.private_stages import (
+    fit_aim,
+    measure_one_way,
+    measure_selected,
+    resolve_domains,
+    select,
+)
+from privfair.pipeline.publish import publish
+from privfair.synth.synthesizer import AIM_METHODS
+
+#: ``progress(stage, fraction)``: told as each stage starts.
+Progress = Callable[[str, float], None]
+
+
+def run_release(params: ReleaseParams | Mapping[str, Any], *,
+                progress: Progress | None = None) -> Path:
+    """Run every stage in this process; returns the release folder.
+
+    ``progress(stage, fraction)`` is called as stages start. The private staging folder is
+    removed whatever happens.
+    """
+    report = progress or (lambda stage, fraction: None)
+    params = params if isinstance(params, ReleaseParams) else ReleaseParams.model_validate(
+        params)
+    report("preflight", 0.0)
+    plan = preflight(params)
+    ws = Workspace.open(plan.work_dir, plan.run_id)
+    bs, seed = plan.batch_size, params.seed
+    try:
+        report("load", 0.02)
+        staged = load(plan.data_path, plan.contract, ws.staging, batch_size=bs)
+        report("validate input", 0.08)
+        checked = validate_input(staged, plan.contract, ws.staging, batch_size=bs)
+        ledger = initial_ledger(plan, ws.artefacts)
+        if plan.split["domains"]:
+            report("publish DP domains", 0.12)
+            plan, ledger = resolve_domains(staged, plan, ledger, ws.artefacts, seed=seed,
+                                           batch_size=bs)
+        contract = plan.contract  # from here on, the resolved contract
+        report("discretize", 0.15)
+        codes = discretize(staged, contract, ws.staging, batch_size=bs)
+        if plan.method in AIM_METHODS:
+            report("AIM rounds", 0.2)
+            one_way, structure, selected, ledger = fit_aim(
+                codes, contract, ledger, ws.artefacts, method=plan.method,
+                rho=plan.rho - plan.split["domains"],
+                seed=seed, discrete=plan.discrete_noise, batch_size=bs)
+        else:
+            report("measure one-way", 0.2)
+            one_way, ledger = measure_one_way(codes, contract, ledger, ws.artefacts,
+                                              rho=plan.split["one_way"], seed=seed,
+                                              discrete=plan.discrete_noise, batch_size=bs)
+            report("select structure", 0.25)
+            structure, ledger = select(codes, contract, one_way, ledger, ws.artefacts,
+                                       method=plan.method, rho=plan.split["select"],
+                                       seed=seed, batch_size=bs)
+            report("measure selected", 0.3)
+            selected, ledger = measure_selected(codes, contract, one_way, structure, ledger,
+                                                ws.artefacts, rho=plan.split["measure"],
+                                                seed=seed, discrete=plan.discrete_noise,
+                                                batch_size=bs)
+        ws.cleanup_private()  # nothing after this point reads private data
+        report("estimate", 0.35)
+        model = estimate(one_way, selected, ws.artefacts, max_iters=plan.max_iters,
+                         callback=lambda it, loss: report(
+                             "estimate", 0.35 + 0.45 * min(it / plan.max_iters, 1.0)))
+        report("sample", 0.8)
+        synthetic = sample(model, one_way, ws.artefacts, n_rows=plan.n_rows,
+                           mode=plan.sample_mode, seed=seed)
+        synthetic, transform = fairness_transform(
+            synthetic, contract, ws.artefacts, transform=plan.fairness_transform, eta=plan.eta,
+            discrimination=plan.discrimination, distortion=plan.distortion, seed=seed)
+        report("validate output", 0.85)
+        output = validate_output(synthetic, contract, n_rows=plan.n_rows)
+        report("publish", 0.9)
+        final = publish(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
+                        synthetic=synthetic, input_validation=checked,
+                        output_validation=output, fairness_transform=transform)
+        report("done", 1.0)
+        return final
+    finally:
+        ws.cleanup_private()
