@@ -187,3 +187,21 @@ def test_ledger_arguments_refused():
     with pytest.raises(ValueError, match="needs delta"):
         PrivacyLedger(rho_budget=1.0).spend_subsampled_gaussian(
             name="x", noise_multiplier=1.0, sample_rate=0.01, steps=10)
+
+
+def test_rdp_accounting_counts_pure_dp_steps_with_their_tight_curve():
+    big = LedgerEntry("coefficients", "laplace", 1.0, rho=50.0**2 / 2, epsilon=50.0)
+    # In zCDP, rho = eps²/2 = 1250 is far over the rho an (eps=60, 1e-6) budget allows...
+    with pytest.raises(BudgetExceededError):
+        PrivacyLedger(epsilon_budget=60.0, delta=1e-6).spend(big)
+    # ...but as a Rényi curve a 50-DP step costs at most 50 + log(1/delta)/(alpha - 1).
+    ledger = PrivacyLedger(epsilon_budget=60.0, delta=1e-6, accounting="rdp")
+    with pytest.raises(BudgetExceededError, match="spent 0 |0 is spent"):
+        ledger.check_entries(big, big)
+    ledger.check_entries(big)
+    assert ledger.entries == ()  # checking records nothing
+    ledger.spend(big)
+    assert 50.0 < ledger.epsilon_spent() < 51.0
+    with pytest.raises(BudgetExceededError):
+        ledger.check_entries(LedgerEntry("more", "laplace", 1.0, rho=50.0, epsilon=10.0))
+    assert PrivacyLedger.from_state_dict(ledger.state_dict()).uses_rdp

@@ -247,6 +247,8 @@ def rdp_epsilon(*, rdp: Sequence[float], delta: float, orders: Sequence[float] =
     curve = np.asarray(rdp, dtype=float)
     if curve.shape != alpha.shape:
         raise ValueError(f"rdp has {curve.size} values for {alpha.size} orders")
+    if not np.any(curve):
+        return 0.0, float(alpha[0])  # nothing composed: no privacy loss at all
     if conversion == "classic":
         eps = curve + math.log(1 / delta) / (alpha - 1)
     else:
@@ -344,29 +346,39 @@ class PrivacyLedger:
         Total ε available at ``delta``; implies a ρ budget when ``rho_budget`` is not given.
     conversion : {"balle2020", "classic"}
         RDP → (ε, δ) conversion used for RDP checks and in :meth:`guarantee`.
+    accounting : {"zcdp", "rdp"}
+        ``"rdp"`` composes Rényi curves from the first entry on (so pure ε-DP steps count with
+        their tight curve, not ρ = ε²/2); ``"zcdp"`` switches to curves only once an entry
+        needs one.
     """
 
     def __init__(self, *, rho_budget: float | None = None, delta: float | None = None,
                  epsilon_budget: float | None = None,
-                 conversion: Conversion = "balle2020") -> None:
+                 conversion: Conversion = "balle2020",
+                 accounting: Literal["zcdp", "rdp"] = "zcdp") -> None:
         if delta is not None and not 0 < delta < 1:
             raise ValueError(f"delta must be in (0, 1), got {delta!r}")
         if conversion not in CONVERSIONS:
             raise ValueError(f"conversion must be one of {CONVERSIONS}, got {conversion!r}")
+        if accounting not in ("zcdp", "rdp"):
+            raise ValueError(f"accounting must be 'zcdp' or 'rdp', got {accounting!r}")
+        if accounting == "rdp" and delta is None:
+            raise ValueError("accounting='rdp' needs delta")
         if rho_budget is None and epsilon_budget is None:
             raise ValueError("a ledger needs rho_budget or epsilon_budget")
         if epsilon_budget is not None:
             if delta is None:
                 raise ValueError("epsilon_budget needs delta")
             _check_epsilon_delta(epsilon_budget, delta)
-        if rho_budget is None:
-            rho_budget = zcdp_rho(epsilon=epsilon_budget, delta=delta)
-        if not (math.isfinite(rho_budget) and rho_budget > 0):
+        if rho_budget is not None and not (math.isfinite(rho_budget) and rho_budget > 0):
             raise ValueError(f"rho_budget must be a finite number > 0, got {rho_budget!r}")
-        self.rho_budget = float(rho_budget)
+        # The implied budget is converted on first use (a bisection; mechanisms check often).
+        self._rho_budget = None if rho_budget is None else float(rho_budget)
         self.delta = delta
         self._epsilon_budget = None if epsilon_budget is None else float(epsilon_budget)
+        self._epsilon_given = epsilon_budget is not None
         self.conversion: Conversion = conversion
+        self._always_rdp = accounting == "rdp"
         self._entries: list[LedgerEntry] = []
 
     @classmethod
@@ -381,7 +393,7 @@ class PrivacyLedger:
     @property
     def uses_rdp(self) -> bool:
         """Whether the ledger holds a step that only an RDP curve describes."""
-        return any(e.rdp is not None for e in self._entries)
+        return self._always_rdp or any(e.rdp is not None for e in self._entries)
 
     @property
     def spent(self) -> float:
@@ -393,13 +405,18 @@ class PrivacyLedger:
         return max(0.0, self.rho_budget - self.spent)
 
     @property
+    def rho_budget(self) -> float:
+        """ρ budget: the one given, or the one the ε budget implies (CKS)."""
+        if self._rho_budget is None:
+            self._rho_budget = zcdp_rho(epsilon=self._epsilon_budget, delta=self.delta)
+        return self._rho_budget
+
+    @property
     def epsilon_budget(self) -> float | None:
-        """ε budget at the ledger's δ: the one given, or the one ρ budget implies."""
-        if self._epsilon_budget is not None:
-            return self._epsilon_budget
-        if self.delta is None:
-            return None
-        return zcdp_epsilon(rho=self.rho_budget, delta=self.delta)
+        """ε budget at the ledger's δ: the one given, or the one the ρ budget implies."""
+        if self._epsilon_budget is None and self.delta is not None:
+            self._epsilon_budget = zcdp_epsilon(rho=self.rho_budget, delta=self.delta)
+        return self._epsilon_budget
 
     def rdp(self) -> np.ndarray:
         """Composed RDP curve of everything spent, on :data:`RDP_ORDERS`."""
@@ -434,14 +451,26 @@ class PrivacyLedger:
                 f"{self.remaining:.6g} of {self.rho_budget:.6g} is left"
             )
 
-    def spend(self, entry: LedgerEntry) -> None:
-        """Check then record a step. Call before any noise is drawn."""
-        if entry.rdp is None:
-            self.check(entry.rho)
-        else:
+    def check_entries(self, *entries: LedgerEntry) -> None:
+        """Raise if recording all of ``entries`` would exceed the budget; records nothing.
+
+        Lets a mechanism with several releases refuse before its first private read.
+        """
+        for entry in entries:
             if not (math.isfinite(entry.rho) and entry.rho > 0):
                 raise ValueError(f"a step must cost a finite rho > 0, got {entry.rho!r}")
-            self._check_curve(entry.rdp_curve(), f"step {entry.name!r}")
+        if not entries:
+            return
+        if self.uses_rdp or any(e.rdp is not None for e in entries):
+            extra = np.sum([e.rdp_curve() for e in entries], axis=0)
+            names = ", ".join(repr(e.name) for e in entries)
+            self._check_curve(extra, f"step{'s' if len(entries) > 1 else ''} {names}")
+        else:
+            self.check(math.fsum(e.rho for e in entries))
+
+    def spend(self, entry: LedgerEntry) -> None:
+        """Check then record a step. Call before any noise is drawn."""
+        self.check_entries(entry)
         self._entries.append(entry)
 
     def spend_subsampled_gaussian(self, *, name: str, noise_multiplier: float,
@@ -526,10 +555,12 @@ class PrivacyLedger:
             "delta": self.delta,
             "entries": [_entry_dict(e) for e in self._entries],
         }
-        if self._epsilon_budget is not None:
+        if self._epsilon_given:
             state["epsilon_budget"] = self._epsilon_budget
         if self.conversion != "balle2020":
             state["conversion"] = self.conversion
+        if self._always_rdp:
+            state["accounting"] = "rdp"
         if self.uses_rdp:
             state["rdp_orders"] = list(RDP_ORDERS)
         return state
@@ -541,7 +572,8 @@ class PrivacyLedger:
             raise ValueError("the saved ledger's RDP orders differ from this version's grid")
         ledger = cls(rho_budget=state["rho_budget"], delta=state.get("delta"),
                      epsilon_budget=state.get("epsilon_budget"),
-                     conversion=state.get("conversion", "balle2020"))
+                     conversion=state.get("conversion", "balle2020"),
+                     accounting=state.get("accounting", "zcdp"))
         for raw in state["entries"]:
             ledger.spend(LedgerEntry(**raw))
         return ledger

@@ -1,0 +1,62 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from privfair.core.errors import DomainError
+from privfair.learn.features import FeatureEncoding
+from privfair.pipeline.contracts import load_contract
+from privfair.pipeline.datasets import contract_path, load_dataset
+
+
+@pytest.fixture(scope="module")
+def adult():
+    return load_contract(contract_path("adult")), load_dataset("adult").head(500)
+
+
+def test_adult_encoding_is_one_hot_with_a_public_row_norm(adult):
+    contract, frame = adult
+    encoding = FeatureEncoding.from_contract(contract)
+    assert (encoding.outcome, encoding.positive, encoding.group) == ("income", ">50K", "sex")
+    assert encoding.group_labels == ("Female", "Male")
+    names = [n for n, _ in encoding.features]
+    assert "sex" not in names and "income" not in names and len(names) == 11
+    x = encoding.transform(frame, contract)
+    assert x.shape == (500, encoding.dimension) == (500, len(encoding.feature_names))
+    assert set(np.unique(x)) == {0.0, 1.0}
+    np.testing.assert_array_equal(x.sum(axis=1), encoding.row_l1_bound)
+    y, group = encoding.labels_and_groups(frame, contract)
+    np.testing.assert_array_equal(y, (frame["income"].str.rstrip(".") == ">50K").to_numpy())
+    np.testing.assert_array_equal(group, (frame["sex"] == "Male").to_numpy().astype(int))
+
+
+def test_prediction_inputs_need_neither_outcome_nor_group(adult):
+    contract, frame = adult
+    encoding = FeatureEncoding.from_contract(contract)
+    full = encoding.transform(frame, contract)
+    np.testing.assert_array_equal(
+        encoding.transform(frame.drop(columns=["income", "sex", "fnlwgt"]), contract), full)
+    with pytest.raises(DomainError, match=r"missing columns \['age'\]"):
+        encoding.transform(frame.drop(columns=["age"]), contract)
+    assert FeatureEncoding.from_dict(encoding.to_dict()) == encoding
+
+
+def test_bad_roles_refused(adult):
+    contract, _ = adult
+    with pytest.raises(DomainError, match="positive"):
+        FeatureEncoding.from_contract(contract, positive="rich")
+    with pytest.raises(DomainError, match="group"):
+        FeatureEncoding.from_contract(contract, group="income")
+    with pytest.raises(DomainError, match="group: .*'colour'"):
+        FeatureEncoding.from_contract(contract, group="colour")
+    with pytest.raises(DomainError, match="binary outcome"):
+        FeatureEncoding.from_contract(contract, outcome="race")
+
+
+def test_out_of_contract_value_refused_without_echoing_it(adult):
+    contract, frame = adult
+    encoding = FeatureEncoding.from_contract(contract)
+    bad = frame.copy()
+    bad.loc[bad.index[0], "workclass"] = "Astronaut-secret"
+    with pytest.raises(DomainError) as info:
+        encoding.transform(pd.DataFrame(bad), contract)
+    assert "Astronaut-secret" not in str(info.value)
