@@ -174,7 +174,11 @@ class ColumnSpec(_Strict):
     nulls : str
         ``"refuse"`` or ``"as:<category>"``.
     description : str, optional
-        Free text for people.
+        Free text for people; shown in the release report and manifest.
+    normalize : {"none", "strip"}, optional
+        Text normalization of raw values before matching (and before CatHist counts them);
+        defaults to the contract's ``normalize``. ``strip`` removes leading and trailing
+        whitespace (:data:`privfair.pipeline.discretize.STRIP_CHARS`).
     """
 
     name: str = Field(min_length=1)
@@ -191,6 +195,7 @@ class ColumnSpec(_Strict):
     dp_bins: int | None = Field(None, ge=2, le=1000)
     out_of_domain: str = "refuse"
     nulls: str = "refuse"
+    normalize: Literal["none", "strip"] | None = None
 
     @field_validator("categories", "labels", mode="before")
     @classmethod
@@ -398,6 +403,11 @@ class Contract(_Strict):
     # :class:`~privfair.core.domain.Roles` as the rest of the library expects.
     role_spec: RolesSpec = Field(default_factory=RolesSpec, alias="roles")
     budget: BudgetSpec
+    # Default text normalization of every column (see ColumnSpec.normalize).
+    normalize: Literal["none", "strip"] = "none"
+    # False in a draft written by `privfair contract draft` until the publisher has reviewed
+    # the domains it copied from data; `contract check` warns while it is False.
+    reviewed: bool | None = None
 
     @field_validator("version", mode="before")
     @classmethod
@@ -419,7 +429,25 @@ class Contract(_Strict):
         if both:
             raise ValueError(f"drop: {both} are also declared under columns; pick one")
         self._check_roles(set(names))
+        self._check_normalized()
         return self
+
+    def normalization(self, column: str) -> str:
+        """The text normalization (``"none"`` or ``"strip"``) that applies to ``column``."""
+        spec = self.column(column)
+        return spec.normalize if spec.normalize is not None else self.normalize
+
+    def _check_normalized(self) -> None:
+        from privfair.pipeline.discretize import STRIP_CHARS
+
+        for spec in self.columns:
+            if self.normalization(spec.name) != "strip":
+                continue
+            for value in [*(spec.categories or ()), *spec.aliases]:
+                if value != value.strip(STRIP_CHARS):
+                    raise ValueError(
+                        f"column {spec.name!r}: {value!r} has leading or trailing whitespace, "
+                        "which normalize: strip removes from raw values; write it stripped")
 
     def _check_roles(self, names: set[str]) -> None:
         lists = {k: getattr(self.role_spec, k) for k in ("protected", "admissible", "outcome", "free")}

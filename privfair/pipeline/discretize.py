@@ -7,8 +7,10 @@ and the policy, never a value or a count from the data.
 
 Matching rules
 --------------
-* Categorical and text columns are matched on text. String columns are used as they are (no
-  stripping or case folding: declare an alias instead); integer columns by their decimal text
+* Categorical and text columns are matched on text. String columns are used as they are, or
+  with leading/trailing whitespace removed under ``normalize: strip`` (:func:`normalize_text`,
+  the one rule that CatHist's counts and the loader apply too; no case folding: declare an
+  alias instead); integer columns by their decimal text
   (``1`` -> ``"1"``); float columns likewise when the value is whole (``1.0`` -> ``"1"``).
   Aliases are applied first.
 * Numeric columns must hold numbers or numeric text; text that does not parse is out of
@@ -18,6 +20,9 @@ Matching rules
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
@@ -28,7 +33,61 @@ import pyarrow as pa
 from privfair.core.errors import DomainError
 from privfair.pipeline.contracts import ColumnSpec, Contract, OpenCategories
 
-__all__ = ["decode", "discretize", "iter_discretized_batches"]
+__all__ = ["STRIP_CHARS", "decode", "discretize", "hidden_index_columns",
+           "iter_discretized_batches", "literal_file", "normalize_text"]
+
+#: What ``normalize: strip`` removes at both ends of a raw value: ASCII whitespace. The
+#: loader's SQL (``trim(x, STRIP_CHARS)``) and :func:`normalize_text` use this same set.
+STRIP_CHARS = " \t\n\r\f\v"
+
+
+def normalize_text(values: np.ndarray, mode: str) -> np.ndarray:
+    """Apply a column's text normalization to an object array of str/None (in place).
+
+    ``"strip"`` removes :data:`STRIP_CHARS` at both ends; ``"none"`` leaves values as they
+    are. CatHist counts, the staged input and category matching all go through this rule.
+    """
+    if mode == "strip":
+        text = np.fromiter((isinstance(v, str) for v in values), dtype=bool, count=len(values))
+        values[text] = pd.Series(values[text], dtype=object).str.strip(STRIP_CHARS).to_numpy(
+            dtype=object)
+    elif mode != "none":
+        raise ValueError(f"normalize: {mode!r}; expected 'none' or 'strip'")
+    return values
+
+
+@contextlib.contextmanager
+def literal_file(path: str | Path) -> Iterator[str]:
+    """A path to hand to DuckDB that names exactly ``path``, never a glob pattern.
+
+    DuckDB expands ``*``, ``?``, ``[...]`` and ``{...}`` in file names, so ``part?.parquet``
+    would read every matching file. The file is reached through a symbolic link with a plain
+    name in a fresh private temporary folder.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"data file {path} does not exist or is not a file")
+    with tempfile.TemporaryDirectory(prefix="privfair-src-") as tmp:
+        suffix = "".join(path.suffixes[-2:]) if path.name.lower().endswith(".csv.gz") \
+            else path.suffix
+        link = Path(tmp) / f"source{suffix.lower()}"
+        os.symlink(path.resolve(), link)
+        yield str(link)
+
+
+def hidden_index_columns(path: str | Path) -> list[str]:
+    """Columns that pandas stored for a DataFrame index in a Parquet file (not data).
+
+    ``DataFrame.to_parquet`` keeps a non-default index as ``__index_level_0__`` (or the
+    index's name) and lists it under ``index_columns`` in the file's pandas metadata.
+    """
+    import pyarrow.parquet as pq
+
+    try:
+        meta = pq.read_schema(path).pandas_metadata or {}
+    except (pa.ArrowException, OSError):
+        return []  # not Parquet: the reader that follows reports it
+    return [c for c in meta.get("index_columns", []) if isinstance(c, str)]
 
 Frame = pd.DataFrame | pa.Table | pa.RecordBatch
 
@@ -68,6 +127,7 @@ def discretize(
         spec.name: _encode(
             spec, _series(frame, spec.name),
             contract.labels(spec.name, open_categories=open_categories),
+            contract.normalization(spec.name),
         )
         for spec in contract.columns
     }
@@ -165,7 +225,8 @@ def _parquet_batches(path: Path, contract: Contract, batch_size: int,
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as reader:
-        _check_columns(reader.schema_arrow.names, contract)
+        hidden = set(hidden_index_columns(path))
+        _check_columns([n for n in reader.schema_arrow.names if n not in hidden], contract)
         for batch in reader.iter_batches(batch_size=batch_size,
                                          columns=list(contract.column_names)):
             yield discretize(batch, contract, open_categories=open_categories)
@@ -178,12 +239,13 @@ def _csv_batches(path: Path, contract: Contract, batch_size: int,
     source = "read_csv($path, header = true, all_varchar = true)"
     con = duckdb.connect()
     try:
-        header = con.sql(f"SELECT * FROM {source} LIMIT 0", params={"path": str(path)}).columns
-        _check_columns(header, contract)
-        selected = ", ".join('"' + c.replace('"', '""') + '"' for c in contract.column_names)
-        relation = con.sql(f"SELECT {selected} FROM {source}", params={"path": str(path)})
-        for batch in relation.to_arrow_reader(batch_size):
-            yield discretize(batch, contract, open_categories=open_categories)
+        with literal_file(path) as literal:
+            header = con.sql(f"SELECT * FROM {source} LIMIT 0", params={"path": literal}).columns
+            _check_columns(header, contract)
+            selected = ", ".join('"' + c.replace('"', '""') + '"' for c in contract.column_names)
+            relation = con.sql(f"SELECT {selected} FROM {source}", params={"path": literal})
+            for batch in relation.to_arrow_reader(batch_size):
+                yield discretize(batch, contract, open_categories=open_categories)
     finally:
         con.close()
 
@@ -228,12 +290,13 @@ def _series(frame: Frame, name: str) -> pd.Series:
     return frame.column(name).to_pandas()
 
 
-def _encode(spec: ColumnSpec, raw: pd.Series, labels: list[str]) -> np.ndarray:
+def _encode(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str
+            ) -> np.ndarray:
     null = raw.isna().to_numpy(dtype=bool)
     if spec.type == "numeric":
         codes, outside, unparsable = _bin(spec, raw)
     else:
-        codes = _match(spec, raw, labels)
+        codes = _match(spec, raw, labels, normalize)
         outside, unparsable = codes < 0, None
     outside &= ~null
     _apply_out_of_domain(spec, codes, outside, unparsable, labels)
@@ -241,12 +304,14 @@ def _encode(spec: ColumnSpec, raw: pd.Series, labels: list[str]) -> np.ndarray:
     return codes
 
 
-def _match(spec: ColumnSpec, raw: pd.Series, labels: list[str]) -> np.ndarray:
+def _match(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str = "none"
+           ) -> np.ndarray:
     """Codes of text values against labels and aliases; -1 where nothing matches."""
     keys = list(labels) + list(spec.aliases)
     targets = np.array([*range(len(labels)), *(labels.index(t) for t in spec.aliases.values())],
                        dtype=np.int64)
-    index = pd.Index(keys, dtype=object).get_indexer(_as_text(raw))
+    text = normalize_text(_as_text(raw), normalize)
+    index = pd.Index(keys, dtype=object).get_indexer(text)
     return np.where(index >= 0, targets[np.maximum(index, 0)], -1).astype(np.int64)
 
 

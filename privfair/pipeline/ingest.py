@@ -24,6 +24,7 @@ from privfair.pipeline.artefacts import (
     stage_file,
 )
 from privfair.pipeline.contracts import Contract
+from privfair.pipeline.discretize import STRIP_CHARS, hidden_index_columns, literal_file
 from privfair.pipeline.plan import InputValidationError, ReleaseInputError
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ _INTEGER_TYPES = re.compile(r"^U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?$")
 _FLOAT_TYPES = re.compile(r"^(FLOAT|DOUBLE|REAL|DECIMAL.*)$")
 
 
-def _text_expr(path: Path, name: str, kind: str) -> str:
+def _text_expr(path: Path, name: str, kind: str, normalize: str = "none") -> str:
     """SQL giving the text that :mod:`privfair.pipeline.discretize` matches categories against.
 
     Integers become their decimal text, whole floats too (``1.0`` -> ``"1"``), booleans
@@ -71,6 +72,11 @@ def _text_expr(path: Path, name: str, kind: str) -> str:
     """
     col = _quote(name)
     if kind == "VARCHAR":
+        if normalize == "strip":
+            # The same rule as discretize.normalize_text, so CatHist, the GX input suite and
+            # the encoder all see the stripped value.
+            chars = "'" + STRIP_CHARS.replace("'", "''") + "'"
+            return f"trim({col}, {chars}) AS {col}"
         return col
     if _INTEGER_TYPES.match(kind):
         return f"CAST({col} AS VARCHAR) AS {col}"
@@ -92,20 +98,29 @@ def load(data_path: str | Path, contract: Contract,
     DuckDB reads the source in a streaming pipeline (memory stays bounded for inputs larger
     than RAM). Refuses, naming the column: a missing declared column, an undeclared extra
     column (columns listed under ``drop`` are read past), a numeric column that holds
-    non-numbers, and an empty input.
+    non-numbers, and an empty input. The file is read literally (a name such as
+    ``part?.parquet`` is not a glob), and a pandas index stored in a Parquet file is not data.
     """
+    path = Path(data_path)
+    with literal_file(path) as literal:
+        return _load(path, Path(literal), contract, Path(staging), batch_size=batch_size)
+
+
+def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
+          batch_size: int) -> FileRef:
     import duckdb
 
-    path = Path(data_path)
-    out = Path(staging) / "input.parquet"
+    out = staging / "input.parquet"
+    hidden = set() if literal.suffix == ".csv" else set(hidden_index_columns(literal))
     con = duckdb.connect()
     try:
         con.execute("SET preserve_insertion_order = false")
         try:
-            described = con.execute(f"DESCRIBE SELECT * FROM {_source_sql(path)}").fetchall()
+            described = con.execute(f"DESCRIBE SELECT * FROM {_source_sql(literal)}"
+                                    ).fetchall()
         except duckdb.Error as exc:
             raise _duckdb_error(path, exc) from None
-        types = {row[0]: str(row[1]) for row in described}
+        types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
         declared = list(contract.column_names)
         missing = [c for c in declared if c not in types]
         if missing:
@@ -130,8 +145,9 @@ def load(data_path: str | Path, contract: Contract,
                         f"data file {path}: column {spec.name!r} has type {kind} but contract "
                         f"{contract.name!r} declares it numeric")
             else:
-                select.append(_text_expr(path, spec.name, kind))
-        source = _source_sql(path)
+                select.append(_text_expr(path, spec.name, kind,
+                                         contract.normalization(spec.name)))
+        source = _source_sql(literal)
         try:
             if path.suffix.lower() == ".csv":
                 numeric = [_quote(c.name) for c in contract.columns if c.type == "numeric"]

@@ -25,6 +25,7 @@ from privfair.pipeline.artefacts import (
     write_artefact,
 )
 from privfair.pipeline.contracts import Contract
+from privfair.pipeline.discretize import normalize_text
 from privfair.pipeline.ingest import code_batches, iter_frames
 from privfair.pipeline.plan import ReleasePlan, open_columns
 from privfair.pipeline.randomness import stage_rng
@@ -68,8 +69,10 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
     numbers: dict[str, list[np.ndarray]] = {name: [] for name in columns if name not in text}
     for frame in iter_frames(staged, batch_size=batch_size, columns=columns):
         for name in text:
-            counts[name].update(frame[name].dropna().astype(str).str.strip().value_counts()
-                                .to_dict())
+            # The column's normalization rule, the one the encoder applies to the same values.
+            values = normalize_text(frame[name].dropna().astype(str).to_numpy(dtype=object),
+                                    contract.normalization(name))
+            counts[name].update(pd.Series(values, dtype=object).value_counts().to_dict())
         for name, parts in numbers.items():
             parts.append(pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64))
     rng = stage_rng(seed, "domains")
