@@ -22,9 +22,9 @@ from prefect import serve  # noqa: E402
 from flows.release import release  # noqa: E402
 
 #: The scheduled release: embedded Adult data and contract (params left out use defaults).
-#: No seed: every scheduled release draws fresh OS entropy.
-MONTHLY_PARAMS = {"params": {"epsilon": 1.0, "delta": 1e-9, "method": "prefair-greedy",
-                             "out": "releases"}}
+#: The flow has no seed parameter: every deployed run draws fresh OS entropy.
+MONTHLY_PARAMS = {"contract": "adult", "epsilon": 1.0, "delta": 1e-9,
+                  "method": "prefair-greedy", "out": "releases"}
 
 
 def deployments() -> list:

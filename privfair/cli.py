@@ -204,7 +204,7 @@ def _run_flow(params: Any, progress: Any) -> Path:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     root = Path(__file__).resolve().parents[1]
     try:
-        from flows.release import release
+        from flows.release import run_local
         from tasks._common import PROGRESS_LISTENERS
     except ImportError:
         if not (root / "flows" / "release.py").is_file():
@@ -212,11 +212,11 @@ def _run_flow(params: Any, progress: Any) -> Path:
                              "installation; run from a source checkout or use --no-prefect"
                              ) from None
         sys.path.insert(0, str(root))
-        from flows.release import release
+        from flows.release import run_local
         from tasks._common import PROGRESS_LISTENERS
     PROGRESS_LISTENERS.append(progress)
     try:
-        final = release(params)
+        final = run_local(params)  # the seed stays in-process, never a flow parameter
     finally:
         PROGRESS_LISTENERS.remove(progress)
         # The ephemeral API server logs its shutdown at exit; keep the release path last.

@@ -31,7 +31,7 @@ def estimate(one_way: FileRef, selected: FileRef, artefacts: str, max_iters: int
     return model
 
 
-@task(name="sample", **CACHED)
+@task(name="sample", **{**CACHED, "cache_policy": (INPUTS - "seed") + TASK_SOURCE})
 def sample(model: FileRef, one_way: FileRef, artefacts: str, n_rows: int | None, mode: str,
            seed: int | None) -> FileRef:
     """Synthetic codes (content-addressed Parquet)."""

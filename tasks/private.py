@@ -15,7 +15,7 @@ from privfair.pipeline import ingest, private_stages
 from privfair.pipeline.artefacts import FileRef
 from privfair.pipeline.contracts import Contract
 from privfair.pipeline.plan import ReleasePlan
-from tasks._common import retry_on_io_error
+from tasks._common import ProgressArtifact, retry_on_io_error
 
 PRIVATE = {"persist_result": False, "cache_policy": NO_CACHE}
 
@@ -75,9 +75,17 @@ def measure_selected(codes: FileRef, contract: Contract, one_way: FileRef,
 def fit_aim(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
             method: str, rho: float, seed: int | None, discrete: bool,
             batch_size: int) -> tuple[FileRef, FileRef, FileRef, FileRef]:
-    """AIM rounds: (one-way, structure, round measurements, ledger), all post-noise files."""
-    return private_stages.fit_aim(codes, contract, ledger, artefacts, method=method, rho=rho,
-                       seed=seed, discrete=discrete, batch_size=batch_size)
+    """AIM rounds: (one-way, structure, round measurements, ledger), all post-noise files.
+
+    A progress artifact follows the rounds (share of the AIM budget spent, updated per round).
+    """
+    progress = ProgressArtifact("AIM rounds", total=1000, span=(0.2, 0.35),
+                                description="AIM rounds (share of the budget spent)")
+    out = private_stages.fit_aim(codes, contract, ledger, artefacts, method=method, rho=rho,
+                                 seed=seed, discrete=discrete, batch_size=batch_size,
+                                 progress=lambda spent: progress.update(round(1000 * spent)))
+    progress.finish()
+    return out
 
 
 @task(name="resolve-domains", **PRIVATE)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ if str(ROOT) not in sys.path:
 
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from flows.release import release  # noqa: E402
+from flows.release import release, run_local  # noqa: E402
 from privfair.cli import main  # noqa: E402
 from privfair.pipeline import post_noise as post_noise_lib  # noqa: E402
 from privfair.pipeline.artefacts import FileRef, StoreError  # noqa: E402
@@ -64,17 +65,16 @@ def test_only_io_errors_are_retried():
 
 
 def test_release_params_schema_renders_a_form():
-    schema = release.parameters.model_dump()
-    assert "ReleaseParams" in json.dumps(schema["properties"]["params"])
-    fields = schema["definitions"]["ReleaseParams"]["properties"]
-    for name in ("contract", "data", "epsilon", "delta", "method", "seed", "n_rows",
-                 "sample_mode", "out", "discrete_noise", "fairness_transform"):
-        assert name in fields
+    """Flat parameters: the operator's choices only; no seed, no internal settings."""
+    fields = release.parameters.model_dump()["properties"]
+    assert set(fields) == {"contract", "data", "epsilon", "delta", "method", "n_rows",
+                           "sample_mode", "out", "discrete_noise", "fairness_transform", "eta",
+                           "discrimination", "distortion"}
     assert fields["method"]["enum"] == ["mst", "prefair-greedy", "prefair-exact", "aim",
                                         "aim-fair"]
     assert fields["fairness_transform"]["enum"] == ["none", "tot"]
-    for name in ("eta", "discrimination", "distortion"):
-        assert name in fields
+    assert fields["epsilon"]["exclusiveMinimum"] == 0
+    assert "ε" in fields["epsilon"]["description"]
 
 
 def _decode_results(folder: Path) -> list[tuple[bytes, object]]:
@@ -90,14 +90,28 @@ def _decode_results(folder: Path) -> list[tuple[bytes, object]]:
 
 
 @pytest.mark.prefect
-def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys, toy_contract,
-                                                        toy_parquet, toy_frame, tmp_path):
+def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys, caplog,
+                                                        toy_contract, toy_parquet, toy_frame,
+                                                        tmp_path):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    final = Path(release(params(toy_contract, toy_parquet, tmp_path)))
+    caplog.set_level(logging.INFO, logger="prefect.flow_runs")
+    final = Path(run_local(params(toy_contract, toy_parquet, tmp_path)))
     assert final == tmp_path / "releases" / "toy" / "v1"
     assert (final / "synthetic.parquet").is_file()
+    # stage logs in public terms
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "prefect.flow_runs")
+    assert "charged ρ = " in text and "σ = " in text and "selected 5 cliques" in text
+    assert "sampled " in text and " synthetic rows" in text
+    # the run is recorded in the manifest and the catalog; the seed is no flow parameter
+    run = json.loads((final / "manifest.json").read_text())["orchestrator"]
+    assert json.loads(list_releases(tmp_path / "releases")[0]["orchestrator"]) == run
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(run["flow_run_id"])
+        limit = client.read_global_concurrency_limit_by_name("privfair-release-toy")
+    assert flow_run.name == run["flow_run_name"] and "seed" not in flow_run.parameters
+    assert flow_run.parameters["epsilon"] == 1.0 and limit.limit == 1
     # the CLI runs the same flow; the same seed and data reuse the cached estimate and sample
     code = main(["release", "--contract", str(toy_contract), "--data", str(toy_parquet),
                  "--epsilon", "1", "--delta", "1e-9", "--method", "prefair-greedy", "--seed",
@@ -127,18 +141,25 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
             any_=["privfair-release", "privfair-release-ledger"])))
         progress = [a for a in client.read_artifacts() if a.type == "progress"]
+        link = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
+            any_=["privfair-release-report"])))
+    assert any(a.data.endswith(f"({(final / 'report.html').as_uri()})") for a in link)
     kinds = {a.key: a for a in artifacts}
     assert "Guarantee" in kinds["privfair-release"].data
+    assert "| Item | Value |" in kinds["privfair-release"].data
     assert "Fairness check | passed" in kinds["privfair-release"].data
     table = kinds["privfair-release-ledger"].data
     table = json.loads(table) if isinstance(table, str) else table
     assert table[-1]["step"] == "total"
+    assert all(len(r["rho"].replace(".", "").lstrip("0").split("e")[0]) <= 4 for r in table)
+    assert int(table[-1]["queries"]) == sum(int(r["queries"]) for r in table[:-1]) > 0
     assert progress and any(float(a.data) == 100.0 for a in progress)
 
 
 @pytest.mark.prefect
 def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_parquet,
-                                            toy_frame, tmp_path, monkeypatch, store_snapshot):
+                                            toy_frame, tmp_path, monkeypatch, store_snapshot,
+                                            caplog):
     store = tmp_path / "releases"
 
     class Injected(RuntimeError):
@@ -150,14 +171,20 @@ def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_
     with monkeypatch.context() as m:
         m.setattr(post_noise_lib, "sample", boom)
         with pytest.raises(Injected):
-            release(params(toy_contract, toy_parquet, tmp_path))
+            run_local(params(toy_contract, toy_parquet, tmp_path))
     assert store_snapshot(store) == {}
     assert list((tmp_path / "work" / "staging").iterdir()) == []
-    assert Path(release(params(toy_contract, toy_parquet, tmp_path))).name == "v1"
+    assert Path(run_local(params(toy_contract, toy_parquet, tmp_path))).name == "v1"
 
     before = store_snapshot(store)
     bad = tmp_path / "bad.parquet"
     toy_frame.drop(columns=["income"]).to_parquet(bad, index=False)
+    caplog.clear()
     with pytest.raises(ReleaseInputError, match=r"missing column\(s\) \['income'\]"):
-        release(params(toy_contract, bad, tmp_path))
+        run_local(params(toy_contract, bad, tmp_path))
     assert store_snapshot(store) == before
+    # a refusal is one ERROR line, without a traceback
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    refused = [r for r in errors if "release refused: ReleaseInputError" in r.getMessage()]
+    assert len(refused) == 1, [r.getMessage() for r in errors]
+    assert not any(r.exc_info or "Traceback" in r.getMessage() for r in errors)

@@ -37,8 +37,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                    one_way: OneWayModel, structure: SelectedStructure,
                    model: Mapping[str, Any], contract: Contract, n_rows: int,
                    input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
-                   lifetime: LifetimeLedger, fairness_transform: Mapping[str, Any] | None = None
-                   ) -> dict[str, Any]:
+                   lifetime: LifetimeLedger, fairness_transform: Mapping[str, Any] | None = None,
+                   orchestrator: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The release manifest: only public settings and post-DP quantities."""
     report = model.get("report") or {}
     return {
@@ -92,6 +92,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                    "labels": {c: contract.labels(c) for c in contract.column_names}},
         "roles": contract.roles().to_dict(),
         "code_version": code_version(),
+        # the run that produced the release (e.g. Prefect flow run id and UI link), if any
+        "orchestrator": dict(orchestrator) if orchestrator else None,
     }
 
 
@@ -102,15 +104,23 @@ def read_manifest(release_dir: str | Path) -> dict[str, Any]:
     return json.loads((Path(release_dir) / "manifest.json").read_text())
 
 
-def ledger_rows(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The release's ledger as table rows, with a total row (post-DP accounting only)."""
-    rows = [{"step": e["name"], "mechanism": e["mechanism"], "rho": e["rho"],
-             "sigma": e.get("sigma"), "epsilon": e.get("epsilon"), "queries": e["queries"]}
+def _sig4(x: float | None) -> str:
+    return "" if x is None else f"{float(x):.4g}"
+
+
+def ledger_rows(manifest: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The release's ledger as table rows, with a total row (post-DP accounting only).
+
+    Numbers are strings to 4 significant digits so the UI's table keeps every column in view.
+    """
+    rows = [{"step": e["name"], "mechanism": e["mechanism"], "rho": _sig4(e["rho"]),
+             "sigma": _sig4(e.get("sigma")), "epsilon": _sig4(e.get("epsilon")),
+             "queries": str(int(e["queries"]))}
             for e in manifest["ledger"]]
     spent = manifest["guarantee"]["spent"]
-    rows.append({"step": "total", "mechanism": "zCDP composition", "rho": spent["rho"],
-                 "sigma": None, "epsilon": spent.get("epsilon"), "queries": sum(
-                     int(e["queries"]) for e in manifest["ledger"])})
+    rows.append({"step": "total", "mechanism": "zCDP composition", "rho": _sig4(spent["rho"]),
+                 "sigma": "", "epsilon": _sig4(spent.get("epsilon")), "queries": str(sum(
+                     int(e["queries"]) for e in manifest["ledger"]))})
     return rows
 
 
@@ -126,13 +136,13 @@ def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> st
         "",
         f"Folder: `{release_dir}`",
         "",
-        "| | |",
+        "| Item | Value |",
         "|---|---|",
-        f"| Guarantee | ({g['epsilon']:g}, {g['delta']:.3g})-DP, ρ = {g['rho']:.6g} zCDP "
+        f"| Guarantee | ({g['epsilon']:g}, {g['delta']:.3g})-DP, ρ = {g['rho']:.4g} zCDP "
         f"(add/remove one row) |",
-        f"| ρ spent | {g['spent']['rho']:.6g} |",
-        f"| Lifetime ρ after this release | {life['rho_spent_after']:.6g} of "
-        f"{life['rho_budget']:.6g} (ε = {life['epsilon_budget']:g}, "
+        f"| ρ spent | {g['spent']['rho']:.4g} |",
+        f"| Lifetime ρ after this release | {life['rho_spent_after']:.4g} of "
+        f"{life['rho_budget']:.4g} (ε = {life['epsilon_budget']:g}, "
         f"δ = {life['delta_budget']:g}) |",
         f"| Method | {m['name']} (discrete noise: {m['discrete_noise']}) |",
         f"| Structure | {edges} |",
@@ -144,6 +154,7 @@ def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> st
         f"| Contract | {manifest['contract']['name']} {manifest['contract']['version']} "
         f"(`{manifest['contract']['fingerprint'][:16]}`) |",
         f"| Seed policy | {manifest['seed_policy']} |",
+        *_run_line(manifest.get("orchestrator")),
         "",
         "Every value above is public accounting or post-DP output; no private count appears.",
     ]
@@ -151,6 +162,14 @@ def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> st
 
 
 # --- the stage runner (no Prefect) ----------------------------------------------------------
+
+
+def _run_line(orchestrator: Mapping[str, Any] | None) -> list[str]:
+    if not orchestrator:
+        return []
+    run = orchestrator.get("flow_run_name") or orchestrator.get("flow_run_id")
+    link = f"[{run}]({orchestrator['ui_url']})" if orchestrator.get("ui_url") else f"`{run}`"
+    return [f"| Flow run | {link} |"]
 
 
 def _transform_line(record: Mapping[str, Any]) -> str:

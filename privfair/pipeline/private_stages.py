@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -156,7 +157,8 @@ def measure_selected(codes: FileRef, contract: Contract,
 def fit_aim(codes: FileRef, contract: Contract,
             ledger: FileRef, artefacts: str | Path, *, method: str, rho: float,
             seed: int | None, discrete: bool = False, max_model_size_mb: float = 80.0,
-            batch_size: int = 200_000) -> tuple[FileRef, FileRef, FileRef, FileRef]:
+            batch_size: int = 200_000, progress: Callable[[float], None] | None = None
+            ) -> tuple[FileRef, FileRef, FileRef, FileRef]:
     """AIM (or fair AIM) with the whole budget: selection and measurement interleave.
 
     Returns the same artefacts as the tree path, so estimation and sampling are shared:
@@ -171,7 +173,7 @@ def fit_aim(codes: FileRef, contract: Contract,
                              code_batches(codes, batch_size=batch_size))
     result = run_aim(tables, domain, rho=rho, rng=stage_rng(seed, "aim"), ledger=book,
                      roles=roles, fair=method == "aim-fair", max_model_size_mb=max_model_size_mb,
-                     refit=False, discrete=discrete)
+                     refit=False, discrete=discrete, progress=progress)
     del tables
     initial = result.measurements[:result.n_initial]
     rounds = result.measurements[result.n_initial:]

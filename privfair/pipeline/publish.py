@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -41,7 +42,8 @@ log = logging.getLogger(__name__)
 def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
             structure: FileRef, model: FileRef, synthetic: FileRef,
             input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
-            fairness_transform: Mapping[str, Any] | None = None) -> Path:
+            fairness_transform: Mapping[str, Any] | None = None,
+            orchestrator: Mapping[str, Any] | None = None) -> Path:
     """Write the release folder atomically and charge the lifetime ledger.
 
     Under a per-dataset lock: re-check the lifetime budget, build everything in a temporary
@@ -49,6 +51,8 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
     ``os.rename`` the folder into place. Any exception undoes the ledger and the catalog row
     and removes the temporary folder, so a failed publication leaves no trace. (A hard crash
     between the ledger write and the rename can only over-count the budget, never under-count.)
+    ``orchestrator`` (public: e.g. the Prefect flow run id and UI link) goes into the manifest
+    and the catalog.
     """
     from privfair.pipeline.report import build_report
 
@@ -79,7 +83,8 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
                 plan, version=version, ledger=book, one_way=one_way_model, structure=tree,
                 model=meta, contract=contract, n_rows=len(labelled),
                 input_validation=input_validation, output_validation=output_validation,
-                lifetime=lifetime, fairness_transform=fairness_transform)
+                lifetime=lifetime, fairness_transform=fairness_transform,
+                orchestrator=orchestrator)
             labels = {c: contract.labels(c) for c in contract.column_names}
             (tmp / "report.html").write_text(build_report(manifest, labelled, labels=labels),
                                              encoding="utf-8")
@@ -100,7 +105,8 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
                     [plan.dataset, version, str(final.relative_to(store)),
                      manifest["published_at"], plan.epsilon, plan.delta, plan.rho,
                      plan.method, len(labelled), plan.contract_fingerprint,
-                     bool(tree.fairness.passed)])
+                     bool(tree.fairness.passed),
+                     json.dumps(dict(orchestrator)) if orchestrator else None])
             catalog_added = True
             os.rename(tmp, final)  # the commit point
         except BaseException:

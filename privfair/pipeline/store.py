@@ -117,11 +117,14 @@ CREATE TABLE IF NOT EXISTS releases (
     n_rows BIGINT NOT NULL,
     contract_fingerprint VARCHAR NOT NULL,
     fairness_passed BOOLEAN NOT NULL,
+    orchestrator VARCHAR,
     PRIMARY KEY (dataset, version)
-)
+);
+ALTER TABLE releases ADD COLUMN IF NOT EXISTS orchestrator VARCHAR;
 """
 CATALOG_COLUMNS = ("dataset", "version", "path", "published_at", "epsilon", "delta", "rho",
-                    "method", "n_rows", "contract_fingerprint", "fairness_passed")
+                    "method", "n_rows", "contract_fingerprint", "fairness_passed",
+                    "orchestrator")
 
 
 @contextlib.contextmanager
@@ -153,13 +156,16 @@ def list_releases(store: str | Path, dataset: str | None = None) -> list[dict[st
     if not (store / "catalog.duckdb").is_file():
         return []
     with catalog(store, read_only=True) as con:
-        query = f"SELECT {', '.join(CATALOG_COLUMNS)} FROM releases"
+        # SELECT *: a catalog written before a column was added reads it as None
+        query = "SELECT * FROM releases"
         args: list[Any] = []
         if dataset is not None:
             query += " WHERE dataset = ?"
             args.append(dataset)
-        rows = con.execute(query + " ORDER BY published_at, dataset, version", args).fetchall()
-    return [dict(zip(CATALOG_COLUMNS, r, strict=True)) for r in rows]
+        result = con.execute(query + " ORDER BY published_at, dataset, version", args)
+        names = [d[0] for d in result.description]
+        rows = [dict(zip(names, r, strict=True)) for r in result.fetchall()]
+    return [{c: r.get(c) for c in CATALOG_COLUMNS} for r in rows]
 
 
 def lifetime_ledgers(store: str | Path, dataset: str | None = None) -> list[dict[str, Any]]:
