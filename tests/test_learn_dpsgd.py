@@ -1,0 +1,182 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.errors import BudgetExceededError
+
+torch = pytest.importorskip("torch")
+
+from privfair.learn.dpsgd import (  # noqa: E402
+    SGDSettings,
+    _build,
+    _factors,
+    backprop,
+    clip_factors,
+    group_clip_bounds,
+    per_sample_gradients,
+    poisson_batch,
+    train,
+    weighted_gradient_sum,
+)
+
+
+def _data(n=400, d=6, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, d)).astype(np.float32)
+    groups = rng.integers(0, 2, n)
+    logit = 4 * (x[:, 0] - 0.5) + 2 * (x[:, 1] - 0.5) + 0.5 * groups
+    y = (rng.random(n) < 1 / (1 + np.exp(-logit))).astype(np.float32)
+    return x, y, groups
+
+
+@pytest.mark.parametrize("hidden", [(), (5,), (4, 3)])
+def test_closed_form_per_sample_gradients_match_vmap(hidden):
+    x, y, _ = _data(30)
+    params = _build(6, hidden, torch.Generator().manual_seed(1))
+    if not hidden:
+        params = {k: torch.randn(v.shape, generator=torch.Generator().manual_seed(2))
+                  for k, v in params.items()}
+    xs, ys = torch.from_numpy(x), torch.from_numpy(y)
+    reference = per_sample_gradients(params, xs, ys)
+    flat = torch.cat([g.reshape(30, -1) for g in reference.values()], dim=1)
+    norms, cache = backprop(params, xs, ys)
+    torch.testing.assert_close(norms, flat.norm(dim=1), rtol=1e-5, atol=1e-6)
+    factors = torch.rand(30, generator=torch.Generator().manual_seed(3))
+    sums = weighted_gradient_sum(cache, factors)
+    for name, g in reference.items():
+        torch.testing.assert_close(sums[name], torch.einsum("i,i...->...", factors, g),
+                                   rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("method", ["dpsgd", "dpsgd-f", "naive"])
+def test_clipped_per_sample_norms_are_bounded(method):
+    x, y, groups = _data(200)
+    x = x * 8  # large inputs, so many gradients exceed the bound
+    params = _build(6, (4,), torch.Generator().manual_seed(0))
+    xs, ys, gs = torch.from_numpy(x), torch.from_numpy(y), torch.from_numpy(groups)
+    settings = SGDSettings(method=method, sample_rate=0.5, steps=1, expected_batch_size=100.0,
+                           clip=0.5, clip_cap=2.0)
+    norms, _ = backprop(params, xs, ys)
+    assert (norms > 0.5).float().mean() > 0.3
+    bounds_seen = []
+    noise_bound, factors = _factors(settings, norms, gs, 2, 100.0,
+                                    torch.Generator().manual_seed(0), bounds_seen)
+    clipped = factors * norms
+    if method == "dpsgd":
+        assert noise_bound == 0.5 and torch.all(clipped <= 0.5 + 1e-6)
+    else:
+        per_group = bounds_seen[0]  # C^k for DPSGD-F, C0 θ^k for Naïve
+        floor = 0.5 if method == "dpsgd-f" else 0.0
+        assert torch.all(per_group >= floor - 1e-6) and torch.all(per_group <= 2.0 + 1e-6)
+        assert noise_bound == pytest.approx(float(per_group.max()))
+        # Every sample's contribution to the sum is within the bound the noise scales with.
+        assert torch.all(clipped <= noise_bound + 1e-5)
+        if method == "dpsgd-f":
+            assert torch.all(clipped <= per_group[gs] + 1e-6)
+
+
+def test_poisson_batch_sizes_are_binomial():
+    generator = torch.Generator().manual_seed(0)
+    n, q = 300, 0.05
+    sizes = np.array([poisson_batch(n, q, generator).numel() for _ in range(3000)])
+    binomial = stats.binom(n, q)
+    edges = [0, 9, 11, 13, 14, 15, 16, 17, 18, 20, 22, n + 1]
+    observed = np.histogram(sizes, bins=edges)[0]
+    expected = np.diff(binomial.cdf(np.array(edges) - 1)) * sizes.size
+    assert stats.chisquare(observed, expected).pvalue > 0.01
+    # Indices are distinct rows (sampling without replacement within a step).
+    batch = poisson_batch(n, 0.5, generator)
+    assert batch.unique().numel() == batch.numel()
+
+
+def test_group_clip_bounds_follow_the_formula_and_are_clamped():
+    bounds = group_clip_bounds(torch.tensor([30.0, 10.0]), torch.tensor([70.0, 90.0]),
+                               expected_batch_size=200.0, clip=1.0, cap=10.0)
+    # m̃ = 40: C^k = 1 + (m^k/b^k)/(40/200).
+    torch.testing.assert_close(bounds, torch.tensor([1 + 0.3 / 0.2, 1 + 0.1 / 0.2]))
+    wild = group_clip_bounds(torch.tensor([-5.0, 0.4, 50.0]), torch.tensor([-3.0, -2.0, 0.0]),
+                             expected_batch_size=2560.0, clip=0.5, cap=5.0)
+    assert torch.all(torch.isfinite(wild))
+    assert torch.all(wild >= 0.5) and torch.all(wild <= 5.0)
+    assert wild[0] == 0.5 and wild[2] == 5.0
+    assert torch.all(clip_factors(torch.tensor([0.0, 2.0]), torch.tensor([1.0, 1.0]))
+                     == torch.tensor([1.0, 0.5]))
+
+
+def test_dpsgd_f_charges_both_releases_before_training():
+    # The dissertation's unbalanced-Adult accounting: DP-SGD alone is 3.1, the counts add ~0.01.
+    n = 36_177
+    settings = SGDSettings(method="dpsgd-f", sample_rate=256 / n, steps=20 * n // 256,
+                           expected_batch_size=256.0, noise_multiplier=1.0, clip=0.5)
+    ledger = PrivacyLedger(epsilon_budget=4.0, delta=1e-6, conversion="classic")
+    entries = settings.ledger_entries(groups=2)
+    ledger.check_entries(*entries)
+    for entry in entries:
+        ledger.spend(entry)
+    assert [e.name for e in ledger.entries] == ["dpsgd-f gradients",
+                                                "dpsgd-f clipped/unclipped counts per group"]
+    assert ledger.entries[1].sigma == 10.0 and ledger.entries[0].sensitivity == 5.0
+    assert 3.100 + 0.004 < ledger.epsilon_spent() < 3.100 + 0.012
+
+
+def test_over_budget_run_is_refused_before_reading_anything():
+    x, y, groups = _data(100)
+    settings = SGDSettings(method="dpsgd", sample_rate=0.5, steps=50, expected_batch_size=50.0,
+                           noise_multiplier=0.5)
+    ledger = PrivacyLedger(epsilon_budget=1.0, delta=1e-6)
+    generator = torch.Generator().manual_seed(0)
+    before = generator.get_state()
+    with pytest.raises(BudgetExceededError):
+        train(x, y, groups, settings=settings, n_groups=2, ledger=ledger, generator=generator)
+    assert ledger.entries == ()
+    assert torch.equal(generator.get_state(), before)
+
+
+@pytest.mark.parametrize("method", ["sgd", "dpsgd", "dpsgd-f", "naive"])
+def test_training_learns_and_is_reproducible_with_a_seeded_generator(method):
+    x, y, groups = _data(2000, seed=1)
+    settings = SGDSettings(method=method, sample_rate=0.1, steps=150, expected_batch_size=200.0,
+                           noise_multiplier=1.0, clip=1.0, learning_rate=2.0,
+                           weight_decay=0.0)
+
+    def run():
+        ledger = PrivacyLedger(epsilon_budget=50.0, delta=1e-6)
+        return train(x, y, groups, settings=settings, n_groups=2, ledger=ledger,
+                     generator=torch.Generator().manual_seed(7))
+
+    net = run()
+    accuracy = (net.predict(x) == y).mean()
+    assert accuracy > 0.7
+    np.testing.assert_array_equal(net.weights["layer0.weight"], run().weights["layer0.weight"])
+    if method in ("dpsgd-f", "naive"):
+        assert len(net.group_clip_trace) == 15 and len(net.group_clip_trace[0]) == 2
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"method": "adam"}, "method"),
+    ({"sample_rate": 0.0}, "sample_rate"),
+    ({"steps": 0}, "steps"),
+    ({"clip": -1.0}, "clip"),
+    ({"clip_cap": 0.1}, "clip_cap"),
+    ({"hidden": (0,)}, "hidden"),
+])
+def test_bad_settings_refused(kwargs, match):
+    args = {"method": "dpsgd", "sample_rate": 0.1, "steps": 10,
+            "expected_batch_size": 10.0} | kwargs
+    with pytest.raises(ValueError, match=match):
+        SGDSettings(**args)
+
+
+def test_bad_inputs_refused():
+    x, y, groups = _data(20)
+    settings = SGDSettings(method="dpsgd", sample_rate=0.1, steps=2, expected_batch_size=2.0)
+    with pytest.raises(ValueError, match="groups"):
+        train(x, y, groups + 1, settings=settings, n_groups=2, ledger=None,
+              generator=torch.Generator())
+    with pytest.raises(ValueError, match="ledger"):
+        train(x, y, groups, settings=settings, n_groups=2, ledger=None,
+              generator=torch.Generator())
+    with pytest.raises(TypeError, match="generator"):
+        train(x, y, groups, settings=settings, n_groups=2, ledger=None,
+              generator=np.random.default_rng(0))
