@@ -1,0 +1,778 @@
+"""DP tabular GANs over a contract's codes: dpgan, FairGAN, FairGAN+ and CFGAN (torch).
+
+Privacy (spec §10): only D1, the discriminator that sees real rows, reads private data, and it
+is trained with DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise; optionally
+DPSGD-F's per-group bounds). The generator learns only through D1, and every fairness
+adversary (FairGAN's D2, FairGAN+'s D3 and classifier η, CFGAN's D²) is fed generated rows
+only, so they are post-processing and cost no budget. The marginals that condition the
+generator, P(S) and P(Y), come from one Gaussian measurement of the (S, Y) counts.
+
+Discrete outputs are hard Gumbel-softmax samples (straight-through), so no autoencoder is
+pre-trained on real data. Losses are binary/categorical cross-entropy with log(1 − D) for
+fake rows (erratum §9 item 6); the generator uses the non-saturating form −log D1(fake).
+FairGAN+'s classifier loss is the full cross-entropy and its V3 is computed on generated rows
+(erratum §9 item 7, resolved towards privacy).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from privfair.core.domain import Domain
+from privfair.core.errors import BudgetExceededError
+from privfair.core.mechanisms import gaussian_mechanism
+from privfair.generative.calibration import noise_multiplier_on_ledger
+from privfair.generative.dag import CausalDAG, CausalGraphError, parse_dag
+from privfair.generative.dpsgd import (
+    GroupClipping,
+    clip_factors,
+    noisy_gradient,
+    per_sample_gradients,
+    per_sample_norms,
+)
+from privfair.generative.nets import (
+    OneHotLayout,
+    gumbel_noise,
+    hard_gumbel_softmax,
+    mlp,
+    torch_generator,
+)
+
+__all__ = ["GAN_METHODS", "FittedGAN", "GANConfig", "fit_gan"]
+
+from privfair.generative import GAN_METHODS
+
+_CLASSIFIER_FAIRNESS = ("dp", "eo", "eop")
+_EFFECTS = ("te", "se", "ce")
+
+Progress = Callable[[int, int, Mapping[str, float]], None]
+
+
+@dataclass(frozen=True)
+class GANConfig:
+    """Settings of a GAN fit; everything here is public and goes into the manifest.
+
+    Parameters
+    ----------
+    method : {"dpgan", "fairgan", "fairgan-plus", "cfgan"}
+        ``dpgan`` is FairGAN without D2 (fairness-blind, conditional on S).
+    epochs : int
+        Passes over the data in expectation (steps = epochs / q).
+    batch_size : int
+        Expected Poisson batch size b; the sampling rate is q = b / n̂ with n̂ the noisy count.
+    fairness_weight : float
+        λ, the weight of D2 (FairGAN, FairGAN+) or D² (CFGAN).
+    classifier_weight : float
+        μ, the weight of D3 (FairGAN+).
+    classifier_fairness : {"dp", "eo", "eop"}
+        FairGAN+'s notion for η: demographic parity, equalised odds, equal opportunity.
+    effect : {"te", "se", "ce"}
+        CFGAN's criterion: total effect, path-specific effect, counterfactual effect.
+    redlining : tuple of str
+        CFGAN ``se``: the redlining set R (indirect discrimination); empty means the direct
+        path S → Y only.
+    context : tuple of str
+        CFGAN ``ce``: the context attributes O.
+    max_grad_norm : float
+        Clipping bound C (C0 of DPSGD-F).
+    group_clipping : bool
+        DPSGD-F per-group bounds over the protected attribute's groups.
+    count_noise_ratio : float
+        DPSGD-F: σ1 = ratio · σ for the clipped counts.
+    marginal_share : float
+        Share of the ledger's remaining ρ spent on the (S, Y) counts.
+    patience, plateau_tol, min_epochs :
+        Early stop when the generated one-way marginals move less than ``plateau_tol`` (TVD)
+        for ``patience`` epochs in a row, after ``min_epochs``.
+    device : str
+        ``"auto"`` (CUDA when present, else CPU), ``"cpu"`` or ``"cuda"``.
+    """
+
+    method: str = "fairgan"
+    epochs: int = 15
+    batch_size: int = 1000
+    learning_rate: float = 2e-4
+    noise_dim: int = 64
+    hidden: int = 128
+    discriminator_hidden: int = 64
+    max_grad_norm: float = 1.0
+    group_clipping: bool = False
+    count_noise_ratio: float = 10.0
+    fairness_weight: float = 1.0
+    classifier_weight: float = 1.0
+    classifier_fairness: str = "dp"
+    effect: str = "te"
+    redlining: tuple[str, ...] = ()
+    context: tuple[str, ...] = ()
+    node_noise_dim: int = 8
+    node_hidden: int = 64
+    temperature: float = 0.5
+    marginal_share: float = 0.05
+    patience: int = 3
+    plateau_tol: float = 0.005
+    min_epochs: int = 5
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "redlining", tuple(self.redlining))
+        object.__setattr__(self, "context", tuple(self.context))
+        if self.method not in GAN_METHODS:
+            raise ValueError(f"method must be one of {list(GAN_METHODS)}, got {self.method!r}")
+        if self.classifier_fairness not in _CLASSIFIER_FAIRNESS:
+            raise ValueError(f"classifier_fairness must be one of {list(_CLASSIFIER_FAIRNESS)}"
+                             f", got {self.classifier_fairness!r}")
+        if self.effect not in _EFFECTS:
+            raise ValueError(f"effect must be one of {list(_EFFECTS)}, got {self.effect!r}")
+        for name in ("epochs", "batch_size", "noise_dim", "hidden", "discriminator_hidden",
+                     "node_noise_dim",
+                     "node_hidden", "patience", "min_epochs"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        for name in ("learning_rate", "max_grad_norm", "count_noise_ratio", "temperature"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        for name in ("fairness_weight", "classifier_weight", "plateau_tol"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if not 0 < self.marginal_share < 1:
+            raise ValueError(f"marginal_share must be in (0, 1), got {self.marginal_share!r}")
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"device must be auto, cpu or cuda, got {self.device!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["redlining"] = list(self.redlining)
+        out["context"] = list(self.context)
+        return out
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+# --- generators ------------------------------------------------------------------------
+
+
+class ConditionalGenerator(nn.Module):
+    """G(z, c): an MLP from noise and the one-hot conditioning attributes to the others."""
+
+    def __init__(self, layout: OneHotLayout, conditioned: tuple[str, ...], *, noise_dim: int,
+                 hidden: int, temperature: float, generator: torch.Generator) -> None:
+        super().__init__()
+        self.layout = layout
+        self.conditioned = conditioned
+        self.outputs = tuple(a for a in layout.domain if a not in conditioned)
+        self.noise_dim = noise_dim
+        self.temperature = temperature
+        cond_width = sum(layout.domain.size(a) for a in conditioned)
+        out_width = sum(layout.domain.size(a) for a in self.outputs)
+        self.body = mlp([noise_dim + cond_width, hidden, hidden, out_width],
+                        generator=generator)
+
+    def forward(self, condition: Mapping[str, torch.Tensor], *, generator: torch.Generator
+                ) -> dict[str, torch.Tensor]:
+        first = condition[self.conditioned[0]]
+        n, device = first.shape[0], first.device
+        z = torch.randn((n, self.noise_dim), generator=generator, device=device)
+        logits = self.body(torch.cat([z] + [condition[a] for a in self.conditioned], dim=1))
+        values = dict(condition)
+        start = 0
+        for a in self.outputs:
+            size = self.layout.domain.size(a)
+            block = logits[:, start:start + size]
+            values[a] = hard_gumbel_softmax(
+                block, gumbel_noise(block.shape, generator=generator, device=device),
+                temperature=self.temperature)
+            start += size
+        return values
+
+
+class CausalGenerator(nn.Module):
+    """CFGAN's generator: one sub-network per node of the DAG, run in topological order.
+
+    The same sub-networks and the same exogenous noise serve the observational graph (G¹) and
+    every interventional stream (G²), as in Xu §7.2.3.
+    """
+
+    def __init__(self, layout: OneHotLayout, dag: CausalDAG, *, noise_dim: int, hidden: int,
+                 temperature: float, generator: torch.Generator) -> None:
+        super().__init__()
+        self.layout = layout
+        self.dag = dag
+        self.noise_dim = noise_dim
+        self.temperature = temperature
+        size = layout.domain.size
+        self.nets = nn.ModuleDict({
+            _key(v): mlp([noise_dim + sum(size(p) for p in dag.parents(v)), hidden, size(v)],
+                         generator=generator)
+            for v in dag.nodes})
+
+    def exogenous(self, n: int, *, generator: torch.Generator, device: torch.device
+                  ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+        return {v: (torch.randn((n, self.noise_dim), generator=generator, device=device),
+                    gumbel_noise((n, self.layout.domain.size(v)), generator=generator,
+                                 device=device))
+                for v in self.dag.nodes}
+
+    def run(self, noise: Mapping[str, tuple[torch.Tensor, torch.Tensor]], *,
+            fixed: Mapping[str, torch.Tensor] | None = None,
+            parent_value: Callable[[str, str, dict[str, torch.Tensor]], torch.Tensor]
+            | None = None) -> dict[str, torch.Tensor]:
+        values: dict[str, torch.Tensor] = {}
+        for v in self.dag.nodes:
+            if fixed is not None and v in fixed:
+                values[v] = fixed[v]
+                continue
+            z, gumbel = noise[v]
+            parents = [parent_value(p, v, values) if parent_value else values[p]
+                       for p in self.dag.parents(v)]
+            logits = self.nets[_key(v)](torch.cat([z, *parents], dim=1))
+            values[v] = hard_gumbel_softmax(logits, gumbel, temperature=self.temperature)
+        return values
+
+
+def _key(attribute: str) -> str:
+    # ModuleDict keys may not contain dots.
+    return "n" + attribute.encode().hex()
+
+
+# --- the fitted artefact -----------------------------------------------------------------
+
+
+@dataclass
+class FittedGAN:
+    """A trained generator and what is needed to sample from it (all post-noise).
+
+    ``privacy`` holds the DP-SGD parameters (σ, C, q, steps, steps run) and the marginal
+    measurement's σ; ``marginals`` the noisy P(S) and P(Y) that condition sampling.
+    """
+
+    config: GANConfig
+    domain: Domain
+    protected: str
+    outcome: str
+    marginals: dict[str, list[float]]
+    expected_rows: int
+    privacy: dict[str, Any]
+    dag: CausalDAG | None
+    generator_state: dict[str, np.ndarray]
+    classifier_state: dict[str, np.ndarray] | None = None
+    history: list[dict[str, float]] = field(default_factory=list)
+
+    def _generator(self, device: torch.device) -> nn.Module:
+        init = torch.Generator().manual_seed(0)
+        net = _build_generator(self.config, OneHotLayout(self.domain), self.dag,
+                               self.protected, self.outcome, init)
+        net.load_state_dict({k: torch.as_tensor(v) for k, v in self.generator_state.items()})
+        return net.to(device).eval()
+
+    def sample(self, n: int, *, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """``n`` synthetic rows as integer code columns (domain order)."""
+        if not (isinstance(n, int | np.integer) and n >= 0):
+            raise ValueError(f"n must be an integer >= 0, got {n!r}")
+        device = _device(self.config.device)
+        gen = torch_generator(rng, device)
+        net = self._generator(device)
+        layout = OneHotLayout(self.domain)
+        parts = []
+        with torch.no_grad():
+            for start in range(0, int(n), 8192):
+                m = min(8192, int(n) - start)
+                values = _generate(net, self.config, self.domain, self.protected, self.outcome,
+                                   self.marginals, m, gen, device)
+                parts.append(torch.cat([values[a] for a in self.domain], dim=1))
+        rows = torch.cat(parts) if parts else torch.zeros((0, layout.width))
+        return layout.decode(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything but the weights, as JSON-ready values (for the manifest)."""
+        return {"config": self.config.to_dict(), "domain": self.domain.to_dict(),
+                "protected": self.protected, "outcome": self.outcome,
+                "marginals": self.marginals, "expected_rows": self.expected_rows,
+                "privacy": self.privacy, "dag": self.dag.to_dict() if self.dag else None,
+                "history": self.history}
+
+    def save(self, path: str | Path) -> None:
+        """Write ``path`` (.npz of weights) and ``path`` + ``.json`` (the rest); no pickle."""
+        path = Path(path)
+        arrays = {f"g/{k}": v for k, v in self.generator_state.items()}
+        if self.classifier_state is not None:
+            arrays.update({f"eta/{k}": v for k, v in self.classifier_state.items()})
+        with path.open("wb") as fh:
+            np.savez(fh, **arrays)
+        Path(f"{path}.json").write_text(json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, path: str | Path) -> FittedGAN:
+        path = Path(path)
+        meta = json.loads(Path(f"{path}.json").read_text())
+        with np.load(path, allow_pickle=False) as data:
+            gen = {k[2:]: data[k] for k in data.files if k.startswith("g/")}
+            eta = {k[4:]: data[k] for k in data.files if k.startswith("eta/")} or None
+        config = meta["config"]
+        dag = meta["dag"]
+        return cls(config=GANConfig(**config), domain=Domain.from_dict(meta["domain"]),
+                   protected=meta["protected"], outcome=meta["outcome"],
+                   marginals=meta["marginals"], expected_rows=meta["expected_rows"],
+                   privacy=meta["privacy"],
+                   dag=CausalDAG(nodes=tuple(dag["nodes"]),
+                                 edges=tuple(tuple(e) for e in dag["edges"]),
+                                 oriented=tuple(tuple(e)
+                                                for e in dag["oriented_from_undirected"]))
+                   if dag else None,
+                   generator_state=gen, classifier_state=eta, history=meta["history"])
+
+
+def _conditioned(config: GANConfig, protected: str, outcome: str) -> tuple[str, ...]:
+    if config.method == "fairgan-plus":
+        return (protected, outcome)
+    return (protected,)
+
+
+def _build_generator(config: GANConfig, layout: OneHotLayout, dag: CausalDAG | None,
+                     protected: str, outcome: str, generator: torch.Generator) -> nn.Module:
+    if config.method == "cfgan":
+        assert dag is not None
+        return CausalGenerator(layout, dag, noise_dim=config.node_noise_dim,
+                               hidden=config.node_hidden, temperature=config.temperature,
+                               generator=generator)
+    return ConditionalGenerator(layout, layout.domain.canonical(
+        _conditioned(config, protected, outcome)), noise_dim=config.noise_dim,
+        hidden=config.hidden, temperature=config.temperature, generator=generator)
+
+
+def _draw_onehot(probs: list[float], n: int, gen: torch.Generator,
+                 device: torch.device) -> torch.Tensor:
+    p = torch.as_tensor(probs, dtype=torch.float32, device=device)
+    index = torch.multinomial(p, n, replacement=True, generator=gen) if n else \
+        torch.zeros(0, dtype=torch.long, device=device)
+    return F.one_hot(index, len(probs)).to(torch.float32)
+
+
+def _generate(net: nn.Module, config: GANConfig, domain: Domain, protected: str,
+              outcome: str, marginals: Mapping[str, list[float]], n: int,
+              gen: torch.Generator, device: torch.device) -> dict[str, torch.Tensor]:
+    """Observational rows: G¹ for CFGAN, G(z | s) or G(z | y, s) otherwise."""
+    if isinstance(net, CausalGenerator):
+        return net.run(net.exogenous(n, generator=gen, device=device))
+    condition = {a: _draw_onehot(marginals[a], n, gen, device)
+                 for a in _conditioned(config, protected, outcome)}
+    return net(condition, generator=gen)
+
+
+# --- training -----------------------------------------------------------------------------
+
+
+def _check_inputs(config: GANConfig, domain: Domain, protected: str, outcome: str,
+                  dag: Any) -> CausalDAG | None:
+    for name, value in (("protected", protected), ("outcome", outcome)):
+        if value not in domain:
+            raise ValueError(f"{name}: attribute {value!r} is not in the declared domain")
+    if protected == outcome:
+        raise ValueError("protected and outcome must be different attributes")
+    for name in ("redlining", "context"):
+        unknown = [a for a in getattr(config, name) if a not in domain]
+        if unknown:
+            raise ValueError(f"{name}: attributes {unknown} are not in the declared domain")
+    if config.method != "cfgan":
+        return None
+    if dag is None:
+        raise CausalGraphError(
+            "cfgan needs a causal graph over the contract's attributes (causal_graph)")
+    if domain.size(protected) != 2:
+        raise ValueError(f"cfgan: protected attribute {protected!r} must be binary "
+                         f"(s+ = code 1, s- = code 0), it has {domain.size(protected)} codes")
+    parsed = parse_dag(dag, domain, protected=(protected,), outcome=(outcome,))
+    if config.effect == "ce" and not config.context:
+        raise ValueError("cfgan effect 'ce' needs context attributes (context)")
+    return parsed
+
+
+@dataclass
+class _Adversary:
+    net: nn.Module
+    optimiser: torch.optim.Optimizer
+
+
+def _adam(module: nn.Module, lr: float) -> torch.optim.Optimizer:
+    return torch.optim.Adam(module.parameters(), lr=lr, betas=(0.5, 0.9))
+
+
+class _Trainer:
+    """One fit. Only :meth:`d1_private_step` reads ``self._real``."""
+
+    def __init__(self, config: GANConfig, domain: Domain, protected: str, outcome: str,
+                 dag: CausalDAG | None, marginals: dict[str, list[float]],
+                 gen: torch.Generator, device: torch.device, expected_batch: float) -> None:
+        self.config, self.domain, self.dag = config, domain, dag
+        self.protected, self.outcome = protected, outcome
+        self.marginals = marginals
+        self.gen, self.device = gen, device
+        self.layout = layout = OneHotLayout(domain)
+        self.expected_batch = expected_batch
+        # Parameters are initialised on the CPU from a seed drawn from the run's generator,
+        # so a CPU fit and a GPU fit start from the same weights.
+        init = torch.Generator().manual_seed(
+            int(torch.randint(2**62, (1,), generator=gen, device=device).item()))
+        self.generator = _build_generator(config, layout, dag, protected, outcome,
+                                          init).to(device)
+        d = config.discriminator_hidden
+        self.d1 = mlp([layout.width, d, d, 1], generator=init, leaky=True).to(device)
+        self.g_opt = _adam(self.generator, config.learning_rate)
+        self.d1_opt = _adam(self.d1, config.learning_rate)
+        s_size, y_size = domain.size(protected), domain.size(outcome)
+        self.not_s = layout.columns([a for a in domain if a != protected])
+        self.x_only = layout.columns([a for a in domain if a not in (protected, outcome)])
+        self.adversaries: dict[str, _Adversary] = {}
+
+        def adversary(name: str, width: int, out: int, hidden: int) -> None:
+            net = mlp([width, hidden, out], generator=init, leaky=True).to(device)
+            self.adversaries[name] = _Adversary(net, _adam(net, config.learning_rate))
+
+        if config.method in ("fairgan", "fairgan-plus"):
+            adversary("D2", len(self.not_s), s_size, d)
+        if config.method == "fairgan-plus":
+            self.eta = seeded_linear(len(self.x_only), y_size, init).to(device)
+            self.eta_opt = _adam(self.eta, config.learning_rate * 5)
+            d3_in = y_size + (y_size if config.classifier_fairness != "dp" else 0)
+            adversary("D3", d3_in, s_size, 32)
+        if config.method == "cfgan":
+            width = y_size + (len(layout.columns(config.context)) if config.effect == "ce"
+                              else 0)
+            adversary("D2", width, 1, 32)
+            self.path_edges = (dag.path_edges(protected, outcome,
+                                              through=config.redlining or None)
+                               if config.effect == "se" else frozenset())
+
+    # -- private side ------------------------------------------------------------------
+
+    def d1_private_step(self, real: torch.Tensor, group: torch.Tensor, *, sample_rate: float,
+                        expected_batch: float, noise_multiplier: float,
+                        clipping: GroupClipping | None) -> None:
+        cfg = self.config
+        mask = torch.rand(real.shape[0], generator=self.gen, device=self.device) < sample_rate
+        batch = real[mask]
+
+        def real_loss(logit: torch.Tensor) -> torch.Tensor:
+            return F.binary_cross_entropy_with_logits(logit, torch.ones_like(logit))
+
+        if batch.shape[0]:
+            grads = per_sample_gradients(self.d1, real_loss, batch)
+        else:
+            grads = {k: torch.zeros((0, *p.shape), device=self.device)
+                     for k, p in self.d1.named_parameters()}
+        norms = per_sample_norms(grads)
+        if clipping is None:
+            bounds = torch.full_like(norms, cfg.max_grad_norm)
+            clip = cfg.max_grad_norm
+        else:
+            batch_group = group[mask]
+            per_group = clipping.bounds(norms, batch_group, expected_batch=expected_batch,
+                                        generator=self.gen)
+            bounds, clip = per_group[batch_group], float(per_group.max())
+        private = noisy_gradient(grads, clip_factors(norms, bounds),
+                                 noise_multiplier=noise_multiplier, clip_bound=clip,
+                                 expected_batch=expected_batch, generator=self.gen)
+        fake_n = max(1, round(expected_batch))
+        with torch.no_grad():
+            fake = self.rows(self.generate(fake_n))
+        self.d1_opt.zero_grad(set_to_none=True)
+        logit = self.d1(fake)
+        F.binary_cross_entropy_with_logits(logit, torch.zeros_like(logit)).backward()
+        for name, p in self.d1.named_parameters():
+            p.grad = private[name] + (p.grad if p.grad is not None else 0)
+        self.d1_opt.step()
+
+    # -- generated side only -------------------------------------------------------------
+
+    def generate(self, n: int) -> dict[str, torch.Tensor]:
+        return _generate(self.generator, self.config, self.domain, self.protected,
+                         self.outcome, self.marginals, n, self.gen, self.device)
+
+    def rows(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        return torch.cat([values[a] for a in self.domain], dim=1)
+
+    def fairness_terms(self, n: int) -> tuple[dict[str, torch.Tensor], list[tuple[str,
+                                              torch.Tensor, torch.Tensor]]]:
+        """Generated observational values and (adversary, input, target) triples, all built
+        from generator output."""
+        cfg = self.config
+        if cfg.method == "cfgan":
+            return self._cfgan_terms(n)
+        values = self.generate(n)
+        terms: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+        if cfg.method in ("fairgan", "fairgan-plus"):
+            s = values[self.protected].argmax(1)
+            terms.append(("D2", self.rows(values)[:, self.not_s], s))
+        return values, terms
+
+    def _cfgan_terms(self, n: int) -> tuple[dict[str, torch.Tensor],
+                                            list[tuple[str, torch.Tensor, torch.Tensor]]]:
+        cfg, net = self.config, self.generator
+        assert isinstance(net, CausalGenerator)
+        noise = net.exogenous(n, generator=self.gen, device=self.device)
+        observed = net.run(noise)
+        s_plus = torch.zeros((n, 2), device=self.device)
+        s_plus[:, 1] = 1
+        s_minus = 1 - s_plus
+        if cfg.effect == "se":
+            reference = net.run(noise, fixed={self.protected: s_minus})
+            edges = self.path_edges
+            plus = net.run(noise, fixed={self.protected: s_plus},
+                           parent_value=lambda p, v, vals: vals[p] if (p, v) in edges
+                           else reference[p])
+            minus = reference
+        else:
+            plus = net.run(noise, fixed={self.protected: s_plus})
+            minus = net.run(noise, fixed={self.protected: s_minus})
+        y_plus, y_minus = plus[self.outcome], minus[self.outcome]
+        if cfg.effect == "ce":
+            context = torch.cat([observed[a] for a in self.domain.canonical(cfg.context)],
+                                dim=1)
+            y_plus = torch.cat([y_plus, context], dim=1)
+            y_minus = torch.cat([y_minus, context], dim=1)
+        inputs = torch.cat([y_plus, y_minus])
+        target = torch.cat([torch.ones(n, device=self.device),
+                            torch.zeros(n, device=self.device)])
+        return observed, [("D2", inputs, target)]
+
+    def _adversary_loss(self, name: str, inputs: torch.Tensor,
+                        target: torch.Tensor) -> torch.Tensor:
+        out = self.adversaries[name].net(inputs)
+        if out.shape[1] == 1:
+            return F.binary_cross_entropy_with_logits(out[:, 0], target.to(out.dtype))
+        return F.cross_entropy(out, target)
+
+    def _d3_terms(self, values: Mapping[str, torch.Tensor], eta_probs: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        s = values[self.protected].argmax(1)
+        y = values[self.outcome]
+        mode = self.config.classifier_fairness
+        if mode == "dp":
+            return eta_probs, s
+        inputs = torch.cat([eta_probs, y], dim=1)
+        if mode == "eop":
+            keep = y.argmax(1) == y.shape[1] - 1
+            if not bool(keep.any()):
+                return None
+            return inputs[keep], s[keep]
+        return inputs, s
+
+    def public_step(self) -> float:
+        """Adversaries, η and G, on generated rows only; returns G's loss."""
+        cfg = self.config
+        n = max(1, round(self.expected_batch))
+        values, terms = self.fairness_terms(n)
+        for name, inputs, target in terms:
+            adv = self.adversaries[name]
+            adv.optimiser.zero_grad(set_to_none=True)
+            self._adversary_loss(name, inputs.detach(), target).backward()
+            adv.optimiser.step()
+        x_hat = self.rows(values)[:, self.x_only]
+        y_idx = values[self.outcome].argmax(1)
+        if cfg.method == "fairgan-plus":
+            self.eta_opt.zero_grad(set_to_none=True)
+            probs = torch.softmax(self.eta(x_hat.detach()), dim=1)
+            eta_loss = F.nll_loss(torch.log(probs + 1e-12), y_idx)
+            d3 = self._d3_terms({k: v.detach() for k, v in values.items()}, probs)
+            if d3 is not None:
+                eta_loss = eta_loss - cfg.classifier_weight * self._adversary_loss("D3", *d3)
+            eta_loss.backward()
+            self.eta_opt.step()
+            d3 = self._d3_terms({k: v.detach() for k, v in values.items()},
+                                torch.softmax(self.eta(x_hat.detach()), dim=1).detach())
+            if d3 is not None:
+                adv = self.adversaries["D3"]
+                adv.optimiser.zero_grad(set_to_none=True)
+                self._adversary_loss("D3", *d3).backward()
+                adv.optimiser.step()
+        self.g_opt.zero_grad(set_to_none=True)
+        logit = self.d1(self.rows(values))
+        g_loss = F.binary_cross_entropy_with_logits(logit, torch.ones_like(logit))
+        for name, inputs, target in terms:
+            g_loss = g_loss - cfg.fairness_weight * self._adversary_loss(name, inputs, target)
+        if cfg.method == "fairgan-plus":
+            g_loss = g_loss + F.cross_entropy(self.eta(x_hat), y_idx)
+        g_loss.backward()
+        self.g_opt.step()
+        # Gradients of the discriminators from G's step are discarded by their zero_grad.
+        return float(g_loss.detach())
+
+    def marginal_snapshot(self, n: int = 2048) -> np.ndarray:
+        with torch.no_grad():
+            rows = self.rows(self.generate(n))
+        return rows.mean(0).cpu().numpy()
+
+
+def seeded_linear(width: int, out: int, generator: torch.Generator) -> nn.Module:
+    return mlp([width, out], generator=generator)
+
+
+def _noisy_marginals(codes: Mapping[str, np.ndarray], domain: Domain, protected: str,
+                     outcome: str, *, ledger: Any, rng: np.random.Generator,
+                     share: float) -> tuple[dict[str, list[float]], float, float]:
+    """P(S), P(Y) and n̂ from one Gaussian measurement of the (S, Y) counts."""
+    from privfair.core.accounting import gaussian_sigma, zcdp_rho
+
+    s_size, y_size = domain.size(protected), domain.size(outcome)
+    if ledger.delta is None:
+        raise ValueError("ledger: a delta is needed to split the budget between the GAN's "
+                         "marginals and DP-SGD")
+    left = ledger.epsilon_budget - ledger.epsilon_spent()
+    if left <= 0:
+        raise BudgetExceededError("privacy budget exhausted: nothing is left for the GAN")
+    sigma = gaussian_sigma(rho=zcdp_rho(epsilon=share * left, delta=ledger.delta),
+                           sensitivity=1.0)
+    joint = np.zeros((s_size, y_size), dtype=np.int64)
+    np.add.at(joint, (codes[protected], codes[outcome]), 1)
+    noisy = gaussian_mechanism(joint, sigma=sigma, sensitivity=1.0, rng=rng, ledger=ledger,
+                               name=f"GAN conditioning: counts of ({protected}, {outcome})")
+    noisy = np.clip(noisy, 0.0, None)
+    total = float(noisy.sum())
+    n_hat = max(total, 1.0)
+
+    def normalise(v: np.ndarray) -> list[float]:
+        return (v / v.sum()).tolist() if v.sum() > 0 else [1.0 / v.size] * v.size
+
+    return ({protected: normalise(noisy.sum(1)), outcome: normalise(noisy.sum(0))},
+            n_hat, sigma)
+
+
+def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, outcome: str,
+            ledger: Any, rng: np.random.Generator, config: GANConfig | None = None,
+            dag: Any = None, noise_multiplier: float | None = None,
+            progress: Progress | None = None) -> FittedGAN:
+    """Train a DP GAN on integer codes and return the post-noise generator.
+
+    Parameters
+    ----------
+    codes : mapping of str to ndarray
+        The private table as integer code columns over ``domain``.
+    domain : Domain
+        The declared domain (from the contract).
+    protected, outcome : str
+        S and Y.
+    ledger : PrivacyLedger
+        Charged, in this order, for the (S, Y) counts (Gaussian mechanism), then for DP-SGD
+        (``spend_subsampled_gaussian``; with DPSGD-F a second charge for the clipped
+        counts), all before D1 sees a row.
+    rng : numpy.random.Generator
+        Seeds the torch Generator of every draw.
+    config : GANConfig
+    dag : networkx.DiGraph or mapping, optional
+        CFGAN's causal graph (required for ``cfgan``).
+    noise_multiplier : float, optional
+        σ for DP-SGD; by default the smallest σ the ledger's remaining budget allows.
+    progress : callable, optional
+        Called after each epoch with ``(epoch, epochs, {"generator_loss", "marginal_shift"})``;
+        both are functions of post-noise quantities only.
+    """
+    config = config or GANConfig()
+    parsed_dag = _check_inputs(config, domain, protected, outcome, dag)
+    if not hasattr(ledger, "spend_subsampled_gaussian"):
+        raise TypeError("ledger: a PrivacyLedger with spend_subsampled_gaussian is needed")
+    columns = {a: domain.check_column(a, np.asarray(codes[a]), where="GAN training data")
+               for a in domain}
+    marginals, n_hat, marginal_sigma = _noisy_marginals(
+        columns, domain, protected, outcome, ledger=ledger, rng=rng,
+        share=config.marginal_share)
+    sample_rate = min(1.0, config.batch_size / n_hat)
+    steps_per_epoch = max(1, math.ceil(1 / sample_rate))
+    steps = config.epochs * steps_per_epoch
+    expected_batch = sample_rate * n_hat
+
+    def charges(sigma: float) -> list[dict[str, Any]]:
+        out = [{"name": "GAN D1 gradients (DP-SGD)", "noise_multiplier": sigma,
+                "sample_rate": sample_rate, "steps": steps,
+                "sensitivity": config.max_grad_norm}]
+        if config.group_clipping:
+            out.append({"name": "GAN D1 clipped counts (DPSGD-F)",
+                        "noise_multiplier": config.count_noise_ratio * sigma,
+                        "sample_rate": sample_rate, "steps": steps})
+        return out
+
+    sigma = (noise_multiplier if noise_multiplier is not None
+             else noise_multiplier_on_ledger(ledger, charges=charges))
+    for kwargs in charges(sigma):
+        ledger.spend_subsampled_gaussian(**kwargs)
+
+    device = _device(config.device)
+    gen = torch_generator(rng, device)
+    trainer = _Trainer(config, domain, protected, outcome, parsed_dag, marginals, gen, device,
+                       expected_batch)
+    layout = trainer.layout
+    real = layout.encode(columns).to(device)
+    group = torch.from_numpy(np.array(columns[protected], dtype=np.int64)).to(device)
+    clipping = (GroupClipping(base=config.max_grad_norm,
+                              count_noise=config.count_noise_ratio * sigma,
+                              groups=domain.size(protected))
+                if config.group_clipping else None)
+    history: list[dict[str, float]] = []
+    previous = trainer.marginal_snapshot()
+    calm = 0
+    steps_run = 0
+    for epoch in range(1, config.epochs + 1):
+        g_losses = []
+        for _ in range(steps_per_epoch):
+            trainer.d1_private_step(real, group, sample_rate=sample_rate,
+                                    expected_batch=expected_batch, noise_multiplier=sigma,
+                                    clipping=clipping)
+            g_losses.append(trainer.public_step())
+            steps_run += 1
+        current = trainer.marginal_snapshot()
+        shift = _max_block_tvd(previous, current, layout)
+        previous = current
+        info = {"epoch": float(epoch), "generator_loss": float(np.mean(g_losses)),
+                "marginal_shift": shift}
+        history.append(info)
+        if progress is not None:
+            progress(epoch, config.epochs, info)
+        calm = calm + 1 if shift < config.plateau_tol else 0
+        if epoch >= config.min_epochs and calm >= config.patience:
+            break
+    del real
+    privacy = {
+        "dp_sgd": {"noise_multiplier": sigma, "max_grad_norm": config.max_grad_norm,
+                   "sample_rate": sample_rate, "steps": steps, "steps_run": steps_run,
+                   "expected_batch_size": expected_batch,
+                   "group_clipping": config.group_clipping,
+                   "count_noise_multiplier": (config.count_noise_ratio * sigma
+                                              if config.group_clipping else None),
+                   "sampling": "Poisson", "trained_on_real_rows": ["D1"]},
+        "marginals": {"mechanism": "gaussian", "sigma": marginal_sigma,
+                      "attributes": [protected, outcome]},
+    }
+    eta = getattr(trainer, "eta", None)
+    return FittedGAN(
+        config=config, domain=domain, protected=protected, outcome=outcome,
+        marginals=marginals, expected_rows=round(n_hat), privacy=privacy, dag=parsed_dag,
+        generator_state={k: v.detach().cpu().numpy()
+                         for k, v in trainer.generator.state_dict().items()},
+        classifier_state=({k: v.detach().cpu().numpy() for k, v in eta.state_dict().items()}
+                          if eta is not None else None),
+        history=history)
+
+
+def _max_block_tvd(a: np.ndarray, b: np.ndarray, layout: OneHotLayout) -> float:
+    return max(0.5 * float(np.abs(a[layout.span(x)] - b[layout.span(x)]).sum())
+               for x in layout.domain)
+
+
+def with_method(config: GANConfig, method: str) -> GANConfig:
+    """``config`` with another method (for benchmarks comparing variants)."""
+    return replace(config, method=method)

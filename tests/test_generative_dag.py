@@ -1,0 +1,121 @@
+"""CFGAN's causal graphs and the torch-free side of privfair.generative."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import networkx as nx
+import pytest
+
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.domain import Domain
+from privfair.generative.calibration import (
+    noise_multiplier_for,
+    noise_multiplier_on_ledger,
+    subsampled_gaussian_epsilon,
+)
+from privfair.generative.dag import CausalGraphError, parse_dag
+
+DOMAIN = Domain(("a", "s", "m", "y"), (3, 2, 2, 2))
+
+
+def test_import_without_torch():
+    # A None entry in sys.modules makes `import torch` fail, as on a machine without torch.
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "import privfair, privfair.generative, privfair.generative.dag, "
+            "privfair.generative.calibration\nprint('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+
+
+def test_mapping_and_digraph_give_the_same_dag():
+    edges = [("s", "m"), ("m", "y"), ("s", "y"), ("a", "y")]
+    from_mapping = parse_dag({"nodes": ["a", "s", "m", "y"], "edges": edges}, DOMAIN)
+    from_graph = parse_dag(nx.DiGraph(edges), DOMAIN)
+    assert from_mapping == from_graph
+    assert from_mapping.parents("y") == ("a", "s", "m")
+    order = from_mapping.nodes
+    assert order.index("s") < order.index("m") < order.index("y")
+
+
+def test_unmentioned_attributes_become_roots():
+    dag = parse_dag({"edges": [["s", "y"]]}, DOMAIN)
+    assert set(dag.nodes) == set(DOMAIN.attributes)
+    assert dag.parents("a") == ()
+
+
+@pytest.mark.parametrize(("graph", "message"), [
+    ({"edges": [["s", "m"], ["m", "y"], ["y", "s"]]}, "not acyclic, cycle"),
+    ({"edges": [["s", "zip"]]}, "attributes ['zip'] are not in the contract's domain"),
+    ({"nodes": ["income"], "edges": []}, "attributes ['income'] are not in"),
+    ({"edges": [["m", "m"]]}, "self-loop on 'm'"),
+    ({"edges": [["s"]]}, "must be a pair"),
+    ({"arrows": []}, "unknown keys ['arrows']"),
+    ({"undirected": [["a", "m"]]}, "undirected edge a - m cannot be oriented"),
+])
+def test_bad_graphs_are_refused_in_one_line(graph, message):
+    with pytest.raises(CausalGraphError) as info:
+        parse_dag(graph, DOMAIN, protected=("s",), outcome=("y",))
+    text = str(info.value)
+    assert message in text
+    assert "\n" not in text
+
+
+def test_digraph_with_a_cycle_is_refused():
+    with pytest.raises(CausalGraphError, match="cycle"):
+        parse_dag(nx.DiGraph([("a", "m"), ("m", "a")]), DOMAIN)
+
+
+def test_undirected_edges_are_oriented_by_public_roles():
+    dag = parse_dag({"edges": [["s", "m"]], "undirected": [["y", "m"], ["a", "s"]]}, DOMAIN,
+                    protected=("s",), outcome=("y",))
+    assert ("m", "y") in dag.edges  # outcome is a sink
+    assert ("s", "a") in dag.edges  # protected is exogenous
+    assert set(dag.oriented) == {("m", "y"), ("s", "a")}
+
+
+def test_path_edges_direct_and_through_redlining():
+    dag = parse_dag({"edges": [["s", "m"], ["m", "y"], ["s", "y"], ["a", "m"]]}, DOMAIN)
+    assert dag.path_edges("s", "y") == {("s", "y")}
+    assert dag.path_edges("s", "y", through=["m"]) == {("s", "m"), ("m", "y")}
+    with pytest.raises(CausalGraphError, match="redlining"):
+        dag.path_edges("s", "y", through=["q"])
+
+
+def test_ledger_epsilon_matches_the_accountant_library():
+    sigma, q, steps = 1.1, 0.02, 300
+    ledger = PrivacyLedger(epsilon_budget=10.0, delta=1e-6)
+    entry = ledger.spend_subsampled_gaussian(name="d1", noise_multiplier=sigma,
+                                             sample_rate=q, steps=steps, sensitivity=1.0)
+    assert (entry.sample_rate, entry.steps) == (q, steps)
+    expected = subsampled_gaussian_epsilon(noise_multiplier=sigma, sample_rate=q,
+                                           steps=steps, delta=1e-6)
+    # Same RDP series; the ledger's order grid is integer, dp-accounting's default also has
+    # fractional orders, so the ledger's ε may only be slightly larger.
+    assert ledger.epsilon_spent() == pytest.approx(expected, rel=0.02)
+    assert ledger.epsilon_spent() >= expected - 1e-9
+
+
+def test_calibrated_sigma_is_the_smallest_that_fits():
+    q, steps = 0.02, 200
+    sigma = noise_multiplier_for(epsilon=2.0, delta=1e-6, sample_rate=q, steps=steps)
+    eps = subsampled_gaussian_epsilon(noise_multiplier=sigma, sample_rate=q, steps=steps,
+                                      delta=1e-6)
+    assert eps <= 2.0
+    assert subsampled_gaussian_epsilon(noise_multiplier=sigma * 0.99, sample_rate=q,
+                                       steps=steps, delta=1e-6) > 2.0
+
+
+def test_calibration_on_a_ledger_leaves_it_untouched_and_fits_exactly():
+    ledger = PrivacyLedger(epsilon_budget=2.0, delta=1e-6)
+
+    def charges(sigma):
+        return [{"name": "d1", "noise_multiplier": sigma, "sample_rate": 0.02, "steps": 200}]
+
+    sigma = noise_multiplier_on_ledger(ledger, charges=charges)
+    assert ledger.entries == ()
+    ledger.spend_subsampled_gaussian(**charges(sigma)[0])
+    assert 0.99 * 2.0 < ledger.epsilon_spent() <= 2.0

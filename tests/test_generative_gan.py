@@ -1,0 +1,227 @@
+"""DP GAN synthesizers (torch, CPU, tiny models and data)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from privfair.core.accounting import PrivacyLedger  # noqa: E402
+from privfair.core.domain import Domain  # noqa: E402
+from privfair.core.errors import BudgetExceededError  # noqa: E402
+from privfair.generative import gan  # noqa: E402
+from privfair.generative.calibration import subsampled_gaussian_epsilon  # noqa: E402
+from privfair.generative.dag import CausalGraphError  # noqa: E402
+from privfair.generative.dpsgd import (  # noqa: E402
+    GroupClipping,
+    clip_factors,
+    noisy_gradient,
+    per_sample_gradients,
+    per_sample_norms,
+)
+from privfair.generative.nets import mlp  # noqa: E402
+
+DOMAIN = Domain(("a", "s", "m", "c", "y"), (3, 2, 4, 3, 2))
+DAG = {"edges": [["s", "m"], ["m", "y"], ["s", "y"], ["a", "y"], ["a", "c"]]}
+
+
+@pytest.fixture(scope="module")
+def table():
+    rng = np.random.default_rng(7)
+    n = 400
+    s = rng.integers(0, 2, n)
+    a = rng.integers(0, 3, n)
+    m = np.where(rng.random(n) < 0.6, s * 2, rng.integers(0, 4, n))
+    c = np.where(rng.random(n) < 0.5, a, rng.integers(0, 3, n))
+    y = (rng.random(n) < 0.2 + 0.4 * s + 0.1 * (m == 3)).astype(np.int64)
+    return {"a": a, "s": s, "m": m, "c": c, "y": y}
+
+
+def tiny(method: str, **kw) -> gan.GANConfig:
+    base = {"method": method, "epochs": 2, "batch_size": 80, "noise_dim": 8, "hidden": 16,
+            "discriminator_hidden": 16, "node_noise_dim": 4, "node_hidden": 8,
+            "device": "cpu"}
+    base.update(kw)
+    return gan.GANConfig(**base)
+
+
+def fit(table, method="fairgan", *, seed=0, sigma=1.0, **kw):
+    ledger = PrivacyLedger(epsilon_budget=50.0, delta=1e-6)
+    result = gan.fit_gan(table, DOMAIN, protected="s", outcome="y", ledger=ledger,
+                         rng=np.random.default_rng(seed), config=tiny(method, **kw),
+                         dag=DAG if method == "cfgan" else None, noise_multiplier=sigma)
+    return result, ledger
+
+
+def test_clipped_per_sample_gradients_are_bounded_and_summed():
+    g = torch.Generator().manual_seed(0)
+    net = mlp([6, 5, 1], generator=g, leaky=True)
+    x = torch.randn(32, 6, generator=g) * 10
+    loss = lambda out: torch.nn.functional.binary_cross_entropy_with_logits(  # noqa: E731
+        out, torch.ones_like(out))
+    grads = per_sample_gradients(net, loss, x)
+    norms = per_sample_norms(grads)
+    bound = 0.05
+    assert float(norms.max()) > bound  # the test clips something
+    factors = clip_factors(norms, torch.full_like(norms, bound))
+    clipped_norms = per_sample_norms(
+        {k: v * factors.view(-1, *([1] * (v.dim() - 1))) for k, v in grads.items()})
+    assert float(clipped_norms.max()) <= bound * (1 + 1e-5)
+    # Rows under the bound are untouched.
+    small = norms <= bound
+    assert torch.allclose(clipped_norms[small], norms[small])
+    # Per-sample gradients agree with autograd on one row.
+    net.zero_grad()
+    loss(net(x[:1])).sum().backward()
+    first = {k: p.grad for k, p in net.named_parameters()}
+    for k, v in grads.items():
+        assert torch.allclose(v[0], first[k], atol=1e-6)
+    # With no noise the private gradient is the clipped sum over the expected batch size.
+    total = noisy_gradient(grads, factors, noise_multiplier=0.0, clip_bound=bound,
+                           expected_batch=16.0, generator=g)
+    for k, v in grads.items():
+        manual = (v * factors.view(-1, *([1] * (v.dim() - 1)))).sum(0) / 16.0
+        assert torch.allclose(total[k], manual, atol=1e-6)
+
+
+def test_group_clipping_bounds_are_clamped():
+    clipping = GroupClipping(base=1.0, count_noise=0.0, groups=2, cap=3.0)
+    norms = torch.tensor([5.0, 5.0, 5.0, 0.1, 0.1, 0.1])
+    group = torch.tensor([0, 0, 0, 1, 1, 1])
+    bounds = clipping.bounds(norms, group, expected_batch=6.0,
+                             generator=torch.Generator().manual_seed(0))
+    # Group 0 has all its rows clipped, group 1 none: 1 + (1 / 0.5) = 3; 1 + 0 = 1.
+    assert bounds.tolist() == pytest.approx([3.0, 1.0])
+    noisy = GroupClipping(base=1.0, count_noise=50.0, groups=2, cap=10.0)
+    for seed in range(20):
+        b = noisy.bounds(norms, group, expected_batch=6.0,
+                         generator=torch.Generator().manual_seed(seed))
+        assert bool(torch.all(b >= 1.0)) and bool(torch.all(b <= 10.0))
+
+
+def test_fit_charges_the_ledger_before_training(table):
+    result, ledger = fit(table, "dpgan", sigma=None)
+    names = [e.name for e in ledger.entries]
+    assert names == ["GAN conditioning: counts of (s, y)", "GAN D1 gradients (DP-SGD)"]
+    dp = result.privacy["dp_sgd"]
+    entry = ledger.entries[1]
+    assert (entry.sample_rate, entry.steps) == (dp["sample_rate"], dp["steps"])
+    assert entry.sigma == pytest.approx(dp["noise_multiplier"] * dp["max_grad_norm"])
+    assert dp["steps_run"] <= dp["steps"]
+    # σ was calibrated to use (almost all of) the budget.
+    assert 0.99 * 50.0 < ledger.epsilon_spent() <= 50.0
+    alone = subsampled_gaussian_epsilon(noise_multiplier=dp["noise_multiplier"],
+                                        sample_rate=dp["sample_rate"], steps=dp["steps"],
+                                        delta=1e-6)
+    assert alone < ledger.epsilon_spent()
+
+
+def test_budget_too_small_is_refused(table):
+    ledger = PrivacyLedger(epsilon_budget=0.05, delta=1e-6)
+    with pytest.raises(BudgetExceededError):
+        gan.fit_gan(table, DOMAIN, protected="s", outcome="y", ledger=ledger,
+                    rng=np.random.default_rng(0), config=tiny("dpgan"), noise_multiplier=0.3)
+
+
+def test_group_clipping_charges_the_counts(table):
+    result, ledger = fit(table, "fairgan", group_clipping=True, sigma=2.0)
+    counts = ledger.entries[-1]
+    assert counts.name == "GAN D1 clipped counts (DPSGD-F)"
+    assert counts.sigma == pytest.approx(20.0)
+    assert result.privacy["dp_sgd"]["count_noise_multiplier"] == pytest.approx(20.0)
+
+
+def test_cfgan_refuses_a_cyclic_graph_before_reading_data(table):
+    ledger = PrivacyLedger(epsilon_budget=5.0, delta=1e-6)
+    with pytest.raises(CausalGraphError, match="cycle"):
+        gan.fit_gan(table, DOMAIN, protected="s", outcome="y", ledger=ledger,
+                    rng=np.random.default_rng(0), config=tiny("cfgan"),
+                    dag={"edges": [["s", "m"], ["m", "s"]]})
+    with pytest.raises(CausalGraphError, match="needs a causal graph"):
+        gan.fit_gan(table, DOMAIN, protected="s", outcome="y", ledger=ledger,
+                    rng=np.random.default_rng(0), config=tiny("cfgan"))
+    assert ledger.entries == ()
+
+
+@pytest.mark.parametrize(("method", "options"), [
+    ("dpgan", {}),
+    ("fairgan", {}),
+    ("fairgan-plus", {"classifier_fairness": "eo"}),
+    ("cfgan", {"effect": "se", "redlining": ("m",)}),
+    ("cfgan", {"effect": "ce", "context": ("a",)}),
+])
+def test_generated_codes_stay_in_the_domain(table, method, options):
+    result, _ = fit(table, method, **options)
+    sample = result.sample(300, rng=np.random.default_rng(1))
+    DOMAIN.check_codes(sample)
+    assert all(len(v) == 300 for v in sample.values())
+
+
+def test_seeded_training_is_reproducible(table, tmp_path):
+    first, _ = fit(table, "fairgan-plus", seed=3)
+    second, _ = fit(table, "fairgan-plus", seed=3)
+    for k, v in first.generator_state.items():
+        np.testing.assert_array_equal(v, second.generator_state[k])
+    a = first.sample(200, rng=np.random.default_rng(5))
+    b = second.sample(200, rng=np.random.default_rng(5))
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+    first.save(tmp_path / "gan.npz")
+    loaded = gan.FittedGAN.load(tmp_path / "gan.npz")
+    c = loaded.sample(200, rng=np.random.default_rng(5))
+    for k in a:
+        np.testing.assert_array_equal(a[k], c[k])
+    assert loaded.classifier_state is not None
+    other, _ = fit(table, "fairgan-plus", seed=4)
+    assert any(not np.array_equal(v, other.generator_state[k])
+               for k, v in first.generator_state.items())
+
+
+@pytest.mark.parametrize("method", ["fairgan", "fairgan-plus", "cfgan"])
+def test_fairness_adversaries_receive_generated_rows_only(table, monkeypatch, method):
+    """Every tensor that reaches D2 / D3 / η / D² is the generator's latest output."""
+    seen = {"generated": [], "runs": [], "eta_out": [], "checked": 0}
+    original_init = gan._Trainer.__init__
+    original_run = gan.CausalGenerator.run
+
+    def run(self, *args, **kwargs):
+        out = original_run(self, *args, **kwargs)
+        seen["runs"].append({k: v.detach().clone() for k, v in out.items()})
+        return out
+
+    def init(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        trainer = self
+
+        def on_generator(module, inputs, output):
+            seen["generated"].append({k: v.detach().clone() for k, v in output.items()})
+
+        def expect(name, columns):
+            def hook(module, inputs):
+                x = inputs[0].detach()
+                if name == "D3":
+                    probs = torch.softmax(seen["eta_out"][-1], dim=1)
+                    assert torch.equal(x[:, :probs.shape[1]], probs)
+                elif method == "cfgan":
+                    plus, minus = seen["runs"][-2], seen["runs"][-1]
+                    assert torch.equal(x, torch.cat([plus["y"], minus["y"]]))
+                else:
+                    rows = trainer.rows(seen["generated"][-1])
+                    assert torch.equal(x, rows[:, columns])
+                seen["checked"] += 1
+            return hook
+
+        if not isinstance(self.generator, gan.CausalGenerator):
+            self.generator.register_forward_hook(on_generator)
+        for name, adversary in self.adversaries.items():
+            adversary.net.register_forward_pre_hook(expect(name, self.not_s))
+        if hasattr(self, "eta"):
+            self.eta.register_forward_pre_hook(expect("eta", self.x_only))
+            self.eta.register_forward_hook(
+                lambda m, i, out: seen["eta_out"].append(out.detach().clone()))
+
+    monkeypatch.setattr(gan._Trainer, "__init__", init)
+    monkeypatch.setattr(gan.CausalGenerator, "run", run)
+    fit(table, method)
+    assert seen["checked"] > 20
