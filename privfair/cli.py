@@ -6,7 +6,8 @@ Commands::
                      [--fairness tot --eta ETA [--distortion NAME] [--discrimination ratio]]
                      [--seed S] --out DIR [--sample-mode round] [--no-prefect]
     privfair discretize --contract PATH [--data PATH] --out FILE
-    privfair contract check PATH
+    privfair contract check PATH [--data FILE]
+    privfair contract draft --data FILE [--max-categories K] [--out FILE]
     privfair releases list [--store DIR] [--dataset NAME] [--json]
     privfair ledger show [--store DIR] [--dataset NAME] [--json]
 
@@ -93,7 +94,22 @@ def build_parser() -> argparse.ArgumentParser:
     con_sub = con.add_subparsers(dest="contract_command", required=True, parser_class=_Parser)
     check = con_sub.add_parser("check", help="validate a contract and summarise it")
     check.add_argument("path", help="contract YAML")
+    check.add_argument("--data", help="also check this CSV/Parquet file against the contract: "
+                                      "every failing column, offending values and counts, "
+                                      "suggested fixes (local diagnostic; writes nothing)")
+    check.add_argument("--max-examples", type=int, default=8,
+                       help="offending values shown per column (default: 8)")
     check.set_defaults(func=cmd_contract_check)
+    draft = con_sub.add_parser("draft", help="draft a contract from a data file",
+                               description="Write a draft contract YAML from a CSV/Parquet "
+                                           "file's schema and values; review it before use.")
+    draft.add_argument("--data", required=True, help="CSV or Parquet file")
+    draft.add_argument("--max-categories", type=int, default=50,
+                       help="text columns with more distinct values become open-domain "
+                            "(default: 50)")
+    draft.add_argument("--name", help="contract name (default: the file's stem)")
+    draft.add_argument("--out", help="write the YAML here instead of stdout (not overwritten)")
+    draft.set_defaults(func=cmd_contract_draft)
 
     rels = sub.add_parser("releases", help="release catalog commands")
     rels_sub = rels.add_subparsers(dest="releases_command", required=True, parser_class=_Parser)
@@ -284,7 +300,44 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
     b = contract.budget
     console.print(f"  lifetime budget: epsilon={b.epsilon:g} delta={b.delta:g} "
                   f"(rho={zcdp_rho(epsilon=b.epsilon, delta=b.delta):.6g})")
+    return _check_data_and_review(args, contract, console)
+
+
+def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any) -> int:
+    from privfair.pipeline.contract_tools import check_data, review_warning
+
+    warning = review_warning(contract)
+    if warning:
+        console.print(f"WARNING: {warning}")
+    if args.data:
+        if args.max_examples < 0:
+            raise UsageError("--max-examples must be >= 0")
+        result = check_data(contract, args.data, max_examples=args.max_examples)
+        console.print(f"checking {args.data} (local diagnostic: it quotes private values; "
+                      "nothing is written)")
+        for line in result.lines():
+            console.print(line, markup=False)
+        if not result.passed:
+            return 1
     print(contract.fingerprint(), flush=True)
+    return 0
+
+
+def cmd_contract_draft(args: argparse.Namespace) -> int:
+    from privfair.pipeline.contract_tools import draft_contract
+
+    out = Path(args.out) if args.out else None
+    if out is not None and out.exists():
+        raise UsageError(f"--out {out} exists; expected a new file (a draft never overwrites)")
+    text = draft_contract(args.data, max_categories=args.max_categories, name=args.name)
+    console = _stderr_console()
+    if out is None:
+        sys.stdout.write(text)
+    else:
+        out.write_text(text, encoding="utf-8")
+        print(out, flush=True)
+    console.print("draft written: its domains were copied from data and are public in every "
+                  "release; review them, declare roles and budget, then set 'reviewed: true'")
     return 0
 
 

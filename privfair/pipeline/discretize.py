@@ -33,8 +33,8 @@ import pyarrow as pa
 from privfair.core.errors import DomainError
 from privfair.pipeline.contracts import ColumnSpec, Contract, OpenCategories
 
-__all__ = ["STRIP_CHARS", "decode", "discretize", "hidden_index_columns",
-           "iter_discretized_batches", "literal_file", "normalize_text"]
+__all__ = ["STRIP_CHARS", "as_text", "decode", "discretize", "hidden_index_columns",
+           "iter_discretized_batches", "literal_file", "match_text", "normalize_text"]
 
 #: What ``normalize: strip`` removes at both ends of a raw value: ASCII whitespace. The
 #: loader's SQL (``trim(x, STRIP_CHARS)``) and :func:`normalize_text` use this same set.
@@ -302,6 +302,18 @@ def _encode(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str
     _apply_out_of_domain(spec, codes, outside, unparsable, labels)
     _apply_nulls(spec, codes, null, labels)
     return codes
+
+
+def match_text(contract: Contract, column: str, raw: pd.Series) -> np.ndarray:
+    """Codes of raw text values of a categorical column, ``-1`` where no category or alias
+    matches (the encoder's rule, before any ``out_of_domain``/``nulls`` policy)."""
+    spec = contract.column(column)
+    return _match(spec, raw, contract.labels(column), contract.normalization(column))
+
+
+def as_text(raw: pd.Series) -> np.ndarray:
+    """The text the encoder matches for each raw value (``None`` for nulls)."""
+    return _as_text(raw)
 
 
 def _match(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str = "none"

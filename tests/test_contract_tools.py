@@ -1,0 +1,150 @@
+"""`privfair contract draft` and `privfair contract check --data`: the publisher's own tools."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from privfair.cli import main
+from privfair.pipeline.contract_tools import check_data, draft_contract, suggest_edges
+from privfair.pipeline.contracts import load_contract, parse_contract
+
+OCCUPATIONS = ["Handlers equip cleaners etc ", "Adm support incl clerical ", "Sales ",
+               "Not in universe or children ", "Precision production craft & repair "]
+
+
+def wide_table(n: int = 600, columns: int = 30, seed: int = 0) -> pd.DataFrame:
+    """Dozens of categorical columns whose raw values carry trailing spaces, census-style."""
+    rng = np.random.default_rng(seed)
+    data = {f"c{i}": rng.choice([f"{v}{i % 3} " for v in ("a", "bb", "ccc")], n)
+            for i in range(columns)}
+    data["occupation"] = rng.choice(OCCUPATIONS, n)
+    data["state"] = rng.choice([f"State {i:02d}" for i in range(51)], n)  # high cardinality
+    data["age"] = rng.integers(0, 91, n)
+    data["wage"] = np.where(rng.random(n) < 0.7, 0, rng.integers(1, 9000, n))
+    return pd.DataFrame(data)
+
+
+def credit_table(n: int = 1000, seed: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({
+        "checking": rng.choice(["A11", "A12", "A13", "A14"], n),
+        "duration": rng.integers(4, 73, n),
+        "purpose": rng.choice(["car", "furniture", "radio/tv", "education", "business"], n),
+        "amount": rng.integers(250, 18500, n),
+        "sex": rng.choice(["female", "male"], n),
+        "age": rng.integers(19, 76, n),
+        "foreign": rng.choice([0, 1], n),
+        "credit_risk": rng.choice(["bad", "good"], n, p=[0.3, 0.7]),
+    })
+
+
+def test_draft_of_a_wide_table_is_a_valid_reviewable_contract(tmp_path):
+    path = tmp_path / "census.csv"
+    wide_table().to_csv(path, index=False)
+    text = draft_contract(path, max_categories=20)
+    assert "PUBLIC in every release" in text.split("name:")[0]
+    contract = parse_contract(text)
+    assert contract.reviewed is False and contract.normalize == "strip"
+    assert contract.column("c0").categories == ("a0", "bb0", "ccc0")  # sorted, stripped
+    assert contract.column("occupation").categories == tuple(sorted(o.strip() for o in OCCUPATIONS))
+    assert contract.column("state").type == "text"  # 51 values > 20: open domain
+    age = contract.column("age")
+    assert age.type == "numeric" and age.integer and age.bins[0] <= 0 and age.bins[-1] >= 90
+    assert all(e % 5 == 0 for e in age.bins)  # round-number edges
+    wage = contract.column("wage")
+    assert wage.bins[:2] == (0, 1)  # the mass at 0 gets its own bin
+    # The draft fits the very data it was written from.
+    assert check_data(contract, path).passed
+
+
+def test_suggested_edges_are_round_and_cover_the_range():
+    assert suggest_edges(17, 90, [28.2, 37.1, 45.6, 57.3], integer=True) == [15, 30, 35, 45,
+                                                                                55, 90]
+    assert suggest_edges(0, 99999, [0, 0, 0, 0], integer=True) == [0, 1, 100000]
+    edges = suggest_edges(0.013, 0.97, [0.2, 0.41, 0.6, 0.8], integer=False)
+    assert edges[0] <= 0.013 and edges[-1] >= 0.97 and edges == sorted(set(edges))
+
+
+HAND = """
+name: census
+version: "1"
+columns:
+{columns}
+  - name: age
+    type: numeric
+    integer: true
+    bins: [18, 30, 65]
+  - name: sex
+    type: categorical
+    categories: [Female, Male]
+roles: {{protected: [sex]}}
+budget: {{epsilon: 1.0, delta: 1.0e-6}}
+"""
+
+
+def test_check_reports_every_failing_column_at_once(tmp_path, capsys):
+    df = wide_table(columns=6).drop(columns=["state", "wage"])
+    rng = np.random.default_rng(2)
+    df["sex"] = rng.choice(["Female", "Male", "female"], len(df))
+    df.loc[:4, "sex"] = None
+    path = tmp_path / "census.parquet"
+    df.to_parquet(path, index=False)
+    declared = "\n".join(
+        f"  - name: c{i}\n    type: categorical\n    categories: [a{i % 3}, bb{i % 3}, ccc{i % 3}]"
+        for i in range(6))
+    declared += ("\n  - name: occupation\n    type: categorical\n    categories: "
+                 + yaml.safe_dump([o.strip() for o in OCCUPATIONS[:3]], default_flow_style=True)
+                 .strip())
+    contract_path = tmp_path / "census.yaml"
+    contract_path.write_text(HAND.format(columns=declared))
+    result = check_data(load_contract(contract_path), path)
+    assert result.failing_columns == [f"c{i}" for i in range(6)] + ["occupation", "age", "sex"]
+    by_column = {p.column: p for p in result.problems if "not declared" in p.problem}
+    assert by_column["c0"].rows == len(df)
+    assert any("normalize: strip" in f for f in by_column["c0"].fixes)
+    occupation = by_column["occupation"]
+    assert {v for v, _ in occupation.examples} == set(OCCUPATIONS)
+    assert sum(n for _, n in occupation.examples) == len(df)
+    assert any("other:" in f for f in occupation.fixes)  # two of them are no category at all
+    sex = [p for p in result.problems if p.column == "sex"]
+    assert [p.rows for p in sex if "nulls" in p.problem] == [5]
+    assert any("aliases: {'female': 'Female'}" in f for p in sex for f in p.fixes)
+    age = next(p for p in result.problems if p.column == "age")
+    assert "[0, 90]" in age.problem and "clamp" in age.fixes[0]
+
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code = main(["contract", "check", str(contract_path), "--data", str(path)])
+    err = capsys.readouterr().err
+    assert code == 1 and "data breaks contract 'census' in 9 column(s)" in err
+    assert "'Handlers equip cleaners etc '" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # a diagnostic writes nothing
+
+
+def test_cli_draft_then_check_warns_until_reviewed(tmp_path, capsys):
+    data = tmp_path / "credit.parquet"
+    credit_table().to_parquet(data, index=False)
+    out = tmp_path / "credit.yaml"
+    assert main(["contract", "draft", "--data", str(data), "--out", str(out)]) == 0
+    assert main(["contract", "draft", "--data", str(data), "--out", str(out)]) == 2  # no clobber
+    capsys.readouterr()
+    assert main(["contract", "check", str(out), "--data", str(data)]) == 0
+    captured = capsys.readouterr()
+    assert "WARNING" in captured.err and "reviewed: true" in captured.err
+    assert "no problem found" in captured.err and len(captured.out.strip()) == 64
+    contract = load_contract(out)
+    assert contract.column("foreign").categories == ("0", "1")
+    assert contract.column("amount").type == "numeric"
+    out.write_text(out.read_text().replace("reviewed: false", "reviewed: true"))
+    assert main(["contract", "check", str(out)]) == 0
+    assert "WARNING" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bad", ["0", "-3", "x"])
+def test_draft_refuses_bad_max_categories(tmp_path, capsys, bad):
+    data = tmp_path / "credit.csv"
+    credit_table(50).to_csv(data, index=False)
+    assert main(["contract", "draft", "--data", str(data), "--max-categories", bad]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
