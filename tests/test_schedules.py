@@ -11,6 +11,7 @@ server can start on this machine.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import sys
 from pathlib import Path
 
@@ -43,3 +44,20 @@ def test_monthly_deployment_gets_scheduled_runs(tmp_path):
         # the ad-hoc deployment has no schedule
         assert server.wait_for_scheduled_runs("privfair-release/ad-hoc", timeout=0) == []
 
+
+
+def test_smoke_script_serves_runs_and_schedules(tmp_path):
+    """deployments/smoke.sh end to end: serve, ad-hoc run with --param epsilon=0.5, checks."""
+    import subprocess
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["PYTHON"] = sys.executable
+    done = subprocess.run(["bash", str(ROOT / "deployments" / "smoke.sh")], env=env,
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode == 77:
+        reason = done.stderr.strip().splitlines()[-1]
+        print(reason, file=sys.stderr)
+        pytest.skip(reason)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "smoke: OK" in done.stderr
+    assert "release compas v1 from flow run" in done.stdout
