@@ -201,7 +201,22 @@ def test_rdp_accounting_counts_pure_dp_steps_with_their_tight_curve():
     ledger.check_entries(big)
     assert ledger.entries == ()  # checking records nothing
     ledger.spend(big)
-    assert 50.0 < ledger.epsilon_spent() < 51.0
+    assert ledger.epsilon_spent() == 50.0  # pure steps: never more than the sum of their ε
     with pytest.raises(BudgetExceededError):
-        ledger.check_entries(LedgerEntry("more", "laplace", 1.0, rho=50.0, epsilon=10.0))
+        ledger.check_entries(LedgerEntry("more", "laplace", 1.0, rho=55.0, epsilon=10.5))
     assert PrivacyLedger.from_state_dict(ledger.state_dict()).uses_rdp
+
+
+def test_pure_dp_steps_fill_an_epsilon_budget_exactly():
+    ledger = PrivacyLedger(epsilon_budget=1.0, delta=1e-6, accounting="rdp")
+    for _ in range(4):
+        ledger.spend(LedgerEntry("quarter", "laplace", 1.0, rho=0.25**2 / 2, epsilon=0.25))
+    assert ledger.epsilon_spent() == pytest.approx(1.0)
+    with pytest.raises(BudgetExceededError):
+        ledger.spend(LedgerEntry("more", "laplace", 1.0, rho=0.01**2 / 2, epsilon=0.01))
+    # With a Gaussian step in the mix, only the composed curve counts.
+    mixed = PrivacyLedger(epsilon_budget=5.0, delta=1e-6, accounting="rdp")
+    mixed.spend(LedgerEntry("quarter", "laplace", 1.0, rho=0.25**2 / 2, epsilon=0.25))
+    mixed.spend(LedgerEntry("g", "gaussian", 1.0, rho=0.01))
+    expected = rdp_epsilon(rdp=pure_dp_rdp(epsilon=0.25) + zcdp_rdp(rho=0.01), delta=1e-6)[0]
+    assert mixed.epsilon_spent() == pytest.approx(expected)

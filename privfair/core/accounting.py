@@ -425,14 +425,26 @@ class PrivacyLedger:
             total += entry.rdp_curve()
         return total
 
-    def _check_curve(self, extra: np.ndarray, what: str) -> None:
+    def _curve_epsilon(self, entries: Sequence[LedgerEntry], delta: float) -> float:
+        """ε of ``entries`` composed as RDP curves; when every entry is pure ε-DP, no more than
+        the sum of their ε (basic composition: (Σε, 0)-DP, which the curves can miss by the
+        log(1/δ)/(α − 1) of the largest order)."""
+        if not entries:
+            return 0.0
+        curve = np.sum([e.rdp_curve() for e in entries], axis=0)
+        eps = rdp_epsilon(rdp=curve, delta=delta, conversion=self.conversion)[0]
+        if all(e.rdp is None and e.epsilon is not None
+               and e.mechanism in ("laplace", "exponential") for e in entries):
+            eps = min(eps, math.fsum(float(e.epsilon) for e in entries))
+        return eps
+
+    def _check_curve(self, extra: Sequence[LedgerEntry], what: str) -> None:
         if self.delta is None:
             raise ValueError("a ledger composing RDP curves needs delta")
-        eps, _ = rdp_epsilon(rdp=self.rdp() + extra, delta=self.delta,
-                             conversion=self.conversion)
+        eps = self._curve_epsilon([*self._entries, *extra], self.delta)
         budget = self.epsilon_budget
         if eps > budget * (1 + _BUDGET_RTOL):
-            spent, _ = rdp_epsilon(rdp=self.rdp(), delta=self.delta, conversion=self.conversion)
+            spent = self._curve_epsilon(self._entries, self.delta)
             raise BudgetExceededError(
                 f"privacy budget exceeded: {what} would bring epsilon to {eps:.6g} at "
                 f"delta={self.delta:g} ({self.conversion} conversion), over the budget "
@@ -443,7 +455,8 @@ class PrivacyLedger:
         if not (math.isfinite(rho) and rho > 0):
             raise ValueError(f"a step must cost a finite rho > 0, got {rho!r}")
         if self.uses_rdp:
-            self._check_curve(zcdp_rdp(rho=rho), f"a step of rho={rho:.6g}")
+            self._check_curve([LedgerEntry("check", "gaussian", 1.0, rho=rho)],
+                              f"a step of rho={rho:.6g}")
             return
         if self.spent + rho > self.rho_budget * (1 + _BUDGET_RTOL):
             raise BudgetExceededError(
@@ -462,9 +475,8 @@ class PrivacyLedger:
         if not entries:
             return
         if self.uses_rdp or any(e.rdp is not None for e in entries):
-            extra = np.sum([e.rdp_curve() for e in entries], axis=0)
             names = ", ".join(repr(e.name) for e in entries)
-            self._check_curve(extra, f"step{'s' if len(entries) > 1 else ''} {names}")
+            self._check_curve(entries, f"step{'s' if len(entries) > 1 else ''} {names}")
         else:
             self.check(math.fsum(e.rho for e in entries))
 
@@ -522,7 +534,7 @@ class PrivacyLedger:
         if delta is None:
             raise ValueError("delta is needed to express the spent budget as (epsilon, delta)")
         if self.uses_rdp or self.conversion == "classic":
-            return rdp_epsilon(rdp=self.rdp(), delta=delta, conversion=self.conversion)[0]
+            return self._curve_epsilon(self._entries, delta)
         return zcdp_epsilon(rho=self.spent, delta=delta)
 
     def guarantee(self) -> dict[str, Any]:
