@@ -179,3 +179,56 @@ def test_cathist_categories_and_encoding_follow_one_rule(tmp_path, normalize, re
     synth = pd.read_parquet(final / "synthetic.parquet")["gender"].astype(str)
     # Before the fix every row was encoded as "(other)": CatHist stripped, the encoder did not.
     assert (synth == "(other)").mean() < 0.1
+
+
+# --- rename / label / descriptions -----------------------------------------------------------
+
+RENAMED = """
+name: coded
+version: "1"
+description: A survey whose raw columns are coded c0, c1, c2.
+columns:
+  - name: c0
+    rename: sex
+    label: Sex of respondent
+    description: As self-reported on the form.
+    type: categorical
+    categories: [female, male]
+  - name: c1
+    rename: degree
+    type: categorical
+    categories: [none, bachelor]
+  - name: c2
+    rename: hired
+    type: categorical
+    categories: ["no", "yes"]
+roles: {protected: [c0], admissible: [c1], outcome: [c2]}
+budget: {epsilon: 1.0, delta: 1.0e-6}
+"""
+
+
+def test_rename_label_and_descriptions_reach_the_release(tmp_path):
+    rng = np.random.default_rng(4)
+    n = 1500
+    data = tmp_path / "coded.parquet"
+    pd.DataFrame({"c0": rng.choice(["female", "male"], n), "c1": rng.choice(["none", "bachelor"], n),
+                  "c2": rng.choice(["no", "yes"], n)}).to_parquet(data, index=False)
+    contract = tmp_path / "coded.yaml"
+    contract.write_text(RENAMED)
+    final = run_release(ReleaseParams(
+        contract=str(contract), data=str(data), epsilon=1.0, delta=1e-6, method="mst",
+        seed=5, out=str(tmp_path / "releases"), work_dir=str(tmp_path / "work")))
+    assert list(pd.read_parquet(final / "synthetic.parquet").columns) == ["sex", "degree", "hired"]
+    manifest = json.loads((final / "manifest.json").read_text())
+    notes = {c["name"]: c for c in manifest["columns"]}
+    assert notes["c0"] == {"name": "c0", "released_as": "sex", "type": "categorical",
+                           "label": "Sex of respondent",
+                           "description": "As self-reported on the form."}
+    assert manifest["contract"]["description"].startswith("A survey whose raw columns")
+    report = (final / "report.html").read_text()
+    assert "Sex of respondent" in report and "As self-reported on the form." in report
+
+
+def test_released_names_must_be_unique():
+    with pytest.raises(Exception, match="released names \\['degree'\\]"):
+        parse_contract(RENAMED.replace("rename: hired", "rename: degree"))

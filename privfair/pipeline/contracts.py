@@ -179,6 +179,11 @@ class ColumnSpec(_Strict):
         Text normalization of raw values before matching (and before CatHist counts them);
         defaults to the contract's ``normalize``. ``strip`` removes leading and trailing
         whitespace (:data:`privfair.pipeline.discretize.STRIP_CHARS`).
+    rename : str, optional
+        The column's name in the released table (``name`` is the raw data's); roles and
+        every other key still use ``name``.
+    label : str, optional
+        A human-readable title, shown with the description in the report and manifest.
     """
 
     name: str = Field(min_length=1)
@@ -196,6 +201,8 @@ class ColumnSpec(_Strict):
     out_of_domain: str = "refuse"
     nulls: str = "refuse"
     normalize: Literal["none", "strip"] | None = None
+    rename: str | None = Field(None, min_length=1)
+    label: str | None = Field(None, min_length=1)
 
     @field_validator("categories", "labels", mode="before")
     @classmethod
@@ -430,7 +437,21 @@ class Contract(_Strict):
             raise ValueError(f"drop: {both} are also declared under columns; pick one")
         self._check_roles(set(names))
         self._check_normalized()
+        released = [c.rename or c.name for c in self.columns]
+        clash = sorted({n for n in released if released.count(n) > 1})
+        if clash:
+            raise ValueError(f"columns: released names {clash} are used more than once; "
+                             "change a 'rename'")
         return self
+
+    def released_names(self) -> dict[str, str]:
+        """Raw column name -> its name in the released table (``rename`` or ``name``)."""
+        return {c.name: c.rename or c.name for c in self.columns}
+
+    def column_notes(self) -> list[dict[str, Any]]:
+        """Public per-column notes for the manifest and report: names, label, description."""
+        return [{"name": c.name, "released_as": c.rename or c.name, "type": c.type,
+                 "label": c.label, "description": c.description} for c in self.columns]
 
     def normalization(self, column: str) -> str:
         """The text normalization (``"none"`` or ``"strip"``) that applies to ``column``."""

@@ -86,7 +86,10 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         "contract": {"name": contract.name, "version": contract.version,
                      "fingerprint": plan.declared_contract_fingerprint,
                      # differs when the release published DP domains (see the ledger)
-                     "resolved_fingerprint": plan.contract_fingerprint},
+                     "resolved_fingerprint": plan.contract_fingerprint,
+                     "description": contract.description},
+        # raw name, released name (rename:), label and description of each column
+        "columns": contract.column_notes(),
         "domain": {"attributes": list(contract.column_names),
                    "sizes": contract.domain().to_dict(),
                    "labels": {c: contract.labels(c) for c in contract.column_names}},

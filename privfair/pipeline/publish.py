@@ -78,7 +78,9 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
         catalog_added = False
         try:
             tmp.mkdir()
-            labelled.to_parquet(tmp / "synthetic.parquet", index=False)
+            # Columns carry their released names (`rename:`); the manifest maps them back.
+            labelled.rename(columns=contract.released_names()).to_parquet(
+                tmp / "synthetic.parquet", index=False)
             manifest = build_manifest(
                 plan, version=version, ledger=book, one_way=one_way_model, structure=tree,
                 model=meta, contract=contract, n_rows=len(labelled),

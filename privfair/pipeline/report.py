@@ -154,6 +154,21 @@ def _badge(passed: bool | None) -> str:
     return '<span class="pass">PASS</span>' if passed else '<span class="fail">FAIL</span>'
 
 
+def _columns_section(manifest: Mapping[str, Any]) -> str:
+    """The dataset's and each column's description, label and released name (public)."""
+    notes = manifest.get("columns") or []
+    if not notes:
+        return ""
+    about = manifest.get("contract", {}).get("description") or ""
+    rows = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(str(n.get(k) or ''))}</td>" for k in
+                         ("released_as", "label", "type", "description")) + "</tr>"
+        for n in notes)
+    return ("<h2>Columns</h2>" + (f"<p>{html.escape(about)}</p>" if about else "")
+            + "<table><tr><th>column</th><th>label</th><th>type</th><th>description</th>"
+            f"</tr>{rows}</table>")
+
+
 def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
                  labels: Mapping[str, Sequence[Any]] | None = None) -> str:
     """Render the release report as one self-contained HTML page.
@@ -195,6 +210,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         "Every number and chart in this report is computed from differentially private "
         "outputs (noisy measurements, DP-selected structure, or the synthetic table); "
         "none comes from the private data.</p>",
+        _columns_section(manifest),
         "<h2>Guarantee</h2>",
         _kv_table({
             "(ε, δ)-DP": f"ε = {g['epsilon']:.6g}, δ = {g['delta']:.3g}",
