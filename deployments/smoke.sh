@@ -6,7 +6,8 @@
 #   3. `prefect deployment run privfair-release/ad-hoc --param epsilon=0.5 ... --watch`
 #   4. checks: the run completed; one release with epsilon 0.5 in the catalog, whose manifest
 #      names that flow run; the dataset's concurrency limit exists; the monthly deployment
-#      has upcoming scheduled runs; a budget refusal fails with one line and no traceback.
+#      has upcoming scheduled runs; a budget refusal fails with one line and no traceback,
+#      and the automation of deployments/alerts.py POSTs it to a local webhook receiver.
 #
 # Usage: deployments/smoke.sh   (from anywhere; exit 0: all checks passed, 77: no Prefect
 #        server could start here, nothing checked; anything else: a check failed)
@@ -52,6 +53,26 @@ if ! curl -fsS "$PREFECT_API_URL/health" >/dev/null 2>&1; then
     say "SKIP: no Prefect server could start: $(tail -n 3 "$TMP/server.log" | tr '\n' ' ')"
     exit 77
 fi
+
+say "alerts: automation -> webhook block -> local receiver"
+HOOK_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$PY" - "$HOOK_PORT" "$TMP/alerts.jsonl" >"$TMP/receiver.log" 2>&1 <<'EOF' &
+import sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+class Hook(BaseHTTPRequestHandler):
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        with open(sys.argv[2], "ab") as fh:
+            fh.write(body + b"\n")
+        self.send_response(200)
+        self.end_headers()
+
+HTTPServer(("127.0.0.1", int(sys.argv[1])), Hook).serve_forever()
+EOF
+PIDS+=($!)
+"$PY" deployments/alerts.py --webhook-url "http://127.0.0.1:$HOOK_PORT/alert" \
+    >"$TMP/alerts.log" 2>&1 || fail "deployments/alerts.py failed"
 
 say "serving the deployments"
 "$PY" deployments/serve.py >"$TMP/serve.log" 2>&1 &
@@ -111,4 +132,10 @@ sleep 2  # let the served process flush its logs
 grep -q "release refused: BudgetExceededError" "$TMP/serve.log" \
     || fail "no one-line refusal in the serve log"
 if grep -q "Traceback" "$TMP/serve.log"; then fail "a traceback in the serve log"; fi
+for _ in $(seq 60); do
+    grep -q "release refused: BudgetExceededError" "$TMP/alerts.jsonl" 2>/dev/null && break
+    sleep 1
+done
+grep -q "release refused: BudgetExceededError" "$TMP/alerts.jsonl" 2>/dev/null \
+    || fail "no alert reached the webhook"
 say "OK"

@@ -76,7 +76,7 @@ ops.install_refusal_filter()
 
 
 @flow(name="privfair-release", persist_result=False, timeout_seconds=ops.FLOW_TIMEOUT_S,
-      on_failure=[ops.on_release_failure])
+      on_failure=[ops.on_release_failure], on_crashed=[ops.on_release_failure])
 def release(
     contract: PackagedContract | str = "adult",
     data: str | None = None,
