@@ -213,6 +213,8 @@ def _run(plan: Any, seed: int | None) -> str:
     log.info("sampled %d synthetic rows (%s)", _rows(synthetic), plan.sample_mode)
     report("validate output", 0.85)
     output = post_noise.validate_output(synthetic, c, plan.n_rows)
+    output = {**output, **post_noise.validation_records(
+        synthetic, c, plan.store, plan.contract_fingerprint, plan.run_id, plan.n_rows)}
     report("publish", 0.9)
     final = public.publish(plan, ledger, one_way, structure, model, synthetic, checked, output,
                            transform, ops.orchestrator_record())

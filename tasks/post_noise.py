@@ -6,6 +6,7 @@ content-addressed artefact files, so a re-run with the same noisy measurements r
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from prefect import task
@@ -53,3 +54,26 @@ def validate_output(synthetic: FileRef, contract: Contract,
                     n_rows: int | None) -> dict[str, Any]:
     """GX checks of the decoded synthetic table (public summary)."""
     return lib.validate_output(synthetic, contract, n_rows=n_rows)
+
+
+@task(name="validation-records", cache_policy=NO_CACHE, persist_result=False)
+def validation_records(synthetic: FileRef, contract: Contract, store: str, fingerprint: str,
+                       run_id: str, n_rows: int | None) -> dict[str, str]:
+    """Keep the contract's GX suites and this run's output Data Docs beside the fingerprint.
+
+    Returns paths relative to a release folder of the dataset (public: suites come from the
+    contract, Data Docs describe the synthetic table).
+    """
+    from privfair.pipeline.data_docs import (
+        save_suites,
+        validation_folder,
+        write_output_data_docs,
+    )
+
+    folder = validation_folder(store, contract.name, fingerprint)
+    suites = save_suites(contract, folder)
+    labelled = lib.decode_codes(lib.read_codes(synthetic), contract)
+    index = write_output_data_docs(labelled, contract, folder, run_id=run_id, n_rows=n_rows)
+    up = Path("..") / folder.relative_to(Path(store) / contract.name)
+    return {"suites": {side: str(up / name) for side, name in suites.items()},
+            "data_docs": str(up / index.relative_to(folder))}

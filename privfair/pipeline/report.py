@@ -169,6 +169,16 @@ def _columns_section(manifest: Mapping[str, Any]) -> str:
             f"</tr>{rows}</table>")
 
 
+def _data_docs_links(output: Mapping[str, Any]) -> str:
+    """Links to the output-side Data Docs and the contract's GX suites (relative paths)."""
+    links = [(output.get("data_docs"), "Great Expectations Data Docs of the synthetic table")]
+    links += [(path, f"GX suite ({side})") for side, path in
+              sorted((output.get("suites") or {}).items())]
+    items = "".join(f"<li><a href='{html.escape(str(href))}'>{html.escape(text)}</a></li>"
+                    for href, text in links if href)
+    return f"<ul>{items}</ul>" if items else ""
+
+
 def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
                  labels: Mapping[str, Sequence[Any]] | None = None) -> str:
     """Render the release report as one self-contained HTML page.
@@ -249,6 +259,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
             "output (synthetic table)": "PASS" if validation.get("output", {}).get(
                 "passed") else "FAIL",
         }),
+        _data_docs_links(validation.get("output", {})),
         "<h2>Privacy ledger</h2>",
         "<table><tr><th>step</th><th>mechanism</th><th>ρ</th><th>σ</th><th>ε</th>"
         f"<th>queries</th></tr>{ledger_rows}</table>",
