@@ -10,6 +10,9 @@ Commands::
     privfair contract draft --data FILE [--max-categories K] [--out FILE]
     privfair releases list [--store DIR] [--dataset NAME] [--json]
     privfair ledger show [--store DIR] [--dataset NAME] [--json]
+    privfair train --model pflr|pflr-star|privlr|dpsgd|dpsgd-f|naive --epsilon E [--delta D]
+                   [--contract PATH] [--data PATH] [--group COL] [--out DIR]
+    privfair predict --release DIR --data FILE [--out FILE]
 
 Bad input (parameters, contract, data, budget, store) prints one line ``privfair: error: ...``
 on stderr and exits with code 2, with nothing written to the release store or the ledger.
@@ -145,7 +148,41 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-prefect", action="store_true",
                     help="run the same grid in-process (threads), without Prefect")
     ev.set_defaults(func=cmd_evaluate)
+
+    _add_model_commands(sub)
     return parser
+
+
+def _add_model_commands(sub: Any) -> None:
+    # Kept literal so --help imports nothing; privfair.pipeline.train.MODELS is the source.
+    models = ("pflr", "pflr-star", "privlr", "dpsgd", "dpsgd-f", "naive")
+    tr = sub.add_parser("train", help="publish a DP (and fair) classifier as a model release",
+                        description="Train PFLR/PFLR*/PrivLR (functional mechanism) or "
+                                    "DP-SGD/DPSGD-F/Naive on the contract's private data.")
+    tr.add_argument("--contract", help="data contract YAML (default: embedded Adult contract)")
+    tr.add_argument("--data", help="private table, CSV or Parquet (default: embedded Adult)")
+    tr.add_argument("--model", choices=models, required=True, help="which classifier")
+    tr.add_argument("--epsilon", type=float, required=True, help="epsilon of (epsilon, delta)-DP")
+    tr.add_argument("--delta", type=float, default=1e-6, help="delta (default: 1e-6)")
+    tr.add_argument("--group", help="protected column of the groups (default: the contract's "
+                                    "first protected column)")
+    tr.add_argument("--positive", help="outcome label coded 1 (default: the last declared)")
+    tr.add_argument("--holdout", type=float, default=0.2,
+                    help="share held out for the model card's (NOT private) metrics")
+    tr.add_argument("--epochs", type=int, default=20, help="DP-SGD epochs (default: 20)")
+    tr.add_argument("--batch-size", type=int, default=256, help="DP-SGD expected batch size")
+    tr.add_argument("--clip", type=float, default=0.5, help="DP-SGD base clipping bound")
+    tr.add_argument("--hidden", type=int, nargs="*", help="DP-SGD hidden layer widths")
+    tr.add_argument("--alpha", type=float, default=0.3, help="PFLR fairness weight")
+    tr.add_argument("--seed", type=int, help="testing only: omit in production")
+    tr.add_argument("--out", default="releases", help="release store folder (default: releases)")
+    tr.set_defaults(func=cmd_train)
+
+    pr = sub.add_parser("predict", help="score new rows with a model release")
+    pr.add_argument("--release", required=True, help="model release folder")
+    pr.add_argument("--data", required=True, help="rows to score, CSV or Parquet")
+    pr.add_argument("--out", help="write predictions here (.csv or .parquet) instead of stdout")
+    pr.set_defaults(func=cmd_predict)
 
 
 # --- helpers --------------------------------------------------------------------------------
@@ -451,6 +488,36 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     console.print("wrote results.parquet and report.html: NOT privacy-protected, keep them "
                   "apart from releases")
     print(folder, flush=True)
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from privfair.pipeline.train import TrainParams, preflight_train, run_train
+
+    params = TrainParams(
+        contract=args.contract, data=args.data, model=args.model, epsilon=args.epsilon,
+        delta=args.delta, group=args.group, positive=args.positive, holdout=args.holdout,
+        epochs=args.epochs, batch_size=args.batch_size, clip=args.clip,
+        hidden=args.hidden or [], alpha=args.alpha, seed=args.seed, out=args.out)
+    preflight_train(params)  # refuses before any private read
+    with _progress() as bar:
+        task = bar.add_task("preflight", total=1.0)
+        final = run_train(params, progress=lambda stage, fraction: bar.update(
+            task, description=stage, completed=fraction))
+    print(final, flush=True)
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from privfair.pipeline.train import predict
+
+    scored = predict(args.release, args.data)
+    if args.out is None:
+        print(scored.to_csv(index=False), end="", flush=True)
+    elif args.out.lower().endswith((".parquet", ".pq")):
+        scored.to_parquet(args.out, index=False)
+    else:
+        scored.to_csv(args.out, index=False)
     return 0
 
 

@@ -3,9 +3,9 @@ import pandas as pd
 import pytest
 
 from privfair.core.errors import DomainError
-from privfair.learn.features import FeatureEncoding
 from privfair.pipeline.contracts import load_contract
 from privfair.pipeline.datasets import contract_path, load_dataset
+from privfair.pipeline.model_features import FeatureEncoding
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,153 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from privfair.cli import main
+from privfair.core.accounting import RDP_ORDERS, rdp_epsilon, subsampled_gaussian_rdp
+from privfair.core.errors import BudgetExceededError, DomainError
+from privfair.pipeline.contracts import load_contract
+from privfair.pipeline.datasets import contract_path, load_dataset
+from privfair.pipeline.store import LifetimeLedger, list_releases
+from privfair.pipeline.train import (
+    TrainParams,
+    decision_function,
+    lifetime_epsilon,
+    predict,
+    preflight_train,
+    rho_reservation,
+    run_train,
+)
+
+
+@pytest.fixture(scope="module")
+def adult_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "adult_sample.parquet"
+    load_dataset("adult").sample(4000, random_state=0).to_parquet(path, index=False)
+    return path
+
+
+def _contract_with_budget(tmp_path, epsilon):
+    raw = yaml.safe_load(contract_path("adult").read_text())
+    raw["budget"] = {"epsilon": epsilon, "delta": 1e-6}
+    path = tmp_path / "adult_small_budget.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_pflr_star_release_round_trips_through_predict(adult_file, tmp_path):
+    store = tmp_path / "store"
+    folder = run_train({"model": "pflr-star", "epsilon": 1.0, "data": str(adult_file),
+                        "seed": 3, "out": str(store)})
+    assert folder == store / "adult" / "v1"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "contract.yaml", "manifest.json", "model_card.md", "weights.npz"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["kind"] == "model" and manifest["model"] == "pflr-star"
+    assert manifest["guarantee"]["spent"]["epsilon"] == pytest.approx(1.0)
+    assert [e["name"] for e in manifest["ledger"]] == [
+        "group histogram (fairness centre)", "fairness shift (PFLR*)",
+        "functional mechanism (PFLR*)"]
+    metrics = manifest["metrics"]
+    assert metrics["privacy"].startswith("NOT privacy-protected")
+    assert 0.5 < metrics["majority_baseline_accuracy"] < 1
+    assert set(metrics["per_group"]) == {"Female", "Male"}
+    assert "seed" not in json.dumps(manifest["parameters"])
+    card = (folder / "model_card.md").read_text()
+    assert "majority-class baseline" in card and "| Female |" in card
+
+    rows = load_dataset("adult").head(50).drop(columns=["income", "sex"])
+    scored = predict(folder, rows)
+    with np.load(folder / "weights.npz", allow_pickle=False) as npz:
+        coef = npz["coef"]
+    contract = load_contract(folder / "contract.yaml")
+    from privfair.pipeline.model_features import FeatureEncoding
+
+    x = FeatureEncoding.from_dict(manifest["features"]).transform(rows, contract)
+    logits = decision_function({"coef": coef}, x)
+    np.testing.assert_allclose(scored["score"], 1 / (1 + np.exp(-logits)))
+    assert set(scored["prediction"]) <= {"<=50K", ">50K"}
+    np.testing.assert_array_equal(scored["prediction"] == ">50K", logits > 0)
+
+    lifetime = json.loads((store / "adult" / "lifetime_ledger.json").read_text())
+    entry = lifetime["releases"][0]
+    assert entry["kind"] == "model" and len(entry["rdp"]) == len(RDP_ORDERS)
+    assert list_releases(store)[0]["method"] == "model:pflr-star"
+
+
+def test_dpsgd_f_release_and_cli_predict(adult_file, tmp_path, capsys):
+    pytest.importorskip("torch")
+    store = tmp_path / "store"
+    code = main(["train", "--model", "dpsgd-f", "--epsilon", "3", "--data", str(adult_file),
+                 "--epochs", "2", "--seed", "1", "--out", str(store)])
+    assert code == 0
+    folder = capsys.readouterr().out.strip().splitlines()[-1]
+    manifest = json.loads((store / "adult" / "v1" / "manifest.json").read_text())
+    assert folder.endswith("v1")
+    spent = manifest["guarantee"]["spent"]
+    assert 2.99 < spent["epsilon"] <= 3.0 + 1e-9
+    names = [e["name"] for e in manifest["ledger"]]
+    assert names == ["training row count", "dpsgd-f gradients",
+                     "dpsgd-f clipped/unclipped counts per group"]
+    gradients = manifest["ledger"][1]
+    assert gradients["sample_rate"] > 0 and gradients["steps"] >= 1
+    counts = manifest["ledger"][2]
+    assert counts["sigma"] == pytest.approx(10 * gradients["sigma"] / gradients["sensitivity"])
+    rows = tmp_path / "rows.parquet"
+    load_dataset("adult").head(20).to_parquet(rows, index=False)
+    out = tmp_path / "scored.csv"
+    assert main(["predict", "--release", folder, "--data", str(rows), "--out", str(out)]) == 0
+    scored = pd.read_csv(out)
+    assert len(scored) == 20 and scored["score"].between(0, 1).all()
+
+
+def test_model_release_over_the_lifetime_budget_is_refused_before_reading(tmp_path):
+    contract = _contract_with_budget(tmp_path, 1.0)
+    unreadable = tmp_path / "private.parquet"
+    unreadable.write_bytes(b"not parquet: reading it would fail differently")
+    params = {"model": "pflr", "epsilon": 2.0, "contract": str(contract),
+              "data": str(unreadable), "out": str(tmp_path / "store")}
+    with pytest.raises(BudgetExceededError, match="lifetime budget"):
+        run_train(params)
+    assert main(["train", "--model", "pflr", "--epsilon", "2", "--contract", str(contract),
+                 "--data", str(unreadable), "--out", str(tmp_path / "store")]) == 2
+    assert not (tmp_path / "store" / "adult" / "lifetime_ledger.json").exists()
+
+
+@pytest.mark.parametrize("params, error, match", [
+    ({"model": "svm"}, ValidationError, "model"),
+    ({"epsilon": 0.0}, ValidationError, "epsilon"),
+    ({"epsilon": -1.0}, ValidationError, "epsilon"),
+    ({"group": "colour"}, DomainError, "group: column 'colour' is not in contract"),
+    ({"model": "pflr", "group": "race"}, ValueError, "PFLR needs two"),
+])
+def test_bad_requests_refused_in_preflight(params, error, match, tmp_path):
+    with pytest.raises(error, match=match):
+        preflight_train({"epsilon": 1.0, "out": str(tmp_path)} | params)
+
+
+def test_rho_reservation_keeps_later_table_releases_sound():
+    contract = load_contract(contract_path("adult"))
+    lifetime = LifetimeLedger("adult", contract.budget.epsilon, contract.budget.delta,
+                              [{"version": "v1", "rho": 0.05}])
+    curve = subsampled_gaussian_rdp(noise_multiplier=1.0, sample_rate=0.01, steps=2000)
+    reserved = rho_reservation(lifetime, curve)
+    lifetime.releases.append({"version": "v2", "rho": reserved, "rdp": list(curve)})
+    # A table release may now take whatever zCDP room the store's rho check leaves...
+    room = lifetime.rho_remaining
+    assert room > 0
+    lifetime.check(rho=room)
+    # ...and the true composition of everything stays within the lifetime epsilon.
+    total = lifetime_epsilon(lifetime, np.asarray(RDP_ORDERS) * room)
+    assert total <= contract.budget.epsilon * (1 + 1e-6)
+    assert total > contract.budget.epsilon * 0.99  # and the reservation is not wasteful
+    # Without amplification by subsampling the same steps would not fit at all.
+    assert rdp_epsilon(rdp=np.asarray(RDP_ORDERS) * 2000 / 2, delta=1e-6)[0] > 10
+
+
+def test_train_params_are_typed():
+    params = TrainParams(model="naive", epsilon=2.0)
+    assert params.delta == 1e-6 and params.holdout == 0.2
