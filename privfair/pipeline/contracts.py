@@ -76,6 +76,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import ContractError, DomainError
+from privfair.pipeline.tot_settings import DistortionSpec, TOTSpec
 
 __all__ = [
     "BudgetSpec",
@@ -415,6 +416,8 @@ class Contract(_Strict):
     # False in a draft written by `privfair contract draft` until the publisher has reviewed
     # the domains it copied from data; `contract check` warns while it is False.
     reviewed: bool | None = None
+    # TOT's setting for this dataset (privfair.pipeline.tot_settings); optional.
+    tot: TOTSpec | None = None
 
     @field_validator("version", mode="before")
     @classmethod
@@ -437,6 +440,9 @@ class Contract(_Strict):
             raise ValueError(f"drop: {both} are also declared under columns; pick one")
         self._check_roles(set(names))
         self._check_normalized()
+        from privfair.pipeline.tot_settings import check_tot_spec
+
+        check_tot_spec(self)
         released = [c.rename or c.name for c in self.columns]
         clash = sorted({n for n in released if released.count(n) > 1})
         if clash:
@@ -763,6 +769,8 @@ _MODEL_AT: dict[tuple[str, ...], type[BaseModel]] = {
     ("columns", "*", "open_domain"): OpenDomainSpec,
     ("roles",): RolesSpec,
     ("budget",): BudgetSpec,
+    ("tot",): TOTSpec,
+    ("tot", "distortion"): DistortionSpec,
 }
 
 

@@ -252,17 +252,17 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
     roles.check(domain, fair=params.method in FAIR_METHODS)
     if params.fairness_transform == "tot":
-        from privfair.fair.tot import DISTORTIONS
+        from privfair.pipeline.tot_settings import preflight_tot, tot_setting
 
-        if params.eta is None:
-            raise ReleaseInputError("fairness_transform 'tot' needs eta, the discrimination "
-                                    "bound (e.g. --eta 0.05)")
-        if params.distortion not in DISTORTIONS:
-            raise ReleaseInputError(f"distortion {params.distortion!r} is not registered; "
-                                    f"expected one of {sorted(DISTORTIONS)}")
         if not roles.protected or not roles.outcome:
             raise ReleaseInputError("fairness_transform 'tot' needs protected and outcome "
                                     "attributes in the contract's roles")
+        try:  # columns, distortion and program size, from the declared domain alone
+            preflight_tot(contract, tot_setting(contract, distortion=params.distortion,
+                                                discrimination=params.discrimination,
+                                                eta=params.eta))
+        except ValueError as exc:
+            raise ReleaseInputError(str(exc)) from None
     data_path, source = _resolve_data(params, contract)
     store = Path(params.out).expanduser().resolve()
     _check_store_writable(store)

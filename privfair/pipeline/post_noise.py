@@ -71,8 +71,9 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
     """Optional fairness transform of the synthetic table (post-processing, no privacy cost).
 
     ``"tot"`` fits Calmon et al.'s optimised pre-processing on the synthetic codes — D the
-    contract's protected attributes, Y its outcome, X every other attribute — and applies it
-    to them. Returns the (possibly new) synthetic codes and the manifest record.
+    contract's protected attributes, Y its outcome, X the contract's ``tot.features`` (every
+    other attribute when the contract has no ``tot`` block) — and applies it to them.
+    Returns the (possibly new) synthetic codes and the manifest record.
     """
     if transform == "none":
         return synthetic, {"name": "none", "applied": False}
@@ -81,16 +82,27 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from privfair.fair.tot import TOTransform
+    from privfair.fair.tot import ProblemTooLargeError, TOTransform
+    from privfair.pipeline.tot_settings import tot_setting
 
-    domain, roles = contract.domain(), contract.roles()
-    outcome = roles.outcome[0]
-    features = [a for a in domain if a not in roles.protected and a != outcome]
-    tot = TOTransform(d_cols=list(roles.protected), x_cols=features, y_col=outcome,
-                      domain=domain, eta=eta, discrimination=discrimination,
-                      distortion=distortion)
+    setting = tot_setting(contract, distortion=distortion, discrimination=discrimination,
+                          eta=eta)
+    domain = contract.domain()
+    tot = TOTransform(d_cols=list(setting.protected), x_cols=list(setting.features),
+                      y_col=setting.outcome, domain=domain, eta=setting.eta,
+                      discrimination=setting.discrimination, distortion=setting.distortion,
+                      clist=setting.clist, dlist=setting.dlist,
+                      max_variables=setting.max_variables)
     codes = read_codes(synthetic)
-    moved = tot.fit(codes).transform(codes, rng=stage_rng(seed, "tot"))
+    try:
+        fitted = tot.fit(codes)
+    except ProblemTooLargeError as exc:
+        raise ProblemTooLargeError(
+            f"TOT: {exc.n_variables:,} variables, above max_variables="
+            f"{setting.max_variables:,}; {setting.size_fix()}",
+            n_variables=exc.n_variables, dense_variables=exc.dense_variables,
+            max_variables=exc.max_variables) from None
+    moved = fitted.transform(codes, rng=stage_rng(seed, "tot"))
     table = pa.table({a: moved[a].to_numpy().astype(np.int64) for a in domain})
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
