@@ -106,6 +106,7 @@ assert len(rows) == 1 and rows[0]["epsilon"] == 0.5, rows
 manifest = json.loads((store / rows[0]["path"] / "manifest.json").read_text())
 run = manifest["orchestrator"]
 assert json.loads(rows[0]["orchestrator"]) == run, (rows[0], run)
+assert run["ui_url"].endswith(f"/runs/flow-run/{run['flow_run_id']}"), run
 with get_client(sync_client=True) as client:
     flow_run = client.read_flow_run(run["flow_run_id"])
     assert flow_run.state.is_completed() and flow_run.parameters["epsilon"] == 0.5
