@@ -10,6 +10,8 @@ Commands::
     privfair contract draft --data FILE [--max-categories K] [--out FILE]
     privfair releases list [--store DIR] [--dataset NAME] [--json]
     privfair ledger show [--store DIR] [--dataset NAME] [--json]
+    privfair evaluate [--datasets ... | --contract C --data FILE] [grid options]
+    privfair evaluate --release DIR --data FILE [--contract C]
     privfair train --model pflr|pflr-star|privlr|dpsgd|dpsgd-f|naive --epsilon E [--delta D]
                    [--contract PATH] [--data PATH] [--group COL] [--out DIR]
     privfair predict --release DIR --data FILE [--out FILE]
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 METHODS = ("mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair")
+GAN_METHODS = ("dpgan", "fairgan", "fairgan-plus", "cfgan")
 
 
 class UsageError(Exception):
@@ -61,8 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--data", help="private table, CSV or Parquet (default: embedded Adult)")
     rel.add_argument("--epsilon", type=float, required=True, help="epsilon of (epsilon, delta)-DP")
     rel.add_argument("--delta", type=float, required=True, help="delta of (epsilon, delta)-DP")
-    rel.add_argument("--method", choices=METHODS, default="prefair-greedy",
-                     help="structure selector (default: prefair-greedy)")
+    rel.add_argument("--method", choices=(*METHODS, *GAN_METHODS), default="prefair-greedy",
+                     help="structure selector, or a DP GAN (dpgan, fairgan, fairgan-plus, "
+                          "cfgan) (default: prefair-greedy)")
+    rel.add_argument("--causal-graph", help="cfgan: YAML/JSON file with the causal DAG")
+    rel.add_argument("--gan-epochs", type=int, help="GAN methods: training epochs")
+    rel.add_argument("--group-clipping", action="store_true",
+                     help="GAN methods: DPSGD-F per-group clipping bounds for D1")
     rel.add_argument("--seed", type=int, help="testing only: whoever knows the seed can remove "
                                               "the noise; omit in production")
     rel.add_argument("--out", default="releases", help="release store folder (default: releases)")
@@ -145,6 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", help="output folder, not a release store (default: evaluations)")
     ev.add_argument("--dask", action="store_true",
                     help="run cells on a local Dask cluster (pip install -e '.[dask]')")
+    ev.add_argument("--contract", help="your own data: its contract YAML (with --data); "
+                                       "replaces --datasets")
+    ev.add_argument("--data", help="your own table, CSV or Parquet (with --contract or "
+                                   "--release)")
+    ev.add_argument("--release", help="score this published release folder against --data "
+                                      "(utility, fairness, train-synthetic-test-real)")
     ev.add_argument("--no-prefect", action="store_true",
                     help="run the same grid in-process (threads), without Prefect")
     ev.set_defaults(func=cmd_evaluate)
@@ -214,7 +228,9 @@ def _params(args: argparse.Namespace) -> Any:
         method=args.method, seed=args.seed, n_rows=args.n_rows, sample_mode=args.sample_mode,
         out=args.out, discrete_noise=args.discrete_noise, work_dir=args.work_dir,
         batch_size=args.batch_size, fairness_transform=args.fairness, eta=args.eta,
-        distortion=args.distortion, discrimination=args.discrimination)
+        distortion=args.distortion, discrimination=args.discrimination,
+        causal_graph=args.causal_graph, gan_epochs=args.gan_epochs,
+        group_clipping=args.group_clipping)
 
 
 def _progress() -> Any:
@@ -438,15 +454,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     from privfair.evaluation.grid import EvaluateParams, cells, check_out
 
+    if args.release:
+        return _score_release(args)
     given = {k: getattr(args, k) for k in ("datasets", "methods", "epsilons", "seeds", "etas",
-                                           "classifiers", "split_seed", "out")
+                                           "classifiers", "split_seed", "out", "contract",
+                                           "data")
              if getattr(args, k) is not None}
+    if args.contract and args.datasets:
+        raise UsageError("--contract evaluates your own table; drop --datasets")
     params = EvaluateParams(**given)  # refuses bad values before any real data is read
     check_out(params.out)  # never inside a release store
     if args.dask and args.no_prefect:
         raise UsageError("--dask runs cells through Prefect; drop --no-prefect")
     if args.dask and importlib.util.find_spec("prefect_dask") is None:
         raise UsageError("--dask needs prefect-dask: pip install -e '.[dask]'")
+    if params.contract:  # one clear line now for a table that breaks its contract
+        from privfair.evaluation.grid import cached_dataset, dataset_names
+
+        cached_dataset(dataset_names(params)[0], params.split_seed, params.contract,
+                       params.data)
     n = len(cells(params))
     console = _stderr_console()
     console.print(f"evaluation grid: {n} cells; results are NOT privacy-protected")
@@ -518,6 +544,30 @@ def cmd_predict(args: argparse.Namespace) -> int:
         scored.to_parquet(args.out, index=False)
     else:
         scored.to_csv(args.out, index=False)
+    return 0
+
+
+def _score_release(args: argparse.Namespace) -> int:
+    from privfair.evaluation.evaluate import NOT_PRIVATE
+    from privfair.evaluation.grid import check_out
+    from privfair.evaluation.score_release import score_release, write_release_score
+
+    if not args.data:
+        raise UsageError("--release needs --data, the real table to score it against")
+    out = args.out or "evaluations"
+    check_out(out)  # never inside a release store
+    classifiers = args.classifiers or ["logistic"]
+    record = score_release(args.release, args.data, contract_path=args.contract,
+                           classifiers=classifiers)
+    folder = write_release_score(record, out)
+    console = _stderr_console()
+    console.print(f"NOT privacy-protected: {NOT_PRIVATE}")
+    clf = classifiers[0]
+    console.print(f"release {record['dataset']} {record['version']}: tvd1 "
+                  f"{record['tvd1']:.4f}, tvd2 {record['tvd2']:.4f}; {clf} trained on "
+                  f"synthetic, accuracy on real {record[f'{clf}_accuracy']:.4f} (baseline "
+                  f"{record[f'{clf}_baseline_accuracy']:.4f})")
+    print(folder, flush=True)
     return 0
 
 

@@ -16,6 +16,7 @@ FairGAN+'s classifier loss is the full cross-entropy and its V3 is computed on g
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -307,26 +308,27 @@ class FittedGAN:
                 "privacy": self.privacy, "dag": self.dag.to_dict() if self.dag else None,
                 "history": self.history}
 
-    def save(self, path: str | Path) -> None:
-        """Write ``path`` (.npz of weights) and ``path`` + ``.json`` (the rest); no pickle."""
-        path = Path(path)
+    def to_bytes(self) -> bytes:
+        """One ``.npz`` (weights, and the rest as a JSON string entry); no pickle."""
         arrays = {f"g/{k}": v for k, v in self.generator_state.items()}
         if self.classifier_state is not None:
             arrays.update({f"eta/{k}": v for k, v in self.classifier_state.items()})
-        with path.open("wb") as fh:
-            np.savez(fh, **arrays)
-        Path(f"{path}.json").write_text(json.dumps(self.to_dict(), indent=2))
+        arrays["meta"] = np.array(json.dumps(self.to_dict()))
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        return buffer.getvalue()
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.to_bytes())
 
     @classmethod
     def load(cls, path: str | Path) -> FittedGAN:
-        path = Path(path)
-        meta = json.loads(Path(f"{path}.json").read_text())
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(Path(path), allow_pickle=False) as data:
+            meta = json.loads(str(data["meta"]))
             gen = {k[2:]: data[k] for k in data.files if k.startswith("g/")}
             eta = {k[4:]: data[k] for k in data.files if k.startswith("eta/")} or None
-        config = meta["config"]
         dag = meta["dag"]
-        return cls(config=GANConfig(**config), domain=Domain.from_dict(meta["domain"]),
+        return cls(config=GANConfig(**meta["config"]), domain=Domain.from_dict(meta["domain"]),
                    protected=meta["protected"], outcome=meta["outcome"],
                    marginals=meta["marginals"], expected_rows=meta["expected_rows"],
                    privacy=meta["privacy"],

@@ -34,13 +34,31 @@ FORMAT = "privfair-release/1"
 
 
 def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
-                   one_way: OneWayModel, structure: SelectedStructure,
-                   model: Mapping[str, Any], contract: Contract, n_rows: int,
+                   one_way: OneWayModel | None, structure: SelectedStructure | None,
+                   model: Mapping[str, Any] | None, contract: Contract, n_rows: int,
                    input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
                    lifetime: LifetimeLedger, fairness_transform: Mapping[str, Any] | None = None,
-                   orchestrator: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The release manifest: only public settings and post-DP quantities."""
-    report = model.get("report") or {}
+                   orchestrator: Mapping[str, Any] | None = None,
+                   generative: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The release manifest: only public settings and post-DP quantities.
+
+    A GAN release (``generative``) records its DP-SGD parameters, the accountant's ε, the
+    causal graph (CFGAN) and the data-fairness measures of the released table instead of a
+    graphical model's structure and estimation.
+    """
+    if generative is None:
+        report = model.get("report") or {}
+        method = {
+            "compress": plan.method not in AIM_METHODS,
+            "compression": one_way.compression.to_dict(),
+            "estimation": {"max_iters": plan.max_iters, **report},
+            "estimated_total": float(model["total"]),
+        }
+        structure_record, fairness = structure.to_dict(), structure.fairness.to_dict()
+    else:
+        method = dict(generative["method"])
+        structure_record = dict(generative["structure"])
+        fairness = dict(generative["fairness_check"])
     return {
         "format": FORMAT,
         "dataset": plan.dataset,
@@ -63,11 +81,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         "method": {
             "name": plan.method,
             "budget_split": dict(plan.split),
-            "compress": plan.method not in AIM_METHODS,
-            "compression": one_way.compression.to_dict(),
             "discrete_noise": plan.discrete_noise,
-            "estimation": {"max_iters": plan.max_iters, **report},
-            "estimated_total": float(model["total"]),
+            **method,
         },
         "parameters": {
             "epsilon": plan.epsilon, "delta": plan.delta, "method": plan.method,
@@ -77,8 +92,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "data_source": ("embedded default dataset" if plan.data_source == "embedded"
                             else "operator-supplied file (path and hash not recorded)"),
         },
-        "structure": structure.to_dict(),
-        "fairness_check": structure.fairness.to_dict(),
+        "structure": structure_record,
+        "fairness_check": fairness,
         "fairness_transform": dict(fairness_transform or {"name": "none", "applied": False}),
         "sampling": {"mode": plan.sample_mode, "n_rows": n_rows},
         "seed_policy": plan.seed_policy,

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.errors import ContractError, PrivfairError
+from privfair.generative import GAN_METHODS
 from privfair.pipeline.artefacts import (
     FileRef,
     StoreError,
@@ -39,7 +40,8 @@ from privfair.synth.synthesizer import (
 log = logging.getLogger(__name__)
 
 #: The release methods the table pipeline offers (the Prefect form renders them as a choice).
-Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"]
+Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair",
+                 "dpgan", "fairgan", "fairgan-plus", "cfgan"]
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -105,6 +107,13 @@ class ReleaseParams(BaseModel):
                                  "artefacts, Prefect result storage); created mode 0700.")
     batch_size: int = Field(200_000, ge=1, description="Rows per streamed batch.")
     max_iters: int = Field(10_000, ge=1, description="Estimation iteration cap.")
+    causal_graph: str | None = Field(
+        None, description="cfgan: YAML/JSON file declaring the causal DAG over the contract's "
+                          "attributes (nodes, edges; undirected edges oriented by the roles).")
+    gan_epochs: int | None = Field(
+        None, ge=1, description="GAN methods: training epochs. Empty: the shipped default.")
+    group_clipping: bool = Field(
+        False, description="GAN methods: DPSGD-F per-group clipping bounds for D1.")
 
 
 def params_error_line(exc: Exception) -> str:
@@ -136,6 +145,13 @@ def _check_open_domains(contract: Contract) -> None:
             raise ContractError(
                 f"contract {contract.name!r}: open-domain column {name!r} needs "
                 "out_of_domain: \"other:<label>\" for the values CatHist does not release")
+        spec = contract.column(name).open_domain
+        if spec is None or spec.universe is None:
+            # CatHist draws outside values from the declared universe; a bare size cannot be
+            # sampled, and drawing from anything else breaks its privacy guarantee.
+            raise ContractError(
+                f"contract {contract.name!r}: open-domain column {name!r} needs "
+                "open_domain.universe: {values: [...]} or {words: {alphabet, max_length}}")
 
 
 # --- plan and preflight ---------------------------------------------------------------------
@@ -173,6 +189,10 @@ class ReleasePlan:
     max_iters: int
     seeded: bool
     started_at: str
+    #: GAN methods: the checked causal DAG (cfgan), epochs, DPSGD-F clipping.
+    causal_graph: dict[str, Any] | None = None
+    gan_epochs: int | None = None
+    group_clipping: bool = False
 
     @property
     def seed_policy(self) -> str:
@@ -248,9 +268,16 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     shape = shape.with_released_bins({c.name: [c.lower, c.upper] for c in shape.columns
                                       if c.dp_bins is not None})
     domain, roles = shape.domain(), contract.roles()
-    if params.method not in METHODS:  # pragma: no cover - the Literal already refuses it
+    if params.method not in METHODS + GAN_METHODS:  # pragma: no cover - the Literal refuses it
         raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
     roles.check(domain, fair=params.method in FAIR_METHODS)
+    causal_graph = None
+    if params.method in GAN_METHODS:
+        from privfair.pipeline.gan_stages import check_gan_request, load_causal_graph
+
+        causal_graph = check_gan_request(
+            contract, domain, params.method,
+            load_causal_graph(params.causal_graph) if params.causal_graph else None)
     if params.fairness_transform == "tot":
         from privfair.pipeline.tot_settings import preflight_tot, tot_setting
 
@@ -269,7 +296,8 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
     read_lifetime_ledger(store, contract).check(rho=rho)
     domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
-    split = {"domains": domains_rho, **asdict(BudgetSplit.thirds(rho - domains_rho))}
+    split = ({"domains": domains_rho, "gan": rho - domains_rho} if params.method in GAN_METHODS
+             else {"domains": domains_rho, **asdict(BudgetSplit.thirds(rho - domains_rho))})
     return ReleasePlan(
         run_id=new_run_id(), dataset=contract.name, contract=contract,
         contract_path=str(contract_path),
@@ -282,7 +310,8 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         discrete_noise=params.discrete_noise, fairness_transform=params.fairness_transform,
         eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
         batch_size=params.batch_size, max_iters=params.max_iters,
-        seeded=params.seed is not None, started_at=utc_now(),
+        seeded=params.seed is not None, started_at=utc_now(), causal_graph=causal_graph,
+        gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
     )
 
 

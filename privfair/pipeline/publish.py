@@ -39,11 +39,12 @@ from privfair.pipeline.store import (
 log = logging.getLogger(__name__)
 
 
-def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
-            structure: FileRef, model: FileRef, synthetic: FileRef,
+def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
+            structure: FileRef | None, model: FileRef | None, synthetic: FileRef,
             input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
             fairness_transform: Mapping[str, Any] | None = None,
-            orchestrator: Mapping[str, Any] | None = None) -> Path:
+            orchestrator: Mapping[str, Any] | None = None,
+            generative: Mapping[str, Any] | None = None) -> Path:
     """Write the release folder atomically and charge the lifetime ledger.
 
     Under a per-dataset lock: re-check the lifetime budget, build everything in a temporary
@@ -52,16 +53,25 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
     and removes the temporary folder, so a failed publication leaves no trace. (A hard crash
     between the ledger write and the rename can only over-count the budget, never under-count.)
     ``orchestrator`` (public: e.g. the Prefect flow run id and UI link) goes into the manifest
-    and the catalog.
+    and the catalog. A GAN release passes ``generative`` (its post-noise record, see
+    :func:`privfair.pipeline.gan_stages.sample_gan`) instead of one_way, structure and model.
     """
     from privfair.pipeline.report import build_report
 
     contract = plan.contract
     book = load_ledger(ledger)
-    if book.spent > plan.rho * (1 + 1e-9):  # pragma: no cover - the ledger refuses this itself
+    # An RDP ledger (DP-SGD) is checked in ε: its ρ is the unamplified bound of its steps.
+    over = (book.epsilon_spent() > book.epsilon_budget * (1 + 1e-9) if book.uses_rdp
+            else book.spent > plan.rho * (1 + 1e-9))
+    if over:  # pragma: no cover - the ledger refuses this itself
         raise BudgetExceededError("the release ledger spent more than the release's budget")
-    one_way_model, tree, meta = load_one_way(one_way), load_structure(structure), model_meta(
-        model)
+    if generative is None:
+        one_way_model, tree, meta = (load_one_way(one_way), load_structure(structure),
+                                     model_meta(model))
+        fairness_passed = bool(tree.fairness.passed)
+    else:
+        one_way_model = tree = meta = None
+        fairness_passed = bool(generative["fairness_check"]["passed"])
     labelled = decode_codes(read_codes(synthetic), contract)
 
     store = Path(plan.store)
@@ -86,7 +96,7 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
                 model=meta, contract=contract, n_rows=len(labelled),
                 input_validation=input_validation, output_validation=output_validation,
                 lifetime=lifetime, fairness_transform=fairness_transform,
-                orchestrator=orchestrator)
+                orchestrator=orchestrator, generative=generative)
             labels = {c: contract.labels(c) for c in contract.column_names}
             (tmp / "report.html").write_text(build_report(manifest, labelled, labels=labels),
                                              encoding="utf-8")
@@ -107,7 +117,7 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef,
                     [plan.dataset, version, str(final.relative_to(store)),
                      manifest["published_at"], plan.epsilon, plan.delta, plan.rho,
                      plan.method, len(labelled), plan.contract_fingerprint,
-                     bool(tree.fairness.passed),
+                     fairness_passed,
                      json.dumps(dict(orchestrator)) if orchestrator else None])
             catalog_added = True
             os.rename(tmp, final)  # the commit point

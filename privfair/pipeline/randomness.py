@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 _STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
-               "domains": 7}
+               "domains": 7, "gan": 8}
 
 
 def stage_rng(seed: int | None, stage: str) -> np.random.Generator:

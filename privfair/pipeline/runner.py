@@ -10,7 +10,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from privfair.generative import GAN_METHODS
 from privfair.pipeline.artefacts import Workspace
+from privfair.pipeline.gan_stages import sample_gan, train_gan
 from privfair.pipeline.ingest import discretize, load, validate_input
 from privfair.pipeline.plan import ReleaseParams, initial_ledger, preflight
 from privfair.pipeline.post_noise import estimate, fairness_transform, sample, validate_output
@@ -55,7 +57,16 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
         contract = plan.contract  # from here on, the resolved contract
         report("discretize", 0.15)
         codes = discretize(staged, contract, ws.staging, batch_size=bs)
-        if plan.method in AIM_METHODS:
+        generative = one_way = structure = model = None
+        if plan.method in GAN_METHODS:
+            report("train GAN (DP-SGD)", 0.2)
+            generator, ledger = train_gan(
+                codes, contract, ledger, ws.artefacts, method=plan.method,
+                causal_graph=plan.causal_graph, epochs=plan.gan_epochs,
+                group_clipping=plan.group_clipping, seed=seed, batch_size=bs,
+                progress=lambda epoch, epochs: report("train GAN (DP-SGD)",
+                                                      0.2 + 0.6 * epoch / epochs))
+        elif plan.method in AIM_METHODS:
             report("AIM rounds", 0.2)
             one_way, structure, selected, ledger = fit_aim(
                 codes, contract, ledger, ws.artefacts, method=plan.method,
@@ -76,13 +87,19 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
                                                 seed=seed, discrete=plan.discrete_noise,
                                                 batch_size=bs)
         ws.cleanup_private()  # nothing after this point reads private data
-        report("estimate", 0.35)
-        model = estimate(one_way, selected, ws.artefacts, max_iters=plan.max_iters,
-                         callback=lambda it, loss: report(
-                             "estimate", 0.35 + 0.45 * min(it / plan.max_iters, 1.0)))
-        report("sample", 0.8)
-        synthetic = sample(model, one_way, ws.artefacts, n_rows=plan.n_rows,
-                           mode=plan.sample_mode, seed=seed)
+        if plan.method in GAN_METHODS:
+            report("sample", 0.8)
+            synthetic, generative = sample_gan(generator, contract, ws.artefacts,
+                                               n_rows=plan.n_rows, delta=plan.delta,
+                                               seed=seed)
+        else:
+            report("estimate", 0.35)
+            model = estimate(one_way, selected, ws.artefacts, max_iters=plan.max_iters,
+                             callback=lambda it, loss: report(
+                                 "estimate", 0.35 + 0.45 * min(it / plan.max_iters, 1.0)))
+            report("sample", 0.8)
+            synthetic = sample(model, one_way, ws.artefacts, n_rows=plan.n_rows,
+                               mode=plan.sample_mode, seed=seed)
         synthetic, transform = fairness_transform(
             synthetic, contract, ws.artefacts, transform=plan.fairness_transform, eta=plan.eta,
             discrimination=plan.discrimination, distortion=plan.distortion, seed=seed)
@@ -91,7 +108,8 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
         report("publish", 0.9)
         final = publish(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
                         synthetic=synthetic, input_validation=checked,
-                        output_validation=output, fairness_transform=transform)
+                        output_validation=output, fairness_transform=transform,
+                        generative=generative)
         report("done", 1.0)
         return final
     finally:
