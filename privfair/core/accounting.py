@@ -44,6 +44,7 @@ Neighbouring datasets differ by adding or removing one row.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Sequence
@@ -210,15 +211,24 @@ def subsampled_gaussian_rdp(*, noise_multiplier: float, sample_rate: float, step
     """
     _check_subsampled_gaussian(noise_multiplier=noise_multiplier, sample_rate=sample_rate,
                                steps=steps)
+    one_step = _subsampled_gaussian_step(float(noise_multiplier), float(sample_rate),
+                                         tuple(float(a) for a in _orders_array(orders)))
+    return int(steps) * np.asarray(one_step)
+
+
+@functools.lru_cache(maxsize=256)
+def _subsampled_gaussian_step(noise_multiplier: float, sample_rate: float,
+                              orders: tuple[float, ...]) -> tuple[float, ...]:
+    # Cached: calibration and planning ask for the same curve many times. RDP composes
+    # linearly, so the curve of T steps is T times this one.
     # Imported here: dp-accounting pulls in scipy/mpmath, which zCDP-only users never need.
     import dp_accounting
     from dp_accounting.rdp import RdpAccountant
 
-    accountant = RdpAccountant(orders=list(_orders_array(orders)))
-    event = dp_accounting.PoissonSampledDpEvent(
-        sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier))
-    accountant.compose(event, int(steps))
-    return np.asarray(accountant.rdp, dtype=float)
+    accountant = RdpAccountant(orders=list(orders))
+    accountant.compose(dp_accounting.PoissonSampledDpEvent(
+        sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)))
+    return tuple(float(v) for v in accountant.rdp)
 
 
 def _check_subsampled_gaussian(*, noise_multiplier: float, sample_rate: float,
