@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -127,6 +128,8 @@ class EvaluationData:
     domain: Domain
     roles: Roles
     privileged: dict[str, int]
+    #: TOT setting from the contract's ``tot`` block (own data); None: :data:`TOT_SETUPS`.
+    tot: Any = None
 
 
 def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
@@ -138,6 +141,35 @@ def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
     labels = PRIVILEGED_LABELS.get(name, {})
     privileged = {a: contract.labels(a).index(label) for a, label in labels.items()}
     return EvaluationData(name, train, test, contract.domain(), contract.roles(), privileged)
+
+
+def load_own(contract_path: str | Path, data_path: str | Path, *,
+             split_seed: int = 2023) -> EvaluationData:
+    """A publisher's own table, discretised by their contract and split 80/20.
+
+    Read with the release's rules (literal file, hidden pandas index ignored, ``normalize``).
+    Needs declared domains: text (CatHist) and ``dp_bins`` columns get theirs only from a
+    release, so they are refused here (score a release with ``--release`` instead).
+    """
+    from privfair.pipeline.contracts import load_contract
+    from privfair.pipeline.discretize import iter_discretized_batches
+    from privfair.pipeline.tot_settings import tot_setting
+
+    contract = load_contract(contract_path)
+    if contract.unresolved_columns:
+        raise ValueError(f"contract {contract.name!r}: columns {contract.unresolved_columns} "
+                         "get their domain from a release (text/dp_bins); evaluate a "
+                         "published release with --release DIR --data FILE instead")
+    roles = contract.roles()
+    if not roles.protected or len(roles.outcome) != 1:
+        raise ValueError(f"contract {contract.name!r}: evaluation needs protected columns and "
+                         "one outcome under roles")
+    batches = list(iter_discretized_batches(data_path, contract))
+    codes = pd.DataFrame({c: np.concatenate([b[c] for b in batches]) for c in
+                          contract.column_names})
+    train, test = train_test_split(codes, rng=np.random.default_rng(split_seed))
+    tot = tot_setting(contract) if contract.tot is not None else None
+    return EvaluationData(contract.name, train, test, contract.domain(), roles, {}, tot)
 
 
 def evaluate_cell(
@@ -159,10 +191,15 @@ def evaluate_cell(
     if eta is not None:
         from privfair.fair.tot import TOTransform
 
-        setup = TOT_SETUPS.get(data.name)
+        setup = TOT_SETUPS.get(data.name) if data.tot is None else {
+            "d_cols": list(data.tot.protected), "x_cols": list(data.tot.features),
+            "y_col": data.tot.outcome, "distortion": data.tot.distortion,
+            "clist": data.tot.clist, "dlist": data.tot.dlist,
+            "discrimination": data.tot.discrimination, "max_variables": data.tot.max_variables}
         if setup is None:
             raise ValueError(f"eta: no TOT set-up is declared for dataset {data.name!r}; "
-                             f"expected one of {sorted(TOT_SETUPS)}")
+                             f"expected one of {sorted(TOT_SETUPS)} or a contract with a "
+                             "'tot:' block")
         tot = TOTransform(domain=data.domain, eta=eta, **setup)
         synthetic = tot.fit(synthetic).transform(synthetic, rng=tot_rng)
         record["tot_objective"] = tot.objective_

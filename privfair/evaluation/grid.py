@@ -59,6 +59,9 @@ class EvaluateParams(BaseModel):
     sample_mode: Literal["iid", "round"] = Field("iid", description="Sampling mode.")
     out: str = Field("evaluations", description="Output folder (never inside a release store): "
                                                 "each run writes <out>/<timestamp>/.")
+    contract: str | None = Field(
+        None, description="Own data: the contract YAML (with 'data'); replaces 'datasets'.")
+    data: str | None = Field(None, description="Own data: the CSV/Parquet file (with 'contract').")
 
     @field_validator("datasets", "methods", "classifiers", "epsilons", "etas")
     @classmethod
@@ -75,6 +78,15 @@ class EvaluateParams(BaseModel):
 
     @model_validator(mode="after")
     def _etas_need_tot(self) -> EvaluateParams:
+        if (self.contract is None) != (self.data is None):
+            raise ValueError("contract and data go together (evaluate on your own table)")
+        if self.contract is not None:
+            from privfair.pipeline.contracts import load_contract
+
+            if self.etas and load_contract(self.contract).tot is None:
+                raise ValueError(f"etas: contract {self.contract} declares no 'tot:' block "
+                                 "(the columns and distortion TOT uses)")
+            return self
         if self.etas and not any(d in TOT_SETUPS for d in self.datasets):
             raise ValueError(f"etas: TOT runs only on {sorted(TOT_SETUPS)}, none of which is in "
                              f"datasets {self.datasets}")
@@ -84,8 +96,8 @@ class EvaluateParams(BaseModel):
 def cells(params: EvaluateParams) -> list[dict[str, Any]]:
     """The grid in a fixed order: dataset, method, ε, η (None first), seed."""
     grid = []
-    for dataset in params.datasets:
-        etas = [None, *params.etas] if dataset in TOT_SETUPS else [None]
+    for dataset in dataset_names(params):
+        etas = [None, *params.etas] if dataset in TOT_SETUPS or params.contract else [None]
         for method in params.methods:
             for epsilon in params.epsilons:
                 for eta in etas:
@@ -95,16 +107,31 @@ def cells(params: EvaluateParams) -> list[dict[str, Any]]:
     return grid
 
 
-_CACHE: dict[tuple[str, int], EvaluationData] = {}
+def dataset_names(params: EvaluateParams) -> list[str]:
+    """The grid's datasets: the embedded ones, or the own contract's name."""
+    if params.contract is None:
+        return list(params.datasets)
+    from privfair.pipeline.contracts import load_contract
+
+    return [load_contract(params.contract).name]
+
+
+_CACHE: dict[tuple[str, int, str | None, str | None], EvaluationData] = {}
 _CACHE_LOCK = threading.Lock()
 
 
-def cached_dataset(name: str, split_seed: int) -> EvaluationData:
-    """:func:`load_embedded`, once per process (threads share it; each Dask worker loads it)."""
+def cached_dataset(name: str, split_seed: int, contract: str | None = None,
+                   data: str | None = None) -> EvaluationData:
+    """:func:`load_embedded` (or :func:`load_own`), once per process (threads share it; each
+    Dask worker loads it)."""
+    from privfair.evaluation.evaluate import load_own
+
+    key = (name, split_seed, contract, data)
     with _CACHE_LOCK:
-        if (name, split_seed) not in _CACHE:
-            _CACHE[(name, split_seed)] = load_embedded(name, split_seed=split_seed)
-        return _CACHE[(name, split_seed)]
+        if key not in _CACHE:
+            _CACHE[key] = (load_embedded(name, split_seed=split_seed) if contract is None
+                           else load_own(contract, data, split_seed=split_seed))
+        return _CACHE[key]
 
 
 def error_record(cell: dict[str, Any], exc: BaseException) -> dict[str, Any]:
@@ -114,15 +141,16 @@ def error_record(cell: dict[str, Any], exc: BaseException) -> dict[str, Any]:
 
 def run_cell(*, dataset: str, method: str, epsilon: float, seed: int, eta: float | None,
              classifiers: Sequence[str], split_seed: int, delta: float,
-             sample_mode: str) -> dict[str, Any]:
+             sample_mode: str, contract: str | None = None, data: str | None = None
+             ) -> dict[str, Any]:
     """One grid cell as a flat record; any failure is returned in ``error``, not raised."""
     from privfair.evaluation.evaluate import evaluate_cell
 
     cell = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, "eta": eta}
     start = time.perf_counter()
     try:
-        data = cached_dataset(dataset, split_seed)
-        record = evaluate_cell(data, method=method, epsilon=epsilon, seed=seed, eta=eta,
+        real = cached_dataset(dataset, split_seed, contract, data)
+        record = evaluate_cell(real, method=method, epsilon=epsilon, seed=seed, eta=eta,
                                delta=delta, classifiers=tuple(classifiers),
                                sample_mode=sample_mode)
     except Exception as exc:  # a failed cell (e.g. infeasible η) must not kill the grid
@@ -133,7 +161,8 @@ def run_cell(*, dataset: str, method: str, epsilon: float, seed: int, eta: float
 def cell_kwargs(params: EvaluateParams) -> dict[str, Any]:
     """The per-grid arguments of :func:`run_cell` (besides the cell itself)."""
     return {"classifiers": list(params.classifiers), "split_seed": params.split_seed,
-            "delta": params.delta, "sample_mode": params.sample_mode}
+            "delta": params.delta, "sample_mode": params.sample_mode,
+            "contract": params.contract, "data": params.data}
 
 
 def results_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:

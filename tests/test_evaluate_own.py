@@ -1,0 +1,92 @@
+"""`privfair evaluate` on a publisher's own contract and data, and scoring a published release."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pandas as pd
+import pytest
+from test_tot_contract import CREDIT, TOT_BLOCK, credit_frame
+
+from privfair.cli import main
+from privfair.evaluation.evaluate import NOT_PRIVATE
+from privfair.pipeline.plan import ReleaseParams
+from privfair.pipeline.runner import run_release
+
+
+@pytest.fixture
+def credit(tmp_path):
+    data = tmp_path / "credit.csv"
+    credit_frame().to_csv(data, index=False)
+    contract = tmp_path / "credit.yaml"
+    contract.write_text(CREDIT + TOT_BLOCK)
+    return contract, data
+
+
+def test_evaluate_grid_on_own_contract_and_data(credit, tmp_path, capsys):
+    contract, data = credit
+    code = main(["evaluate", "--contract", str(contract), "--data", str(data), "--methods", "mst",
+                 "--epsilons", "2", "--seeds", "1", "--etas", "0.05", "--classifiers",
+                 "logistic", "--out", str(tmp_path / "evals"), "--no-prefect"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    folder = tmp_path / "evals" / out.strip().splitlines()[-1].split("/")[-1]
+    results = pd.read_parquet(folder / "results.parquet")
+    assert results["dataset"].tolist() == ["credit", "credit"]
+    assert results["error"].isna().all()
+    assert results["eta"].isna().sum() == 1 and (results["eta"] == 0.05).sum() == 1
+    assert (folder / "NOT_PRIVACY_PROTECTED.txt").read_text().strip() == NOT_PRIVATE
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--contract", "{contract}"], "contract and data go together"),
+    (["--contract", "{contract}", "--data", "{data}", "--datasets", "compas"], "drop --datasets"),
+    (["--release", "{tmp}"], "--release needs --data"),
+    (["--release", "{tmp}", "--data", "{data}"], "expected a release folder"),
+])
+def test_evaluate_own_data_refusals_are_one_line(credit, tmp_path, capsys, argv, message):
+    contract, data = credit
+    argv = [a.format(contract=contract, data=data, tmp=tmp_path) for a in argv]
+    assert main(["evaluate", *argv, "--out", str(tmp_path / "evals"), "--no-prefect"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
+def test_data_that_breaks_the_contract_is_refused_before_the_grid(credit, tmp_path, capsys):
+    contract, data = credit
+    frame = credit_frame()
+    frame.loc[3, "purpose"] = "yacht"
+    frame.to_csv(data, index=False)
+    assert main(["evaluate", "--contract", str(contract), "--data", str(data), "--out",
+                 str(tmp_path / "evals"), "--no-prefect"]) == 2
+    err = capsys.readouterr().err
+    assert "'purpose'" in err and "cells" not in err and not (tmp_path / "evals").exists()
+
+
+def test_score_a_published_release_against_the_real_table(credit, tmp_path, capsys):
+    contract, data = credit
+    store = tmp_path / "releases"
+    final = run_release(ReleaseParams(contract=str(contract), data=str(data), epsilon=2.0,
+                                      delta=1e-6, method="mst", seed=1, out=str(store),
+                                      work_dir=str(tmp_path / "work")))
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in final.iterdir()}
+    assert main(["evaluate", "--release", str(final), "--data", str(data), "--contract",
+                 str(contract), "--out", str(store / "scores")]) == 2  # not inside the store
+    capsys.readouterr()
+    assert main(["evaluate", "--release", str(final), "--data", str(data), "--contract",
+                 str(contract), "--out", str(tmp_path / "evals")]) == 0
+    out, err = capsys.readouterr()
+    folder = tmp_path / "evals" / out.strip().splitlines()[-1].split("/")[-1]
+    score = json.loads((folder / "score.json").read_text())
+    assert score["dataset"] == "credit" and score["version"] == "v1"
+    assert 0 <= score["tvd1"] <= score["tvd2"] <= 1
+    assert 0.4 < score["logistic_accuracy"] <= 1  # trained on synthetic, tested on real
+    assert "NOT privacy-protected" in err and (folder / "NOT_PRIVACY_PROTECTED.txt").exists()
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in final.iterdir()} == before  # the release is untouched
+    other = tmp_path / "other.yaml"
+    other.write_text((CREDIT + TOT_BLOCK).replace('version: "1"', 'version: "2"'))
+    assert main(["evaluate", "--release", str(final), "--data", str(data), "--contract",
+                 str(other), "--out", str(tmp_path / "evals")]) == 2
+    assert "fingerprints differ" in capsys.readouterr().err
