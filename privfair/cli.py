@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "(tot: Calmon et al./SAFES; no privacy cost)")
     rel.add_argument("--eta", type=float, help="TOT discrimination bound (with --fairness tot)")
     rel.add_argument("--distortion", default="safes-adult",
-                     help="TOT distortion function: safes-adult, safes-adult-text, safes-compas")
+                     help="TOT distortion function: safes-adult, safes-adult-text, safes-compas; "
+                          "ignored when the contract declares a 'tot:' block (its features, "
+                          "distortion and constraint are used)")
     rel.add_argument("--discrimination", choices=("additive", "ratio"), default="additive",
                      help="TOT discrimination control form")
     rel.add_argument("--discrete-noise", action="store_true",

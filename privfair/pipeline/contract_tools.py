@@ -306,8 +306,8 @@ _HEADER = """\
 # not be published, add valid values that this file happens not to hold, merge rare ones
 # (aliases or out_of_domain: "other:<category>"). Then:
 #   - declare the roles (protected, admissible, outcome) and the lifetime budget;
-#   - for each text (open_domain) column, set open_domain.size to the size of the universe of
-#     possible values from the codebook, not a count from this file;
+#   - for each text (open_domain) column, declare the universe of possible values from the
+#     codebook (open_domain.universe, or its size), never a list or count taken from this file;
 #   - set `reviewed: true` (`privfair contract check` warns until you do).
 """
 
