@@ -151,3 +151,14 @@ def test_rho_reservation_keeps_later_table_releases_sound():
 def test_train_params_are_typed():
     params = TrainParams(model="naive", epsilon=2.0)
     assert params.delta == 1e-6 and params.holdout == 0.2
+
+
+@pytest.mark.prefect
+def test_train_flow_publishes_a_model_release(prefect_harness, adult_file, tmp_path):
+    from flows.train import train_model
+
+    folder = train_model(model="pflr", epsilon=0.5, data=str(adult_file),
+                         out=str(tmp_path / "store"))
+    manifest = json.loads((tmp_path / "store" / "adult" / "v1" / "manifest.json").read_text())
+    assert folder.endswith("v1") and manifest["model"] == "pflr"
+    assert manifest["seed_policy"].startswith("fresh OS entropy")
