@@ -148,3 +148,25 @@ def test_draft_refuses_bad_max_categories(tmp_path, capsys, bad):
     credit_table(50).to_csv(data, index=False)
     assert main(["contract", "draft", "--data", str(data), "--max-categories", bad]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_draft_handles_booleans_codes_with_nulls_dates_and_nullable_amounts(tmp_path):
+    rng = np.random.default_rng(5)
+    n = 200
+    frame = pd.DataFrame({"flag": rng.choice([True, False], n),
+                          "industry": rng.integers(0, 30, n).astype(float),
+                          "income": rng.normal(100, 30, n),
+                          "interviewed": pd.Timestamp("2024-01-01")})
+    frame.loc[:3, "industry"] = np.nan
+    frame.loc[:2, "income"] = np.nan
+    path = tmp_path / "mixed.parquet"
+    frame.to_parquet(path, index=False)
+    text = draft_contract(path, max_categories=40)
+    contract = parse_contract(text)
+    assert contract.column("flag").categories == ("False", "True")  # the encoder's spelling
+    industry = contract.column("industry")
+    assert industry.categories[:3] == ("0", "1", "2") and industry.nulls == "as:(missing)"
+    assert contract.drop == ("interviewed",)
+    assert "# REVIEW income: 3 null(s)" in text
+    result = check_data(contract, path)
+    assert result.failing_columns == ["income"]  # only the reviewed one, as the note says

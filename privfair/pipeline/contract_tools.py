@@ -322,7 +322,9 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
         The private table.
     max_categories : int
         Text columns with at most this many distinct (whitespace-stripped) values become
-        categorical with a sorted category list; the others become open-domain text.
+        categorical with a sorted category list, the others open-domain text; whole-number
+        columns with at most this many distinct values (codes, flags) become categorical,
+        the others numeric with suggested bins.
     name : str, optional
         Contract name; defaults to the file's stem.
     bins : int
@@ -356,8 +358,13 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
         doc["drop"] = drop
     doc["roles"] = {"protected": [], "admissible": [], "outcome": []}
     doc["budget"] = {"epsilon": 1.0, "delta": 1.0e-7}
-    text = _HEADER.format(source=path.name) + yaml.dump(
-        doc, Dumper=_DraftDumper, sort_keys=False, allow_unicode=True, width=100)
+    notes = {c["name"]: c.pop("review") for c in columns if "review" in c}
+    body = yaml.dump(doc, Dumper=_DraftDumper, sort_keys=False, allow_unicode=True, width=100)
+    for col, note in notes.items():
+        # A comment, not a description: descriptions are published in the report.
+        entry = yaml.dump([{"name": col}], Dumper=_DraftDumper, width=100).splitlines()[0]
+        body = body.replace(entry + "\n", f"# REVIEW {col}: {note}\n{entry}\n", 1)
+    text = _HEADER.format(source=path.name) + body
     parse_contract(text, source=f"draft of {path.name}")  # the draft must be a valid contract
     return text
 
@@ -386,7 +393,15 @@ def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int
         value = f"TRY_CAST(trim({col}) AS DOUBLE)"
     elif _NUMERIC.match(kind):
         numeric, value = True, f"CAST({col} AS DOUBLE)"
-    elif kind in ("VARCHAR", "BOOLEAN"):
+    elif kind == "BOOLEAN":
+        # The encoder reads booleans as "True"/"False" (discretize.as_text).
+        nulls = src.con.execute(f"SELECT count(*) FILTER (WHERE {col} IS NULL) FROM {src.sql}"
+                                ).fetchone()[0]
+        spec = {"name": name, "type": "categorical", "categories": ["False", "True"]}
+        if nulls:
+            spec.update(categories=["False", "True", "(missing)"], nulls="as:(missing)")
+        return spec
+    elif kind == "VARCHAR":
         numeric, value = False, col
     else:
         return None  # dates, blobs, nested: not releasable as declared; listed under drop
@@ -424,16 +439,23 @@ def _draft_numeric(src: _Source, name: str, value: str, k: int, bins: int, *,
         spec.update(type="categorical", categories=["(missing)"], nulls="as:(missing)")
         return spec
     whole = bool(whole) or integer_type
-    if whole and distinct <= min(k, 10):
+    nulls = src.con.execute(f"SELECT count(*) FILTER (WHERE {value} IS NULL) FROM {src.sql}"
+                            ).fetchone()[0]
+    if whole and distinct <= k:  # few whole values: codes (industry, 0/1 flags), not amounts
         found = src.con.execute(
             f"SELECT DISTINCT {value} AS x FROM {src.sql} WHERE {value} IS NOT NULL ORDER BY 1"
         ).fetchall()
         cats = [str(int(x)) for (x,) in found]
         spec.update(type="categorical", categories=cats)
+        if nulls:
+            spec.update(categories=[*cats, "(missing)"], nulls="as:(missing)")
         return spec
     edges = suggest_edges(float(lo), float(hi), [float(q) for q in quantiles or []],
                           integer=whole)
     spec.update(type="numeric", integer=whole, bins=edges, out_of_domain="clamp")
+    if nulls:
+        spec["review"] = (f"{nulls} null(s): a bin cannot hold nulls; fill them, or declare the "
+                          'column categorical with a "(missing)" category')
     return spec
 
 
