@@ -41,6 +41,7 @@ from prefect.artifacts import (  # noqa: E402
 )
 from pydantic import Field, ValidationError  # noqa: E402
 
+from privfair.generative import GAN_METHODS  # noqa: E402
 from privfair.pipeline import manifest as lib  # noqa: E402
 from privfair.pipeline.artefacts import (  # noqa: E402
     FileRef,
@@ -66,7 +67,7 @@ PackagedContract = Literal["adult", "adult_safes", "compas", "example_open_domai
 #: Flow parameters: the operator's choices. Everything else of ReleaseParams is internal.
 PUBLIC_PARAMS = ("contract", "data", "epsilon", "delta", "method", "n_rows", "sample_mode",
                  "out", "discrete_noise", "fairness_transform", "eta", "discrimination",
-                 "distortion")
+                 "distortion", "causal_graph", "gan_epochs", "group_clipping")
 
 #: ReleaseParams of an in-process run (run_local): internal settings and a test seed.
 _LOCAL_PARAMS: contextvars.ContextVar[ReleaseParams | None] = contextvars.ContextVar(
@@ -91,6 +92,9 @@ def release(
     eta: Annotated[float, Field(gt=0)] | None = None,
     discrimination: Literal["additive", "ratio"] = "additive",
     distortion: str = "safes-adult",
+    causal_graph: str | None = None,
+    gan_epochs: Annotated[int, Field(ge=1)] | None = None,
+    group_clipping: bool = False,
 ) -> str:
     """Publish one DP synthetic release; returns the release folder.
 
@@ -109,6 +113,9 @@ def release(
         eta: TOT discrimination bound η (required with fairness_transform 'tot').
         discrimination: TOT control: additive |q(ŷ|g)−q(ŷ|g')| ≤ η, or ratio.
         distortion: TOT distortion function (registered name, e.g. safes-adult).
+        causal_graph: cfgan: YAML/JSON file declaring the causal DAG over the attributes.
+        gan_epochs: GAN methods (dpgan, fairgan, fairgan-plus, cfgan): training epochs.
+        group_clipping: GAN methods: DPSGD-F per-group clipping bounds for D1.
     """
     args = {name: value for name, value in locals().items() if name in PUBLIC_PARAMS}
     return _release(release_params(args))
@@ -176,7 +183,14 @@ def _run(plan: Any, seed: int | None) -> str:
         c = plan.contract  # from here on, the resolved contract
         report("discretize", 0.15)
         codes = private.discretize(staged, c, staging, bs)
-        if plan.method in AIM_METHODS:
+        generative = one_way = structure = model = None
+        if plan.method in GAN_METHODS:
+            report("train GAN (DP-SGD)", 0.2)
+            generator, ledger = private.train_gan(
+                codes, c, ledger, art, plan.method, plan.causal_graph, plan.gan_epochs,
+                plan.group_clipping, seed, bs)
+            charges.log(ledger)
+        elif plan.method in AIM_METHODS:
             report("AIM rounds", 0.2)
             one_way, structure, selected, ledger = private.fit_aim(
                 codes, c, ledger, art, plan.method, plan.rho - plan.split["domains"],
@@ -199,14 +213,20 @@ def _run(plan: Any, seed: int | None) -> str:
             charges.log(ledger)
     finally:
         ws.cleanup_private()  # nothing below reads private data
-    _log_structure(log, structure)
-    # Cached post-noise tasks persist into this run's 0700 result folder.
-    cached = {"result_storage": ws.results}
-    report("estimate", 0.35)
-    model = post_noise.estimate.with_options(**cached)(one_way, selected, art, plan.max_iters)
-    report("sample", 0.8)
-    synthetic = post_noise.sample.with_options(**cached)(model, one_way, art, plan.n_rows,
-                                                         plan.sample_mode, seed)
+    if plan.method in GAN_METHODS:
+        report("sample", 0.8)
+        synthetic, generative = post_noise.sample_gan(generator, c, art, plan.n_rows,
+                                                      plan.delta, seed)
+    else:
+        _log_structure(log, structure)
+        # Cached post-noise tasks persist into this run's 0700 result folder.
+        cached = {"result_storage": ws.results}
+        report("estimate", 0.35)
+        model = post_noise.estimate.with_options(**cached)(one_way, selected, art,
+                                                           plan.max_iters)
+        report("sample", 0.8)
+        synthetic = post_noise.sample.with_options(**cached)(model, one_way, art, plan.n_rows,
+                                                             plan.sample_mode, seed)
     synthetic, transform = post_noise.fairness_transform(
         synthetic, c, art, plan.fairness_transform, plan.eta, plan.discrimination,
         plan.distortion, seed)
@@ -217,7 +237,7 @@ def _run(plan: Any, seed: int | None) -> str:
         synthetic, c, plan.store, plan.contract_fingerprint, plan.run_id, plan.n_rows)}
     report("publish", 0.9)
     final = public.publish(plan, ledger, one_way, structure, model, synthetic, checked, output,
-                           transform, ops.orchestrator_record())
+                           transform, ops.orchestrator_record(), generative)
     _post_artifacts(final)
     log.info("published %s (ρ spent %s of %s)", final,
              ops.fmt(load_ledger(ledger).spent), ops.fmt(plan.rho))

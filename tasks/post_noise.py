@@ -12,6 +12,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
+from privfair.pipeline import gan_stages
 from privfair.pipeline import post_noise as lib
 from privfair.pipeline.artefacts import FileRef
 from privfair.pipeline.contracts import Contract
@@ -37,6 +38,14 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str, n_rows: int | None,
            seed: int | None) -> FileRef:
     """Synthetic codes (content-addressed Parquet)."""
     return lib.sample(model, one_way, artefacts, n_rows=n_rows, mode=mode, seed=seed)
+
+
+@task(name="sample-gan", cache_policy=NO_CACHE, persist_result=False)
+def sample_gan(generator: FileRef, contract: Contract, artefacts: str, n_rows: int | None,
+               delta: float, seed: int | None) -> tuple[FileRef, dict[str, Any]]:
+    """Synthetic codes from the trained GAN and its manifest record (data fairness)."""
+    return gan_stages.sample_gan(generator, contract, artefacts, n_rows=n_rows, delta=delta,
+                                 seed=seed)
 
 
 @task(name="fairness-transform", cache_policy=NO_CACHE, persist_result=False)

@@ -11,7 +11,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from privfair.pipeline import ingest, private_stages
+from privfair.pipeline import gan_stages, ingest, private_stages
 from privfair.pipeline.artefacts import FileRef
 from privfair.pipeline.contracts import Contract
 from privfair.pipeline.plan import ReleasePlan
@@ -94,3 +94,23 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef, artefac
     """DP domains (CatHist categories, DP quantile bins); the plan then uses them."""
     return private_stages.resolve_domains(staged, plan, ledger, artefacts, seed=seed,
                                batch_size=batch_size)
+
+
+@task(name="train-gan", **PRIVATE)
+def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
+              method: str, causal_graph: dict[str, Any] | None, epochs: int | None,
+              group_clipping: bool, seed: int | None,
+              batch_size: int) -> tuple[FileRef, FileRef]:
+    """DP-SGD on the GAN's D1: (trained generator, ledger), both post-noise files.
+
+    A progress artifact follows the epochs.
+    """
+    progress = ProgressArtifact("train GAN", total=1000, span=(0.2, 0.8),
+                                description="GAN training (epochs, DP-SGD on D1)")
+    out = gan_stages.train_gan(codes, contract, ledger, artefacts, method=method,
+                               causal_graph=causal_graph, epochs=epochs,
+                               group_clipping=group_clipping, seed=seed,
+                               batch_size=batch_size,
+                               progress=lambda e, n: progress.update(round(1000 * e / n)))
+    progress.finish()
+    return out

@@ -23,12 +23,14 @@ def preflight(params: ReleaseParams) -> ReleasePlan:
 
 @task(name="publish", retries=2, retry_delay_seconds=[1, 5],
       retry_condition_fn=retry_on_io_error, cache_policy=NO_CACHE, persist_result=False)
-def publish(plan: ReleasePlan, ledger: FileRef, one_way: FileRef, structure: FileRef,
-            model: FileRef, synthetic: FileRef, input_validation: dict[str, Any],
-            output_validation: dict[str, Any], fairness_transform: dict[str, Any],
-            orchestrator: dict[str, Any] | None = None) -> Path:
+def publish(plan: ReleasePlan, ledger: FileRef, one_way: FileRef | None,
+            structure: FileRef | None, model: FileRef | None, synthetic: FileRef,
+            input_validation: dict[str, Any], output_validation: dict[str, Any],
+            fairness_transform: dict[str, Any], orchestrator: dict[str, Any] | None = None,
+            generative: dict[str, Any] | None = None) -> Path:
     """Atomic release folder + lifetime ledger charge + catalog row (+ the run's id/link)."""
     return publish_release(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
                        synthetic=synthetic, input_validation=input_validation,
                        output_validation=output_validation,
-                       fairness_transform=fairness_transform, orchestrator=orchestrator)
+                       fairness_transform=fairness_transform, orchestrator=orchestrator,
+                       generative=generative)

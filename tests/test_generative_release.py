@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -71,3 +72,31 @@ def test_cfgan_refusals_come_before_any_read(toy_contract, toy_parquet, tmp_path
         preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan",
                          causal_graph=str(graph)))
     assert not (tmp_path / "store").exists()
+
+
+def test_gan_tasks_keep_private_results_out_of_storage():
+    from prefect.cache_policies import NO_CACHE
+
+    from tasks import post_noise, private
+
+    for t in (private.train_gan, post_noise.sample_gan):
+        assert t.persist_result is False, t.name
+        assert t.cache_policy is NO_CACHE, t.name
+    from flows.release import release
+
+    fields = release.parameters.model_dump()["properties"]
+    assert {"dpgan", "fairgan", "fairgan-plus", "cfgan"} <= set(fields["method"]["enum"])
+    assert {"causal_graph", "gan_epochs", "group_clipping"} <= set(fields)
+
+
+@pytest.mark.prefect
+def test_flow_release_with_a_gan(prefect_harness, toy_contract, toy_parquet, tmp_path):
+    from flows.release import run_local
+    from privfair.pipeline.plan import ReleaseParams
+
+    final = run_local(ReleaseParams(**params(toy_contract, toy_parquet, tmp_path, "fairgan",
+                                             group_clipping=True)))
+    manifest = json.loads((Path(final) / "manifest.json").read_text())
+    assert manifest["method"]["name"] == "fairgan"
+    assert [e["name"] for e in manifest["ledger"]][-1] == "GAN D1 clipped counts (DPSGD-F)"
+    assert manifest["method"]["dp_sgd"]["group_clipping"] is True
