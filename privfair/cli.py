@@ -15,6 +15,8 @@ Commands::
     privfair train --model pflr|pflr-star|privlr|dpsgd|dpsgd-f|naive --epsilon E [--delta D]
                    [--contract PATH] [--data PATH] [--group COL] [--out DIR]
     privfair predict --release DIR --data FILE [--out FILE]
+    privfair discover --contract PATH --epsilon E [--delta D] [--data PATH]
+                      [--method privpc|lapmech] [--coarsen NAME|FILE] [--out DIR]
 
 Bad input (parameters, contract, data, budget, store) prints one line ``privfair: error: ...``
 on stderr and exits with code 2, with nothing written to the release store or the ledger.
@@ -166,7 +168,30 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=cmd_evaluate)
 
     _add_model_commands(sub)
+    _add_discover_command(sub)
     return parser
+
+
+def _add_discover_command(sub: Any) -> None:
+    dc = sub.add_parser("discover", help="publish a DP causal graph (PrivPC) as a graph release",
+                        description="Learn a causal graph (CPDAG) of the contract's data with "
+                                    "PrivPC or LapMech; publish graph.json, a report, manifest "
+                                    "and ledger.")
+    dc.add_argument("--contract", help="data contract YAML (default: embedded Adult contract)")
+    dc.add_argument("--data", help="private table, CSV or Parquet (default: embedded data)")
+    dc.add_argument("--epsilon", type=float, required=True, help="epsilon of (epsilon, delta)-DP")
+    dc.add_argument("--delta", type=float, default=1e-6, help="delta (default: 1e-6)")
+    dc.add_argument("--method", choices=("privpc", "lapmech"), default="privpc",
+                    help="search method (default: privpc)")
+    dc.add_argument("--alpha", type=float, default=0.01, help="G² test level (default: 0.01)")
+    dc.add_argument("--max-order", type=int, default=2, help="largest conditioning set")
+    dc.add_argument("--max-rows", type=int, default=10**6,
+                    help="public bound on the number of rows (default: 1e6)")
+    dc.add_argument("--coarsen", help="public grouping of categories: adult-ch4 or a YAML file "
+                                      "{column: [[labels], ...]}")
+    dc.add_argument("--seed", type=int, help="testing only: omit in production")
+    dc.add_argument("--out", default="releases", help="release store folder (default: releases)")
+    dc.set_defaults(func=cmd_discover)
 
 
 def _add_model_commands(sub: Any) -> None:
@@ -531,6 +556,22 @@ def cmd_train(args: argparse.Namespace) -> int:
     with _progress() as bar:
         task = bar.add_task("preflight", total=1.0)
         final = run_train(params, progress=lambda stage, fraction: bar.update(
+            task, description=stage, completed=fraction))
+    print(final, flush=True)
+    return 0
+
+
+def cmd_discover(args: argparse.Namespace) -> int:
+    from privfair.pipeline.discover import DiscoverParams, preflight_discover, run_discover
+
+    params = DiscoverParams(
+        contract=args.contract, data=args.data, method=args.method, epsilon=args.epsilon,
+        delta=args.delta, alpha=args.alpha, max_order=args.max_order, max_rows=args.max_rows,
+        coarsen=args.coarsen, seed=args.seed, out=args.out)
+    preflight_discover(params)  # refuses before any private read
+    with _progress() as bar:
+        task = bar.add_task("preflight", total=1.0)
+        final = run_discover(params, progress=lambda stage, fraction: bar.update(
             task, description=stage, completed=fraction))
     print(final, flush=True)
     return 0
