@@ -163,6 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "--release)")
     ev.add_argument("--release", help="score this published release folder against --data "
                                       "(utility, fairness, train-synthetic-test-real)")
+    ev.add_argument("--privileged", nargs="+", metavar="COLUMN=LABEL",
+                    help="with --contract or --release: the privileged group of each "
+                         "protected column (needed for non-binary ones)")
     ev.add_argument("--no-prefect", action="store_true",
                     help="run the same grid in-process (threads), without Prefect")
     ev.set_defaults(func=cmd_evaluate)
@@ -481,14 +484,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     from privfair.evaluation.grid import EvaluateParams, cells, check_out
 
+    privileged = _privileged(args.privileged)
     if args.release:
-        return _score_release(args)
+        return _score_release(args, privileged)
     given = {k: getattr(args, k) for k in ("datasets", "methods", "epsilons", "seeds", "etas",
                                            "classifiers", "split_seed", "out", "contract",
                                            "data")
              if getattr(args, k) is not None}
     if args.contract and args.datasets:
         raise UsageError("--contract evaluates your own table; drop --datasets")
+    if privileged:
+        if not args.contract:
+            raise UsageError("--privileged goes with --contract or --release")
+        given["privileged"] = privileged
     params = EvaluateParams(**given)  # refuses bad values before any real data is read
     check_out(params.out)  # never inside a release store
     if args.dask and args.no_prefect:
@@ -499,7 +507,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from privfair.evaluation.grid import cached_dataset, dataset_names
 
         cached_dataset(dataset_names(params)[0], params.split_seed, params.contract,
-                       params.data)
+                       params.data, params.privileged)
     n = len(cells(params))
     console = _stderr_console()
     console.print(f"evaluation grid: {n} cells; results are NOT privacy-protected")
@@ -590,7 +598,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def _score_release(args: argparse.Namespace) -> int:
+def _privileged(pairs: Sequence[str] | None) -> dict[str, str]:
+    out = {}
+    for pair in pairs or []:
+        column, sep, label = pair.partition("=")
+        if not sep or not column or not label:
+            raise UsageError(f"--privileged {pair!r}: expected COLUMN=LABEL")
+        out[column] = label
+    return out
+
+
+def _score_release(args: argparse.Namespace, privileged: dict[str, str]) -> int:
     from privfair.evaluation.evaluate import NOT_PRIVATE
     from privfair.evaluation.grid import check_out
     from privfair.evaluation.score_release import score_release, write_release_score
@@ -601,7 +619,7 @@ def _score_release(args: argparse.Namespace) -> int:
     check_out(out)  # never inside a release store
     classifiers = args.classifiers or ["logistic"]
     record = score_release(args.release, args.data, contract_path=args.contract,
-                           classifiers=classifiers)
+                           classifiers=classifiers, privileged=privileged)
     folder = write_release_score(record, out)
     console = _stderr_console()
     console.print(f"NOT privacy-protected: {NOT_PRIVATE}")

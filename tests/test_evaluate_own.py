@@ -90,3 +90,25 @@ def test_score_a_published_release_against_the_real_table(credit, tmp_path, caps
     assert main(["evaluate", "--release", str(final), "--data", str(data), "--contract",
                  str(other), "--out", str(tmp_path / "evals")]) == 2
     assert "fingerprints differ" in capsys.readouterr().err
+
+
+def test_privileged_group_of_a_non_binary_protected_column(credit, tmp_path, capsys):
+    from privfair.evaluation.evaluate import privileged_codes
+    from privfair.pipeline.contracts import parse_contract
+
+    contract, data = credit
+    text = CREDIT.replace("protected: [sex]", "protected: [sex, checking]").replace(
+        "admissible: [checking, amount]", "admissible: [amount]")
+    three = tmp_path / "three.yaml"
+    three.write_text(text)
+    assert main(["evaluate", "--contract", str(three), "--data", str(data), "--out",
+                 str(tmp_path / "evals"), "--no-prefect"]) == 2
+    err = capsys.readouterr().err
+    assert "['checking'] are not binary" in err and "--privileged checking=A11" in err
+    parsed = parse_contract(text)
+    assert privileged_codes(parsed, {"checking": "A13"}) == {"checking": 2}
+    with pytest.raises(ValueError, match="'A19' is not a label"):
+        privileged_codes(parsed, {"checking": "A19"})
+    assert main(["evaluate", "--contract", str(three), "--data", str(data), "--privileged",
+                 "checking"]) == 2
+    assert "expected COLUMN=LABEL" in capsys.readouterr().err

@@ -143,8 +143,29 @@ def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
     return EvaluationData(name, train, test, contract.domain(), contract.roles(), privileged)
 
 
+def privileged_codes(contract: Any, privileged: Mapping[str, str] | None) -> dict[str, int]:
+    """``{column: label}`` -> ``{column: code}``, naming a bad column or label."""
+    codes = {}
+    for column, label in (privileged or {}).items():
+        if column not in contract.role_spec.protected:
+            raise ValueError(f"--privileged {column}={label}: {column!r} is not a protected "
+                             f"column; expected one of {list(contract.role_spec.protected)}")
+        labels = contract.labels(column)
+        if label not in labels:
+            raise ValueError(f"--privileged {column}={label}: {label!r} is not a label of "
+                             f"{column!r}; expected one of {labels}")
+        codes[column] = labels.index(label)
+    missing = [c for c in contract.role_spec.protected
+               if c not in codes and len(contract.labels(c)) != 2]
+    if missing:
+        raise ValueError(f"protected column(s) {missing} are not binary: name the privileged "
+                         f"group, e.g. --privileged {missing[0]}={contract.labels(missing[0])[0]}")
+    return codes
+
+
 def load_own(contract_path: str | Path, data_path: str | Path, *,
-             split_seed: int = 2023) -> EvaluationData:
+             split_seed: int = 2023, privileged: Mapping[str, str] | None = None
+             ) -> EvaluationData:
     """A publisher's own table, discretised by their contract and split 80/20.
 
     Read with the release's rules (literal file, hidden pandas index ignored, ``normalize``).
@@ -164,12 +185,14 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
     if not roles.protected or len(roles.outcome) != 1:
         raise ValueError(f"contract {contract.name!r}: evaluation needs protected columns and "
                          "one outcome under roles")
+    privileged_codes(contract, privileged)  # before reading the data
     batches = list(iter_discretized_batches(data_path, contract))
     codes = pd.DataFrame({c: np.concatenate([b[c] for b in batches]) for c in
                           contract.column_names})
     train, test = train_test_split(codes, rng=np.random.default_rng(split_seed))
     tot = tot_setting(contract) if contract.tot is not None else None
-    return EvaluationData(contract.name, train, test, contract.domain(), roles, {}, tot)
+    return EvaluationData(contract.name, train, test, contract.domain(), roles,
+                          privileged_codes(contract, privileged), tot)
 
 
 def evaluate_cell(

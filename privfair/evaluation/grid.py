@@ -62,6 +62,9 @@ class EvaluateParams(BaseModel):
     contract: str | None = Field(
         None, description="Own data: the contract YAML (with 'data'); replaces 'datasets'.")
     data: str | None = Field(None, description="Own data: the CSV/Parquet file (with 'contract').")
+    privileged: dict[str, str] = Field(
+        {}, description="Own data: privileged group label per protected column (needed for "
+                        "non-binary ones).")
 
     @field_validator("datasets", "methods", "classifiers", "epsilons", "etas")
     @classmethod
@@ -116,21 +119,23 @@ def dataset_names(params: EvaluateParams) -> list[str]:
     return [load_contract(params.contract).name]
 
 
-_CACHE: dict[tuple[str, int, str | None, str | None], EvaluationData] = {}
+_CACHE: dict[tuple[Any, ...], EvaluationData] = {}
 _CACHE_LOCK = threading.Lock()
 
 
 def cached_dataset(name: str, split_seed: int, contract: str | None = None,
-                   data: str | None = None) -> EvaluationData:
+                   data: str | None = None, privileged: dict[str, str] | None = None
+                   ) -> EvaluationData:
     """:func:`load_embedded` (or :func:`load_own`), once per process (threads share it; each
     Dask worker loads it)."""
     from privfair.evaluation.evaluate import load_own
 
-    key = (name, split_seed, contract, data)
+    key = (name, split_seed, contract, data, tuple(sorted((privileged or {}).items())))
     with _CACHE_LOCK:
         if key not in _CACHE:
             _CACHE[key] = (load_embedded(name, split_seed=split_seed) if contract is None
-                           else load_own(contract, data, split_seed=split_seed))
+                           else load_own(contract, data, split_seed=split_seed,
+                                         privileged=privileged))
         return _CACHE[key]
 
 
@@ -141,15 +146,15 @@ def error_record(cell: dict[str, Any], exc: BaseException) -> dict[str, Any]:
 
 def run_cell(*, dataset: str, method: str, epsilon: float, seed: int, eta: float | None,
              classifiers: Sequence[str], split_seed: int, delta: float,
-             sample_mode: str, contract: str | None = None, data: str | None = None
-             ) -> dict[str, Any]:
+             sample_mode: str, contract: str | None = None, data: str | None = None,
+             privileged: dict[str, str] | None = None) -> dict[str, Any]:
     """One grid cell as a flat record; any failure is returned in ``error``, not raised."""
     from privfair.evaluation.evaluate import evaluate_cell
 
     cell = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, "eta": eta}
     start = time.perf_counter()
     try:
-        real = cached_dataset(dataset, split_seed, contract, data)
+        real = cached_dataset(dataset, split_seed, contract, data, privileged)
         record = evaluate_cell(real, method=method, epsilon=epsilon, seed=seed, eta=eta,
                                delta=delta, classifiers=tuple(classifiers),
                                sample_mode=sample_mode)
@@ -162,7 +167,8 @@ def cell_kwargs(params: EvaluateParams) -> dict[str, Any]:
     """The per-grid arguments of :func:`run_cell` (besides the cell itself)."""
     return {"classifiers": list(params.classifiers), "split_seed": params.split_seed,
             "delta": params.delta, "sample_mode": params.sample_mode,
-            "contract": params.contract, "data": params.data}
+            "contract": params.contract, "data": params.data,
+            "privileged": dict(params.privileged)}
 
 
 def results_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:

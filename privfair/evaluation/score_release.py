@@ -13,14 +13,14 @@ compares the synthetic marginals with the real table's.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from privfair.evaluation.evaluate import NOT_PRIVATE, evaluate_synthetic
+from privfair.evaluation.evaluate import NOT_PRIVATE, evaluate_synthetic, privileged_codes
 from privfair.evaluation.grid import MARKER, _new_run_folder, check_out, timestamp
 
 __all__ = ["release_contract", "score_release", "write_release_score"]
@@ -62,8 +62,8 @@ def release_contract(manifest: dict[str, Any], contract_path: str | Path | None)
 
 def score_release(release_dir: str | Path, data_path: str | Path, *,
                   contract_path: str | Path | None = None,
-                  classifiers: Sequence[str] = ("logistic",), seed: int = 0
-                  ) -> dict[str, Any]:
+                  classifiers: Sequence[str] = ("logistic",), seed: int = 0,
+                  privileged: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Utility and fairness of a published release measured on the real table (one record)."""
     from privfair.pipeline.discretize import iter_discretized_batches
 
@@ -78,6 +78,7 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
     if not roles.protected or len(roles.outcome) != 1:
         raise ValueError(f"contract {contract.name!r}: scoring needs protected columns and one "
                          "outcome under roles")
+    groups = privileged_codes(contract, privileged)
     names = {c["released_as"]: c["name"] for c in manifest.get("columns", [])}
     synthetic = pd.read_parquet(folder / "synthetic.parquet").rename(columns=names)
     synth_codes = pd.DataFrame({
@@ -90,7 +91,7 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
     real = pd.DataFrame({c: np.concatenate([b[c] for b in batches])
                          for c in contract.column_names})
     record = evaluate_synthetic(synth_codes, real_train=real, real_test=real,
-                                domain=contract.domain(), roles=roles,
+                                domain=contract.domain(), roles=roles, privileged=groups,
                                 classifiers=classifiers, seed=seed)
     return {"dataset": manifest["dataset"], "version": manifest["version"],
             "epsilon": manifest["guarantee"]["epsilon"], "method": manifest["method"]["name"],
