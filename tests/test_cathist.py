@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -12,11 +13,11 @@ from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import BudgetExceededError
 from privfair.pipeline.cathist import (
     CatHistResult,
+    WordUniverse,
     cathist,
     cathist_threshold,
     f_fidelity,
     outside_probability,
-    random_word_sampler,
 )
 from privfair.pipeline.datasets import load_dataset
 
@@ -25,16 +26,29 @@ ENGLISH_WORDS = 171_000  # the paper's domain for sex (1.71e5)
 WORD_PAIRS = 29_400_000_000  # ... and for workclass, marital-status (2.94e10)
 
 
-def _outside_sampler(k: int, rng: np.random.Generator) -> list[str]:
-    # Labels that cannot collide with real categories, so tests can tell them apart.
-    return [f"~{x:016x}" for x in rng.integers(0, 2**62, size=k)]
+@dataclass(frozen=True)
+class _Fillers:
+    """The counted labels plus "~i" fillers up to n values, so tests tell drawn labels apart."""
+
+    known: tuple[str, ...]
+    size: int
+
+    def __contains__(self, label: object) -> bool:
+        return label in self.known or (isinstance(label, str) and label.startswith("~"))
+
+    def label(self, index: int) -> str:
+        return self.known[index] if index < len(self.known) else f"~{index}"
 
 
-def _run(counts: Mapping[str, int], *, n: float, rho: float, eps: float,
+def _universe(counts: Mapping[str, int], n: int) -> _Fillers:
+    return _Fillers(tuple(counts), int(n))
+
+
+def _run(counts: Mapping[str, int], *, n: int, rho: float, eps: float,
          rng: np.random.Generator) -> CatHistResult:
     ledger = PrivacyLedger(rho_budget=eps**2)
-    return cathist(counts, domain_size=n, tolerance=rho, epsilon=eps, rng=rng, ledger=ledger,
-                   universe_sampler=_outside_sampler)
+    return cathist(counts, universe=_universe(counts, n), tolerance=rho, epsilon=eps, rng=rng,
+                   ledger=ledger)
 
 
 # --- threshold ---------------------------------------------------------------------------
@@ -86,8 +100,9 @@ def test_threshold_refuses_bad_parameters(kwargs: dict[str, float], needle: str)
 def test_ledger_charged_eps_squared_over_two_before_noise() -> None:
     ledger = PrivacyLedger(rho_budget=1.0)
     rng = np.random.default_rng(1)
-    cathist({"a": 10, "b": 3}, domain_size=ENGLISH_WORDS, tolerance=0.9, epsilon=0.5, rng=rng,
-            ledger=ledger, universe_sampler=_outside_sampler, name="gender")
+    words = _universe({"a": 10, "b": 3}, ENGLISH_WORDS)
+    cathist({"a": 10, "b": 3}, universe=words, tolerance=0.9, epsilon=0.5, rng=rng,
+            ledger=ledger, name="gender")
     assert ledger.spent == 0.125  # 0.5**2 / 2, exactly
     (entry,) = ledger.entries
     assert (entry.name, entry.mechanism, entry.sensitivity, entry.epsilon) == (
@@ -98,8 +113,8 @@ def test_ledger_charged_eps_squared_over_two_before_noise() -> None:
     state = rng.bit_generator.state
     small = PrivacyLedger(rho_budget=0.1)
     with pytest.raises(BudgetExceededError):
-        cathist({"a": 10}, domain_size=ENGLISH_WORDS, tolerance=0.9, epsilon=0.5, rng=rng,
-                ledger=small, universe_sampler=_outside_sampler)
+        cathist({"a": 10}, universe=words, tolerance=0.9, epsilon=0.5, rng=rng,
+                ledger=small)
     assert rng.bit_generator.state == state
     assert small.spent == 0.0
 
@@ -149,19 +164,14 @@ def test_outside_categories_follow_binomial_and_shifted_exponential() -> None:
     assert abs(excess_mean - 1 / eps) < 4 / (eps * math.sqrt(w.size))
 
 
-def test_bad_sampler_is_refused() -> None:
-    def short(k: int, rng: np.random.Generator) -> list[str]:
-        return ["x"] * (k - 1)
-
-    with pytest.raises(ValueError, match="universe_sampler"):
-        cathist({"a": 1}, domain_size=1000, tolerance=0.001, epsilon=1.0,
-                rng=np.random.default_rng(0), ledger=PrivacyLedger(rho_budget=1.0),
-                universe_sampler=short)
-
-
-def test_random_word_sampler() -> None:
-    words = random_word_sampler(length=8)(5, np.random.default_rng(0))
-    assert len(words) == 5 and all(len(w) == 8 and w.isalpha() for w in words)
+def test_word_universe_enumerates_shortlex_and_tests_membership() -> None:
+    words = WordUniverse(alphabet="ab", max_length=3)
+    assert words.size == 2 + 4 + 8
+    assert [words.label(i) for i in range(words.size)] == [
+        "a", "b", "aa", "ab", "ba", "bb", "aaa", "aab", "aba", "abb", "baa", "bab", "bba", "bbb"]
+    assert "abb" in words and "abba" not in words and "ac" not in words
+    with pytest.raises(ValueError, match="larger than"):
+        WordUniverse(alphabet="abcdefghijklmnopqrstuvwxyz", max_length=14)
 
 
 # --- F fidelity --------------------------------------------------------------------------
@@ -249,15 +259,14 @@ def test_release_serves_as_the_open_column_domain() -> None:
 
     contract = load_contract(contract_path("example_open_domain"))
     spec = contract.column("gender").open_domain
-    assert spec is not None
     answers = pd.Series(["woman"] * 400 + ["man"] * 350 + ["nonbinary"] * 2)
+    assert spec is not None and spec.universe is not None
     result = cathist({str(k): int(v) for k, v in answers.value_counts().items()},
-                     domain_size=spec.size, tolerance=spec.tolerance, epsilon=1.0,
-                     rng=np.random.default_rng(5), ledger=PrivacyLedger(rho_budget=1.0),
-                     universe_sampler=random_word_sampler())
+                     universe=spec.universe.build(), tolerance=spec.tolerance, epsilon=1.0,
+                     rng=np.random.default_rng(5), ledger=PrivacyLedger(rho_budget=1.0))
     released = {"gender": result.categories}
     assert {"woman", "man"} <= set(result.categories)
-    assert "nonbinary" not in result.categories  # count 2 is far below tau = 13.6
+    assert "nonbinary" not in result.categories  # count 2 is far below tau = 41.1
     domain = contract.domain(open_categories=released)
     assert domain.size("gender") == len(result.categories) + 1  # plus the "(other)" bucket
     frame = pd.DataFrame({"gender": answers, "age": 30, "degree": "none", "hired": "no"})

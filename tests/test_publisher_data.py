@@ -146,7 +146,7 @@ normalize: {normalize}
 columns:
   - name: gender
     type: text
-    open_domain: {{size: 171000, tolerance: 0.9}}
+    open_domain: {{universe: {{values: [female, male, ' female', ' male']}}, tolerance: 0.9}}
     out_of_domain: "other:(other)"
     nulls: "as:(other)"
   - name: degree

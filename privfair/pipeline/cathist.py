@@ -12,38 +12,152 @@ counts is infeasible, so CatHist:
    lifts an empty bin above ``tau``);
 2. adds Laplace(1/epsilon) noise to each active count (L1 sensitivity 1 under add/remove one
    row) and removes noisy counts below ``tau``;
-3. draws ``k ~ Binomial(n, p)``, the number of empty bins whose noise would have passed ``tau``,
-   samples ``k`` labels from the universe and gives each the weight ``tau + Exponential(epsilon)``
-   (the law of Laplace noise conditioned on exceeding ``tau``).
+3. draws ``k ~ Binomial(n, p)``, samples ``k`` distinct labels uniformly from the *declared*
+   universe, drops those that hit the active domain, and gives each remaining label the weight
+   ``tau + Exponential(epsilon)`` (the law of Laplace noise conditioned on exceeding ``tau``).
 
-The whole release is epsilon-DP, hence ``epsilon**2 / 2``-zCDP, and is charged to the ledger
-before any noise is drawn. Like the paper, the binomial slightly overcounts the empty bins (it
-uses ``n`` trials, not ``n`` minus the active domain), which only adds outside values.
+Step 3 draws every one of the ``n`` universe values independently with probability ``p`` and
+keeps the inactive ones: exactly what Laplace noise on all ``n`` bins would have released
+above ``tau``. That is what makes the whole release epsilon-DP, hence ``epsilon**2 / 2``-zCDP
+(charged before any noise), and it needs two things the paper leaves implicit:
+
+* labels come from the universe the contract declares (:class:`ValueListUniverse`,
+  :class:`WordUniverse`), never from an unrelated generator: a value of the universe absent
+  from the data must be as likely to appear as the paper's analysis says;
+* a draw that hits an active value (released or suppressed) is dropped, so a present value
+  gets one chance (its noisy count), not two; and data values outside the declared universe
+  are never counted (they fall in the column's open bucket), since nothing else could ever
+  release them.
 """
 
 from __future__ import annotations
 
 import math
-import string
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from privfair.core.accounting import LedgerEntry, PrivacyLedger, laplace_rho
 
 __all__ = [
+    "MAX_UNIVERSE_SIZE",
     "CatHistResult",
-    "UniverseSampler",
+    "Universe",
+    "ValueListUniverse",
+    "WordUniverse",
     "cathist",
     "cathist_threshold",
     "f_fidelity",
     "outside_probability",
-    "random_word_sampler",
+    "sample_outside",
 ]
 
-#: ``sampler(k, rng)`` returns ``k`` labels drawn from the declared universe.
-UniverseSampler = Callable[[int, np.random.Generator], Sequence[str]]
+#: numpy draws uniform indices and binomials in int64; larger universes are refused.
+MAX_UNIVERSE_SIZE = 2**62
+
+
+class Universe(Protocol):
+    """A declared universe with a canonical enumeration ``label(0) .. label(size - 1)``."""
+
+    @property
+    def size(self) -> int: ...
+
+    def __contains__(self, label: object) -> bool: ...
+
+    def label(self, index: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class ValueListUniverse:
+    """An enumerable universe: the listed values, in sorted order."""
+
+    values: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        values = tuple(sorted(set(self.values)))
+        if not values or not all(isinstance(v, str) for v in values):
+            raise ValueError("a value-list universe needs at least one string value")
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "_members", frozenset(values))
+
+    @property
+    def size(self) -> int:
+        return len(self.values)
+
+    def __contains__(self, label: object) -> bool:
+        return label in self._members  # type: ignore[attr-defined]
+
+    def label(self, index: int) -> str:
+        return self.values[index]
+
+
+@dataclass(frozen=True)
+class WordUniverse:
+    """Every word over ``alphabet`` of ``min_length`` to ``max_length`` letters.
+
+    The canonical enumeration is shortlex: shorter words first, then in the alphabet's order.
+    """
+
+    alphabet: str
+    max_length: int
+    min_length: int = 1
+
+    def __post_init__(self) -> None:
+        if len(set(self.alphabet)) != len(self.alphabet) or len(self.alphabet) < 2:
+            raise ValueError("a word universe needs an alphabet of >= 2 distinct characters")
+        if not 1 <= self.min_length <= self.max_length:
+            raise ValueError(f"a word universe needs 1 <= min_length <= max_length, got "
+                             f"{self.min_length}..{self.max_length}")
+        if self.size > MAX_UNIVERSE_SIZE:
+            raise ValueError(f"a word universe of {self.size:.3g} values is larger than "
+                             f"{MAX_UNIVERSE_SIZE:.3g}; expected a shorter max_length")
+
+    @property
+    def size(self) -> int:
+        b = len(self.alphabet)
+        return sum(b**k for k in range(self.min_length, self.max_length + 1))
+
+    def __contains__(self, label: object) -> bool:
+        return (isinstance(label, str) and self.min_length <= len(label) <= self.max_length
+                and set(label) <= set(self.alphabet))
+
+    def label(self, index: int) -> str:
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        b, length = len(self.alphabet), self.min_length
+        while index >= b**length:
+            index -= b**length
+            length += 1
+        letters = []
+        for _ in range(length):
+            index, digit = divmod(index, b)
+            letters.append(self.alphabet[digit])
+        return "".join(reversed(letters))
+
+
+def sample_outside(universe: Universe, k: int, active: Iterable[str],
+                   rng: np.random.Generator) -> list[str]:
+    """``k`` distinct universe labels drawn uniformly, minus those in ``active``.
+
+    A uniform k-subset after ``k ~ Binomial(n, p)`` includes each universe value independently
+    with probability ``p``; dropping the active ones leaves exactly the inactive values that
+    Laplace noise on every bin would have lifted above the threshold.
+    """
+    n = universe.size
+    if not 0 <= k <= n:
+        raise ValueError(f"cannot draw {k} distinct values from a universe of {n}")
+    if 4 * k >= n:
+        picked = rng.choice(n, size=k, replace=False).tolist()
+    else:
+        chosen: dict[int, None] = {}
+        while len(chosen) < k:
+            for i in rng.integers(0, n, size=k - len(chosen)).tolist():
+                chosen.setdefault(i, None)
+        picked = list(chosen)[:k]
+    skip = set(active)
+    return [lab for lab in map(universe.label, picked) if lab not in skip]
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,8 +175,8 @@ class CatHistResult:
     tau : float
         The threshold used.
     n_outside : int
-        How many released categories were drawn from the universe. It is a function of
-        ``Binomial(n, p)`` and the sampler only, so it reveals nothing about the data.
+        How many released categories were drawn from the universe. Which labels were drawn
+        is not part of the DP output: keep this for tests, never publish it.
     """
 
     categories: tuple[str, ...]
@@ -117,12 +231,11 @@ def cathist_threshold(*, epsilon: float, domain_size: float, tolerance: float) -
 def cathist(
     true_counts: Mapping[str, int],
     *,
-    domain_size: float,
+    universe: Universe,
     tolerance: float,
     epsilon: float,
     rng: np.random.Generator,
     ledger: PrivacyLedger,
-    universe_sampler: UniverseSampler,
     name: str = "cathist",
 ) -> CatHistResult:
     """Release a DP histogram of an open-domain column (Algorithm 1 of Rodriguez & Howe 2018).
@@ -132,20 +245,19 @@ def cathist(
     true_counts : mapping of str to int
         The private active histogram ``(C, S)``: each value that occurs and its count. It
         is read only to add noise; nothing about it is returned except through the noise.
-    domain_size : int or float
-        ``n``, the size of the declared universe (a whole number, may exceed 2**31).
+        Values outside ``universe`` are ignored (the caller maps them to its open bucket).
+    universe : Universe
+        The declared universe (``n = universe.size``), e.g. :class:`ValueListUniverse` or
+        :class:`WordUniverse`; outside labels are drawn from it.
     tolerance : float
         ``rho_tol`` in (0, 1): probability of releasing no value from outside the active
         domain.
     epsilon : float
         Pure-DP parameter; Laplace scale is ``1/epsilon`` (sensitivity 1, add/remove).
     rng : numpy.random.Generator
-        The only source of randomness (noise, the binomial and the sampler).
+        The only source of randomness (noise, the binomial and the draws).
     ledger : PrivacyLedger
         Charged ``epsilon**2 / 2`` (zCDP of an epsilon-DP mechanism) before any noise.
-    universe_sampler : callable
-        ``universe_sampler(k, rng) -> k labels`` drawn from the declared universe, e.g.
-        :func:`random_word_sampler`. It must not look at the data.
     name : str
         Ledger entry name.
 
@@ -153,10 +265,14 @@ def cathist(
     -------
     CatHistResult
     """
+    domain_size = universe.size
+    if not 1 <= domain_size <= MAX_UNIVERSE_SIZE:
+        raise ValueError(f"universe: expected 1 to {MAX_UNIVERSE_SIZE} values, got {domain_size}")
     tau = cathist_threshold(epsilon=epsilon, domain_size=domain_size, tolerance=tolerance)
     p = outside_probability(domain_size=domain_size, tolerance=tolerance)
-    labels = [str(c) for c in true_counts]
-    counts = np.asarray([true_counts[c] for c in true_counts], dtype=np.float64)
+    labels = [str(c) for c in true_counts if str(c) in universe]
+    counts = np.asarray([true_counts[c] for c in true_counts if str(c) in universe],
+                        dtype=np.float64)
     if counts.size and (not np.all(np.isfinite(counts)) or np.any(counts < 0)):
         raise ValueError("true_counts: expected finite, non-negative counts")
     # The ledger entry counts one query per value of the universe: the mechanism stands for
@@ -172,50 +288,15 @@ def cathist(
     # The listing prints "k <- 1/2 e^{-eps tau}", but the text (and the privacy argument) draw
     # k from Binomial(n, p) with p = 1/2 e^{-eps tau}: the number of empty bins whose Laplace
     # noise exceeds tau. numpy's binomial takes int64 n, so n = 2.9e10 is fine.
-    k = int(rng.binomial(int(domain_size), p))
-    outside = _sample_universe(universe_sampler, k, rng)
+    k = int(rng.binomial(domain_size, p))
+    outside = sample_outside(universe, k, labels, rng)
     weights = tau + rng.exponential(1.0 / epsilon, size=len(outside))
-    n_outside = 0
-    for label, weight in zip(outside, weights.tolist(), strict=True):
-        # The release is a set of bins: a drawn label equal to a released one (or to an
-        # earlier draw) adds no new bin. This looks only at released output.
-        if label not in released:
-            released[label] = weight
-            n_outside += 1
+    released.update(zip(outside, weights.tolist(), strict=True))
     order = sorted(released)
     values = np.asarray([released[c] for c in order], dtype=np.float64)
     values.setflags(write=False)
     return CatHistResult(categories=tuple(order), noisy_counts=values, tau=float(tau),
-                         n_outside=n_outside)
-
-
-def _sample_universe(sampler: UniverseSampler, k: int, rng: np.random.Generator) -> list[str]:
-    if k == 0:
-        return []
-    drawn = sampler(k, rng)
-    if isinstance(drawn, str) or len(drawn) != k:
-        raise ValueError(f"universe_sampler: expected a sequence of {k} labels")
-    if not all(isinstance(x, str) for x in drawn):
-        raise ValueError("universe_sampler: expected string labels")
-    return list(drawn)
-
-
-def random_word_sampler(*, length: int = 12, alphabet: str = string.ascii_lowercase
-                        ) -> UniverseSampler:
-    """A universe sampler of uniform random words of ``length`` letters.
-
-    The universe has ``len(alphabet) ** length`` values (26**12 ~ 9.5e16 by default); it
-    stands in for "all English words" when no word list is at hand.
-    """
-    if length < 1 or len(alphabet) < 2:
-        raise ValueError("random_word_sampler: expected length >= 1 and at least 2 letters")
-    letters = np.array(list(alphabet))
-
-    def sample(k: int, rng: np.random.Generator) -> list[str]:
-        picks = letters[rng.integers(0, letters.size, size=(k, length))]
-        return ["".join(row) for row in picks]
-
-    return sample
+                         n_outside=len(outside))
 
 
 def f_fidelity(true_counts: Mapping[str, int], released: CatHistResult) -> float:

@@ -34,7 +34,9 @@ File layout
         out_of_domain: clamp        # or refuse / "other:<label>"
       - name: gender_text
         type: text
-        open_domain: {size: 171000, tolerance: 0.9}   # released with CatHist
+        open_domain:                                  # released with CatHist
+          universe: {words: {alphabet: "abcdefghijklmnopqrstuvwxyz", max_length: 12}}
+          tolerance: 0.9                              # or universe: {values: [word list]}
         out_of_domain: "other:(other)"                # open bucket appended to the release
     roles:
       protected: [sex]
@@ -83,6 +85,7 @@ __all__ = [
     "ColumnSpec",
     "Contract",
     "OpenDomainSpec",
+    "UniverseSpec",
     "Policy",
     "RolesSpec",
     "load_contract",
@@ -127,20 +130,88 @@ def _as_category(value: Any, *, what: str) -> str:
     return value
 
 
+class WordUniverseSpec(_Strict):
+    """Every word over ``alphabet`` of ``min_length`` to ``max_length`` characters."""
+
+    alphabet: str = Field(min_length=2)
+    max_length: int = Field(ge=1, le=64)
+    min_length: int = Field(1, ge=1)
+
+
+class UniverseSpec(_Strict):
+    """How CatHist draws values from outside the data: exactly one of ``values``, ``words``.
+
+    Attributes
+    ----------
+    values : tuple of str, optional
+        An enumerable universe (e.g. an English word list).
+    words : WordUniverseSpec, optional
+        A generated universe: all words over an alphabet within a length range, enumerated
+        shortest first, then in the alphabet's order.
+    """
+
+    values: tuple[str, ...] | None = Field(None, min_length=1)
+    words: WordUniverseSpec | None = None
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _values_are_strings(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return tuple(_as_category(v, what="universe values") for v in value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> UniverseSpec:
+        if (self.values is None) == (self.words is None):
+            raise ValueError("universe: declare exactly one of 'values' (a list) or 'words' "
+                             "({alphabet, max_length})")
+        if self.words is not None:
+            self.build()  # refuses an alphabet with repeats or an oversized universe
+        return self
+
+    def build(self) -> Any:
+        """The :class:`~privfair.pipeline.cathist.Universe` this declares."""
+        from privfair.pipeline.cathist import ValueListUniverse, WordUniverse
+
+        if self.values is not None:
+            return ValueListUniverse(self.values)
+        assert self.words is not None
+        return WordUniverse(alphabet=self.words.alphabet, max_length=self.words.max_length,
+                            min_length=self.words.min_length)
+
+
 class OpenDomainSpec(_Strict):
     """Declared universe of an open-domain (text) column, released with CatHist.
 
     Attributes
     ----------
-    size : int
-        Number of possible values ``n`` (e.g. 1.71e5 English words).
+    size : int, optional
+        Number of possible values ``n`` (e.g. 1.71e5 English words). With a ``universe`` it
+        is that universe's size (and, if given, must match it).
     tolerance : float
         ``rho_tol`` in (0, 1): the probability that no value from outside the active domain
         is released. Higher means a higher threshold.
+    universe : UniverseSpec, optional
+        Where values outside the data are drawn from. A release needs it; a contract that
+        declares only ``size`` parses (drafts) but is refused at preflight.
     """
 
-    size: int = Field(ge=1)
+    size: int | None = Field(None, ge=1)
     tolerance: float = Field(gt=0.0, lt=1.0)
+    universe: UniverseSpec | None = None
+
+    @model_validator(mode="after")
+    def _size_matches_universe(self) -> OpenDomainSpec:
+        if self.universe is None:
+            if self.size is None:
+                raise ValueError("open_domain needs a 'universe' (values or words) or a 'size'")
+            return self
+        size = self.universe.build().size
+        if self.size is not None and self.size != size:
+            raise ValueError(f"size: {self.size} does not match the declared universe, which "
+                             f"has {size} values; drop size or correct it")
+        object.__setattr__(self, "size", size)
+        return self
 
 
 class ColumnSpec(_Strict):
@@ -301,8 +372,8 @@ class ColumnSpec(_Strict):
                      "dp_bins")
         if self.open_domain is None:
             raise ValueError(
-                "a text column needs 'open_domain: {size: n, tolerance: rho_tol}' (its categories "
-                "are released with CatHist)"
+                "a text column needs 'open_domain: {universe: ..., tolerance: rho_tol}' (its "
+                "categories are released with CatHist)"
             )
 
     def _check_policies(self) -> None:
@@ -767,6 +838,8 @@ _MODEL_AT: dict[tuple[str, ...], type[BaseModel]] = {
     (): Contract,
     ("columns", "*"): ColumnSpec,
     ("columns", "*", "open_domain"): OpenDomainSpec,
+    ("columns", "*", "open_domain", "universe"): UniverseSpec,
+    ("columns", "*", "open_domain", "universe", "words"): WordUniverseSpec,
     ("roles",): RolesSpec,
     ("budget",): BudgetSpec,
     ("tot",): TOTSpec,

@@ -57,7 +57,7 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
     """
     from collections import Counter
 
-    from privfair.pipeline.cathist import cathist, random_word_sampler
+    from privfair.pipeline.cathist import cathist
     from privfair.pipeline.quantiles import dp_quantile_edges
 
     contract = plan.contract
@@ -81,11 +81,13 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
     for name in columns:
         spec = contract.column(name)
         if name in text:
-            result = cathist(counts.pop(name), domain_size=spec.open_domain.size,
+            universe = spec.open_domain.universe
+            if universe is None:  # pragma: no cover - preflight refuses it
+                raise ValueError(f"open-domain column {name!r} declares no universe")
+            result = cathist(counts.pop(name), universe=universe.build(),
                              tolerance=spec.open_domain.tolerance,
                              epsilon=math.sqrt(2 * rho),  # ε-DP is ε²/2-zCDP
-                             rng=rng, ledger=book, universe_sampler=random_word_sampler(),
-                             name=f"CatHist categories of {name}")
+                             rng=rng, ledger=book, name=f"CatHist categories of {name}")
             categories[name] = list(result.categories)
         else:
             edges[name] = dp_quantile_edges(

@@ -1,0 +1,90 @@
+"""Issue 10 (privacy leaks): regression tests for items 1, 2, 3, 12 and 13.
+
+Each test names the item it covers; each fails on the code as it was at commit 613a631.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privfair.core.accounting import PrivacyLedger
+from privfair.pipeline.cathist import (
+    ValueListUniverse,
+    WordUniverse,
+    cathist,
+    cathist_threshold,
+    outside_probability,
+)
+
+# --- item 2: CatHist samples the declared universe and drops active draws --------------------
+
+
+def _released_share(counts: dict[str, int], universe: ValueListUniverse, label: str, *,
+                    eps: float, reps: int, seed: int) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(reps):
+        result = cathist(counts, universe=universe, tolerance=0.01, epsilon=eps, rng=rng,
+                         ledger=PrivacyLedger(rho_budget=1.0))
+        hits += label in result.categories
+    return hits / reps
+
+
+def test_cathist_release_odds_match_laplace_on_every_bin() -> None:
+    """Item 2: an absent value is released with probability p (it is drawn from the declared
+    universe), a value held by one row only through its noisy count (a draw that hits it is
+    dropped), so the odds ratio is P(Lap >= tau - 1) / p <= e^eps, not ~(1 + e^eps)."""
+    universe = ValueListUniverse(tuple(f"v{i:02d}" for i in range(20)))
+    eps, reps = 1.0, 4000
+    p = outside_probability(domain_size=20, tolerance=0.01)
+    tau = cathist_threshold(epsilon=eps, domain_size=20, tolerance=0.01)
+    present = 1 - 0.5 * math.exp(-eps * (1 - tau))  # P(1 + Lap(1/eps) >= tau), tau < 1
+    absent_share = _released_share({}, universe, "v07", eps=eps, reps=reps, seed=1)
+    present_share = _released_share({"v07": 1}, universe, "v07", eps=eps, reps=reps, seed=2)
+    for share, expected in ((absent_share, p), (present_share, present)):
+        assert abs(share - expected) < 4 * math.sqrt(expected * (1 - expected) / reps)
+    assert present / p <= math.exp(eps)
+
+
+def test_cathist_never_releases_values_outside_the_declared_universe() -> None:
+    """Item 2: outside draws come from the universe, and data values outside it are not
+    counted (nothing else could release them, so releasing them would identify the row)."""
+    universe = WordUniverse(alphabet="abc", max_length=2)  # 12 words
+    rng = np.random.default_rng(0)
+    seen: set[str] = set()
+    for _ in range(200):
+        result = cathist({"Zed": 10_000, "ab": 10_000}, universe=universe, tolerance=0.05,
+                         epsilon=1.0, rng=rng, ledger=PrivacyLedger(rho_budget=1.0))
+        seen |= set(result.categories)
+        assert result.as_dict()["ab"] > 9_000
+    assert "Zed" not in seen
+    assert seen <= {universe.label(i) for i in range(universe.size)}
+    assert len(seen) > 6  # outside draws do happen (p = 0.22 per value)
+
+
+def test_contract_declaring_only_a_size_is_refused_at_preflight(tmp_path) -> None:
+    """Item 2: the contract must say how to draw from the universe, not only its size."""
+    from privfair.core.errors import ContractError
+    from privfair.pipeline import plan
+    from privfair.pipeline.datasets import contract_path
+
+    text = contract_path("example_open_domain").read_text().replace(
+        '      universe:\n        words: {alphabet: "abcdefghijklmnopqrstuvwxyz-", max_length: 12}\n',
+        "      size: 171000\n")
+    assert "size: 171000" in text
+    contract = tmp_path / "sized.yaml"
+    contract.write_text(text)
+    data = tmp_path / "d.csv"
+    data.write_text("gender,age,degree,hired\nfemale,30,none,no\n")
+    with pytest.raises(ContractError, match="open_domain.universe"):
+        plan.preflight({"contract": str(contract), "data": str(data),
+                        "out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
+    mismatch = text.replace("      size: 171000\n", "      size: 5\n      universe: "
+                                                    "{values: [a, b]}\n")
+    contract.write_text(mismatch)
+    with pytest.raises(ContractError, match="does not match the declared universe"):
+        plan.preflight({"contract": str(contract), "data": str(data),
+                        "out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
