@@ -88,3 +88,19 @@ def test_contract_declaring_only_a_size_is_refused_at_preflight(tmp_path) -> Non
     with pytest.raises(ContractError, match="does not match the declared universe"):
         plan.preflight({"contract": str(contract), "data": str(data),
                         "out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
+
+
+# --- item 1: DP quantiles record a data-independent query count ------------------------------
+
+
+@pytest.mark.parametrize("rows", [2345, 10])
+def test_dp_bins_ledger_does_not_record_the_row_count(rows: int) -> None:
+    """Item 1: the quantile mechanism has n + 1 candidates; the ledger (and so the manifest,
+    report and Prefect artifact) must not record n + 1 as its query count."""
+    from privfair.pipeline.quantiles import dp_quantile_edges
+
+    ledger = PrivacyLedger(rho_budget=1.0)
+    values = np.random.default_rng(rows).uniform(0, 100, size=rows)
+    dp_quantile_edges(values, bins=4, lower=0.0, upper=100.0, integer=False, rho=0.3,
+                      rng=np.random.default_rng(0), ledger=ledger, name="DP bins of x")
+    assert [e.queries for e in ledger.entries] == [1, 1, 1]

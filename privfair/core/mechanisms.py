@@ -83,13 +83,16 @@ def exponential_mechanism(
     ledger: PrivacyLedger,
     name: str,
     log_base: np.ndarray | None = None,
+    queries: int | None = None,
 ) -> int:
     """Pick index i with probability ∝ base_i · exp(ε · score_i / (2 Δ)).
 
     Implemented as argmax of ``ε·score/(2Δ) + log base + Gumbel noise``, which samples exactly
     that distribution in one vectorized draw. ``log_base`` is a data-independent base measure
     (e.g. interval lengths for a continuous range; ``-inf`` excludes a candidate). Charged
-    ε²/8 zCDP.
+    ε²/8 zCDP. ``queries`` is what the ledger records (default: the number of candidates);
+    pass a data-independent number when the candidates come from the data (DP quantiles
+    have one candidate per gap between private values, so their count is n + 1).
     """
     scores = np.asarray(scores, dtype=np.float64)
     if scores.ndim != 1 or scores.size == 0:
@@ -102,7 +105,7 @@ def exponential_mechanism(
         sensitivity=float(sensitivity),
         rho=exponential_rho(epsilon=epsilon),
         epsilon=float(epsilon),
-        queries=int(scores.size),
+        queries=int(scores.size if queries is None else queries),
     ))
     logits = epsilon / (2 * sensitivity) * scores
     if log_base is not None:

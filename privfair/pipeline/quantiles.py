@@ -52,7 +52,8 @@ def dp_quantile_edges(
         q = j / bins
         pick = exponential_mechanism(-np.abs(ranks - q * x.size), epsilon=epsilon,
                                      sensitivity=1.0, rng=rng, ledger=ledger,
-                                     name=f"{name} quantile {j}/{bins}", log_base=log_length)
+                                     name=f"{name} quantile {j}/{bins}", log_base=log_length,
+                                     queries=1)  # one quantile; n + 1 candidates would leak n
         inner.append(rng.uniform(points[pick], points[pick + 1]))
     if integer:
         inner = [float(round(e)) for e in inner]
