@@ -104,3 +104,26 @@ def test_dp_bins_ledger_does_not_record_the_row_count(rows: int) -> None:
     dp_quantile_edges(values, bins=4, lower=0.0, upper=100.0, integer=False, rho=0.3,
                       rng=np.random.default_rng(0), ledger=ledger, name="DP bins of x")
     assert [e.queries for e in ledger.entries] == [1, 1, 1]
+
+
+# --- item 13: discrete Gaussian noise from a cryptographically secure source -----------------
+
+
+def test_discrete_gaussian_ignores_seeded_generators_and_accepts_a_test_source() -> None:
+    """Item 13: production discrete noise comes from the OS CSPRNG, so two mechanisms given
+    identically seeded numpy Generators draw different noise; a test may pass a seeded
+    ``random.Random`` to reproduce it."""
+    import random
+
+    from privfair.core.mechanisms import gaussian_mechanism, sample_discrete_gaussian
+
+    def noisy(**kw) -> np.ndarray:
+        return gaussian_mechanism(np.zeros(64, dtype=np.int64), sigma=5.0, sensitivity=1.0,
+                                  rng=np.random.default_rng(7), ledger=PrivacyLedger(
+                                      rho_budget=1.0), name="d", discrete=True, **kw)
+
+    assert not np.array_equal(noisy(), noisy())  # P(equal) < 1e-60
+    np.testing.assert_array_equal(noisy(discrete_source=random.Random(1)),
+                                  noisy(discrete_source=random.Random(1)))
+    draws = sample_discrete_gaussian(64, sigma=5.0)
+    assert draws.dtype == np.int64 and np.all(np.abs(draws) < 60)

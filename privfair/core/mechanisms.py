@@ -2,7 +2,9 @@
 
 * :func:`gaussian_mechanism` adds N(0, σ²) to a whole vector at once, or, with
   ``discrete=True``, exact discrete Gaussian noise (Canonne, Kamath and Steinke 2020), which
-  has no floating-point side channel and is the option for production releases.
+  has no floating-point side channel and is the option for production releases. Its
+  integers come from the operating system's CSPRNG (``random.SystemRandom``) unless a test
+  passes a seeded ``random.Random`` as ``discrete_source``.
 * :func:`exponential_mechanism` selects one candidate with the Gumbel-max trick.
 """
 
@@ -31,6 +33,7 @@ def gaussian_mechanism(
     ledger: PrivacyLedger,
     name: str,
     discrete: bool = False,
+    discrete_source: random.Random | None = None,
 ) -> np.ndarray:
     """Release ``values + noise`` with noise of scale ``sigma`` in every entry.
 
@@ -50,6 +53,9 @@ def gaussian_mechanism(
         What is being measured, for the ledger.
     discrete : bool
         Draw exact discrete Gaussian noise instead of floating-point Gaussian noise.
+    discrete_source : random.Random, optional
+        Tests only: a seeded source for the discrete noise. Default: the OS CSPRNG (``rng``
+        is not used for discrete noise, so a seeded Generator cannot make it predictable).
 
     Returns
     -------
@@ -69,7 +75,7 @@ def gaussian_mechanism(
     if discrete:
         if not np.issubdtype(values.dtype, np.integer):
             raise ValueError("discrete Gaussian noise needs integer values (counts)")
-        noise = sample_discrete_gaussian(values.size, sigma=sigma, rng=rng)
+        noise = sample_discrete_gaussian(values.size, sigma=sigma, source=discrete_source)
         return (values.astype(np.int64) + noise.reshape(values.shape)).astype(np.float64)
     return values.astype(np.float64) + rng.normal(0.0, sigma, size=values.shape)
 
@@ -115,8 +121,8 @@ def exponential_mechanism(
 
 # --- exact discrete Gaussian (Canonne, Kamath, Steinke 2020, Algorithms 1-3) ---------------
 # Integer and rational arithmetic only, so the output distribution is exact. The uniform
-# integers come from a Python Random seeded by the passed Generator; callers who need
-# cryptographic randomness pass ``secure=True``.
+# integers come from the OS CSPRNG (random.SystemRandom): a Mersenne Twister seeded with 63
+# bits of a numpy Generator would make "exact" noise predictable from 63 bits of state.
 
 
 def _bernoulli(p: Fraction, source: random.Random) -> bool:
@@ -161,15 +167,15 @@ def _discrete_gaussian_one(sigma2: Fraction, source: random.Random) -> int:
 
 
 def sample_discrete_gaussian(
-    size: int, *, sigma: float, rng: np.random.Generator, secure: bool = False
+    size: int, *, sigma: float, source: random.Random | None = None
 ) -> np.ndarray:
     """Draw ``size`` exact samples of the discrete Gaussian N_Z(0, σ²).
 
-    σ² is taken as the exact rational value of the float ``sigma**2``.
+    σ² is taken as the exact rational value of the float ``sigma**2``. ``source`` supplies
+    the uniform integers: ``random.SystemRandom()`` (the OS CSPRNG) by default; tests may pass
+    a seeded ``random.Random`` to reproduce draws.
     """
-    source: random.Random = (
-        random.SystemRandom() if secure else random.Random(int(rng.integers(2**63)))
-    )
+    source = random.SystemRandom() if source is None else source
     sigma2 = Fraction(sigma) ** 2
     return np.fromiter((_discrete_gaussian_one(sigma2, source) for _ in range(size)),
                        dtype=np.int64, count=size)
