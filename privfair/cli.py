@@ -280,7 +280,8 @@ def cmd_release(args: argparse.Namespace) -> int:
     from privfair.pipeline.plan import preflight
 
     params = _params(args)  # refuses bad numbers/methods before anything is imported
-    preflight(params)  # refuses a bad contract, store or budget before any private read
+    plan = preflight(params)  # refuses a bad contract, store or budget before any private read
+    _warn_unreviewed(plan.contract)
     with _progress() as bar:
         task = bar.add_task("preflight", total=1.0)
 
@@ -295,6 +296,14 @@ def cmd_release(args: argparse.Namespace) -> int:
             final = _run_flow(params, progress)
     print(final, flush=True)
     return 0
+
+
+def _warn_unreviewed(contract: Any) -> None:
+    from privfair.pipeline.contract_tools import review_warning
+
+    warning = review_warning(contract)
+    if warning:
+        _stderr_console().print(f"WARNING: {warning}", markup=False)
 
 
 def _run_flow(params: Any, progress: Any) -> Path:

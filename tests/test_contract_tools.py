@@ -171,3 +171,18 @@ def test_draft_handles_booleans_codes_with_nulls_dates_and_nullable_amounts(tmp_
     assert "# REVIEW income: 3 null(s)" in text
     result = check_data(contract, path)
     assert result.failing_columns == ["income"]  # only the reviewed one, as the note says
+
+
+def test_release_from_an_unreviewed_draft_warns(tmp_path, capsys):
+    data = tmp_path / "credit.parquet"
+    credit_table(300).to_parquet(data, index=False)
+    out = tmp_path / "credit.yaml"
+    assert main(["contract", "draft", "--data", str(data), "--out", str(out)]) == 0
+    out.write_text(out.read_text().replace(
+        "  protected: []\n  admissible: []\n  outcome: []",
+        "  protected: [sex]\n  admissible: [checking]\n  outcome: [credit_risk]"))
+    capsys.readouterr()
+    assert main(["release", "--contract", str(out), "--data", str(data), "--epsilon", "1",
+                 "--delta", "1e-7", "--method", "mst", "--out", str(tmp_path / "releases"),
+                 "--work-dir", str(tmp_path / "work"), "--no-prefect"]) == 0
+    assert "WARNING: contract 'credit' is a draft (reviewed: false)" in capsys.readouterr().err
