@@ -52,14 +52,16 @@ def test_dissertation_epsilons_reproduced_with_classic_conversion(
                                              (0.2, 3.0, 7), (1.0, 2.0, 5)])
 def test_dp_accounting_curve_matches_opacus(q, sigma, steps):
     rdp_analysis = pytest.importorskip("opacus.accountants.analysis.rdp")
-    ours = subsampled_gaussian_rdp(noise_multiplier=sigma, sample_rate=q, steps=steps)
-    theirs = rdp_analysis.compute_rdp(q=q, noise_multiplier=sigma, steps=steps,
-                                      orders=list(RDP_ORDERS))
+    # Every third order of the grid and the large ones (opacus's series is slow in Python).
+    orders = [*RDP_ORDERS[:250:3], *RDP_ORDERS[-6:]]
+    ours = subsampled_gaussian_rdp(noise_multiplier=sigma, sample_rate=q, steps=steps,
+                                   orders=orders)
+    theirs = rdp_analysis.compute_rdp(q=q, noise_multiplier=sigma, steps=steps, orders=orders)
     np.testing.assert_allclose(ours, theirs, rtol=1e-9, atol=1e-12)
-    eps_theirs, _ = rdp_analysis.get_privacy_spent(orders=list(RDP_ORDERS), rdp=theirs,
-                                                   delta=1e-5)
+    eps_theirs, _ = rdp_analysis.get_privacy_spent(orders=orders, rdp=theirs, delta=1e-5)
     # opacus converts with the Balle et al. 2020 bound.
-    assert rdp_epsilon(rdp=ours, delta=1e-5)[0] == pytest.approx(eps_theirs, rel=1e-9)
+    assert rdp_epsilon(rdp=ours, orders=orders, delta=1e-5)[0] == pytest.approx(eps_theirs,
+                                                                                 rel=1e-9)
 
 
 def test_pure_dp_curve_is_randomized_response_and_below_the_zcdp_bound():

@@ -549,7 +549,10 @@ class PrivacyLedger:
 
     def guarantee(self) -> dict[str, Any]:
         """The end-to-end guarantee of what has been spent."""
-        out: dict[str, Any] = {"rho": self.spent, "rho_budget": self.rho_budget}
+        # With RDP entries, the ρ sum is only the unamplified bound: shown under its own name.
+        out: dict[str, Any] = ({"rho": None, "rho_unamplified_bound": self.spent}
+                               if self.uses_rdp else {"rho": self.spent})
+        out["rho_budget"] = self.rho_budget
         if self.delta is not None:
             out["delta"] = self.delta
             out["epsilon"] = self.epsilon_spent()
@@ -557,8 +560,7 @@ class PrivacyLedger:
         out["neighbours"] = "add/remove one row"
         if self.uses_rdp:
             out["accounting"] = (f"Renyi DP composed over {len(RDP_ORDERS)} orders "
-                                 f"({RDP_ORDERS[0]:g}..{RDP_ORDERS[-1]:g}); rho is the "
-                                 "unamplified zCDP bound")
+                                 f"({RDP_ORDERS[0]:g}..{RDP_ORDERS[-1]:g})")
             out["conversion"] = self.conversion
         elif self.conversion == "classic":
             out["accounting"] = "zCDP as RDP curves, classic conversion to (epsilon, delta)"

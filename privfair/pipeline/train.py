@@ -252,7 +252,7 @@ def _dp_row_count(n: int, *, epsilon: float, ledger: PrivacyLedger,
 def calibrate_noise_multiplier(*, method: str, sample_rate: float, steps: int,
                                ledger: PrivacyLedger, groups: int, clip: float,
                                expected_batch_size: float) -> float:
-    """Smallest σ (to 0.1%) whose run fits what ``ledger`` has left (σ1 = 10σ for the counts)."""
+    """Smallest σ (to 0.5%) whose run fits what ``ledger`` has left (σ1 = 10σ for the counts)."""
     from privfair.learn.dpsgd import SGDSettings
 
     def fits(sigma: float) -> bool:
@@ -271,7 +271,7 @@ def calibrate_noise_multiplier(*, method: str, sample_rate: float, steps: int,
         if hi > 1e4:
             raise ModelReleaseError("epsilon is too small for DP-SGD at these epochs and "
                                     "batch size (noise multiplier above 1e4)")
-    while hi / lo > 1.001:
+    while hi / lo > 1.005:
         mid = math.sqrt(lo * hi)
         lo, hi = (lo, mid) if fits(mid) else (mid, hi)
     return hi
