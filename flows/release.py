@@ -56,6 +56,7 @@ from privfair.pipeline.plan import (  # noqa: E402
     initial_ledger,
     params_error_line,
 )
+from privfair.pipeline.store import release_unspent, reserve_run  # noqa: E402
 from privfair.synth.synthesizer import AIM_METHODS  # noqa: E402
 from tasks import ops, post_noise, private, public  # noqa: E402
 from tasks._common import report  # noqa: E402
@@ -158,7 +159,12 @@ def _release(params: ReleaseParams) -> str:
     plan = public.preflight(params)
     # One run per dataset at a time; the store's file lock still guards publication.
     with ops.dataset_slot(plan.dataset):
-        return _run(plan, params.seed)
+        reserve_run(plan)  # the run's ρ is charged before the first private read
+        try:
+            return _run(plan, params.seed)
+        except BaseException:
+            release_unspent(plan)  # only a run that drew no noise gets its reservation back
+            raise
 
 
 def _run(plan: Any, seed: int | None) -> str:

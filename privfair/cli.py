@@ -36,7 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-METHODS = ("mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair")
+METHODS = ("mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "independent")
 GAN_METHODS = ("dpgan", "fairgan", "fairgan-plus", "cfgan")
 
 
@@ -73,8 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--gan-epochs", type=int, help="GAN methods: training epochs")
     rel.add_argument("--group-clipping", action="store_true",
                      help="GAN methods: DPSGD-F per-group clipping bounds for D1")
-    rel.add_argument("--seed", type=int, help="testing only: whoever knows the seed can remove "
-                                              "the noise; omit in production")
+    rel.add_argument("--seed", type=int, help="testing only, with --insecure-seed: whoever "
+                                              "knows the seed can remove the noise")
+    rel.add_argument("--insecure-seed", action="store_true",
+                     help="test mode: allow --seed (recorded in the manifest; the store "
+                          "refuses a second release with the same seed)")
     rel.add_argument("--out", default="releases", help="release store folder (default: releases)")
     rel.add_argument("--n-rows", type=int, help="synthetic rows (default: noisy estimated total)")
     rel.add_argument("--sample-mode", choices=("iid", "round"), default="iid")
@@ -137,6 +140,24 @@ def build_parser() -> argparse.ArgumentParser:
     show = led_sub.add_parser("show", help="show the lifetime ledgers of a store")
     _add_store(show)
     show.set_defaults(func=cmd_ledger_show)
+    rse = led_sub.add_parser("raise", help="raise a dataset's lifetime budget (recorded in its "
+                                           "hash-chained ledger)")
+    rse.add_argument("--contract", required=True, help="contract of the dataset")
+    rse.add_argument("--epsilon", type=float, required=True, help="new lifetime epsilon")
+    rse.add_argument("--delta", type=float, required=True, help="new lifetime delta")
+    rse.add_argument("--reason", required=True, help="why (recorded with your user name)")
+    rse.set_defaults(func=cmd_ledger_raise)
+
+    sto = sub.add_parser("store", help="release store commands")
+    sto_sub = sto.add_subparsers(dest="store_command", required=True, parser_class=_Parser)
+    chk = sto_sub.add_parser("check", help="reconcile release folders, lifetime ledgers and "
+                                           "the catalog (exit 1 if inconsistent)")
+    chk.add_argument("--out", default="releases", help="release store folder")
+    chk.add_argument("--work-dir", help="also look for private leftovers in this work folder")
+    chk.add_argument("--repair", action="store_true",
+                     help="finish or undo unfinished publications, drop stale catalog rows "
+                          "and private leftovers")
+    chk.set_defaults(func=cmd_store_check)
 
     ev = sub.add_parser("evaluate", help="privacy-fairness-utility grid on real data",
                         description="Run methods x epsilons x seeds (x TOT etas) on a fixed "
@@ -255,7 +276,8 @@ def _params(args: argparse.Namespace) -> Any:
 
     return ReleaseParams(
         contract=args.contract, data=args.data, epsilon=args.epsilon, delta=args.delta,
-        method=args.method, seed=args.seed, n_rows=args.n_rows, sample_mode=args.sample_mode,
+        method=args.method, seed=args.seed, insecure_seed=args.insecure_seed,
+        n_rows=args.n_rows, sample_mode=args.sample_mode,
         out=args.out, discrete_noise=args.discrete_noise, work_dir=args.work_dir,
         batch_size=args.batch_size, fairness_transform=args.fairness, eta=args.eta,
         distortion=args.distortion, discrimination=args.discrimination,
@@ -485,6 +507,29 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
                           f"{r['delta']:g}", f"{r['rho']:.6g}", r["method"])
         console.print(table)
     return 0
+
+
+def cmd_ledger_raise(args: argparse.Namespace) -> int:
+    from privfair.pipeline.contracts import load_contract
+    from privfair.pipeline.store import raise_budget
+
+    book = raise_budget(load_contract(args.contract), epsilon=args.epsilon, delta=args.delta,
+                        reason=args.reason)
+    print(f"{book.dataset_id}: lifetime budget now epsilon={book.epsilon_budget:g}, "
+          f"delta={book.delta_budget:g} (entry {book.head[:12]})")
+    return 0
+
+
+def cmd_store_check(args: argparse.Namespace) -> int:
+    from privfair.pipeline.store_check import check_store
+
+    report = check_store(args.out, repair=args.repair, work_dir=args.work_dir)
+    for line in report.repaired:
+        print(f"repaired: {line}")
+    for line in report.problems:
+        print(f"problem: {line}")
+    print("consistent" if report.consistent else f"{len(report.problems)} problem(s)")
+    return 0 if report.consistent else 1
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -133,3 +133,11 @@ def snapshot(folder: Path) -> dict[str, str]:
 @pytest.fixture
 def store_snapshot():
     return snapshot
+
+
+@pytest.fixture(autouse=True)
+def privacy_registry(tmp_path_factory, monkeypatch) -> Path:
+    """Each test gets its own privacy registry (lifetime ledgers), never the user's."""
+    root = tmp_path_factory.mktemp("registry")
+    monkeypatch.setenv("PRIVFAIR_REGISTRY", str(root))
+    return root

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def params(contract: Path, data: Path, tmp_path: Path, **kw) -> ReleaseParams:
     base = {"contract": str(contract), "data": str(data), "epsilon": 1.0, "delta": 1e-9,
-            "method": "prefair-greedy", "seed": 11, "out": str(tmp_path / "releases"),
+            "method": "prefair-greedy", "seed": 11, "insecure_seed": True, "out": str(tmp_path / "releases"),
             "work_dir": str(tmp_path / "work"), "max_iters": 400}
     base.update(kw)
     return ReleaseParams(**base)
@@ -142,18 +142,26 @@ STAGES = ["load", "validate_input", "discretize", "measure_one_way", "select",
 
 def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet, tmp_path,
                                                       monkeypatch):
+    """Issue 10.4/10.8: a fault at any stage leaves the store as it was, and a run that drew
+    noise stays charged in the lifetime ledger ("spent, not published")."""
+    from privfair.pipeline.store import read_lifetime_ledger, store_problems
+
     store, work = tmp_path / "releases", tmp_path / "work"
-    run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50))
+    contract = load_contract(toy_contract)
+    run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50, epsilon=0.1))
     ledger_path = store / "toy" / "lifetime_ledger.json"
     ledger_before = ledger_path.read_bytes()
     catalog_before = list_releases(store)
+    rho = zcdp_rho(epsilon=0.1, delta=1e-9)
 
     def check_consistent():
         assert version_dirs(store) == ["v1"]
-        assert not [p for p in (store / "toy").iterdir() if p.name.startswith(".tmp")]
+        assert not [p for p in (store / "toy").iterdir() if p.name.startswith((".tmp",
+                                                                                 ".intent"))]
         assert ledger_path.read_bytes() == ledger_before
         assert list_releases(store) == catalog_before
         assert list((work / "staging").iterdir()) == []
+        assert store_problems(store, read_lifetime_ledger(store, contract)) == []
 
     class Injected(RuntimeError):
         pass
@@ -166,17 +174,24 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
     # The runner calls each stage by the name it imported, so faults are injected there.
     targets = [(runner, name) for name in STAGES] + [
         (privfair.pipeline.report, "build_report"),  # inside publish, folder half-written
-        (publish, "catalog"),                        # after the ledger was charged
-        (publish.os, "rename"),                      # the commit point itself
+        (publish.os, "rename"),                      # the rename step
+        (publish, "record_published"),               # the commit point itself
     ]
     for module, name in targets:
+        spent = read_lifetime_ledger(store, contract).rho_spent
         with monkeypatch.context() as m:
             m.setattr(module, name, boom)
             with pytest.raises(Injected):
-                run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50))
+                run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50,
+                                   epsilon=0.1))
         check_consistent()
+        drew_noise = name not in ("load", "validate_input")
+        after = read_lifetime_ledger(store, contract)
+        assert after.rho_spent == pytest.approx(spent + (rho if drew_noise else 0.0)), name
+        if drew_noise:
+            assert after.pending[-1]["state"] == "spent, not published"
     # and a re-run then succeeds
-    final = run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50))
+    final = run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50, epsilon=0.1))
     assert final.name == "v2"
     assert [r["version"] for r in json.loads(ledger_path.read_text())["releases"]] == ["v1",
                                                                                         "v2"]
@@ -298,7 +313,8 @@ def test_fair_aim_release_with_tot_transform_on_the_safes_view(tmp_path):
 
     contract = contract_path("adult_safes")
     p = ReleaseParams(contract=str(contract), epsilon=1.0, delta=1e-9, method="aim-fair",
-                      seed=3, out=str(tmp_path / "releases"), work_dir=str(tmp_path / "work"),
+                      seed=3, insecure_seed=True, out=str(tmp_path / "releases"),
+                      work_dir=str(tmp_path / "work"),
                       fairness_transform="tot", eta=0.05, max_iters=300)
     final = run_release(p)
     manifest = json.loads((final / "manifest.json").read_text())
@@ -345,7 +361,7 @@ def test_dp_bins_are_published_by_the_release(tmp_path):
     from privfair.pipeline.datasets import dataset_path
 
     p = ReleaseParams(contract=str(contract), data=str(dataset_path("compas")), epsilon=2.0,
-                      delta=1e-9, method="prefair-greedy", seed=5,
+                      delta=1e-9, method="prefair-greedy", seed=5, insecure_seed=True,
                       out=str(tmp_path / "releases"), work_dir=str(tmp_path / "work"),
                       max_iters=300)
     final = run_release(p)

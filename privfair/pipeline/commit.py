@@ -1,49 +1,34 @@
-"""The commit point of a release of any kind: lifetime ledger, catalog row, folder rename.
+"""The commit point of a release of any kind: folder rename, lifetime ledger, catalog row.
 
-:func:`commit_release` is the all-or-nothing tail of a publication, run under the dataset lock
-once the release folder is fully written in a temporary folder. It is shared by model releases
-(:mod:`privfair.pipeline.train`) and is what the table publication
-(:mod:`privfair.pipeline.publish`) does inline.
+:func:`commit_release` is the tail of a publication, run under the dataset lock once the
+release folder is fully written in a temporary folder. It is shared by model releases
+(:mod:`privfair.pipeline.train`); it follows the protocol of :mod:`privfair.pipeline.publish`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from privfair.pipeline.artefacts import atomic_write, json_bytes
-from privfair.pipeline.store import CATALOG_COLUMNS, catalog, ledger_path
+from privfair.pipeline.publish import commit_publication, write_intent
 
 
 def commit_release(*, store: Path, dataset: str, version: str, staged: Path, final: Path,
                    lifetime: Mapping[str, Any], catalog_row: Sequence[Any]) -> None:
-    """Write the lifetime ledger, add the catalog row, rename ``staged`` to ``final``.
+    """Rename ``staged`` to ``final``, append its ``publish`` entry, add the catalog row.
 
-    Any failure restores the previous lifetime ledger, removes the catalog row and the staged
-    folder, and re-raises. A hard crash between the ledger write and the rename can only
-    over-count the budget, never under-count.
+    ``lifetime`` is the caller's view of the ledger (``LifetimeLedger.to_dict()``) with the
+    new release appended to ``releases``. A failure before the ledger entry removes the
+    folder; after it, recovery completes the catalog.
     """
-    lifetime_file = ledger_path(store, dataset)
-    old_ledger = lifetime_file.read_bytes() if lifetime_file.is_file() else None
-    row_added = False
-    try:
-        atomic_write(lifetime_file, json_bytes(dict(lifetime)))
-        with catalog(store) as con:
-            con.execute(f"INSERT INTO releases ({', '.join(CATALOG_COLUMNS)}) VALUES "
-                        f"({', '.join('?' * len(CATALOG_COLUMNS))})", list(catalog_row))
-        row_added = True
-        staged.rename(final)
-    except BaseException:
-        if row_added:
-            with contextlib.suppress(Exception), catalog(store) as con:
-                con.execute("DELETE FROM releases WHERE dataset = ? AND version = ?",
-                            [dataset, version])
-        if old_ledger is None:
-            lifetime_file.unlink(missing_ok=True)
-        else:
-            atomic_write(lifetime_file, old_ledger)
-        shutil.rmtree(staged, ignore_errors=True)
-        raise
+    release = dict(next(r for r in reversed(lifetime["releases"])
+                        if r.get("version") == version))
+    budget = lifetime["budget"]
+    ident = str(lifetime.get("dataset_id") or dataset)
+    intent = write_intent(final.parent, version, staged=staged, ident=ident)
+    commit_publication(store=store, contract_budget=(float(budget["epsilon"]),
+                                                     float(budget["delta"])),
+                       ident=ident, dataset=dataset, version=version, staged=staged,
+                       final=final, intent=intent, release=release,
+                       catalog_row=list(catalog_row))

@@ -14,6 +14,7 @@ File layout
 .. code-block:: yaml
 
     name: adult
+    dataset_id: uci-adult     # optional: keys the lifetime ledger (default: the name)
     version: "1.0.0"
     description: UCI Adult, train + test.
     drop: [fnlwgt]                 # raw columns that are read past and never used
@@ -475,6 +476,9 @@ class Contract(_Strict):
 
     name: str = Field(min_length=1)
     version: str = Field(min_length=1)
+    # The dataset's stable identity: it keys the lifetime privacy ledger (the registry), so a
+    # renamed contract or a new release folder still draws on the same budget. Default: name.
+    dataset_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
     description: str = ""
     columns: tuple[ColumnSpec, ...] = Field(min_length=1)
     drop: tuple[str, ...] = ()
@@ -694,7 +698,10 @@ class Contract(_Strict):
 
         Comments, key order and YAML spelling do not change it; any declared value does.
         """
-        text = json.dumps(self.model_dump(mode="python", by_alias=True), sort_keys=True,
+        dump = self.model_dump(mode="python", by_alias=True)
+        if dump.get("dataset_id") is None:  # contracts without one keep their fingerprint
+            dump.pop("dataset_id", None)
+        text = json.dumps(dump, sort_keys=True,
                           separators=(",", ":"), ensure_ascii=False, allow_nan=True)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -28,7 +28,9 @@ from privfair.pipeline.artefacts import (
     utc_now,
 )
 from privfair.pipeline.contracts import Contract, load_contract
+from privfair.pipeline.randomness import seed_fingerprint
 from privfair.pipeline.store import (
+    mark_noise_drawn,
     read_lifetime_ledger,
 )
 from privfair.synth.synthesizer import (
@@ -40,7 +42,7 @@ from privfair.synth.synthesizer import (
 log = logging.getLogger(__name__)
 
 #: The release methods the table pipeline offers (the Prefect form renders them as a choice).
-Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair",
+Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "independent",
                  "dpgan", "fairgan", "fairgan-plus", "cfgan"]
 
 
@@ -81,9 +83,13 @@ class ReleaseParams(BaseModel):
     method: Method = Field("prefair-greedy", description="Structure selector.")
     seed: int | None = Field(
         None, ge=0,
-        description="For tests and demos only. Whoever knows the seed can remove the noise, "
-                    "and Prefect stores flow parameters: leave empty in production (fresh OS "
-                    "entropy). The manifest never records it.")
+        description="For tests and demos only, and only with insecure_seed: whoever knows the "
+                    "seed can remove the noise, and two releases with one seed cancel it. "
+                    "Leave empty in production (fresh OS entropy). The manifest records the "
+                    "test mode and a keyed fingerprint, never the seed.")
+    insecure_seed: bool = Field(
+        False, description="Test mode: allow a fixed seed (recorded as such in the manifest; "
+                           "the store refuses a second release with the same seed).")
     n_rows: int | None = Field(
         None, ge=1, description="Synthetic rows. Empty: the noisy estimated total.")
     sample_mode: Literal["iid", "round"] = Field("iid", description="Sampling mode.")
@@ -189,6 +195,8 @@ class ReleasePlan:
     max_iters: int
     seeded: bool
     started_at: str
+    #: Insecure test mode only: keyed fingerprint of the seed (randomness.seed_fingerprint).
+    seed_fingerprint: str | None = None
     #: GAN methods: the checked causal DAG (cfgan), epochs, DPSGD-F clipping.
     causal_graph: dict[str, Any] | None = None
     gan_epochs: int | None = None
@@ -197,8 +205,8 @@ class ReleasePlan:
     @property
     def seed_policy(self) -> str:
         if self.seeded:
-            return ("operator-supplied seed; the seed is not recorded (whoever knows it can "
-                    "remove the noise)")
+            return ("INSECURE test mode: fixed operator-supplied seed; the seed is not recorded "
+                    "(whoever knows it can remove the noise)")
         return "fresh OS entropy for every noise draw and sample; no seed exists"
 
 
@@ -256,6 +264,10 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     """
     params = params if isinstance(params, ReleaseParams) else ReleaseParams.model_validate(
         params)
+    if params.seed is not None and not params.insecure_seed:
+        raise ReleaseInputError("seed: a fixed seed is a test mode that lets anyone who knows "
+                                "it remove the noise; pass insecure_seed (--insecure-seed) to "
+                                "use one, or leave seed empty for fresh OS entropy")
     contract_path = _resolve_contract(params)
     contract = load_contract(contract_path)
     _check_open_domains(contract)
@@ -297,7 +309,8 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     read_lifetime_ledger(store, contract).check(rho=rho)
     domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
     split = ({"domains": domains_rho, "gan": rho - domains_rho} if params.method in GAN_METHODS
-             else {"domains": domains_rho, **asdict(BudgetSplit.thirds(rho - domains_rho))})
+             else {"domains": domains_rho,
+                   **asdict(BudgetSplit.for_method(params.method, rho - domains_rho))})
     return ReleasePlan(
         run_id=new_run_id(), dataset=contract.name, contract=contract,
         contract_path=str(contract_path),
@@ -311,11 +324,18 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
         batch_size=params.batch_size, max_iters=params.max_iters,
         seeded=params.seed is not None, started_at=utc_now(), causal_graph=causal_graph,
+        seed_fingerprint=None if params.seed is None else seed_fingerprint(
+            params.seed, work_dir=params.work_dir),
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
     )
 
 
 def initial_ledger(plan: ReleasePlan, artefacts: str | Path) -> FileRef:
-    """The empty per-release ledger holding exactly this release's ρ (post-noise artefact)."""
+    """The empty per-release ledger holding exactly this release's ρ (post-noise artefact).
+
+    Called right before the first noise draw: it records in the lifetime ledger that the run
+    draws noise, so the run stays charged whatever happens after (issue 10.4).
+    """
+    mark_noise_drawn(plan)
     ledger = PrivacyLedger(rho_budget=plan.rho, delta=plan.delta)
     return save_ledger(ledger, artefacts)

@@ -1,9 +1,23 @@
-"""Atomic publication of a release folder into the store, charging the lifetime ledger.
+"""Publication of a release folder into the store: a small protocol that recovers from a kill.
+
+Under the dataset's store lock:
+
+1. **intent**: ``<store>/<dataset>/.intent-vN.json`` names the version, the run and the staged
+   folder (and, once written, the ledger and catalog records);
+2. **files**: everything is written into ``.tmp-vN-…`` (mode 0700);
+3. **rename**: the staged folder becomes ``vN``;
+4. **ledger**: a ``publish`` entry in the lifetime ledger: *the commit point*;
+5. **catalog**: the catalog row, then the store's copy of the ledger;
+6. the intent record is removed.
+
+A failure before step 4 removes the folder and the intent (no write is needed, so a full disk
+cannot block it); the run's noise stays charged by its reservation. A kill leaves the intent:
+:func:`recover_store` (run at the next start, by ``privfair store check --repair`` and before
+every publication) rolls it forward if the ledger has the ``publish`` entry and back otherwise.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -29,11 +43,18 @@ from privfair.pipeline.plan import ReleasePlan
 from privfair.pipeline.post_noise import decode_codes, read_codes
 from privfair.pipeline.store import (
     CATALOG_COLUMNS,
+    LifetimeLedger,
+    StoreError,
+    _fold,
+    _read_chain,
     catalog,
-    ledger_path,
+    dataset_id,
     locked,
     next_version,
     read_lifetime_ledger,
+    record_published,
+    registry_ledger_path,
+    write_store_copy,
 )
 
 log = logging.getLogger(__name__)
@@ -45,13 +66,10 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
             fairness_transform: Mapping[str, Any] | None = None,
             orchestrator: Mapping[str, Any] | None = None,
             generative: Mapping[str, Any] | None = None) -> Path:
-    """Write the release folder atomically and charge the lifetime ledger.
+    """Publish the release by the protocol above; returns the release folder.
 
-    Under a per-dataset lock: re-check the lifetime budget, build everything in a temporary
-    folder next to the target, write the charged lifetime ledger, add the catalog row, then
-    ``os.rename`` the folder into place. Any exception undoes the ledger and the catalog row
-    and removes the temporary folder, so a failed publication leaves no trace. (A hard crash
-    between the ledger write and the rename can only over-count the budget, never under-count.)
+    The run's reservation (:func:`privfair.pipeline.store.reserve_run`) becomes its
+    ``publish`` entry; a run driven without one is checked against the budget here.
     ``orchestrator`` (public: e.g. the Prefect flow run id and UI link) goes into the manifest
     and the catalog. A GAN release passes ``generative`` (its post-noise record, see
     :func:`privfair.pipeline.gan_stages.sample_gan`) instead of one_way, structure and model.
@@ -78,16 +96,17 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
     folder = store / plan.dataset
     folder.mkdir(parents=True, exist_ok=True)
     with locked(folder):
+        recover_store(store, plan.dataset, locked_already=True)
         lifetime = read_lifetime_ledger(store, contract)
-        lifetime.check(rho=plan.rho)
+        if lifetime.run_state(plan.run_id) is None:  # driven without a reservation
+            lifetime.check(rho=plan.rho)
         version = next_version(folder, lifetime)
         final = folder / version
         tmp = folder / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
-        lifetime_file = ledger_path(store, plan.dataset)
-        old_ledger = lifetime_file.read_bytes() if lifetime_file.is_file() else None
-        catalog_added = False
+        intent = write_intent(folder, version, run_id=plan.run_id, staged=tmp)
         try:
-            tmp.mkdir()
+            _reached("files")
+            tmp.mkdir(mode=0o700)
             # Columns carry their released names (`rename:`); the manifest maps them back.
             labelled.rename(columns=contract.released_names()).to_parquet(
                 tmp / "synthetic.parquet", index=False)
@@ -103,35 +122,131 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
             manifest["files"] = {name: sha256_file(tmp / name)
                                  for name in ("synthetic.parquet", "report.html")}
             (tmp / "manifest.json").write_bytes(json_bytes(manifest))
-
-            lifetime.releases.append({
-                "version": version, "published_at": manifest["published_at"],
-                "epsilon": plan.epsilon, "delta": plan.delta, "rho": plan.rho,
-                "method": plan.method, "contract_fingerprint": plan.contract_fingerprint,
-            })
-            atomic_write(lifetime_file, json_bytes(lifetime.to_dict()))
-            with catalog(store) as con:
-                con.execute(
-                    f"INSERT INTO releases ({', '.join(CATALOG_COLUMNS)}) VALUES "
-                    f"({', '.join('?' * len(CATALOG_COLUMNS))})",
-                    [plan.dataset, version, str(final.relative_to(store)),
-                     manifest["published_at"], plan.epsilon, plan.delta, plan.rho,
-                     plan.method, len(labelled), plan.contract_fingerprint,
-                     fairness_passed,
-                     json.dumps(dict(orchestrator)) if orchestrator else None])
-            catalog_added = True
-            os.rename(tmp, final)  # the commit point
         except BaseException:
-            if catalog_added:
-                with contextlib.suppress(Exception), catalog(store) as con:
-                    con.execute("DELETE FROM releases WHERE dataset = ? AND version = ?",
-                                [plan.dataset, version])
-            if old_ledger is None:
-                with contextlib.suppress(FileNotFoundError):
-                    lifetime_file.unlink()
-            else:
-                atomic_write(lifetime_file, old_ledger)
             shutil.rmtree(tmp, ignore_errors=True)
+            intent.unlink(missing_ok=True)
             raise
+        release = {"version": version, "published_at": manifest["published_at"],
+                   "run_id": plan.run_id, "epsilon": plan.epsilon, "delta": plan.delta,
+                   "rho": plan.rho, "method": plan.method,
+                   "contract_fingerprint": plan.contract_fingerprint}
+        row = [plan.dataset, version, str(final.relative_to(store)), manifest["published_at"],
+               plan.epsilon, plan.delta, plan.rho, plan.method, len(labelled),
+               plan.contract_fingerprint, fairness_passed,
+               json.dumps(dict(orchestrator)) if orchestrator else None]
+        commit_publication(store=store, contract_budget=(contract.budget.epsilon,
+                                                         contract.budget.delta),
+                           ident=dataset_id(contract), dataset=plan.dataset, version=version,
+                           staged=tmp, final=final, intent=intent, release=release,
+                           catalog_row=row)
     log.info("published %s", final)
     return final
+
+
+# --- the protocol ------------------------------------------------------------------------------
+
+
+def _reached(step: str) -> None:
+    """A publication step is about to run (fault-injection tests raise or kill here)."""
+    log.debug("publication step: %s", step)
+
+
+def _intent_path(folder: Path, version: str) -> Path:
+    return folder / f".intent-{version}.json"
+
+
+def write_intent(folder: Path, version: str, **record: Any) -> Path:
+    _reached("intent")
+    path = _intent_path(folder, version)
+    atomic_write(path, json_bytes({"version": version, **{k: str(v) if isinstance(v, Path)
+                                                          else v for k, v in record.items()}}))
+    return path
+
+
+def commit_publication(*, store: Path, contract_budget: tuple[float, float], ident: str,
+                       dataset: str, version: str, staged: Path, final: Path, intent: Path,
+                       release: Mapping[str, Any], catalog_row: list[Any]) -> LifetimeLedger:
+    """Steps 3–6 of the protocol, for a fully written ``staged`` folder (any release kind)."""
+    write_intent(final.parent, version, run_id=release.get("run_id"), staged=staged,
+                 ident=ident, release=dict(release), catalog_row=catalog_row)
+    try:
+        _reached("rename")
+        os.chmod(staged, 0o755)
+        os.rename(staged, final)
+        _reached("ledger")
+        book = record_published(ident=ident, name=dataset, budget=contract_budget,
+                                store=store, releases=[dict(release)])
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.rmtree(final, ignore_errors=True)
+        intent.unlink(missing_ok=True)
+        raise
+    # Committed: from here a failure leaves the intent for recovery to roll forward.
+    try:
+        _reached("catalog")
+        _insert_row(store, catalog_row)
+        write_store_copy(store, book)
+        _reached("done")
+    except Exception as exc:
+        raise StoreError(f"{final} is published and charged, but the store could not be "
+                         f"updated ({exc}); `privfair store check --out {store} --repair` "
+                         "completes it") from exc
+    intent.unlink(missing_ok=True)
+    return book
+
+
+def _insert_row(store: Path, row: list[Any]) -> None:
+    with catalog(store) as con:
+        con.execute("DELETE FROM releases WHERE dataset = ? AND version = ?", [row[0], row[1]])
+        con.execute(f"INSERT INTO releases ({', '.join(CATALOG_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * len(CATALOG_COLUMNS))})", row)
+
+
+def _delete_row(store: Path, dataset: str, version: str) -> None:
+    if (store / "catalog.duckdb").is_file():
+        with catalog(store) as con:
+            con.execute("DELETE FROM releases WHERE dataset = ? AND version = ?",
+                        [dataset, version])
+
+
+def recover_store(store: Path, dataset: str, *, locked_already: bool = False) -> list[str]:
+    """Finish or undo the publications a killed run left in ``store/dataset``; returns what
+    was done. Staged folders without an intent record (older crashes) are removed."""
+    folder = store / dataset
+    if not folder.is_dir() or not any(p.name.startswith((".intent-", ".tmp-"))
+                                      for p in folder.iterdir()):
+        return []
+    if not locked_already:
+        with locked(folder):
+            return recover_store(store, dataset, locked_already=True)
+    done: list[str] = []
+    for path in sorted(folder.glob(".intent-*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            record = {"version": path.name[len(".intent-"):-len(".json")]}
+        version = str(record["version"])
+        final = folder / version
+        ident = record.get("ident")
+        chain = _read_chain(registry_ledger_path(ident)) if ident else []
+        book = _fold(chain, dataset, ident or dataset)
+        here = str(store.resolve())
+        committed = any(r.get("version") == version and r.get("store") == here
+                        for r in book.releases)
+        if committed and final.is_dir() and record.get("catalog_row"):
+            _insert_row(store, record["catalog_row"])
+            write_store_copy(store, book)
+            done.append(f"completed the publication of {dataset} {version}")
+        else:
+            shutil.rmtree(final, ignore_errors=True)
+            _delete_row(store, dataset, version)
+            done.append(f"rolled back the unfinished publication of {dataset} {version}")
+        if record.get("staged"):
+            shutil.rmtree(record["staged"], ignore_errors=True)
+        path.unlink(missing_ok=True)
+    for tmp in sorted(folder.glob(".tmp-*")):
+        shutil.rmtree(tmp, ignore_errors=True)
+        done.append(f"removed the staged folder {tmp.name}")
+    for line in done:
+        log.warning("store recovery: %s", line)
+    return done

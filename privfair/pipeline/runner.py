@@ -24,6 +24,7 @@ from privfair.pipeline.private_stages import (
     select,
 )
 from privfair.pipeline.publish import publish
+from privfair.pipeline.store import release_unspent, reserve_run
 from privfair.synth.synthesizer import AIM_METHODS
 
 #: ``progress(stage, fraction)``: told as each stage starts.
@@ -43,6 +44,7 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
     report("preflight", 0.0)
     plan = preflight(params)
     ws = Workspace.open(plan.work_dir, plan.run_id)
+    reserve_run(plan)  # the run's ρ is charged before the first private read
     bs, seed = plan.batch_size, params.seed
     try:
         report("load", 0.02)
@@ -112,5 +114,8 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
                         generative=generative)
         report("done", 1.0)
         return final
+    except BaseException:
+        release_unspent(plan)  # only a run that drew no noise gets its reservation back
+        raise
     finally:
         ws.cleanup_private()

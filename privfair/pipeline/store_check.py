@@ -1,0 +1,116 @@
+"""``privfair store check [--repair]``: reconcile release folders, ledgers and the catalog.
+
+A store is consistent when every ``vN`` release folder, every catalog row and every
+``publish`` entry of the lifetime ledgers (for this store) agree, no publication is
+half-done (``.intent-*``/``.tmp-*``), and no private file is left in the working folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from privfair.pipeline.publish import _delete_row, recover_store
+from privfair.pipeline.store import (
+    _fold,
+    _read_chain,
+    list_releases,
+    read_ledger_file,
+    registry_ledger_path,
+    store_problems,
+)
+
+
+@dataclass
+class StoreReport:
+    problems: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not self.problems
+
+
+def _datasets(store: Path) -> list[tuple[str, str]]:
+    """(folder name, dataset id) of every dataset in the store."""
+    names = {p.name for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")} \
+        if store.is_dir() else set()
+    names |= {str(r["dataset"]) for r in list_releases(store)}
+    out = []
+    for name in sorted(names):
+        ident = name
+        copy = store / name / "lifetime_ledger.json"
+        if copy.is_file():
+            with contextlib.suppress(ValueError):
+                ident = str(read_ledger_file(copy).get("dataset_id") or name)
+        out.append((name, ident))
+    return out
+
+
+def _pid_alive(pid: Any, host: Any) -> bool:
+    if host != socket.gethostname() or not isinstance(pid, int):
+        return True  # cannot tell: assume it still runs
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_store(store: str | Path, *, repair: bool = False,
+                work_dir: str | Path | None = None) -> StoreReport:
+    """Problems of ``store`` (and of ``work_dir``'s private staging); with ``repair``, fix
+    what can be fixed safely and report what is left."""
+    store = Path(store).expanduser().resolve()
+    report = StoreReport()
+    for name, ident in _datasets(store):
+        folder = store / name
+        leftovers = sorted(p.name for p in folder.glob(".intent-*")) + sorted(
+            p.name for p in folder.glob(".tmp-*")) if folder.is_dir() else []
+        if repair and leftovers:
+            report.repaired += recover_store(store, name)
+        else:
+            report.problems += [f"{name}: unfinished publication {n}" for n in leftovers]
+        chain = _read_chain(registry_ledger_path(ident))
+        book = _fold(chain, name, ident)
+        for problem in store_problems(store, book):
+            if repair and problem.startswith("catalog row") and not (
+                    folder / problem.split()[3]).is_dir():
+                version = problem.split()[3]
+                _delete_row(store, name, version)
+                report.repaired.append(f"removed the stale catalog row {name} {version}")
+            else:
+                report.problems.append(problem)
+        here = str(store)
+        for r in book.releases:
+            if r.get("store") != here:
+                continue
+            version = str(r.get("version"))
+            if not (folder / version).is_dir():
+                report.problems.append(f"ledger entry {ident} {version} has no release folder")
+            elif not any(row["version"] == version for row in list_releases(store, name)):
+                report.problems.append(f"release {name} {version} has no catalog row")
+        for p in book.pending:
+            if p.get("store") != here:
+                continue
+            alive = _pid_alive(p.get("pid"), p.get("host"))
+            if p["state"] == "reserved" and not alive:
+                report.problems.append(f"{ident}: run {p['run_id']} died holding a reservation "
+                                       "(charged; it drew no noise)")
+    if work_dir is not None:
+        staging = Path(work_dir).expanduser().resolve() / "staging"
+        for run in sorted(staging.iterdir()) if staging.is_dir() else []:
+            if repair:
+                shutil.rmtree(run, ignore_errors=True)
+                report.repaired.append(f"removed private staging {run}")
+            else:
+                report.problems.append(f"private staging left by a killed run: {run}")
+    return report
+

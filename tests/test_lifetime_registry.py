@@ -1,0 +1,182 @@
+"""Issue 10.4, 10.5 and 10.8: the lifetime ledger in the privacy registry, reservations before
+the first private read, the hash chain, and ``privfair store check``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from conftest import TOY_CONTRACT
+from test_release_store import params
+
+from privfair.cli import main
+from privfair.core.accounting import zcdp_rho
+from privfair.core.errors import BudgetExceededError
+from privfair.pipeline import publish, runner
+from privfair.pipeline.artefacts import StoreError
+from privfair.pipeline.contracts import load_contract
+from privfair.pipeline.runner import run_release
+from privfair.pipeline.store import read_lifetime_ledger, registry_ledger_path
+from privfair.pipeline.store_check import check_store
+
+
+def write_contract(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+# --- item 4: reserve before the first private read; noise stays charged ----------------------
+
+
+def test_reservation_is_in_the_ledger_before_the_first_private_read(
+        toy_contract, toy_parquet, tmp_path, monkeypatch):
+    """Item 4: when ``load`` runs, the run's ρ is already reserved in the lifetime ledger."""
+    seen = {}
+    real_load = runner.load
+
+    def spy(*a, **k):
+        book = read_lifetime_ledger(None, load_contract(toy_contract))
+        seen["state"] = [p["state"] for p in book.pending]
+        seen["spent"] = book.rho_spent
+        return real_load(*a, **k)
+
+    monkeypatch.setattr(runner, "load", spy)
+    run_release(params(toy_contract, toy_parquet, tmp_path))
+    assert seen["state"] == ["reserved"]
+    assert seen["spent"] == pytest.approx(zcdp_rho(epsilon=1.0, delta=1e-9))
+
+
+def test_failed_runs_that_drew_noise_stay_charged(toy_contract, toy_parquet, tmp_path,
+                                                  monkeypatch):
+    """Item 4: two runs failing after measuring use up the budget; a third is refused at
+    preflight (at 613a631 every run went ahead: only publication charged)."""
+    contract = load_contract(toy_contract)  # lifetime epsilon 3, delta 1e-6
+
+    def fail(*a, **k):
+        raise RuntimeError("output validation failed")
+
+    monkeypatch.setattr(runner, "validate_output", fail)
+    for _ in range(2):
+        with pytest.raises(RuntimeError):
+            run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+    book = read_lifetime_ledger(tmp_path / "releases", contract)
+    assert [p["state"] for p in book.pending] == ["spent, not published"] * 2
+    with pytest.raises(BudgetExceededError, match="lifetime budget"):
+        run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+
+
+def test_a_run_refused_before_any_noise_gets_its_reservation_back(toy_contract, toy_frame,
+                                                                   tmp_path):
+    """Item 4: a data-stage refusal (no noise drawn) cancels the reservation: nothing spent."""
+    bad = tmp_path / "bad.parquet"
+    toy_frame.drop(columns=["race"]).to_parquet(bad, index=False)
+    with pytest.raises(ValueError, match="race"):
+        run_release(params(toy_contract, bad, tmp_path))
+    book = read_lifetime_ledger(None, load_contract(toy_contract))
+    assert book.rho_spent == 0.0 and book.pending == [] and book.releases == []
+    assert [e["kind"] for e in book.entries] == ["open", "reserve", "cancel"]
+
+
+# --- item 5: keyed by dataset id, fixed budget, hash chain, cross-checks ---------------------
+
+
+def test_new_out_folders_and_a_renamed_contract_share_one_budget(toy_contract, toy_parquet,
+                                                                 tmp_path):
+    """Item 5: the ledger follows the dataset id, not --out or the contract name."""
+    text = TOY_CONTRACT.replace("name: toy", "name: toy\ndataset_id: toy-survey-2024")
+    first = write_contract(tmp_path, "a", text)
+    renamed = write_contract(tmp_path, "b", text.replace("name: toy", "name: toy_renamed"))
+    run_release(params(first, toy_parquet, tmp_path, epsilon=2.5, delta=1e-6,
+                       out=str(tmp_path / "out1")))
+    with pytest.raises(BudgetExceededError):
+        run_release(params(first, toy_parquet, tmp_path, epsilon=2.5, delta=1e-6,
+                           out=str(tmp_path / "out2")))
+    with pytest.raises(BudgetExceededError):
+        run_release(params(renamed, toy_parquet, tmp_path, epsilon=2.5, delta=1e-6,
+                           out=str(tmp_path / "out3")))
+    assert registry_ledger_path("toy-survey-2024").is_file()
+
+
+def test_budget_is_fixed_at_the_first_release_and_raised_only_by_command(
+        toy_contract, toy_parquet, tmp_path, capsys):
+    """Item 5: raising ``budget:`` in the contract is refused; ``privfair ledger raise``
+    records the raise in the chain."""
+    run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+    raised = write_contract(tmp_path, "toy", TOY_CONTRACT.replace("epsilon: 3.0", "epsilon: 30"))
+    with pytest.raises(StoreError, match="privfair ledger raise"):
+        run_release(params(raised, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+    code = main(["ledger", "raise", "--contract", str(raised), "--epsilon", "30", "--delta",
+                 "1e-6", "--reason", "board approval 2026-11"])
+    assert code == 0, capsys.readouterr().err
+    assert "epsilon=30" in capsys.readouterr().out
+    run_release(params(raised, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+    entries = read_lifetime_ledger(tmp_path / "releases", load_contract(raised)).entries
+    assert [e["kind"] for e in entries if e["kind"] in ("open", "raise")] == ["open", "raise"]
+    assert entries[-1]["kind"] == "publish"
+
+
+@pytest.mark.parametrize("tamper", ["nan-rho", "negative-rho", "drop-entry", "reset",
+                                    "delete-ledger"])
+def test_a_tampered_or_reset_ledger_is_refused(tamper, toy_contract, toy_parquet, tmp_path):
+    """Item 5: NaN/negative numbers, a removed entry, ``releases: []`` style resets and a
+    deleted ledger are refused (at 613a631 each silently reset or disabled the check)."""
+    run_release(params(toy_contract, toy_parquet, tmp_path))
+    path = registry_ledger_path("toy")
+    raw = json.loads(path.read_text())
+    if tamper == "nan-rho":
+        next(e for e in raw["entries"] if e["kind"] == "reserve")["rho"] = math.nan
+    elif tamper == "negative-rho":
+        next(e for e in raw["entries"] if e["kind"] == "reserve")["rho"] = -1.0
+    elif tamper == "drop-entry":
+        del raw["entries"][1]
+    elif tamper == "reset":
+        raw["entries"], raw["releases"] = raw["entries"][:1], []
+    if tamper == "delete-ledger":
+        path.unlink()
+    else:
+        path.write_text(json.dumps(raw))
+    with pytest.raises(StoreError, match="lifetime ledger|disagree"):
+        run_release(params(toy_contract, toy_parquet, tmp_path))
+
+
+# --- item 8: store check ----------------------------------------------------------------------
+
+
+def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_parquet,
+                                                              tmp_path, monkeypatch, capsys):
+    """Item 8: a publication stopped after the rename leaves an intent record; ``store check``
+    reports it, ``--repair`` rolls it back and removes private staging; the run stays
+    charged. A stale catalog row does not block the next release."""
+    store = tmp_path / "releases"
+    run_release(params(toy_contract, toy_parquet, tmp_path))
+
+    class Killed(BaseException):
+        pass
+
+    def die(step):
+        if step == "ledger":
+            raise Killed
+
+    # A kill cannot run the rollback: keep the rename, the intent and a private staging dir.
+    with monkeypatch.context() as m:
+        m.setattr(publish, "_reached", die)
+        m.setattr(publish.shutil, "rmtree", lambda *a, **k: None)
+        m.setattr(publish.Path, "unlink", lambda *a, **k: None)
+        m.setattr(runner.Workspace, "cleanup_private", lambda self: None)
+        with pytest.raises(Killed):
+            run_release(params(toy_contract, toy_parquet, tmp_path))
+    assert (store / "toy" / "v2").is_dir()
+    code = main(["store", "check", "--out", str(store), "--work-dir", str(tmp_path / "work")])
+    out = capsys.readouterr().out
+    assert code == 1 and ".intent-v2.json" in out and "private staging" in out
+    code = main(["store", "check", "--out", str(store), "--work-dir", str(tmp_path / "work"),
+                 "--repair"])
+    assert code == 0, capsys.readouterr().out
+    assert not (store / "toy" / "v2").exists()
+    assert check_store(store, work_dir=tmp_path / "work").consistent
+    book = read_lifetime_ledger(store, load_contract(toy_contract))
+    assert [p["state"] for p in book.pending] == ["spent, not published"]
+    assert run_release(params(toy_contract, toy_parquet, tmp_path)).name == "v2"
