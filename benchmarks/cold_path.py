@@ -61,6 +61,8 @@ def _env(home: Path) -> dict[str, str]:
     env = dict(os.environ, DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_HOME=str(home), PYTHONPATH=str(ROOT))
     env.pop("PREFECT_API_URL", None)
+    # a loaded shared machine starts the ephemeral server slowly (default timeout: 20 s)
+    env.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     return env
 
 
@@ -76,7 +78,7 @@ def timed(command: list[str], env: dict[str, str]) -> dict:
               if rss else None, "rc": result.returncode, "load1_before": load}
     if result.returncode != 0:
         tail = [ln for ln in result.stderr.splitlines() if ln.strip()
-                and not ln.startswith("\t")]
+                and not ln.startswith(("\t", "Command exited"))]
         record["error"] = tail[-1] if tail else "no output"
     return record
 

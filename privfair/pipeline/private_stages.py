@@ -33,7 +33,9 @@ from privfair.pipeline.randomness import stage_rng
 from privfair.synth.measure import all_pairs, count_marginals
 from privfair.synth.structure import SelectedStructure, check_fairness
 from privfair.synth.synthesizer import (
+    INDEPENDENT,
     fit_one_way,
+    independent_structure,
 )
 from privfair.synth.synthesizer import measure_one_way as _measure_one_way
 from privfair.synth.synthesizer import measure_selected as _measure_selected
@@ -127,6 +129,9 @@ def select(codes: FileRef, contract: Contract,
            batch_size: int = 200_000) -> tuple[FileRef, FileRef]:
     """DP structure selection over all pairs; returns (structure, ledger)."""
     domain, roles = contract.domain(), contract.roles()
+    if method == INDEPENDENT:  # the baseline measures no pair: nothing read, nothing charged
+        return save_structure(independent_structure(domain.attributes, roles),
+                              artefacts), ledger
     book = load_ledger(ledger)
     book.check(rho)
     model = load_one_way(one_way)
@@ -146,9 +151,12 @@ def measure_selected(codes: FileRef, contract: Contract,
                      ) -> tuple[FileRef, FileRef]:
     """Measure the selected 2-way marginals; returns (measurements, ledger)."""
     domain = contract.domain()
+    tree = load_structure(structure)
+    if not tree.cliques:  # the independence baseline: no pair to measure, nothing charged
+        return save_measurements([], artefacts), ledger
     book = load_ledger(ledger)
     book.check(rho)
-    model, tree = load_one_way(one_way), load_structure(structure)
+    model = load_one_way(one_way)
     tables = count_marginals(domain, tree.cliques, code_batches(codes, batch_size=batch_size))
     noisy = _measure_selected(tables, model, tree, rho=rho, rng=stage_rng(seed, "measure"),
                               ledger=book, discrete=discrete)

@@ -36,7 +36,9 @@ from privfair.synth.structure import METHODS as TREE_METHODS
 from privfair.synth.structure import SelectedStructure, check_fairness, select_structure
 
 AIM_METHODS = ("aim", "aim-fair")
-METHODS = (*TREE_METHODS, *AIM_METHODS)
+#: The DP independence baseline: the whole budget on the one-way marginals, no 2-way ones.
+INDEPENDENT = "independent"
+METHODS = (*TREE_METHODS, *AIM_METHODS, INDEPENDENT)
 FAIR_METHODS = ("prefair-greedy", "prefair-exact", "aim-fair")
 
 Batches = Iterable[Mapping[str, np.ndarray]]
@@ -70,6 +72,16 @@ class BudgetSplit:
     @classmethod
     def thirds(cls, rho: float) -> BudgetSplit:
         return cls(rho / 3, rho / 3, rho / 3)
+
+    @classmethod
+    def for_method(cls, method: str, rho: float) -> BudgetSplit:
+        """MST's thirds, or everything on the one-way marginals for ``independent``."""
+        return cls(rho, 0.0, 0.0) if method == INDEPENDENT else cls.thirds(rho)
+
+
+def independent_structure(attributes: Sequence[str], roles: Roles) -> SelectedStructure:
+    """The empty structure of the independence baseline (no data read, nothing charged)."""
+    return SelectedStructure(INDEPENDENT, (), check_fairness(attributes, [], roles))
 
 
 def measure_one_way(
@@ -178,7 +190,7 @@ class FairSynthesizer:
         Protected, admissible and outcome attributes.
     epsilon, delta : float
         The (ε, δ)-DP guarantee of the fit; converted to a zCDP budget ρ.
-    method : {"mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"}
+    method : {"mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "independent"}
         Structure selector: MST-style trees, or AIM's adaptive Markov networks.
     compress : bool
         Merge categories whose noisy count is under ``compress_threshold``·σ (MST).
@@ -224,7 +236,8 @@ class FairSynthesizer:
         report = progress or (lambda stage, fraction: None)
         ledger = ledger or PrivacyLedger.from_epsilon_delta(epsilon=self.epsilon,
                                                             delta=self.delta)
-        split = BudgetSplit.thirds(zcdp_rho(epsilon=self.epsilon, delta=self.delta))
+        split = BudgetSplit.for_method(self.method,
+                                       zcdp_rho(epsilon=self.epsilon, delta=self.delta))
         # Check the whole plan before touching the data.
         ledger.check(split.one_way + split.select + split.measure)
 
@@ -247,7 +260,8 @@ class FairSynthesizer:
         return self
 
     def _fit_tree(self, batches, *, split: BudgetSplit, rng, ledger, report) -> None:
-        cliques = [(a,) for a in self.domain] + all_pairs(self.domain)
+        independent = self.method == INDEPENDENT
+        cliques = [(a,) for a in self.domain] + ([] if independent else all_pairs(self.domain))
         tables = count_marginals(self.domain, cliques, batches())
         report("measure one-way", 0.1)
         one_way = measure_one_way(tables, self.domain, rho=split.one_way, rng=rng,
@@ -255,14 +269,18 @@ class FairSynthesizer:
         self.one_way_ = fit_one_way(one_way, self.domain, compress=self.compress,
                                     threshold=self.compress_threshold)
         self.compression_ = self.one_way_.compression
-        report("select structure", 0.2)
-        self.structure_ = select(tables, self.one_way_, self.roles, method=self.method,
-                                 rho=split.select, rng=rng, ledger=ledger,
-                                 max_search_nodes=self.max_search_nodes)
-        report("measure 2-way", 0.3)
-        self.selected_ = measure_selected(tables, self.one_way_, self.structure_,
-                                          rho=split.measure, rng=rng, ledger=ledger,
-                                          discrete=self.discrete_noise)
+        if independent:
+            self.structure_ = independent_structure(self.domain.attributes, self.roles)
+            self.selected_ = []
+        else:
+            report("select structure", 0.2)
+            self.structure_ = select(tables, self.one_way_, self.roles, method=self.method,
+                                     rho=split.select, rng=rng, ledger=ledger,
+                                     max_search_nodes=self.max_search_nodes)
+            report("measure 2-way", 0.3)
+            self.selected_ = measure_selected(tables, self.one_way_, self.structure_,
+                                              rho=split.measure, rng=rng, ledger=ledger,
+                                              discrete=self.discrete_noise)
         del tables
         report("estimate", 0.4)
         self.model_ = fit_model(
