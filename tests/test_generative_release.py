@@ -22,7 +22,8 @@ GRAPH = {"nodes": ["age", "sex", "race", "edu", "hours", "income"],
 
 def params(toy_contract, toy_parquet, tmp_path, method, **extra):
     return {"contract": str(toy_contract), "data": str(toy_parquet), "epsilon": 3.0,
-            "delta": 1e-6, "method": method, "seed": 11, "out": str(tmp_path / "store"),
+            "delta": 1e-6, "method": method, "seed": 11, "insecure_seed": True,
+            "out": str(tmp_path / "store"),
             "work_dir": str(tmp_path / "work"), "gan_epochs": 1, **extra}
 
 
@@ -53,6 +54,7 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
     graph = manifest["structure"]["causal_graph"]
     if method == "cfgan":
         assert graph["cost_budget"] is False
+        assert -1 <= fairness["causal_effects"]["total_effect"] <= 1
         assert ["race", "income"] in graph["oriented_from_undirected"]
     else:
         assert graph is None

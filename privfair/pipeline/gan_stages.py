@@ -156,6 +156,26 @@ def data_fairness(codes: Mapping[str, np.ndarray], domain: Domain, *, protected:
             "ber_classifier": "logistic regression on one-hot X, 70/30 split of the release"}
 
 
+def _causal_effects(fitted: Any, codes: Mapping[str, np.ndarray],
+                    rng: np.random.Generator) -> dict[str, Any]:
+    """TE and the path-specific effect CFGAN targets, estimated on the released table."""
+    from privfair.generative.effects import causal_effect
+
+    dag, config = fitted.dag, fitted.config
+    kwargs = {"protected": fitted.protected, "outcome": fitted.outcome, "rng": rng}
+    out: dict[str, Any] = {
+        "estimator": "truncated factorisation on the DAG, CPTs counted from the released "
+                     "table, ancestral sampling",
+        "total_effect": causal_effect(codes, fitted.domain, dag, **kwargs)}
+    if config.effect == "se":
+        paths = dag.path_edges(fitted.protected, fitted.outcome,
+                               through=config.redlining or None)
+        out["path_specific_effect"] = causal_effect(codes, fitted.domain, dag, paths=paths,
+                                                    **kwargs)
+        out["paths"] = sorted([list(e) for e in paths])
+    return out
+
+
 def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
                n_rows: int | None, delta: float, seed: int | None
                ) -> tuple[FileRef, dict[str, Any]]:
@@ -186,6 +206,8 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
         noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"],
         steps=dp["steps"], delta=delta)
     dp["epsilon_dp_sgd_alone_delta"] = delta
+    if fitted.dag is not None:
+        fairness["causal_effects"] = _causal_effects(fitted, codes, rng)
     passed = bool(np.isfinite(fairness["rd"]) and abs(fairness["rd"]) <= PARITY_THRESHOLD)
     edges = fitted.dag.to_dict()["edges"] if fitted.dag else []
     record = {
