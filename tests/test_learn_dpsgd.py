@@ -180,3 +180,14 @@ def test_bad_inputs_refused():
     with pytest.raises(TypeError, match="generator"):
         train(x, y, groups, settings=settings, n_groups=2, ledger=None,
               generator=np.random.default_rng(0))
+
+
+def test_read_only_inputs_are_accepted_without_warnings():
+    x, y, groups = _data(100)
+    for array in (x, y, groups):
+        array.setflags(write=False)  # as pandas' to_numpy() hands them out
+    settings = SGDSettings(method="dpsgd", sample_rate=0.2, steps=3, expected_batch_size=20.0)
+    net = train(x, y, groups, settings=settings, n_groups=2,
+                ledger=PrivacyLedger(epsilon_budget=50.0, delta=1e-6),
+                generator=torch.Generator().manual_seed(0))
+    assert np.all(np.isfinite(net.weights["layer0.weight"]))

@@ -316,11 +316,12 @@ def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, settings: SGDSett
 
     if not isinstance(generator, torch.Generator):
         raise TypeError("generator: expected a torch.Generator")
-    x_np = np.asarray(x, dtype=np.float32)
+    # Copies: torch needs writable arrays (pandas hands out read-only views).
+    x_np = np.array(x, dtype=np.float32)
     if x_np.ndim != 2:
         raise ValueError(f"X: expected a 2-d array, got {x_np.ndim} dimensions")
     n = x_np.shape[0]
-    groups_np = np.asarray(groups, dtype=np.int64)
+    groups_np = np.array(groups, dtype=np.int64)
     if np.asarray(y).shape != (n,) or groups_np.shape != (n,):
         raise ValueError("y and groups: expected one value per row of X")
     if n_groups < 1 or (n and (groups_np.min() < 0 or groups_np.max() >= n_groups)):
@@ -333,7 +334,7 @@ def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, settings: SGDSett
         for entry in entries:
             ledger.spend(entry)
     xs = torch.from_numpy(x_np)
-    ys = torch.from_numpy(np.asarray(y, dtype=np.float32))
+    ys = torch.from_numpy(np.array(y, dtype=np.float32))
     gs = torch.from_numpy(groups_np)
     params = _build(x_np.shape[1], tuple(int(h) for h in settings.hidden), generator)
     b = float(settings.expected_batch_size)
