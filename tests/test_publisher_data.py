@@ -173,7 +173,8 @@ def test_cathist_categories_and_encoding_follow_one_rule(tmp_path, normalize, re
     contract.write_text(OPEN.format(normalize=normalize))
     final = run_release(ReleaseParams(
         contract=str(contract), data=str(data), epsilon=1.0, delta=1e-6, method="mst",
-        seed=5, out=str(tmp_path / "releases"), work_dir=str(tmp_path / "work")))
+        seed=5, insecure_seed=True, out=str(tmp_path / "releases"),
+        work_dir=str(tmp_path / "work")))
     labels = json.loads((final / "manifest.json").read_text())["domain"]["labels"]["gender"]
     assert released <= set(labels)
     synth = pd.read_parquet(final / "synthetic.parquet")["gender"].astype(str)
@@ -217,7 +218,8 @@ def test_rename_label_and_descriptions_reach_the_release(tmp_path):
     contract.write_text(RENAMED)
     final = run_release(ReleaseParams(
         contract=str(contract), data=str(data), epsilon=1.0, delta=1e-6, method="mst",
-        seed=5, out=str(tmp_path / "releases"), work_dir=str(tmp_path / "work")))
+        seed=5, insecure_seed=True, out=str(tmp_path / "releases"),
+        work_dir=str(tmp_path / "work")))
     assert list(pd.read_parquet(final / "synthetic.parquet").columns) == ["sex", "degree", "hired"]
     manifest = json.loads((final / "manifest.json").read_text())
     notes = {c["name"]: c for c in manifest["columns"]}

@@ -94,7 +94,7 @@ def release_params(tmp_path, text: str, **kw) -> ReleaseParams:
     if not data.exists():
         credit_frame().to_parquet(data, index=False)
     base = {"contract": str(contract), "data": str(data), "epsilon": 4.0, "delta": 1e-6,
-            "method": "mst", "seed": 2, "out": str(tmp_path / "releases"),
+            "method": "mst", "seed": 2, "insecure_seed": True, "out": str(tmp_path / "releases"),
             "work_dir": str(tmp_path / "work"), "fairness_transform": "tot"}
     return ReleaseParams(**{**base, **kw})
 
