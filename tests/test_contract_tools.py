@@ -186,3 +186,25 @@ def test_release_from_an_unreviewed_draft_warns(tmp_path, capsys):
                  "--delta", "1e-7", "--method", "mst", "--out", str(tmp_path / "releases"),
                  "--work-dir", str(tmp_path / "work"), "--no-prefect"]) == 0
     assert "WARNING: contract 'credit' is a draft (reviewed: false)" in capsys.readouterr().err
+
+
+STABLE = """
+name: stable
+version: "1"
+description: Written before normalize, rename, label, reviewed and tot existed.
+columns:
+  - {name: sex, type: categorical, categories: [female, male], aliases: {F: female}}
+  - {name: age, type: numeric, integer: true, bins: [0, 40, 120], out_of_domain: clamp}
+roles: {protected: [sex], admissible: [age]}
+budget: {epsilon: 1.0, delta: 1.0e-6}
+"""
+
+
+def test_new_contract_keys_at_their_defaults_keep_old_fingerprints():
+    # The fingerprint this contract had before the keys existed (commit 613a631).
+    old = "9c3b7557a4c5a30d73013846aadd08df8693e17968650306df2f7cef5e6aad77"
+    assert parse_contract(STABLE).fingerprint() == old
+    explicit = STABLE.replace('version: "1"', 'version: "1"\nnormalize: none')
+    assert parse_contract(explicit).fingerprint() == old
+    assert parse_contract(STABLE.replace('version: "1"', 'version: "1"\nnormalize: strip')
+                          ).fingerprint() != old

@@ -701,6 +701,14 @@ class Contract(_Strict):
         dump = self.model_dump(mode="python", by_alias=True)
         if dump.get("dataset_id") is None:  # contracts without one keep their fingerprint
             dump.pop("dataset_id", None)
+        # Likewise for keys added later, left at their defaults.
+        for key, default in (("normalize", "none"), ("reviewed", None), ("tot", None)):
+            if dump.get(key, default) == default:
+                dump.pop(key, None)
+        for column in dump["columns"]:
+            for key in ("normalize", "rename", "label"):
+                if column.get(key) is None:
+                    column.pop(key, None)
         text = json.dumps(dump, sort_keys=True,
                           separators=(",", ":"), ensure_ascii=False, allow_nan=True)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
