@@ -27,7 +27,7 @@ def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
 
 def release_argv(contract, data, store, work, *extra) -> list[str]:
     argv = ["release", "--contract", contract, "--epsilon", "1", "--delta", "1e-9",
-            "--method", "prefair-greedy", "--seed", "3", "--out", store, "--work-dir", work,
+            "--method", "prefair-greedy", "--seed", "3", "--insecure-seed", "--out", store, "--work-dir", work,
             "--no-prefect"]
     if data is not None:
         argv[3:3] = ["--data", data]

@@ -28,7 +28,7 @@ from tasks import post_noise, private, public  # noqa: E402
 
 def params(contract, data, tmp_path, **kw) -> ReleaseParams:
     base = {"contract": str(contract), "data": str(data), "epsilon": 1.0, "delta": 1e-9,
-            "method": "prefair-greedy", "seed": 5, "out": str(tmp_path / "releases"),
+            "method": "prefair-greedy", "seed": 5, "insecure_seed": True, "out": str(tmp_path / "releases"),
             "work_dir": str(tmp_path / "work")}
     base.update(kw)
     return ReleaseParams(**base)
@@ -126,7 +126,7 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
     # the CLI runs the same flow; the same seed and data reuse the cached estimate and sample
     code = main(["release", "--contract", str(toy_contract), "--data", str(toy_parquet),
                  "--epsilon", "1", "--delta", "1e-9", "--method", "prefair-greedy", "--seed",
-                 "5", "--out", str(tmp_path / "releases"), "--work-dir", str(tmp_path / "work")])
+                 "5", "--insecure-seed", "--out", str(tmp_path / "releases"), "--work-dir", str(tmp_path / "work")])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.strip().splitlines()[-1] == str(tmp_path / "releases" / "toy" / "v2")

@@ -127,3 +127,29 @@ def test_discrete_gaussian_ignores_seeded_generators_and_accepts_a_test_source()
                                   noisy(discrete_source=random.Random(1)))
     draws = sample_discrete_gaussian(64, sigma=5.0)
     assert draws.dtype == np.int64 and np.all(np.abs(draws) < 60)
+
+
+# --- item 3: a fixed seed is an explicit, recorded test mode ----------------------------------
+
+
+def test_fixed_seed_needs_the_insecure_flag_and_is_fingerprinted(tmp_path) -> None:
+    """Item 3: a seed without insecure_seed is refused before any read; with it, the plan
+    records the test mode and a keyed fingerprint (equal for equal seeds, never the seed)."""
+    from privfair.pipeline import plan
+    from privfair.pipeline.randomness import SEED_KEY_FILE, seed_fingerprint
+
+    base = {"out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w"), "seed": 12345}
+    with pytest.raises(plan.ReleaseInputError, match="insecure_seed"):
+        plan.preflight(base)
+    assert not (tmp_path / "w").exists()
+    run = plan.preflight({**base, "insecure_seed": True})
+    assert run.seeded and run.seed_policy.startswith("INSECURE test mode")
+    assert run.seed_fingerprint == seed_fingerprint(12345, work_dir=tmp_path / "w")
+    assert run.seed_fingerprint != seed_fingerprint(12346, work_dir=tmp_path / "w")
+    assert "12345" not in run.seed_fingerprint
+    key = tmp_path / "w" / SEED_KEY_FILE
+    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
+    # another project (another key) fingerprints the same seed differently
+    assert seed_fingerprint(12345, work_dir=tmp_path / "other") != run.seed_fingerprint
+    production = plan.preflight({"out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
+    assert not production.seeded and production.seed_fingerprint is None

@@ -97,6 +97,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         "fairness_transform": dict(fairness_transform or {"name": "none", "applied": False}),
         "sampling": {"mode": plan.sample_mode, "n_rows": n_rows},
         "seed_policy": plan.seed_policy,
+        # Test mode only: a keyed fingerprint (never the seed) so reuse can be refused.
+        "insecure_seed": {"used": plan.seeded, "fingerprint": plan.seed_fingerprint},
         "validation": {"input": dict(input_validation), "output": dict(output_validation)},
         "contract": {"name": contract.name, "version": contract.version,
                      "fingerprint": plan.declared_contract_fingerprint,
