@@ -81,3 +81,15 @@ def test_coarsen_maps_codes_by_public_groups_and_checks_the_partition():
     assert out[:, 0].tolist() == [1, 0, 1, 1] and out[:, 1].tolist() == [1, 0, 1, 0]
     with pytest.raises(DomainError, match="must partition"):
         coarsen(codes, domain, labels, {"a": [["w", "x"], ["x", "y", "z"]]})
+
+
+@pytest.mark.prefect
+def test_discover_flow_publishes_a_graph_release(prefect_harness, toy_contract, toy_parquet,
+                                                 tmp_path):
+    from flows.discover import discover_graph
+
+    folder = discover_graph(epsilon=1.0, contract=str(toy_contract), data=str(toy_parquet),
+                            out=str(tmp_path / "store"))
+    manifest = json.loads((Path(folder) / "manifest.json").read_text())
+    assert folder.endswith("v1") and manifest["kind"] == "graph"
+    assert manifest["seed_policy"].startswith("fresh OS entropy")
