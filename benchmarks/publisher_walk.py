@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+WORK = Path(".")
 
 COUNTRIES = [f"Country {i:02d} " for i in range(42)] + ["United-States "]
 OCCUPATIONS = ["Handlers equip cleaners etc ", "Adm support including clerical ",
@@ -121,7 +122,9 @@ def review(path: Path, *, protected: list[str], admissible: list[str], outcome: 
 
 
 def run(steps: dict[str, float], name: str, *args: str, ok: tuple[int, ...] = (0,)) -> str:
-    env = {**os.environ, "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
+    env = {**os.environ, "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+           # the walk's lifetime ledgers stay in its own folder, not the user's registry
+           "PRIVFAIR_REGISTRY": str(WORK / "registry")}
     start = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "privfair.cli", *args], capture_output=True,
                           text=True, env=env, cwd=ROOT)
@@ -136,7 +139,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=299_285, help="census rows")
     parser.add_argument("--keep", help="work in this folder and keep it")
     args = parser.parse_args()
-    work = Path(args.keep or tempfile.mkdtemp(prefix="privfair-walk-"))
+    global WORK
+    work = WORK = Path(args.keep or tempfile.mkdtemp(prefix="privfair-walk-"))
     work.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {"census_rows": args.rows, "census_columns": 41}
     steps: dict[str, float] = {}
