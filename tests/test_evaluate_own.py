@@ -86,6 +86,11 @@ def test_score_a_published_release_against_the_real_table(credit, tmp_path, caps
     assert "NOT privacy-protected" in err and (folder / "NOT_PRIVACY_PROTECTED.txt").exists()
     assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
             for p in final.iterdir()} == before  # the release is untouched
+    from privfair.evaluation.score_release import score_release
+
+    small = score_release(final, data, contract_path=contract, max_train_rows=300)
+    assert small["classifier_train_rows"] == small["logistic_n_train"] == 300
+    assert small["logistic_n_test"] == 1000 and small["tvd1"] == score["tvd1"]
     other = tmp_path / "other.yaml"
     other.write_text((CREDIT + TOT_BLOCK).replace('version: "1"', 'version: "2"'))
     assert main(["evaluate", "--release", str(final), "--data", str(data), "--contract",
