@@ -153,3 +153,46 @@ def test_fixed_seed_needs_the_insecure_flag_and_is_fingerprinted(tmp_path) -> No
     assert seed_fingerprint(12345, work_dir=tmp_path / "other") != run.seed_fingerprint
     production = plan.preflight({"out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
     assert not production.seeded and production.seed_fingerprint is None
+
+
+# --- item 12: a fair method's structure is checked, and refused if it fails -----------------
+
+
+def test_fair_method_with_an_unfair_built_structure_is_refused(tmp_path, toy_contract,
+                                                               toy_parquet, monkeypatch) -> None:
+    """Item 12: the pipeline refused nothing when a fair method's graph failed the check
+    (it only recorded it). A selector that returns a protected-outcome edge is refused."""
+    from privfair.core.errors import FairnessViolationError
+    from privfair.pipeline import private_stages
+    from privfair.pipeline.runner import run_release
+    from privfair.synth.structure import SelectedStructure, check_fairness
+
+    def unfair_select(tables, model, roles, *, method, **_):
+        edges = (("sex", "income"),)
+        return SelectedStructure(method, edges, check_fairness(
+            ["age", "sex", "race", "edu", "hours", "income"], edges, roles))
+
+    monkeypatch.setattr(private_stages, "_select", unfair_select)
+    with pytest.raises(FairnessViolationError, match="'sex' reaches 'income'"):
+        run_release({"contract": str(toy_contract), "data": str(toy_parquet),
+                     "method": "prefair-greedy", "epsilon": 1.0, "delta": 1e-9,
+                     "out": str(tmp_path / "releases"), "work_dir": str(tmp_path / "work"),
+                     "max_iters": 50})
+    assert not list((tmp_path / "releases").glob("toy/v*"))
+
+
+def test_tot_discrimination_is_rechecked_against_eta() -> None:
+    """Item 12: with --fairness tot the manifest describes the transform's own check (its
+    achieved discrimination against eta) beside the model graph's; a miss is refused."""
+    from privfair.core.errors import FairnessViolationError
+    from privfair.pipeline.post_noise import check_tot_discrimination
+
+    record = {"parameters": {"discrimination": "additive", "eta": 0.05},
+              "achieved_discrimination": {"max_additive_gap": 0.049, "max_ratio_gap": 0.2,
+                                          "input_max_additive_gap": 0.3,
+                                          "input_max_ratio_gap": 1.5}}
+    check = check_tot_discrimination(record)
+    assert check["passed"] and check["achieved"] == 0.049 and check["before_transform"] == 0.3
+    record["parameters"]["discrimination"] = "ratio"
+    with pytest.raises(FairnessViolationError, match="ratio discrimination 0.2 exceeds"):
+        check_tot_discrimination(record)

@@ -94,6 +94,10 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         },
         "structure": structure_record,
         "fairness_check": fairness,
+        # Both fairness claims, each checked on what was built: the model graph, and the
+        # post-processing transform (its re-checked discrimination bound) when one ran.
+        "fairness": {"model_graph": fairness,
+                     "transform": (fairness_transform or {}).get("fairness_check")},
         "fairness_transform": dict(fairness_transform or {"name": "none", "applied": False}),
         "sampling": {"mode": plan.sample_mode, "n_rows": n_rows},
         "seed_policy": plan.seed_policy,

@@ -109,7 +109,37 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
     ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
     record = {"name": "tot", "applied": True, "post_processing": True,
               "additional_privacy_cost": 0.0, **tot.to_manifest()}
+    record["fairness_check"] = check_tot_discrimination(record)
     return ref, json.loads(json_bytes(record))
+
+
+#: Slack for solver round-off when re-checking TOT's discrimination bound.
+_TOT_CHECK_TOL = 1e-6
+
+
+def check_tot_discrimination(record: dict[str, Any]) -> dict[str, Any]:
+    """Re-check the fitted TOT map's discrimination against η; refuse a map that misses it.
+
+    The map's outcome-given-group table is what was built, so the guarantee is checked on
+    it rather than assumed from the solver's status.
+    """
+    from privfair.core.errors import FairnessViolationError
+
+    params, achieved = record["parameters"], record["achieved_discrimination"]
+    form, eta = params["discrimination"], float(params["eta"])
+    key = "max_additive_gap" if form == "additive" else "max_ratio_gap"
+    gap = float(achieved[key])
+    check = {
+        "passed": gap <= eta + _TOT_CHECK_TOL,
+        "criterion": ("max over outcomes of |q(y|g) - q(y|g')| <= eta" if form == "additive"
+                      else "max over outcomes of q(y|g) / q(y|g') - 1 <= eta"),
+        "eta": eta, "achieved": gap, "before_transform": float(achieved[f"input_{key}"]),
+    }
+    if not check["passed"]:
+        raise FairnessViolationError(
+            f"fairness transform 'tot': the fitted map's {form} discrimination {gap:.4g} "
+            f"exceeds eta={eta:g}; nothing is published")
+    return check
 
 
 def read_codes(ref: FileRef) -> pd.DataFrame:

@@ -47,6 +47,26 @@ log = logging.getLogger(__name__)
 # --- private side: measurements -------------------------------------------------------------
 
 
+def refuse_unfair(structure: SelectedStructure) -> SelectedStructure:
+    """A fair method's guarantee is checked on the structure it built, never assumed.
+
+    Raises
+    ------
+    FairnessViolationError
+        If ``structure.method`` is a fair method and its graph fails the check.
+    """
+    from privfair.core.errors import FairnessViolationError
+    from privfair.synth.synthesizer import FAIR_METHODS
+
+    if structure.method in FAIR_METHODS and not structure.fairness.passed:
+        protected, outcome, path = structure.fairness.violations[0]
+        raise FairnessViolationError(
+            f"method {structure.method!r} built a model graph that fails the fairness check: "
+            f"{protected!r} reaches {outcome!r} through {' - '.join(path)} without an "
+            "admissible attribute; nothing is published")
+    return structure
+
+
 def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
                     artefacts: str | Path, *, seed: int | None, batch_size: int = 200_000
                     ) -> tuple[ReleasePlan, FileRef]:
@@ -137,9 +157,9 @@ def select(codes: FileRef, contract: Contract,
     model = load_one_way(one_way)
     tables = count_marginals(domain, all_pairs(domain),
                              code_batches(codes, batch_size=batch_size))
-    structure = _select(tables, model, roles, method=method, rho=rho,
-                        rng=stage_rng(seed, "select"), ledger=book,
-                        max_search_nodes=max_search_nodes)
+    structure = refuse_unfair(_select(tables, model, roles, method=method, rho=rho,
+                                      rng=stage_rng(seed, "select"), ledger=book,
+                                      max_search_nodes=max_search_nodes))
     del tables
     return save_structure(structure, artefacts), save_ledger(book, artefacts)
 
@@ -188,7 +208,7 @@ def fit_aim(codes: FileRef, contract: Contract,
     initial = result.measurements[:result.n_initial]
     rounds = result.measurements[result.n_initial:]
     one_way = fit_one_way(initial, domain, compress=False)
-    structure = SelectedStructure(method, tuple(result.cliques), check_fairness(
-        domain.attributes, [m.clique for m in result.measurements], roles))
+    structure = refuse_unfair(SelectedStructure(method, tuple(result.cliques), check_fairness(
+        domain.attributes, [m.clique for m in result.measurements], roles)))
     return (save_one_way(one_way, initial, artefacts), save_structure(structure, artefacts),
             save_measurements(rounds, artefacts), save_ledger(book, artefacts))
