@@ -328,6 +328,10 @@ def _warn_unreviewed(contract: Any) -> None:
         _stderr_console().print(f"WARNING: {warning}", markup=False)
 
 
+def _not_a_refusal(record: Any) -> bool:
+    return not getattr(record, "privfair_refusal", False)
+
+
 def _run_flow(params: Any, progress: Any) -> Path:
     import logging
 
@@ -345,9 +349,16 @@ def _run_flow(params: Any, progress: Any) -> Path:
         from flows.release import run_local
         from tasks._common import PROGRESS_LISTENERS
     PROGRESS_LISTENERS.append(progress)
+    # The flow's refusal line goes to the run's logs; on the console this command prints it.
+    consoles = [h for name in ("", "prefect") for h in logging.getLogger(name).handlers
+                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    for handler in consoles:
+        handler.addFilter(_not_a_refusal)
     try:
         final = run_local(params)  # the seed stays in-process, never a flow parameter
     finally:
+        for handler in consoles:
+            handler.removeFilter(_not_a_refusal)
         PROGRESS_LISTENERS.remove(progress)
         # The ephemeral API server logs its shutdown at exit; keep the release path last.
         logging.getLogger("prefect").setLevel(logging.WARNING)

@@ -71,6 +71,8 @@ def _text_expr(path: Path, name: str, kind: str, normalize: str = "none") -> str
     ``"True"``/``"False"``; other types (dates, blobs, nested) are refused.
     """
     col = _quote(name)
+    if kind == '"NULL"' or kind == "NULL":  # an all-null column: its nulls policy decides
+        return f"CAST({col} AS VARCHAR) AS {col}"
     if kind == "VARCHAR":
         if normalize == "strip":
             # The same rule as discretize.normalize_text, so CatHist, the GX input suite and
@@ -89,6 +91,25 @@ def _text_expr(path: Path, name: str, kind: str, normalize: str = "none") -> str
     raise ReleaseInputError(
         f"data file {path}: column {name!r} has type {kind}, which cannot hold the declared "
         "categories (expected text, integers or booleans)")
+
+
+def _refuse_duplicate_names(path: Path, literal: Path) -> None:
+    """Two columns with one name are refused by that name (DuckDB would rename one)."""
+    if literal.suffix == ".csv":
+        import csv
+
+        with open(literal, newline="", encoding="utf-8", errors="replace") as fh:
+            header = next(csv.reader(fh), [])
+    else:
+        import pyarrow.parquet as pq
+
+        header = list(pq.read_schema(literal).names)
+    seen: set[str] = set()
+    for name in (h.strip() for h in header):
+        if name in seen:
+            raise ReleaseInputError(f"data file {path}: duplicate column name {name!r}; "
+                                    "expected each column once")
+        seen.add(name)
 
 
 def load(data_path: str | Path, contract: Contract,
@@ -120,6 +141,7 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
                                     ).fetchall()
         except duckdb.Error as exc:
             raise _duckdb_error(path, exc) from None
+        _refuse_duplicate_names(path, literal)
         types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
         declared = list(contract.column_names)
         missing = [c for c in declared if c not in types]
@@ -138,7 +160,7 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
             if spec.type == "numeric":
                 if path.suffix.lower() == ".csv":
                     select.append(f"TRY_CAST({col} AS DOUBLE) AS {col}")
-                elif _NUMERIC_TYPES.match(kind):
+                elif _NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL"):
                     select.append(f"CAST({col} AS DOUBLE) AS {col}")
                 else:
                     raise ReleaseInputError(
@@ -159,6 +181,15 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
                         raise ReleaseInputError(
                             f"data file {path}: column {col.strip(chr(34))!r} holds non-numeric "
                             f"values but contract {contract.name!r} declares it numeric")
+            for spec in contract.columns:
+                if spec.type != "numeric":
+                    continue
+                col = _quote(spec.name)
+                if con.execute(f"SELECT 1 FROM {source} WHERE isinf(TRY_CAST({col} AS DOUBLE)) "
+                               "LIMIT 1").fetchall():
+                    raise ReleaseInputError(
+                        f"data file {path}: column {spec.name!r} holds infinite values; "
+                        "expected finite numbers (or nulls, under its nulls policy)")
             if not con.execute(f"SELECT 1 FROM {source} LIMIT 1").fetchall():
                 raise ReleaseInputError(f"data file {path} has no rows (empty input)")
             target = "'" + str(out).replace("'", "''") + "'"

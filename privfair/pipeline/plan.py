@@ -28,6 +28,7 @@ from privfair.pipeline.artefacts import (
     utc_now,
 )
 from privfair.pipeline.contracts import Contract, load_contract
+from privfair.pipeline.preflight_checks import check_release_request
 from privfair.pipeline.randomness import seed_fingerprint
 from privfair.pipeline.store import (
     mark_noise_drawn,
@@ -305,6 +306,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     data_path, source = _resolve_data(params, contract)
     store = Path(params.out).expanduser().resolve()
     _check_store_writable(store)
+    check_release_request(params, contract, domain, store)  # numbers, folders, memory
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
     read_lifetime_ledger(store, contract).check(rho=rho)
     domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0

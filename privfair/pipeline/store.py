@@ -646,7 +646,9 @@ def next_version(folder: Path, ledger: LifetimeLedger) -> str:
     """One past every version a folder, the ledger or the catalog has used (a stale catalog
     row never blocks a release)."""
     names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
-    names += [str(r.get("version", "")) for r in ledger.releases]
+    here = str(folder.parent.resolve())
+    names += [str(r.get("version", "")) for r in ledger.releases
+              if r.get("store") in (None, here)]
     names += [re.sub(r"^\.(tmp|intent)-", "", n).split("-")[0].removesuffix(".json")
               for n in names if n.startswith((".tmp-", ".intent-"))]
     store = folder.parent

@@ -1,0 +1,231 @@
+"""The bad-input suite (issue 10.9, 10.10, 10.11): every case exits 2 with one line naming the
+problem, writes nothing to the store and changes no lifetime ledger, on the ``--no-prefect``
+path and (a handful of cases, one harness session) on the Prefect path."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import TOY_CONTRACT
+from test_cli import release_argv, run_cli
+
+from privfair.pipeline.contracts import load_contract
+from privfair.pipeline.store import read_lifetime_ledger, registry_ledger_path
+
+
+def _contract(tmp_path: Path, text: str, name: str = "bad") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(text)
+    return path
+
+
+def _data(tmp_path: Path, frame: pd.DataFrame, fmt: str, name: str = "bad") -> Path:
+    path = tmp_path / f"{name}.{fmt}"
+    if fmt == "csv":
+        frame.to_csv(path, index=False)
+    else:
+        frame.to_parquet(path, index=False)
+    return path
+
+
+def _with_inf(frame: pd.DataFrame, value: float) -> pd.DataFrame:
+    frame = frame.astype({"hours": float})
+    frame.loc[4, "hours"] = value
+    return frame
+
+
+def _duplicate_csv(tmp_path: Path, frame: pd.DataFrame) -> Path:
+    path = _data(tmp_path, frame, "csv", "dup")
+    text = path.read_text().replace("hours,", "age,", 1)
+    path.write_text(text)
+    return path
+
+
+def _duplicate_parquet(tmp_path: Path, frame: pd.DataFrame) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.rename_columns(["age" if c == "hours" else c for c in table.column_names])
+    path = tmp_path / "dup.parquet"
+    pq.write_table(table, path)
+    return path
+
+
+def _wide_contract(tmp_path: Path) -> Path:
+    many = ", ".join(f"c{i}" for i in range(400))
+    text = TOY_CONTRACT.replace("categories: [HS, BA, MA, PhD]", f"categories: [HS, BA, MA, PhD, {many}]")
+    text = text.replace("categories: [A, B, C]", f"categories: [A, B, C, {many}]")
+    return _contract(tmp_path, text, "wide")
+
+
+# (case id, builder(tmp_path, frame, parquet) -> (argv tweaks), words in the one line)
+def _case(case: str, tmp_path: Path, frame: pd.DataFrame, good: Path, monkeypatch):
+    contract = tmp_path / "toy.yaml"
+    extra: list[str] = []
+    data, out, work = good, tmp_path / "releases", tmp_path / "w"
+    if case == "epsilon-1e300":
+        extra, words = ["--epsilon", "1e300"], ["epsilon", "1e+300", "outside"]
+    elif case == "epsilon-1e-300":
+        extra, words = ["--epsilon", "1e-300"], ["epsilon", "outside"]
+    elif case == "epsilon-nan":
+        extra, words = ["--epsilon", "nan"], ["epsilon", "finite"]
+    elif case == "epsilon-inf":
+        extra, words = ["--epsilon", "inf"], ["epsilon", "finite"]
+    elif case == "delta-5e-324":
+        extra, words = ["--delta", "5e-324"], ["delta", "below"]
+    elif case == "delta-zero":
+        extra, words = ["--delta", "0"], ["delta", "greater than 0"]
+    elif case == "eta-without-tot":
+        extra, words = ["--eta", "0.05"], ["eta", "--fairness tot"]
+    elif case == "n-rows-1e10":
+        extra, words = ["--n-rows", "10000000000"], ["n_rows", "GiB", "fewer rows"]
+    elif case == "huge-domain":
+        contract = _wide_contract(tmp_path)
+        monkeypatch.setenv("PRIVFAIR_MEMORY_GB", "0.001")
+        words = ["clique", "(race, edu)", "GiB", "coarsen"]
+    elif case == "out-with-question-mark":
+        out, words = tmp_path / "rel?ases", ["--out", "wildcard"]
+    elif case == "out-with-newline":
+        out, words = tmp_path / "rel\nases", ["--out", "control character"]
+    elif case == "contract-named-catalog":
+        contract = _contract(tmp_path, TOY_CONTRACT.replace("name: toy", "name: catalog.duckdb"))
+        words = ["'catalog.duckdb'", "reserved"]
+    elif case == "dataset-folder-is-a-file":
+        out.mkdir()
+        (out / "toy").write_text("not a folder")
+        words = ["dataset folder", "not a writable folder"]
+    elif case == "work-dir-is-a-file":
+        work.write_text("a file")
+        words = ["--work-dir", "is a file"]
+    elif case == "work-dir-parent-is-a-file":
+        (tmp_path / "wfile").write_text("a file")
+        work, words = tmp_path / "wfile" / "w", ["--work-dir", "parent", "is a file"]
+    elif case == "plus-inf-parquet":
+        data, words = _data(tmp_path, _with_inf(frame, np.inf), "parquet"), ["'hours'", "infinite"]
+    elif case == "plus-inf-csv":
+        data, words = _data(tmp_path, _with_inf(frame, np.inf), "csv"), ["'hours'", "infinite"]
+    elif case == "minus-inf-csv":
+        data, words = _data(tmp_path, _with_inf(frame, -np.inf), "csv"), ["'hours'", "infinite"]
+    elif case == "duplicate-columns-csv":
+        data, words = _duplicate_csv(tmp_path, frame), ["duplicate column name 'age'"]
+    elif case == "duplicate-columns-parquet":
+        data, words = _duplicate_parquet(tmp_path, frame), ["duplicate column name 'age'"]
+    elif case == "missing-column":
+        data = _data(tmp_path, frame.drop(columns=["sex"]), "parquet")
+        words = ["missing column", "sex"]
+    else:  # pragma: no cover
+        raise AssertionError(case)
+    # No test seed: production runs draw fresh entropy, and refusals come before any noise.
+    argv = release_argv(contract, data, out, work, *extra)
+    return [a for i, a in enumerate(argv) if "--seed" not in argv[max(i - 1, 0):i + 1]], words, out
+
+
+NO_PREFECT_CASES = [
+    "epsilon-1e300", "epsilon-1e-300", "epsilon-nan", "epsilon-inf", "delta-5e-324",
+    "delta-zero", "eta-without-tot", "n-rows-1e10", "huge-domain", "out-with-question-mark",
+    "out-with-newline", "contract-named-catalog", "dataset-folder-is-a-file",
+    "work-dir-is-a-file", "work-dir-parent-is-a-file", "plus-inf-parquet", "plus-inf-csv",
+    "minus-inf-csv", "duplicate-columns-csv", "duplicate-columns-parquet", "missing-column",
+]
+
+
+def _ledger_state(contract_path: Path) -> tuple[float, int]:
+    """(ρ charged, releases) of the toy dataset's lifetime ledger (zero when none)."""
+    try:
+        contract = load_contract(contract_path)
+    except Exception:  # a contract the case made unparseable has no ledger either
+        return 0.0, 0
+    if not registry_ledger_path(contract.name).is_file():
+        return 0.0, 0
+    book = read_lifetime_ledger(None, contract)
+    return book.rho_spent, len(book.releases)
+
+
+def _assert_refused(code, out, err, words, store, before):
+    assert code == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("privfair: error: "), lines[0]
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert out == ""
+    files = sorted(p.name for p in store.rglob("*")) if store.exists() else []
+    assert files == before, files
+
+
+@pytest.mark.parametrize("case", NO_PREFECT_CASES)
+def test_bad_input_is_refused_without_prefect(case, capsys, tmp_path, toy_contract, toy_frame,
+                                              toy_parquet, monkeypatch):
+    argv, words, store = _case(case, tmp_path, toy_frame, toy_parquet, monkeypatch)
+    before = sorted(p.name for p in store.rglob("*")) if store.exists() else []
+    code, out, err = run_cli(capsys, *argv)
+    _assert_refused(code, out, err, words, store, before)
+    assert _ledger_state(Path(argv[argv.index("--contract") + 1])) == (0.0, 0)
+    assert "SECRET" not in err
+
+
+def test_catalog_held_by_another_process_is_refused(capsys, tmp_path, toy_contract,
+                                                     toy_parquet):
+    """Issue 10.9: a catalog another process holds open is refused in one line, in seconds."""
+    store = tmp_path / "releases"
+    store.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; c = duckdb.connect(sys.argv[1]); "
+         "c.execute('CREATE TABLE t (x INT)'); print('ready', flush=True); time.sleep(60)",
+         str(store / "catalog.duckdb")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        before = sorted(p.name for p in store.rglob("*"))
+        t0 = time.monotonic()
+        code, out, err = run_cli(capsys, *release_argv(toy_contract, toy_parquet, store,
+                                                       tmp_path / "w"))
+        assert time.monotonic() - t0 < 8
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+    _assert_refused(code, out, err, ["catalog", "held by another process"], store, before)
+    assert _ledger_state(toy_contract) == (0.0, 0)
+
+
+def test_all_null_column_under_an_as_policy_is_released(capsys, tmp_path, toy_contract,
+                                                         toy_frame):
+    """Issue 10.10: a column holding only nulls under ``nulls: "as:HS"`` is handled (at
+    613a631 a Parquet file refused it for its NULL type)."""
+    frame = toy_frame.copy()
+    frame["edu"] = None
+    data = _data(tmp_path, frame, "parquet", "allnull")
+    argv = release_argv(toy_contract, data, tmp_path / "releases", tmp_path / "w")
+    argv = [a for i, a in enumerate(argv) if "--seed" not in argv[max(i - 1, 0):i + 1]]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    synth = pd.read_parquet(Path(out.strip()) / "synthetic.parquet")
+    assert set(synth.columns) >= {"edu"}
+
+
+PREFECT_CASES = ["epsilon-1e300", "out-with-question-mark", "plus-inf-parquet",
+                 "duplicate-columns-csv", "missing-column"]
+
+
+@pytest.mark.prefect
+def test_bad_input_is_refused_on_the_prefect_path(prefect_harness, capsys, tmp_path_factory,
+                                                  toy_frame, monkeypatch):
+    """The same refusals through the Prefect flow: one line, no traceback (issue 10.11)."""
+    for case in PREFECT_CASES:
+        tmp_path = tmp_path_factory.mktemp(case)
+        contract = tmp_path / "toy.yaml"
+        contract.write_text(TOY_CONTRACT)
+        good = _data(tmp_path, toy_frame, "parquet", "toy")
+        argv, words, store = _case(case, tmp_path, toy_frame, good, monkeypatch)
+        argv = [a for a in argv if a != "--no-prefect"]
+        before = sorted(p.name for p in store.rglob("*")) if store.exists() else []
+        code, out, err = run_cli(capsys, *argv)
+        _assert_refused(code, out, err, words, store, before)
+        assert _ledger_state(contract) == (0.0, 0), case
