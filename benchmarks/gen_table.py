@@ -27,8 +27,13 @@ def _sizes(attributes: int, rng: np.random.Generator) -> list[int]:
     return [2, 2] + [int(s) for s in rng.integers(3, 13, size=attributes - 2)]
 
 
-def generate(rows: int, attributes: int, *, seed: int = 0) -> tuple[pd.DataFrame, dict]:
-    """The raw table and the contract (as a dict) for ``rows`` x ``attributes``."""
+def generate(rows: int, attributes: int, *, seed: int = 0,
+             concentration: float = 0.3) -> tuple[pd.DataFrame, dict]:
+    """The raw table and the contract (as a dict) for ``rows`` x ``attributes``.
+
+    ``concentration`` is the Dirichlet parameter of each conditional table: small values make
+    strong 2-way dependence, large ones (e.g. 20) a nearly independent table.
+    """
     rng = np.random.default_rng(seed)
     sizes = _sizes(attributes, rng)
     names = ["label", "sex"] + [f"c{i}" if i % 2 else f"n{i}" for i in range(1, attributes - 1)]
@@ -40,7 +45,7 @@ def generate(rows: int, attributes: int, *, seed: int = 0) -> tuple[pd.DataFrame
             codes[name] = rng.choice(size, size=rows, p=p)
         else:
             # conditional table: each parent value prefers a few child values
-            table = rng.dirichlet(np.full(size, 0.3), size=int(previous.max()) + 1)
+            table = rng.dirichlet(np.full(size, concentration), size=int(previous.max()) + 1)
             u = rng.random(rows)[:, None]
             codes[name] = (u > np.cumsum(table[previous], axis=1)).sum(axis=1).clip(0, size - 1)
         previous = codes[name]
@@ -76,12 +81,12 @@ def generate(rows: int, attributes: int, *, seed: int = 0) -> tuple[pd.DataFrame
 
 
 def write(out: Path, rows: int, attributes: int, *, seed: int = 0,
-          parquet: bool = False) -> dict:
+          parquet: bool = False, concentration: float = 0.3) -> dict:
     import yaml
 
     start = time.perf_counter()
     out.mkdir(parents=True, exist_ok=True)
-    frame, contract = generate(rows, attributes, seed=seed)
+    frame, contract = generate(rows, attributes, seed=seed, concentration=concentration)
     data = out / ("data.parquet" if parquet else "data.csv")
     if parquet:
         frame.to_parquet(data, index=False)
@@ -99,9 +104,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--parquet", action="store_true")
+    parser.add_argument("--concentration", type=float, default=0.3)
     args = parser.parse_args()
     print(json.dumps(write(args.out, args.rows, args.attributes, seed=args.seed,
-                           parquet=args.parquet), indent=2))
+                           parquet=args.parquet, concentration=args.concentration),
+                     indent=2))
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ from _common import emit
 METHODS = ("independent", "mst", "prefair-greedy", "aim")
 
 
-def load(rows: int, attributes: int):
+def load(rows: int, attributes: int, concentration: float):
     import pandas as pd
     from gen_table import write
 
@@ -34,7 +34,7 @@ def load(rows: int, attributes: int):
     from privfair.pipeline.discretize import discretize
 
     with tempfile.TemporaryDirectory() as tmp:
-        info = write(Path(tmp), rows, attributes, seed=0)
+        info = write(Path(tmp), rows, attributes, seed=0, concentration=concentration)
         contract = load_contract(info["contract"])
         raw = pd.read_csv(info["data"])
     numeric = [c.name for c in contract.columns if c.type == "numeric"]
@@ -67,10 +67,12 @@ def main() -> None:
     parser.add_argument("--eps", type=float, nargs="+", default=[1.0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
+    parser.add_argument("--concentration", type=float, default=0.3,
+                        help="gen_table dependence: 0.3 strong, 20 nearly independent")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    codes, contract = load(args.rows, args.attributes)
+    codes, contract = load(args.rows, args.attributes, args.concentration)
     domain, roles = contract.domain(), contract.roles()
     records = []
     for eps in args.eps:
@@ -99,6 +101,7 @@ def main() -> None:
                 "tvd2_sd": round(statistics.stdev(r["tvd2"] for r in rows), 4)
                 if len(rows) > 1 else None}
     emit({"benchmark": "small_n", "rows": args.rows, "attributes": args.attributes,
+          "concentration": args.concentration,
           "load_avg": os.getloadavg(),
           "nonprivate_independence_tvd2": round(independence_tvd(codes, domain), 4),
           "summary": summary, "runs": records}, args.out)

@@ -33,9 +33,12 @@ from privfair.pipeline.randomness import stage_rng
 from privfair.synth.measure import all_pairs, count_marginals
 from privfair.synth.structure import SelectedStructure, check_fairness
 from privfair.synth.synthesizer import (
+    FALLBACK_METHOD,
     INDEPENDENT,
+    fell_back,
     fit_one_way,
     independent_structure,
+    one_way_with_fallback,
 )
 from privfair.synth.synthesizer import measure_one_way as _measure_one_way
 from privfair.synth.synthesizer import measure_selected as _measure_selected
@@ -130,16 +133,24 @@ def measure_one_way(codes: FileRef, contract: Contract,
                     ledger: FileRef, artefacts: str | Path, *, rho: float, seed: int | None,
                     discrete: bool = False, batch_size: int = 200_000
                     ) -> tuple[FileRef, FileRef]:
-    """Count and measure every one-way marginal; returns (one-way artefact, ledger)."""
+    """Count and measure every one-way marginal; returns (one-way artefact, ledger).
+
+    The ρ this release keeps for the tree (the ledger's remainder) goes to the one-way
+    marginals too when the noisy total is too small for 2-way marginals to carry signal
+    (:func:`privfair.synth.synthesizer.tree_signal`); :func:`select` then sees the fallback in
+    the ledger and selects no pair.
+    """
     domain = contract.domain()
     book = load_ledger(ledger)
     book.check(rho)
+    rest = max(book.remaining - rho, 0.0)
     tables = count_marginals(domain, [(a,) for a in domain],
                              code_batches(codes, batch_size=batch_size))
-    noisy = _measure_one_way(tables, domain, rho=rho, rng=stage_rng(seed, "one-way"),
-                             ledger=book, discrete=discrete)
+    rng = stage_rng(seed, "one-way")
+    noisy = _measure_one_way(tables, domain, rho=rho, rng=rng, ledger=book, discrete=discrete)
+    model, noisy, _ = one_way_with_fallback(tables, domain, noisy, rho_tree=rest, rng=rng,
+                                            ledger=book, discrete=discrete)
     del tables
-    model = fit_one_way(noisy, domain)
     return save_one_way(model, noisy, artefacts), save_ledger(book, artefacts)
 
 
@@ -149,10 +160,11 @@ def select(codes: FileRef, contract: Contract,
            batch_size: int = 200_000) -> tuple[FileRef, FileRef]:
     """DP structure selection over all pairs; returns (structure, ledger)."""
     domain, roles = contract.domain(), contract.roles()
-    if method == INDEPENDENT:  # the baseline measures no pair: nothing read, nothing charged
-        return save_structure(independent_structure(domain.attributes, roles),
-                              artefacts), ledger
     book = load_ledger(ledger)
+    if method == INDEPENDENT or fell_back(book):  # no pair is read, nothing charged
+        return save_structure(independent_structure(
+            domain.attributes, roles, method=INDEPENDENT if method == INDEPENDENT
+            else FALLBACK_METHOD), artefacts), ledger
     book.check(rho)
     model = load_one_way(one_way)
     tables = count_marginals(domain, all_pairs(domain),

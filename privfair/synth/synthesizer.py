@@ -11,8 +11,10 @@ wrap; :class:`FairSynthesizer` and :func:`synthesize` chain them for library use
 from __future__ import annotations
 
 import importlib.metadata
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 import numpy as np
@@ -79,9 +81,99 @@ class BudgetSplit:
         return cls(rho, 0.0, 0.0) if method == INDEPENDENT else cls.thirds(rho)
 
 
-def independent_structure(attributes: Sequence[str], roles: Roles) -> SelectedStructure:
+#: A tree is measured only if the noise alone would put at most this expected TVD on a
+#: typical measured pair; above it the release falls back to the independence model. 0.1 is
+#: the scale of real pairwise dependence (2-way TVD of the independence model without noise:
+#: 0.054 on issue 15's 1,000-row table, 0.08-0.12 on benchmarks/gen_table.py's), so a pair
+#: noisier than that costs more than the dependence it could capture.
+NOISE_TVD_LIMIT = 0.1
+#: Ledger name of the fallback's second one-way measurement (later stages look for it).
+FALLBACK_STEP = "one-way marginals (small-n independence fallback)"
+#: Structure method recorded when a tree method fell back to independence.
+FALLBACK_METHOD = "independent (small-n fallback)"
+
+
+@dataclass(frozen=True)
+class TreeSignal:
+    """Whether a tree's 2-way marginals would carry signal at this noisy total (issue 15).
+
+    Post-processing only: computed from the noisy total, the public (compressed) domain sizes
+    and the ρ left for the tree, never from true counts.
+    """
+
+    noise_tvd: float
+    limit: float = NOISE_TVD_LIMIT
+
+    @property
+    def fallback(self) -> bool:
+        return self.noise_tvd > self.limit
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rule": "independence fallback when the expected noise TVD of a measured "
+                        "pair exceeds the limit",
+                "expected_pair_noise_tvd": self.noise_tvd, "limit": self.limit,
+                "fallback": self.fallback}
+
+
+def tree_signal(total: float, sizes: Sequence[int], *, rho_tree: float,
+                limit: float = NOISE_TVD_LIMIT) -> TreeSignal:
+    """Expected TVD that measurement noise alone puts on a median-size pair of the tree.
+
+    ``rho_tree`` is the ρ left for selection and measurement; the measurement gets half of it
+    (MST's split), shared by the ``len(sizes) - 1`` edges. A pair with ``c`` cells measured
+    with Gaussian noise σ has expected L1 noise ``σ·√(2/π)·c``, i.e. a TVD of that over
+    ``2·total``.
+    """
+    if len(sizes) < 2 or rho_tree <= 0:
+        return TreeSignal(0.0, limit)
+    sigma = math.sqrt((len(sizes) - 1) / (2 * (rho_tree / 2)))
+    cells = float(np.median([a * b for a, b in combinations(sizes, 2)]))
+    return TreeSignal(sigma * math.sqrt(2 / math.pi) * cells / (2 * max(total, 1.0)), limit)
+
+
+def combine_measurements(first: Sequence[Measurement],
+                         second: Sequence[Measurement]) -> list[Measurement]:
+    """Inverse-variance average of two noisy answers to the same queries (post-processing).
+
+    Two Gaussian measurements costing ρ₁ and ρ₂ combine into one as accurate as a single
+    measurement costing ρ₁ + ρ₂.
+    """
+    out = []
+    for a, b in zip(first, second, strict=True):
+        if a.clique != b.clique:
+            raise ValueError(f"cannot combine measurements of {a.clique} and {b.clique}")
+        wa, wb = 1 / a.stddev ** 2, 1 / b.stddev ** 2
+        out.append(Measurement(a.clique, (wa * a.values + wb * b.values) / (wa + wb),
+                               1 / np.sqrt(wa + wb)))
+    return out
+
+
+def one_way_with_fallback(
+    tables: Mapping[Clique, np.ndarray], domain: Domain, noisy: Sequence[Measurement], *,
+    rho_tree: float, rng: np.random.Generator, ledger: PrivacyLedger, discrete: bool = False,
+    compress: bool = True, threshold: float = 3.0,
+) -> tuple[OneWayModel, list[Measurement], TreeSignal]:
+    """Fit the one-way model; if the tree would be noise, spend ``rho_tree`` on the one-way
+    marginals instead (charged as :data:`FALLBACK_STEP`) and refit."""
+    model = fit_one_way(noisy, domain, compress=compress, threshold=threshold)
+    signal = tree_signal(model.total, model.compression.compressed.sizes, rho_tree=rho_tree)
+    if signal.fallback:
+        extra = measure_marginals(tables, [(a,) for a in domain], rho=rho_tree, rng=rng,
+                                  ledger=ledger, name=FALLBACK_STEP, discrete=discrete)
+        noisy = combine_measurements(noisy, extra)
+        model = fit_one_way(noisy, domain, compress=compress, threshold=threshold)
+    return model, list(noisy), signal
+
+
+def fell_back(ledger: PrivacyLedger) -> bool:
+    """Whether this release's ledger holds the independence fallback's measurement."""
+    return any(e.name == FALLBACK_STEP for e in ledger.entries)
+
+
+def independent_structure(attributes: Sequence[str], roles: Roles, *,
+                          method: str = INDEPENDENT) -> SelectedStructure:
     """The empty structure of the independence baseline (no data read, nothing charged)."""
-    return SelectedStructure(INDEPENDENT, (), check_fairness(attributes, [], roles))
+    return SelectedStructure(method, (), check_fairness(attributes, [], roles))
 
 
 def measure_one_way(
@@ -204,6 +296,9 @@ class FairSynthesizer:
         AIM's cap on the junction tree's maximal cliques.
     require_fair : bool
         Raise :class:`FairnessViolationError` if a fair method's structure fails the check.
+    small_n_fallback : bool
+        Tree methods: when the noisy total is too small for the tree's 2-way marginals to
+        carry signal (:func:`tree_signal`), spend their ρ on the one-way marginals instead.
 
     Attributes
     ----------
@@ -215,6 +310,7 @@ class FairSynthesizer:
         method: str = "mst", compress: bool = True, compress_threshold: float = 3.0,
         discrete_noise: bool = False, max_search_nodes: int = 200_000, tol: float = 1e-6,
         max_iters: int = 10_000, require_fair: bool = True, max_model_size_mb: float = 80.0,
+        small_n_fallback: bool = True,
     ) -> None:
         _check_settings(epsilon=epsilon, delta=delta, method=method, sample_mode="iid")
         roles.check(domain, fair=method in FAIR_METHODS)
@@ -224,6 +320,7 @@ class FairSynthesizer:
         self.discrete_noise, self.max_search_nodes = discrete_noise, max_search_nodes
         self.tol, self.max_iters, self.require_fair = tol, max_iters, require_fair
         self.max_model_size_mb = max_model_size_mb
+        self.small_n_fallback = small_n_fallback
 
     def fit(self, data: DataLike, *, rng: np.random.Generator,
             ledger: PrivacyLedger | None = None,
@@ -266,11 +363,17 @@ class FairSynthesizer:
         report("measure one-way", 0.1)
         one_way = measure_one_way(tables, self.domain, rho=split.one_way, rng=rng,
                                   ledger=ledger, discrete=self.discrete_noise)
-        self.one_way_ = fit_one_way(one_way, self.domain, compress=self.compress,
-                                    threshold=self.compress_threshold)
+        self.one_way_, _, self.tree_signal_ = one_way_with_fallback(
+            tables, self.domain, one_way,
+            rho_tree=0.0 if independent or not self.small_n_fallback
+            else split.select + split.measure,
+            rng=rng, ledger=ledger, discrete=self.discrete_noise, compress=self.compress,
+            threshold=self.compress_threshold)
         self.compression_ = self.one_way_.compression
-        if independent:
-            self.structure_ = independent_structure(self.domain.attributes, self.roles)
+        if independent or self.tree_signal_.fallback:
+            self.structure_ = independent_structure(
+                self.domain.attributes, self.roles,
+                method=INDEPENDENT if independent else FALLBACK_METHOD)
             self.selected_ = []
         else:
             report("select structure", 0.2)
@@ -343,6 +446,8 @@ class FairSynthesizer:
                     "converged": report.converged if report else None,
                 },
                 "estimated_total": self.model_.total,
+                "small_n": (self.tree_signal_.to_dict()
+                            if getattr(self, "tree_signal_", None) else None),
                 "max_model_size_mb": self.max_model_size_mb,
                 "aim_rounds": [
                     {"round": r.round, "clique": list(r.clique), "sigma": r.sigma,
