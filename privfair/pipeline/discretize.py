@@ -322,9 +322,12 @@ def _match(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str =
     keys = list(labels) + list(spec.aliases)
     targets = np.array([*range(len(labels)), *(labels.index(t) for t in spec.aliases.values())],
                        dtype=np.int64)
-    text = normalize_text(_as_text(raw), normalize)
+    # Match each distinct raw value once (a column holds few), then spread to the rows.
+    inverse, uniques = pd.factorize(raw, use_na_sentinel=True)
+    text = normalize_text(_as_text(pd.Series(uniques)), normalize)
     index = pd.Index(keys, dtype=object).get_indexer(text)
-    return np.where(index >= 0, targets[np.maximum(index, 0)], -1).astype(np.int64)
+    per_unique = np.where(index >= 0, targets[np.maximum(index, 0)], -1).astype(np.int64)
+    return np.where(inverse >= 0, per_unique[np.maximum(inverse, 0)], -1).astype(np.int64)
 
 
 def _as_text(raw: pd.Series) -> np.ndarray:
