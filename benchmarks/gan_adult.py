@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import resource
+import sys
 import time
 
 import numpy as np
@@ -48,6 +49,13 @@ def classifier_scores(train, test, domain, *, protected, outcome):
 
     return {"accuracy": float((pred == y).mean()), "rd_eta": rate(s) - rate(~s),
             "dtpr": rate(s & y) - rate(~s & y), "dfpr": rate(s & ~y) - rate(~s & ~y)}
+
+
+def _progress(label):
+    def report(epoch, epochs, info):
+        print(f"{label} epoch {epoch}/{epochs} shift {info['marginal_shift']:.4f}",
+              file=sys.stderr, flush=True)
+    return report
 
 
 def main() -> None:
@@ -87,11 +95,11 @@ def main() -> None:
                                    delta=args.delta)
             config = GANConfig(method=method, **({"epochs": args.epochs} if args.epochs
                                                  else {}))
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             fitted = fit_gan(train_codes, domain, protected=protected, outcome=outcome,
                              ledger=ledger, rng=np.random.default_rng(args.seed),
-                             config=config)
-            seconds = time.perf_counter() - start
+                             config=config, progress=_progress(f"{method} eps={eps_text}"))
+            seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
             synthetic = fitted.sample(len(train), rng=np.random.default_rng(args.seed + 1))
             fairness = data_fairness(synthetic, domain, protected=protected, outcome=outcome,
                                      rng=np.random.default_rng(args.seed))
@@ -105,6 +113,7 @@ def main() -> None:
                 "sigma": dp["noise_multiplier"], "clip": dp["max_grad_norm"],
                 "q": dp["sample_rate"], "steps": dp["steps"], "steps_run": dp["steps_run"],
                 "epochs_run": len(fitted.history), "fit_seconds": round(seconds, 1),
+                "fit_cpu_seconds": round(cpu, 1),
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
             }), flush=True)
 

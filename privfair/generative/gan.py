@@ -100,7 +100,7 @@ class GANConfig:
     """
 
     method: str = "fairgan"
-    epochs: int = 15
+    epochs: int = 10
     batch_size: int = 1000
     learning_rate: float = 2e-4
     noise_dim: int = 64
