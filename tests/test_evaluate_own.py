@@ -118,3 +118,21 @@ def test_privileged_group_of_a_non_binary_protected_column(credit, tmp_path, cap
     assert main(["evaluate", "--contract", str(three), "--data", str(data), "--privileged",
                  "checking"]) == 2
     assert "expected COLUMN=LABEL" in capsys.readouterr().err
+
+
+def test_evaluate_synthetic_orders_and_training_sample():
+    import numpy as np
+
+    from privfair.core.domain import Domain, Roles
+    from privfair.evaluation.evaluate import evaluate_synthetic
+
+    rng = np.random.default_rng(0)
+    domain = Domain(("g", "a", "y"), (2, 3, 2))
+    table = pd.DataFrame({"g": rng.integers(0, 2, 400), "a": rng.integers(0, 3, 400),
+                          "y": rng.integers(0, 2, 400)})
+    record = evaluate_synthetic(table.iloc[:300], real_train=table, real_test=table,
+                                domain=domain, roles=Roles(("g",), ("a",), ("y",)),
+                                classifiers=("logistic",), max_train_rows=120,
+                                tvd_orders=(1, 2))
+    assert "tvd2" in record and "tvd3" not in record
+    assert record["logistic_n_train"] == 120 and record["logistic_n_test"] == 400
