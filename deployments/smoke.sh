@@ -5,7 +5,8 @@
 #   2. `python deployments/serve.py` (registers monthly-adult and ad-hoc, executes runs)
 #   3. `prefect deployment run privfair-release/ad-hoc --param epsilon=0.5 ... --watch`
 #   4. checks: the run completed; one release with epsilon 0.5 in the catalog, whose manifest
-#      names that flow run; the dataset's concurrency limit exists; the monthly deployment
+#      names that flow run; the dataset's concurrency limit exists and serialises two
+#      simultaneous runs (acquired/released events alternate); the monthly deployment
 #      has upcoming scheduled runs; a budget refusal fails with one line and no traceback,
 #      and the automation of deployments/alerts.py POSTs it to a local webhook receiver.
 #
@@ -32,6 +33,7 @@ STORE=$TMP/releases
 PIDS=()
 
 say() { printf 'smoke: %s\n' "$*" >&2; }
+alive() { local stat; stat=$(ps -o stat= -p "$1" 2>/dev/null) && [[ $stat != Z* ]]; }
 fail() { say "FAIL: $*"; for f in "$TMP"/*.log; do say "--- $f"; tail -n 30 "$f" >&2; done; exit 1; }
 cleanup() {
     for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -45,7 +47,7 @@ say "server on port $PORT (home $PREFECT_HOME)"
 PIDS+=($!)
 for _ in $(seq 240); do
     curl -fsS "$PREFECT_API_URL/health" >/dev/null 2>&1 && break
-    kill -0 "${PIDS[0]}" 2>/dev/null || break
+    alive "${PIDS[0]}" || break
     sleep 0.5
 done
 if ! curl -fsS "$PREFECT_API_URL/health" >/dev/null 2>&1; then
@@ -77,11 +79,13 @@ PIDS+=($!)
 say "serving the deployments"
 "$PY" deployments/serve.py >"$TMP/serve.log" 2>&1 &
 PIDS+=($!)
-for _ in $(seq 120); do
-    "$BIN/prefect" deployment inspect privfair-release/ad-hoc >/dev/null 2>&1 && break
-    kill -0 "${PIDS[1]}" 2>/dev/null || fail "deployments/serve.py exited"
-    sleep 1
+REGISTERED=
+for _ in $(seq 30); do
+    alive "${PIDS[-1]}" || fail "deployments/serve.py exited"
+    if grep -q "being served" "$TMP/serve.log"; then REGISTERED=1; break; fi
+    sleep 2
 done
+[[ -n $REGISTERED ]] || fail "deployments/serve.py registered no deployments in 60 s"
 
 say "ad-hoc run: contract=$CONTRACT epsilon=0.5"
 "$BIN/prefect" deployment run privfair-release/ad-hoc --param epsilon=0.5 \
@@ -123,8 +127,43 @@ print(f"release {rows[0]['dataset']} {rows[0]['version']} from flow run "
       + ", ".join(str(r.expected_start_time) for r in upcoming[:3]))
 EOF
 
-say "budget refusal: epsilon=1e6 must fail with one line and no traceback"
-if "$BIN/prefect" deployment run privfair-release/ad-hoc --param epsilon=1000000 \
+say "two runs for one dataset at once: the concurrency limit must serialise them"
+"$PY" - "$STORE" "$CONTRACT" <<'EOF' || fail "concurrency check failed"
+import sys, time
+import httpx
+from prefect.client.orchestration import get_client
+from prefect.deployments import run_deployment
+from prefect.settings import PREFECT_API_URL
+
+store, contract = sys.argv[1], sys.argv[2]
+params = {"contract": contract, "epsilon": 0.25, "out": store}
+runs = [run_deployment("privfair-release/ad-hoc", parameters=params, timeout=0)
+        for _ in range(2)]
+deadline = time.monotonic() + 600
+with get_client(sync_client=True) as client:
+    while time.monotonic() < deadline:
+        states = [client.read_flow_run(r.id).state for r in runs]
+        if all(s.is_final() for s in states):
+            break
+        time.sleep(2)
+assert all(s.is_completed() for s in states), states
+name = f"privfair-release-{contract}"
+for _ in range(30):  # events arrive asynchronously
+    body = httpx.post(f"{PREFECT_API_URL.value()}/events/filter", json={
+        "filter": {"event": {"prefix": ["prefect.concurrency-limit."]}}, "limit": 50}).json()
+    seq = sorted((e["occurred"], e["event"].rsplit(".", 1)[1]) for e in body["events"]
+                 if e["resource"].get("prefect.resource.name") == name
+                 and e["event"].endswith((".acquired", ".released")))
+    if len([k for _, k in seq if k == "released"]) >= 3:
+        break
+    time.sleep(1)
+kinds = [k for _, k in seq]
+assert kinds[:6] == ["acquired", "released"] * 3, seq
+print(f"slot {name}: " + " ".join(kinds))
+EOF
+
+say "budget refusal: epsilon=50 must fail with one line and no traceback"
+if "$BIN/prefect" deployment run privfair-release/ad-hoc --param epsilon=50 \
     --param "contract=$CONTRACT" --param "out=$STORE" --watch --watch-timeout 300 \
     >"$TMP/refusal.log" 2>&1; then
     fail "an over-budget run completed"

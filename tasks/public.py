@@ -8,6 +8,7 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
+from privfair.core.errors import PrivfairError
 from privfair.pipeline import plan as lib
 from privfair.pipeline.artefacts import FileRef
 from privfair.pipeline.plan import ReleaseParams, ReleasePlan
@@ -17,8 +18,17 @@ from tasks._common import retry_on_io_error
 
 @task(name="preflight", cache_policy=NO_CACHE, persist_result=False)
 def preflight(params: ReleaseParams) -> ReleasePlan:
-    """Refuse bad input and an exhausted lifetime budget before any private read."""
-    return lib.preflight(params)
+    """Refuse bad input and an exhausted lifetime budget before any private read.
+
+    Nothing private has been read yet, so any ``ValueError`` here is bad input: it becomes a
+    :class:`~privfair.pipeline.plan.ReleaseInputError` (a refusal, logged as one line).
+    """
+    try:
+        return lib.preflight(params)
+    except PrivfairError:
+        raise
+    except ValueError as exc:
+        raise lib.ReleaseInputError(lib.params_error_line(exc)) from None
 
 
 @task(name="publish", retries=2, retry_delay_seconds=[1, 5],

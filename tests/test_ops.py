@@ -119,3 +119,15 @@ def test_summary_markdown_has_a_header_row_and_the_run_link():
     assert "| Item | Value |\n|---|---|" in md
     assert "ρ = 0.01497 zCDP" in md and "0.014974049" not in md
     assert "| Flow run | [brave-fox](http://ui/runs/flow-run/id) |" in md
+
+
+def test_preflight_value_errors_are_refusals(monkeypatch):
+    from privfair.pipeline import plan
+    from tasks import public
+
+    def bad(params):
+        raise ValueError("epsilon: 1e+06 is outside [1e-06, 100]")
+
+    monkeypatch.setattr(plan, "preflight", bad)
+    with pytest.raises(ReleaseInputError, match=r"^epsilon: 1e\+06 is outside"):
+        public.preflight.fn(None)
