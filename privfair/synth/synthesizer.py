@@ -13,8 +13,10 @@ from __future__ import annotations
 import importlib.metadata
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import combinations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -254,6 +256,62 @@ def generate(
     columns = sample_model(model, n_rows, rng=rng, mode=mode)
     columns = decompress(columns, compression, rng=rng)
     return pd.DataFrame({a: columns[a] for a in compression.original})
+
+
+def stream_sample(
+    model: GraphicalModel, compression: Compression, n_rows: int, folder: str | Path, *,
+    rng: np.random.Generator, chunk_rows: int = 1_000_000,
+    labels: Mapping[str, Sequence[str]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[Path]:
+    """Draw ``n_rows`` i.i.d. rows in chunks, one Parquet part file per chunk (issue 15).
+
+    Only one chunk is in memory at a time, so the row count is bounded by disk, not RAM.
+    ``folder`` becomes a Parquet dataset (``part-00000.parquet``, ...; read it back with
+    ``pyarrow.dataset`` or ``pandas.read_parquet(folder)``). Columns hold the smallest
+    unsigned codes, or dictionary-encoded ``labels`` when given (no string is built per
+    row). ``progress(rows_done, n_rows)`` is told after each part. Sampling is i.i.d.; the
+    ``round`` mode needs the whole table at once and is not offered here.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not isinstance(n_rows, int | np.integer) or n_rows < 0:
+        raise ValueError(f"n_rows must be an integer >= 0, got {n_rows!r}")
+    if chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    domain = compression.original
+    dtypes = {a: np.uint8 if domain.size(a) <= 256 else np.uint16 if domain.size(a) <= 65536
+              else np.uint32 for a in domain}
+    dictionaries = {a: pa.array(list(labels[a]), pa.string()) for a in domain} if labels else {}
+    parts: list[Path] = []
+    done = 0
+    # One writer thread: Parquet encoding releases the GIL, so part k is compressed while
+    # part k+1 is sampled; at most two parts are in memory.
+    with ThreadPoolExecutor(max_workers=1) as writer:
+        pending = None
+        while done < n_rows or not parts:
+            n = min(chunk_rows, n_rows - done)
+            columns = decompress(sample_model(model, n, rng=rng), compression, rng=rng)
+            arrays = {}
+            for a in domain:
+                codes = pa.array(columns[a].astype(dtypes[a]))
+                arrays[a] = (pa.DictionaryArray.from_arrays(codes, dictionaries[a])
+                             if a in dictionaries else codes)
+            del columns
+            if pending is not None:
+                pending.result()
+            path = folder / f"part-{len(parts):05d}.parquet"
+            pending = writer.submit(pq.write_table, pa.table(arrays), path,
+                                    compression="zstd")
+            parts.append(path)
+            done += n
+            if progress:
+                progress(done, n_rows)
+        pending.result()
+    return parts
 
 
 def _version() -> str:
