@@ -16,6 +16,8 @@ Commands::
                    [--contract PATH] [--data PATH] [--group COL] [--out DIR]
     privfair predict --release DIR --data FILE [--out FILE]
     privfair audit [--mechanism NAME ...] [--scale F] [--json]
+    privfair store gc [--work-dir DIR] [--older-than DAYS] [--dry-run]
+    privfair --version
     privfair discover --contract PATH --epsilon E [--delta D] [--data PATH]
                       [--method privpc|lapmech] [--coarsen NAME|FILE] [--out DIR]
 
@@ -50,6 +52,15 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _version() -> str:
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("privfair")
+    except importlib.metadata.PackageNotFoundError:  # a source tree without an install
+        return "0+unknown"
+
+
 def _add_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--store", default="releases", help="release store folder (default: releases)")
     p.add_argument("--dataset", help="only this dataset")
@@ -59,6 +70,7 @@ def _add_store(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="privfair", description=(
         "Differentially private, justifiably fair synthetic releases of sensitive tables."))
+    parser.add_argument("--version", action="version", version=f"privfair {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     rel = sub.add_parser("release", help="publish a DP synthetic release",
@@ -159,6 +171,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="finish or undo unfinished publications, drop stale catalog rows "
                           "and private leftovers")
     chk.set_defaults(func=cmd_store_check)
+    gc = sto_sub.add_parser("gc", help="remove old files from a working folder: post-noise "
+                                       "artefacts, the result cache, private reports, "
+                                       "staging left by killed runs")
+    gc.add_argument("--work-dir", default=".privfair",
+                    help="working folder (default: .privfair)")
+    gc.add_argument("--older-than", type=float, default=7.0, metavar="DAYS",
+                    help="remove what is older than this many days (default: 7)")
+    gc.add_argument("--dry-run", action="store_true", help="list, remove nothing")
+    gc.set_defaults(func=cmd_store_gc)
 
     ev = sub.add_parser("evaluate", help="privacy-fairness-utility grid on real data",
                         description="Run methods x epsilons x seeds (x TOT etas) on a fixed "
@@ -550,6 +571,19 @@ def cmd_store_check(args: argparse.Namespace) -> int:
         print(f"problem: {line}")
     print("consistent" if report.consistent else f"{len(report.problems)} problem(s)")
     return 0 if report.consistent else 1
+
+
+def cmd_store_gc(args: argparse.Namespace) -> int:
+    from privfair.pipeline.housekeeping import RUN_TIME_LIMIT_S, collect_garbage
+
+    if not args.older_than >= 0:
+        raise UsageError(f"--older-than must be a number of days >= 0, got {args.older_than}")
+    report = collect_garbage(args.work_dir, older_than_s=args.older_than * 86_400,
+                             stale_staging_s=RUN_TIME_LIMIT_S, dry_run=args.dry_run)
+    for path in report.removed:
+        print(path)
+    _stderr_console().print(report.line())
+    return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:

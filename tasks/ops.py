@@ -22,13 +22,15 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from privfair.core.errors import PrivfairError
+from privfair.pipeline.housekeeping import RUN_TIME_LIMIT_S
 
 #: Loggers whose records repeat a refusal with its traceback.
 ENGINE_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine",
                   "prefect.flow_engine", "prefect.task_engine")
 
-#: Seconds a release may run before Prefect fails it (Adult with AIM takes minutes).
-FLOW_TIMEOUT_S = 6 * 3600
+#: Seconds a release may run before Prefect fails it (Adult with AIM takes minutes);
+#: ``privfair store gc`` treats older staging folders as left by killed runs.
+FLOW_TIMEOUT_S = RUN_TIME_LIMIT_S
 
 
 def is_refusal(exc: BaseException | None) -> bool:

@@ -62,3 +62,22 @@ def test_gc_refuses_a_folder_that_is_not_a_work_dir(tmp_path):
     with pytest.raises(WorkDirError, match="is not a privfair working folder"):
         collect_garbage(tmp_path, older_than_s=0, stale_staging_s=0)
     assert (tmp_path / "precious.txt").exists()
+
+
+def test_cli_store_gc_and_version(tmp_path, capsys):
+    from privfair.cli import main
+
+    now = __import__("time").time()
+    ws = Workspace.open(tmp_path / "work")
+    old = _file(ws.artefacts / "ledger-1.json", 30, now)
+    young = _file(ws.artefacts / "ledger-2.json", 0, now)
+    assert main(["store", "gc", "--work-dir", str(ws.root), "--dry-run"]) == 0
+    assert old.exists() and capsys.readouterr().out.split() == [str(old)]
+    assert main(["store", "gc", "--work-dir", str(ws.root), "--older-than", "7"]) == 0
+    assert not old.exists() and young.exists()
+    assert main(["store", "gc", "--work-dir", str(tmp_path / "nope")]) == 2
+    assert "is not a privfair working folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip().startswith("privfair 0.")

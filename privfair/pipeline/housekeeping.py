@@ -25,9 +25,12 @@ from pathlib import Path
 
 from privfair.core.errors import PrivfairError
 
-__all__ = ["GarbageReport", "collect_garbage"]
+__all__ = ["RUN_TIME_LIMIT_S", "GarbageReport", "collect_garbage"]
 
 _KNOWN = ("artefacts", "prefect-results", "staging", "private-reports")
+
+#: The release flow's time limit: a staging folder older than this belongs to no live run.
+RUN_TIME_LIMIT_S = 6 * 3600
 
 
 class WorkDirError(PrivfairError, ValueError):
