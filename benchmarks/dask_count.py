@@ -1,0 +1,84 @@
+"""Counting engines (issue 15 item 4): rows/s of the measurement counts, local vs Dask.
+
+1. Writes ``--rows`` generated rows of codes (sampled from an MST model of Adult, so the
+   values look like Adult's) to a partitioned Parquet on disk, ``--chunk`` rows per part.
+2. Counts every 1-way and 2-way marginal (13 + 78 tables) with
+   :func:`privfair.synth.measure.count_marginals_parquet`: ``local``, then ``dask`` on a
+   ``LocalCluster`` of 1 and of 2 single-threaded worker processes.
+3. Prints JSON: seconds and rows/s per engine, rows/s per worker, 2-vs-1 worker scaling, and
+   the load average (the machine is shared; scaling past its 2 cores means nothing).
+
+    python benchmarks/dask_count.py                  # 10,000,000 rows
+    python benchmarks/dask_count.py --rows 2000000   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from _common import emit, load_codes
+
+
+def generate(folder: Path, rows: int, chunk: int) -> float:
+    import numpy as np
+
+    from privfair.synth.synthesizer import FairSynthesizer, stream_sample
+
+    codes, contract = load_codes("adult")
+    synth = FairSynthesizer(domain=contract.domain(), roles=contract.roles(), epsilon=1.0,
+                            delta=1e-9, method="mst").fit(codes, rng=np.random.default_rng(0))
+    start = time.perf_counter()
+    stream_sample(synth.model_, synth.compression_, rows, folder,
+                  rng=np.random.default_rng(1), chunk_rows=chunk)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    from distributed import Client, LocalCluster
+
+    from privfair.synth.measure import all_pairs, count_marginals_parquet
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--chunk", type=int, default=1_000_000)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    _, contract = load_codes("adult")
+    domain = contract.domain()
+    cliques = [(a,) for a in domain] + all_pairs(domain)
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="pf-dask-") as tmp:
+        folder = Path(tmp) / "codes"
+        generate_s = generate(folder, args.rows, args.chunk)
+        size = sum(p.stat().st_size for p in folder.glob("*.parquet"))
+
+        def timed(name: str, workers: int, **kw) -> None:
+            load = os.getloadavg()[0]
+            start = time.perf_counter()
+            tables = count_marginals_parquet(domain, cliques, folder, **kw)
+            seconds = time.perf_counter() - start
+            assert int(tables[cliques[0]].sum()) == args.rows
+            results[name] = {"seconds": round(seconds, 2), "rows_per_s": round(args.rows / seconds),
+                             "rows_per_s_per_worker": round(args.rows / seconds / workers),
+                             "load1_before": load}
+
+        timed("local", 1)
+        for workers in (1, 2):
+            with (LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None) as cluster, Client(cluster) as client):
+                # import the counting code in the workers first: start-up is not counting
+                client.run(__import__, "privfair.synth.measure")
+                timed(f"dask-{workers}-workers", workers, engine="dask", client=client)
+    one, two = results["dask-1-workers"], results["dask-2-workers"]
+    emit({"benchmark": "dask_count", "rows": args.rows, "parts": -(-args.rows // args.chunk),
+          "bytes_on_disk": size, "generate_s": round(generate_s, 2), "cliques": len(cliques),
+          "cpus": os.cpu_count(), "load_avg": os.getloadavg(), "engines": results,
+          "scaling_2_over_1": round(one["seconds"] / two["seconds"], 2)}, args.out)
+
+
+if __name__ == "__main__":
+    main()

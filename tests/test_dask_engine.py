@@ -1,0 +1,65 @@
+"""Counting marginals per partition of a Parquet dataset, locally and on a Dask LocalCluster."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from privfair.core.domain import Domain
+from privfair.synth.measure import all_pairs, count_marginals, count_marginals_parquet
+
+DOMAIN = Domain(("a", "b", "c"), (3, 4, 2))
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    rng = np.random.default_rng(0)
+    folder = tmp_path / "codes"
+    folder.mkdir()
+    frames = []
+    for k, n in enumerate((500, 1, 1200)):
+        columns = {a: rng.integers(0, s, n).astype(np.uint8) for a, s in
+                   zip(DOMAIN.attributes, DOMAIN.sizes, strict=True)}
+        # two row groups in the last file: units are (file, row group)
+        pq.write_table(pa.table(columns), folder / f"part-{k}.parquet", row_group_size=700)
+        frames.append(columns)
+    whole = {a: np.concatenate([f[a] for f in frames]) for a in DOMAIN}
+    return folder, whole
+
+
+def _expected(whole):
+    return count_marginals(DOMAIN, [(a,) for a in DOMAIN] + all_pairs(DOMAIN), [whole])
+
+
+def test_local_engine_equals_counting_the_whole_table(dataset):
+    folder, whole = dataset
+    got = count_marginals_parquet(DOMAIN, [(a,) for a in DOMAIN] + all_pairs(DOMAIN), folder)
+    expected = _expected(whole)
+    assert got.keys() == expected.keys()
+    for clique in expected:
+        np.testing.assert_array_equal(got[clique], expected[clique])
+    with pytest.raises(ValueError, match="engine must be one of"):
+        count_marginals_parquet(DOMAIN, [("a",)], folder, engine="spark")
+
+
+def test_dask_engine_on_a_local_cluster_sums_partitions_on_the_driver(dataset):
+    distributed = pytest.importorskip("distributed")
+    folder, whole = dataset
+    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                   dashboard_address=None) as cluster,
+          distributed.Client(cluster) as client):
+        got = count_marginals_parquet(DOMAIN, [(a,) for a in DOMAIN] + all_pairs(DOMAIN),
+                                      folder, engine="dask", client=client)
+        # no partial table stays on the cluster (releases are messages: wait for them)
+        for _ in range(100):
+            if not client.who_has():
+                break
+            time.sleep(0.05)
+        assert not client.who_has()
+    expected = _expected(whole)
+    for clique in expected:
+        np.testing.assert_array_equal(got[clique], expected[clique])
