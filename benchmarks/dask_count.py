@@ -14,27 +14,26 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import tempfile
 import time
 from pathlib import Path
 
-from _common import emit, load_codes
+from _common import emit
+from sample_10m import adult_mst, rows_arguments
 
 
-def generate(folder: Path, rows: int, chunk: int) -> float:
+def generate(folder: Path, rows: int, chunk: int) -> tuple[float, object]:
+    """Write the codes; returns (seconds, contract)."""
     import numpy as np
 
-    from privfair.synth.synthesizer import FairSynthesizer, stream_sample
+    from privfair.synth.synthesizer import stream_sample
 
-    codes, contract = load_codes("adult")
-    synth = FairSynthesizer(domain=contract.domain(), roles=contract.roles(), epsilon=1.0,
-                            delta=1e-9, method="mst").fit(codes, rng=np.random.default_rng(0))
+    synth, contract = adult_mst()
     start = time.perf_counter()
     stream_sample(synth.model_, synth.compression_, rows, folder,
                   rng=np.random.default_rng(1), chunk_rows=chunk)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, contract
 
 
 def main() -> None:
@@ -42,18 +41,13 @@ def main() -> None:
 
     from privfair.synth.measure import all_pairs, count_marginals_parquet
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--chunk", type=int, default=1_000_000)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
-    _, contract = load_codes("adult")
-    domain = contract.domain()
-    cliques = [(a,) for a in domain] + all_pairs(domain)
+    args = rows_arguments(__doc__)
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory(prefix="pf-dask-") as tmp:
         folder = Path(tmp) / "codes"
-        generate_s = generate(folder, args.rows, args.chunk)
+        generate_s, contract = generate(folder, args.rows, args.chunk)
+        domain = contract.domain()
+        cliques = [(a,) for a in domain] + all_pairs(domain)
         size = sum(p.stat().st_size for p in folder.glob("*.parquet"))
 
         def timed(name: str, workers: int, **kw) -> None:

@@ -23,7 +23,8 @@ from pathlib import Path
 from _common import emit, load_codes, run_worker
 
 
-def fit(path: Path) -> None:
+def adult_mst():
+    """MST fitted on the embedded Adult codes (ε = 1, test seed): (synthesizer, contract)."""
     import numpy as np
 
     from privfair.synth.synthesizer import FairSynthesizer
@@ -31,6 +32,20 @@ def fit(path: Path) -> None:
     codes, contract = load_codes("adult")
     synth = FairSynthesizer(domain=contract.domain(), roles=contract.roles(), epsilon=1.0,
                             delta=1e-9, method="mst").fit(codes, rng=np.random.default_rng(0))
+    return synth, contract
+
+
+def rows_arguments(doc: str) -> argparse.Namespace:
+    """``--rows`` (10M), ``--chunk`` (1M rows per part) and ``--out``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--chunk", type=int, default=1_000_000)
+    parser.add_argument("--out", type=Path)
+    return parser.parse_args()
+
+
+def fit(path: Path) -> None:
+    synth, contract = adult_mst()
     labels = {a: contract.labels(a) for a in contract.column_names}
     path.write_bytes(pickle.dumps((synth.model_, synth.compression_, labels)))
 
@@ -52,11 +67,7 @@ def worker(model_path: str, out: str, rows: str, chunk: str) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10_000_000)
-    parser.add_argument("--chunk", type=int, default=1_000_000)
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    args = rows_arguments(__doc__)
     with tempfile.TemporaryDirectory(prefix="pf-sample-") as tmp:
         model = Path(tmp) / "model.pkl"
         fit(model)
