@@ -206,6 +206,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "--release)")
     ev.add_argument("--release", help="score this published release folder against --data "
                                       "(utility, fairness, train-synthetic-test-real)")
+    ev.add_argument("--test-fraction", type=float,
+                    help="with --contract: held-out share of the split (default: 0.2)")
     ev.add_argument("--privileged", nargs="+", metavar="COLUMN=LABEL",
                     help="with --contract or --release: the privileged group of each "
                          "protected column (needed for non-binary ones)")
@@ -625,7 +627,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return _score_release(args, privileged)
     given = {k: getattr(args, k) for k in ("datasets", "methods", "epsilons", "seeds", "etas",
                                            "classifiers", "split_seed", "out", "contract",
-                                           "data")
+                                           "data", "test_fraction")
              if getattr(args, k) is not None}
     if args.contract and args.datasets:
         raise UsageError("--contract evaluates your own table; drop --datasets")
@@ -643,7 +645,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         from privfair.evaluation.grid import cached_dataset, dataset_names
 
         cached_dataset(dataset_names(params)[0], params.split_seed, params.contract,
-                       params.data, params.privileged)
+                       params.data, params.privileged, params.test_fraction)
     n = len(cells(params))
     console = _stderr_console()
     console.print(f"evaluation grid: {n} cells; results are NOT privacy-protected")

@@ -24,12 +24,13 @@ REAL_DATA = {"persist_result": False, "cache_policy": NO_CACHE}
 def evaluate_cell(dataset: str, method: str, epsilon: float, seed: int, eta: float | None,
                   classifiers: list[str], split_seed: int, delta: float,
                   sample_mode: str, contract: str | None = None, data: str | None = None,
-                  privileged: dict[str, str] | None = None) -> dict[str, Any]:
+                  privileged: dict[str, str] | None = None, test_fraction: float = 0.2
+                  ) -> dict[str, Any]:
     """Synthesise, (optionally) apply TOT, evaluate: one flat record; failures go in ``error``."""
     record = lib.run_cell(dataset=dataset, method=method, epsilon=epsilon, seed=seed, eta=eta,
                           classifiers=classifiers, split_seed=split_seed, delta=delta,
                           sample_mode=sample_mode, contract=contract, data=data,
-                          privileged=privileged)
+                          privileged=privileged, test_fraction=test_fraction)
     if record["error"]:
         get_run_logger().warning("cell failed (recorded, grid goes on): %s", record["error"])
     return record

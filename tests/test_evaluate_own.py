@@ -28,7 +28,8 @@ def test_evaluate_grid_on_own_contract_and_data(credit, tmp_path, capsys):
     contract, data = credit
     code = main(["evaluate", "--contract", str(contract), "--data", str(data), "--methods", "mst",
                  "--epsilons", "2", "--seeds", "1", "--etas", "0.05", "--classifiers",
-                 "logistic", "--out", str(tmp_path / "evals"), "--no-prefect"])
+                 "logistic", "--test-fraction", "0.3", "--out", str(tmp_path / "evals"),
+                 "--no-prefect"])
     out, err = capsys.readouterr()
     assert code == 0, err
     folder = tmp_path / "evals" / out.strip().splitlines()[-1].split("/")[-1]
@@ -36,6 +37,7 @@ def test_evaluate_grid_on_own_contract_and_data(credit, tmp_path, capsys):
     assert results["dataset"].tolist() == ["credit", "credit"]
     assert results["error"].isna().all()
     assert results["eta"].isna().sum() == 1 and (results["eta"] == 0.05).sum() == 1
+    assert (results["logistic_n_test"] == 300).all()  # --test-fraction 0.3 of 1,000 rows
     assert (folder / "NOT_PRIVACY_PROTECTED.txt").read_text().strip() == NOT_PRIVATE
 
 

@@ -175,9 +175,9 @@ def privileged_codes(contract: Any, privileged: Mapping[str, str] | None) -> dic
 
 
 def load_own(contract_path: str | Path, data_path: str | Path, *,
-             split_seed: int = 2023, privileged: Mapping[str, str] | None = None
-             ) -> EvaluationData:
-    """A publisher's own table, discretised by their contract and split 80/20.
+             split_seed: int = 2023, privileged: Mapping[str, str] | None = None,
+             test_fraction: float = 0.2) -> EvaluationData:
+    """A publisher's own table, discretised by their contract and split (80/20 by default).
 
     Read with the release's rules (literal file, hidden pandas index ignored, ``normalize``).
     Needs declared domains: text (CatHist) and ``dp_bins`` columns get theirs only from a
@@ -200,7 +200,8 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
     batches = list(iter_discretized_batches(data_path, contract))
     codes = pd.DataFrame({c: np.concatenate([b[c] for b in batches]) for c in
                           contract.column_names})
-    train, test = train_test_split(codes, rng=np.random.default_rng(split_seed))
+    train, test = train_test_split(codes, test_fraction=test_fraction,
+                                   rng=np.random.default_rng(split_seed))
     tot = tot_setting(contract) if contract.tot is not None else None
     return EvaluationData(contract.name, train, test, contract.domain(), roles,
                           privileged_codes(contract, privileged), tot)

@@ -62,6 +62,8 @@ class EvaluateParams(BaseModel):
     contract: str | None = Field(
         None, description="Own data: the contract YAML (with 'data'); replaces 'datasets'.")
     data: str | None = Field(None, description="Own data: the CSV/Parquet file (with 'contract').")
+    test_fraction: float = Field(
+        0.2, gt=0.0, lt=1.0, description="Own data: held-out share of the seeded split.")
     privileged: dict[str, str] = Field(
         {}, description="Own data: privileged group label per protected column (needed for "
                         "non-binary ones).")
@@ -124,18 +126,19 @@ _CACHE_LOCK = threading.Lock()
 
 
 def cached_dataset(name: str, split_seed: int, contract: str | None = None,
-                   data: str | None = None, privileged: dict[str, str] | None = None
-                   ) -> EvaluationData:
+                   data: str | None = None, privileged: dict[str, str] | None = None,
+                   test_fraction: float = 0.2) -> EvaluationData:
     """:func:`load_embedded` (or :func:`load_own`), once per process (threads share it; each
     Dask worker loads it)."""
     from privfair.evaluation.evaluate import load_own
 
-    key = (name, split_seed, contract, data, tuple(sorted((privileged or {}).items())))
+    key = (name, split_seed, contract, data, tuple(sorted((privileged or {}).items())),
+           test_fraction)
     with _CACHE_LOCK:
         if key not in _CACHE:
             _CACHE[key] = (load_embedded(name, split_seed=split_seed) if contract is None
                            else load_own(contract, data, split_seed=split_seed,
-                                         privileged=privileged))
+                                         privileged=privileged, test_fraction=test_fraction))
         return _CACHE[key]
 
 
@@ -147,14 +150,15 @@ def error_record(cell: dict[str, Any], exc: BaseException) -> dict[str, Any]:
 def run_cell(*, dataset: str, method: str, epsilon: float, seed: int, eta: float | None,
              classifiers: Sequence[str], split_seed: int, delta: float,
              sample_mode: str, contract: str | None = None, data: str | None = None,
-             privileged: dict[str, str] | None = None) -> dict[str, Any]:
+             privileged: dict[str, str] | None = None, test_fraction: float = 0.2
+             ) -> dict[str, Any]:
     """One grid cell as a flat record; any failure is returned in ``error``, not raised."""
     from privfair.evaluation.evaluate import evaluate_cell
 
     cell = {"dataset": dataset, "method": method, "epsilon": epsilon, "seed": seed, "eta": eta}
     start = time.perf_counter()
     try:
-        real = cached_dataset(dataset, split_seed, contract, data, privileged)
+        real = cached_dataset(dataset, split_seed, contract, data, privileged, test_fraction)
         record = evaluate_cell(real, method=method, epsilon=epsilon, seed=seed, eta=eta,
                                delta=delta, classifiers=tuple(classifiers),
                                sample_mode=sample_mode)
@@ -168,7 +172,7 @@ def cell_kwargs(params: EvaluateParams) -> dict[str, Any]:
     return {"classifiers": list(params.classifiers), "split_seed": params.split_seed,
             "delta": params.delta, "sample_mode": params.sample_mode,
             "contract": params.contract, "data": params.data,
-            "privileged": dict(params.privileged)}
+            "privileged": dict(params.privileged), "test_fraction": params.test_fraction}
 
 
 def results_frame(records: Sequence[dict[str, Any]]) -> pd.DataFrame:
