@@ -343,8 +343,10 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
     columns: list[dict[str, Any]] = []
     drop: list[str] = []
     with _open(path) as src:
+        numeric_csv = _csv_numeric_columns(src)
         for col, kind in src.types.items():
-            spec = _draft_column(src, col, kind, max_categories, bins)
+            spec = _draft_column(src, col, kind, max_categories, bins,
+                                 csv_numeric=numeric_csv.get(col, False))
             if spec is None:
                 drop.append(col)
             else:
@@ -381,15 +383,25 @@ def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> Any:
 _DraftDumper.add_representer(list, _represent_list)
 
 
-def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int
-                  ) -> dict[str, Any] | None:
+def _csv_numeric_columns(src: _Source) -> dict[str, bool]:
+    """CSV columns (all text) whose non-blank values all read as numbers: one scan."""
+    if not src.csv or not src.types:
+        return {}
+    parts = []
+    for name in src.types:
+        col = _q(name)
+        parts += [f"count(*) FILTER (WHERE trim({col}) <> '' AND "
+                  f"TRY_CAST(trim({col}) AS DOUBLE) IS NULL)",
+                  f"count(*) FILTER (WHERE trim({col}) <> '')"]
+    row = src.con.execute(f"SELECT {', '.join(parts)} FROM {src.sql}").fetchone()
+    return {name: row[2 * i + 1] > 0 and row[2 * i] == 0 for i, name in enumerate(src.types)}
+
+
+def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
+                  csv_numeric: bool = False) -> dict[str, Any] | None:
     col = _q(name)
     if src.csv:
-        stats = src.con.execute(
-            f"SELECT count(*) FILTER (WHERE trim({col}) <> '' AND "
-            f"TRY_CAST(trim({col}) AS DOUBLE) IS NULL), count(*) FILTER (WHERE trim({col}) <> "
-            f"'') FROM {src.sql}").fetchone()
-        numeric = stats[1] > 0 and stats[0] == 0
+        numeric = csv_numeric
         value = f"TRY_CAST(trim({col}) AS DOUBLE)"
     elif _NUMERIC.match(kind):
         numeric, value = True, f"CAST({col} AS DOUBLE)"
