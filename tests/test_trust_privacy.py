@@ -193,6 +193,10 @@ def test_tot_discrimination_is_rechecked_against_eta() -> None:
                                           "input_max_ratio_gap": 1.5}}
     check = check_tot_discrimination(record)
     assert check["passed"] and check["achieved"] == 0.049 and check["before_transform"] == 0.3
+    from privfair.pipeline.manifest import _transform_line
+
+    line = _transform_line({"name": "tot", "applied": True, "fairness_check": check, **record})
+    assert "checked: discrimination 0.049 ≤ η (passed)" in line
     record["parameters"]["discrimination"] = "ratio"
     with pytest.raises(FairnessViolationError, match="ratio discrimination 0.2 exceeds"):
         check_tot_discrimination(record)

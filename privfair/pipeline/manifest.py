@@ -200,5 +200,8 @@ def _transform_line(record: Mapping[str, Any]) -> str:
     if not record.get("applied"):
         return "none"
     parameters = record.get("parameters", {})
+    check = record.get("fairness_check")
+    checked = (f"; checked: discrimination {check['achieved']:.3g} ≤ η "
+               f"({'passed' if check['passed'] else 'FAILED'})" if check else "")
     return (f"{record['name']} (η = {parameters.get('eta')}, "
-            f"{parameters.get('discrimination')}; post-processing, no privacy cost)")
+            f"{parameters.get('discrimination')}; post-processing, no privacy cost{checked})")
