@@ -162,3 +162,24 @@ def test_train_flow_publishes_a_model_release(prefect_harness, adult_file, tmp_p
     manifest = json.loads((tmp_path / "store" / "adult" / "v1" / "manifest.json").read_text())
     assert folder.endswith("v1") and manifest["model"] == "pflr"
     assert manifest["seed_policy"].startswith("fresh OS entropy")
+
+
+def test_successive_model_releases_share_the_registry_ledger(adult_file, tmp_path):
+    store = tmp_path / "store"
+    for model in ("privlr", "pflr"):
+        run_train({"model": model, "epsilon": 2.0, "data": str(adult_file), "seed": 5,
+                   "out": str(store), "holdout": 0.0})
+    contract = load_contract(contract_path("adult"))
+    from privfair.pipeline.store import read_lifetime_ledger
+
+    book = read_lifetime_ledger(store, contract)  # cross-checks store, catalog and registry
+    assert [r["version"] for r in book.releases] == ["v1", "v2"]
+    assert all(r["kind"] == "model" and len(r["rdp"]) == len(RDP_ORDERS)
+               for r in book.releases)
+    # Two 2-DP releases: their Rényi curves convert to just over 4 at the lifetime delta.
+    assert 3.9 < lifetime_epsilon(book) < 4.01
+    manifest = json.loads((store / "adult" / "v2" / "manifest.json").read_text())
+    assert manifest["metrics"] is None
+    # A third release over what is left is refused before reading anything.
+    with pytest.raises(BudgetExceededError):
+        preflight_train({"model": "pflr", "epsilon": 6.5, "out": str(store)})

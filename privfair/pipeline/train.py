@@ -55,7 +55,6 @@ from privfair.core.accounting import (
 )
 from privfair.core.errors import BudgetExceededError, DomainError, PrivfairError
 from privfair.pipeline.artefacts import json_bytes, sha256_file, utc_now
-from privfair.pipeline.commit import commit_release
 from privfair.pipeline.contracts import Contract, load_contract
 from privfair.pipeline.model_features import FeatureEncoding
 from privfair.pipeline.plan import (
@@ -68,6 +67,7 @@ from privfair.pipeline.plan import (
 from privfair.pipeline.store import (
     LifetimeLedger,
     code_version,
+    dataset_id,
     locked,
     next_version,
     read_lifetime_ledger,
@@ -145,9 +145,10 @@ def _release_curve(release: Mapping[str, Any]) -> np.ndarray:
 
 
 def lifetime_curve(lifetime: LifetimeLedger) -> np.ndarray:
-    """Composed RDP curve of every release recorded in ``lifetime``."""
+    """Composed RDP curve of every release (and pending reservation) in ``lifetime``."""
     total = np.zeros(len(RDP_ORDERS))
-    for release in lifetime.releases:
+    # Reservations of runs that have not published count as spent, like releases.
+    for release in [*lifetime.releases, *lifetime.pending]:
         total += _release_curve(release)
     return total
 
@@ -493,24 +494,31 @@ def model_card(manifest: Mapping[str, Any]) -> str:
 
 def publish_model(plan: TrainPlan, *, ledger: PrivacyLedger, weights: Mapping[str, np.ndarray],
                   hyper: Mapping[str, Any], metrics: Mapping[str, Any] | None) -> Path:
-    """Write the release folder atomically and record it in the lifetime ledger and catalog."""
+    """Write the release folder and commit it with the store's publication protocol
+    (intent, rename, ``publish`` entry in the registry's lifetime ledger, catalog)."""
+    from privfair.pipeline.publish import commit_publication, recover_store, write_intent
+
     store = plan.store
-    folder = store / plan.contract.name
+    contract = plan.contract
+    folder = store / contract.name
     folder.mkdir(parents=True, exist_ok=True)
     curve = ledger.rdp()
     with locked(folder):
-        lifetime = read_lifetime_ledger(store, plan.contract)
+        recover_store(store, contract.name, locked_already=True)
+        lifetime = read_lifetime_ledger(store, contract)
         after = lifetime_epsilon(lifetime, curve)
         if after > lifetime.epsilon_budget * (1 + 1e-9):
             raise BudgetExceededError(
-                f"lifetime budget of dataset {plan.contract.name!r} exceeded: with this model "
+                f"lifetime budget of dataset {contract.name!r} exceeded: with this model "
                 f"release it would reach epsilon={after:.4g} > {lifetime.epsilon_budget:g}")
         reservation = rho_reservation(lifetime, curve)
+        lifetime.check(rho=reservation)
         version = next_version(folder, lifetime)
         final = folder / version
         tmp = folder / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
-        tmp.mkdir()
+        intent = write_intent(folder, version, run_id=None, staged=tmp)
         try:
+            tmp.mkdir(mode=0o700)
             np.savez(tmp / "weights.npz", **{k: np.asarray(v) for k, v in weights.items()})
             shutil.copyfile(plan.contract_path, tmp / "contract.yaml")
             manifest = build_model_manifest(plan, version=version, ledger=ledger, hyper=hyper,
@@ -522,22 +530,23 @@ def publish_model(plan: TrainPlan, *, ledger: PrivacyLedger, weights: Mapping[st
             (tmp / "manifest.json").write_bytes(json_bytes(manifest))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
+            intent.unlink(missing_ok=True)
             raise
         p = plan.params
-        lifetime.releases.append({
-            "version": version, "published_at": manifest["published_at"],
-            "epsilon": p.epsilon, "delta": p.delta, "rho": reservation,
-            "method": f"model:{p.model}", "kind": "model",
-            "contract_fingerprint": plan.contract.fingerprint(),
-            "rdp": [float(v) for v in curve],
-        })
-        commit_release(
-            store=store, dataset=plan.contract.name, version=version, staged=tmp, final=final,
-            lifetime=lifetime.to_dict(),
-            catalog_row=[plan.contract.name, version, str(final.relative_to(store)),
-                         manifest["published_at"], p.epsilon, p.delta, reservation,
-                         f"model:{p.model}", 0, plan.contract.fingerprint(),
-                         bool(metrics and metrics["fair"]), None])
+        method = f"model:{p.model}"
+        release = {"version": version, "published_at": manifest["published_at"],
+                   "epsilon": p.epsilon, "delta": p.delta, "rho": reservation,
+                   "method": method, "kind": "model",
+                   "contract_fingerprint": contract.fingerprint(),
+                   "rdp": [float(v) for v in curve]}
+        row = [contract.name, version, str(final.relative_to(store)), manifest["published_at"],
+               p.epsilon, p.delta, reservation, method, 0, contract.fingerprint(),
+               bool(metrics and metrics["fair"]), None]
+        commit_publication(store=store, contract_budget=(contract.budget.epsilon,
+                                                         contract.budget.delta),
+                           ident=dataset_id(contract), dataset=contract.name, version=version,
+                           staged=tmp, final=final, intent=intent, release=release,
+                           catalog_row=row)
     log.info("published model release %s", final)
     return final
 
