@@ -307,7 +307,7 @@ _HEADER = """\
 # (aliases or out_of_domain: "other:<category>"). Then:
 #   - declare the roles (protected, admissible, outcome) and the lifetime budget;
 #   - for each text (open_domain) column, declare the universe of possible values from the
-#     codebook as open_domain.universe ({values: [...]} or {words: {alphabet, max_length}}),
+#     codebook as open_domain.universe ({{values: [...]}} or {{words: {{alphabet, max_length}}}}),
 #     never a list or count taken from this file (a release refuses a bare size);
 #   - set `reviewed: true` (`privfair contract check` warns until you do).
 """
