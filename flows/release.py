@@ -77,7 +77,7 @@ _LOCAL_PARAMS: contextvars.ContextVar[ReleaseParams | None] = contextvars.Contex
 ops.install_refusal_filter()
 
 
-@flow(name="privfair-release", persist_result=False, timeout_seconds=ops.FLOW_TIMEOUT_S,
+@flow(name=ops.RELEASE_FLOW, persist_result=False, timeout_seconds=ops.FLOW_TIMEOUT_S,
       on_failure=[ops.on_release_failure], on_crashed=[ops.on_release_failure])
 def release(
     contract: PackagedContract | str = "adult",

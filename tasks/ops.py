@@ -42,11 +42,21 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+#: The flow whose refusals the filter shortens (other flows in one process keep theirs).
+RELEASE_FLOW = "privfair-release"
+
+
 class RefusalTracebackFilter(logging.Filter):
-    """Drop engine ERROR records that repeat a refusal; the failure hook logs one line."""
+    """Drop engine ERROR records that repeat a refusal; the failure hook logs one line.
+
+    Only records of release runs: their ``flow_name`` is the release flow's, or unknown for
+    the process-level records of a served or worker run (one flow run per process).
+    """
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "privfair_refusal", False):
+            return True
+        if getattr(record, "flow_name", "<unknown>") not in (RELEASE_FLOW, "<unknown>"):
             return True
         exc = record.exc_info[1] if record.exc_info else None
         if is_refusal(exc):

@@ -66,6 +66,10 @@ def test_refusal_filter_drops_repeats_keeps_the_one_line_and_real_errors():
     assert f.filter(_record("release refused: ReleaseInputError: ...", privfair_refusal=True))
     assert f.filter(_record("Encountered exception", exc=RuntimeError("bug")))
     assert f.filter(_record("ReleaseInputError: (info)", level=logging.INFO))
+    # another flow's refusals keep their records
+    assert f.filter(_record("Encountered exception", exc=refusal, flow_name="privfair-evaluate"))
+    assert not f.filter(_record("Encountered exception", exc=refusal,
+                                flow_name="privfair-release"))
 
 
 def test_failure_events_keep_unexpected_messages_out():
