@@ -199,7 +199,8 @@ def measure_selected(codes: FileRef, contract: Contract,
 def fit_aim(codes: FileRef, contract: Contract,
             ledger: FileRef, artefacts: str | Path, *, method: str, rho: float,
             seed: int | None, discrete: bool = False, max_model_size_mb: float = 80.0,
-            batch_size: int = 200_000, progress: Callable[[float], None] | None = None
+            batch_size: int = 200_000, progress: Callable[[float], None] | None = None,
+            max_time_s: float | None = None,
             ) -> tuple[FileRef, FileRef, FileRef, FileRef]:
     """AIM (or fair AIM) with the whole budget: selection and measurement interleave.
 
@@ -215,7 +216,8 @@ def fit_aim(codes: FileRef, contract: Contract,
                              code_batches(codes, batch_size=batch_size))
     result = run_aim(tables, domain, rho=rho, rng=stage_rng(seed, "aim"), ledger=book,
                      roles=roles, fair=method == "aim-fair", max_model_size_mb=max_model_size_mb,
-                     refit=False, discrete=discrete, progress=progress)
+                     refit=False, discrete=discrete, progress=progress,
+                     max_time_s=max_time_s)
     del tables
     initial = result.measurements[:result.n_initial]
     rounds = result.measurements[result.n_initial:]

@@ -23,14 +23,16 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
-from privfair.core.accounting import PrivacyLedger
+from privfair.core.accounting import LedgerEntry, PrivacyLedger, exponential_rho
 from privfair.core.domain import Clique, Domain, Roles
-from privfair.core.mechanisms import exponential_mechanism, gaussian_mechanism
+from privfair.core.mechanisms import gaussian_mechanism
 from privfair.synth.estimation import (
     BeliefPropagation,
     GraphicalModel,
@@ -85,6 +87,44 @@ def model_marginals(model: GraphicalModel, cliques: Sequence[Clique]) -> dict[Cl
     return out
 
 
+def _admissible(index: int, *, candidates: Sequence[Clique], domain: Domain,
+                roles: Roles | None, model_cliques: list[Clique], covered: set[Clique],
+                size_cap: float) -> bool:
+    """Fair AIM's separation (when ``roles``) and the model-size cap, for one candidate."""
+    clique = candidates[index]
+    if roles is not None and not check_fairness(domain.attributes, [*model_cliques, clique],
+                                                roles).passed:
+        return False
+    return (clique in covered
+            or junction_tree_size_mb(domain, [*model_cliques, clique]) <= size_cap)
+
+
+def exponential_first_admissible(
+    scores: np.ndarray, admissible: Callable[[int], bool], *, epsilon: float,
+    sensitivity: float, rng: np.random.Generator, ledger: PrivacyLedger, name: str,
+) -> tuple[int, int]:
+    """The exponential mechanism over the admissible candidates, testing as few as possible.
+
+    With Gumbel noise ``g``, ``argmax_i ε·score_i/(2Δ) + g_i`` over a set samples
+    ``∝ exp(ε·score/(2Δ))`` on that set; walking the noisy scores in decreasing order and
+    taking the first admissible candidate is that argmax over the admissible set. So the
+    output has exactly the distribution of the mechanism run on the admissible candidates,
+    but ``admissible`` (a junction-tree build in AIM) runs only until the first success.
+    Charged once, ε²/8 zCDP, before the draw. Returns (index, candidates examined).
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    ledger.spend(LedgerEntry(name=name, mechanism="exponential",
+                             sensitivity=float(sensitivity), rho=exponential_rho(epsilon=epsilon),
+                             epsilon=float(epsilon), queries=int(scores.size)))
+    noisy = epsilon / (2 * sensitivity) * scores + rng.gumbel(size=scores.size)
+    for examined, i in enumerate(np.argsort(-noisy, kind="stable"), start=1):
+        if admissible(int(i)):
+            return int(i), examined
+    raise ValueError("no admissible candidate")
+
+
 @dataclass(frozen=True)
 class AIMRound:
     """What one round did (all post-noise)."""
@@ -130,6 +170,7 @@ def run_aim(
     discrete: bool = False,
     tol: float = 1e-6,
     progress: Callable[[float], None] | None = None,
+    max_time_s: float | None = None,
 ) -> AIMResult:
     """Run AIM at privacy cost ``rho``.
 
@@ -153,6 +194,9 @@ def run_aim(
         Finish with a full fit (skip it when the caller refits from the measurements).
     discrete : bool
         Exact discrete Gaussian noise for every measurement.
+    max_time_s : float, optional
+        Time budget: once it has passed, the next round is the final one and spends all the
+        remaining ρ, so a run always ends with a valid model that used its whole budget.
     """
     if fair:
         if roles is None:
@@ -161,6 +205,9 @@ def run_aim(
     workload = workload or all_two_way_workload(domain)
     candidates = [domain.canonical(c) for c in downward_closure(workload)]
     weights = {c: float(sum(len(set(c) & set(w)) for w in workload)) for c in candidates}
+    # Selection's sensitivity: the largest weight of any candidate (fixed in advance, so it
+    # does not depend on which candidates the size cap admits in a round).
+    max_weight = max(weights.values())
     d = len(domain)
     rounds = rounds or 16 * d
     sigma = math.sqrt(rounds / (2 * 0.9 * rho))
@@ -168,6 +215,7 @@ def run_aim(
     report = progress or (lambda fraction: None)
 
     start = ledger.spent
+    started_at = time.monotonic()
     oneway = [(a,) for a in domain]
     measurements = measure_marginals(
         {c: tables[c] for c in oneway}, oneway, rho=d / (2 * sigma**2), rng=rng,
@@ -181,7 +229,8 @@ def run_aim(
         if remaining <= rho * 1e-9:
             break
         t += 1
-        final = remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8)
+        out_of_time = max_time_s is not None and time.monotonic() - started_at >= max_time_s
+        final = out_of_time or remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8)
         if final:
             sigma = math.sqrt(1 / (2 * 0.9 * remaining))
             epsilon = math.sqrt(8 * 0.1 * remaining)
@@ -190,23 +239,19 @@ def run_aim(
         model_cliques = list(model.potentials)
         covered = {sub for m in model.tree.cliques for k in range(1, len(m) + 1)
                    for sub in itertools.combinations(m, k)}
-        allowed = []
-        for c in candidates:
-            if fair and not check_fairness(domain.attributes, [*model_cliques, c],
-                                           roles).passed:
-                continue
-            if c in covered or junction_tree_size_mb(domain, [*model_cliques, c]) <= size_cap:
-                allowed.append(c)
-        estimates = model_marginals(model, allowed)
+        admissible = partial(_admissible, candidates=candidates, domain=domain,
+                             roles=roles if fair else None,
+                             model_cliques=model_cliques, covered=covered, size_cap=size_cap)
+        estimates = model_marginals(model, candidates)
         quality = np.array([
             weights[c] * (np.abs(tables[c] - estimates[c]).sum()
                           - math.sqrt(2 / math.pi) * sigma * domain.cells(c))
-            for c in allowed
+            for c in candidates
         ])
-        sensitivity = max(weights[c] for c in allowed)
-        pick = allowed[exponential_mechanism(
-            quality, epsilon=epsilon, sensitivity=sensitivity, rng=rng, ledger=ledger,
-            name=f"AIM select round {t}")]
+        index, examined = exponential_first_admissible(
+            quality, admissible, epsilon=epsilon,
+            sensitivity=max_weight, rng=rng, ledger=ledger, name=f"AIM select round {t}")
+        pick = candidates[index]
         noisy = gaussian_mechanism(np.asarray(tables[pick]), sigma=sigma, sensitivity=1.0,
                                    rng=rng, ledger=ledger, name=f"AIM measure round {t}",
                                    discrete=discrete)
@@ -218,7 +263,7 @@ def run_aim(
         annealed = bool(moved <= math.sqrt(2 / math.pi) * sigma * domain.cells(pick))
         log.append(AIMRound(t, pick, sigma, epsilon, annealed,
                             junction_tree_size_mb(domain, list(model.potentials)),
-                            len(allowed)))
+                            examined))
         if annealed:
             sigma, epsilon = sigma / 2, epsilon * 2
         report(min(1.0, (ledger.spent - start) / rho))

@@ -354,6 +354,8 @@ class FairSynthesizer:
         AIM's cap on the junction tree's maximal cliques.
     require_fair : bool
         Raise :class:`FairnessViolationError` if a fair method's structure fails the check.
+    max_time_s : float, optional
+        AIM methods: time budget; when it has passed, one final round spends the rest of ρ.
     small_n_fallback : bool
         Tree methods: when the noisy total is too small for the tree's 2-way marginals to
         carry signal (:func:`tree_signal`), spend their ρ on the one-way marginals instead.
@@ -368,7 +370,7 @@ class FairSynthesizer:
         method: str = "mst", compress: bool = True, compress_threshold: float = 3.0,
         discrete_noise: bool = False, max_search_nodes: int = 200_000, tol: float = 1e-6,
         max_iters: int = 10_000, require_fair: bool = True, max_model_size_mb: float = 80.0,
-        small_n_fallback: bool = True,
+        small_n_fallback: bool = True, max_time_s: float | None = None,
     ) -> None:
         _check_settings(epsilon=epsilon, delta=delta, method=method, sample_mode="iid")
         roles.check(domain, fair=method in FAIR_METHODS)
@@ -379,6 +381,7 @@ class FairSynthesizer:
         self.tol, self.max_iters, self.require_fair = tol, max_iters, require_fair
         self.max_model_size_mb = max_model_size_mb
         self.small_n_fallback = small_n_fallback
+        self.max_time_s = max_time_s
 
     def fit(self, data: DataLike, *, rng: np.random.Generator,
             ledger: PrivacyLedger | None = None,
@@ -457,7 +460,7 @@ class FairSynthesizer:
                          roles=self.roles, fair=self.method == "aim-fair",
                          max_model_size_mb=self.max_model_size_mb, tol=self.tol,
                          discrete=self.discrete_noise,
-                         final_max_iters=self.max_iters,
+                         final_max_iters=self.max_iters, max_time_s=self.max_time_s,
                          progress=lambda fraction: report("AIM rounds", 0.1 + 0.85 * fraction))
         del tables
         self.model_ = result.model
