@@ -93,7 +93,7 @@ def _decode_results(folder: Path) -> list[tuple[bytes, object]]:
 @pytest.mark.prefect
 def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys, caplog,
                                                         toy_contract, toy_parquet, toy_frame,
-                                                        tmp_path):
+                                                        tmp_path, monkeypatch):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -124,13 +124,16 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
     assert flow_run.name == run["flow_run_name"] and "seed" not in flow_run.parameters
     assert flow_run.parameters["epsilon"] == 1.0 and limit.limit == 1
     # the CLI runs the same flow; the same seed and data reuse the cached estimate and sample
+    # (in another registry and store: one registry refuses a second release of a seed)
+    monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry-2"))
     code = main(["release", "--contract", str(toy_contract), "--data", str(toy_parquet),
                  "--epsilon", "1", "--delta", "1e-9", "--method", "prefair-greedy", "--seed",
-                 "5", "--insecure-seed", "--out", str(tmp_path / "releases"), "--work-dir", str(tmp_path / "work")])
+                 "5", "--insecure-seed", "--out", str(tmp_path / "releases-2"), "--work-dir",
+                 str(tmp_path / "work")])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.strip().splitlines()[-1] == str(tmp_path / "releases" / "toy" / "v2")
-    assert [r["version"] for r in list_releases(tmp_path / "releases")] == ["v1", "v2"]
+    assert out.strip().splitlines()[-1] == str(tmp_path / "releases-2" / "toy" / "v1")
+    assert [r["version"] for r in list_releases(tmp_path / "releases-2")] == ["v1"]
 
     work = tmp_path / "work"
     results = work / "prefect-results"
@@ -192,7 +195,7 @@ def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_
     toy_frame.drop(columns=["income"]).to_parquet(bad, index=False)
     caplog.clear()
     with pytest.raises(ReleaseInputError, match=r"missing column\(s\) \['income'\]"):
-        run_local(params(toy_contract, bad, tmp_path))
+        run_local(params(toy_contract, bad, tmp_path, seed=None))
     assert store_snapshot(store) == before
     # a refusal is one ERROR line, without a traceback
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]

@@ -44,7 +44,7 @@ def test_reservation_is_in_the_ledger_before_the_first_private_read(
         return real_load(*a, **k)
 
     monkeypatch.setattr(runner, "load", spy)
-    run_release(params(toy_contract, toy_parquet, tmp_path))
+    run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     assert seen["state"] == ["reserved"]
     assert seen["spent"] == pytest.approx(zcdp_rho(epsilon=1.0, delta=1e-9))
 
@@ -61,11 +61,11 @@ def test_failed_runs_that_drew_noise_stay_charged(toy_contract, toy_parquet, tmp
     monkeypatch.setattr(runner, "validate_output", fail)
     for _ in range(2):
         with pytest.raises(RuntimeError):
-            run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+            run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6, seed=None))
     book = read_lifetime_ledger(tmp_path / "releases", contract)
     assert [p["state"] for p in book.pending] == ["spent, not published"] * 2
     with pytest.raises(BudgetExceededError, match="lifetime budget"):
-        run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+        run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6, seed=None))
 
 
 def test_a_run_refused_before_any_noise_gets_its_reservation_back(toy_contract, toy_frame,
@@ -104,15 +104,15 @@ def test_budget_is_fixed_at_the_first_release_and_raised_only_by_command(
         toy_contract, toy_parquet, tmp_path, capsys):
     """Item 5: raising ``budget:`` in the contract is refused; ``privfair ledger raise``
     records the raise in the chain."""
-    run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+    run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6, seed=None))
     raised = write_contract(tmp_path, "toy", TOY_CONTRACT.replace("epsilon: 3.0", "epsilon: 30"))
     with pytest.raises(StoreError, match="privfair ledger raise"):
-        run_release(params(raised, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+        run_release(params(raised, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6, seed=None))
     code = main(["ledger", "raise", "--contract", str(raised), "--epsilon", "30", "--delta",
                  "1e-6", "--reason", "board approval 2026-11"])
     assert code == 0, capsys.readouterr().err
     assert "epsilon=30" in capsys.readouterr().out
-    run_release(params(raised, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6))
+    run_release(params(raised, toy_parquet, tmp_path, epsilon=2.0, delta=1e-6, seed=None))
     entries = read_lifetime_ledger(tmp_path / "releases", load_contract(raised)).entries
     assert [e["kind"] for e in entries if e["kind"] in ("open", "raise")] == ["open", "raise"]
     assert entries[-1]["kind"] == "publish"
@@ -123,7 +123,7 @@ def test_budget_is_fixed_at_the_first_release_and_raised_only_by_command(
 def test_a_tampered_or_reset_ledger_is_refused(tamper, toy_contract, toy_parquet, tmp_path):
     """Item 5: NaN/negative numbers, a removed entry, ``releases: []`` style resets and a
     deleted ledger are refused (at 613a631 each silently reset or disabled the check)."""
-    run_release(params(toy_contract, toy_parquet, tmp_path))
+    run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     path = registry_ledger_path("toy")
     raw = json.loads(path.read_text())
     if tamper == "nan-rho":
@@ -139,7 +139,7 @@ def test_a_tampered_or_reset_ledger_is_refused(tamper, toy_contract, toy_parquet
     else:
         path.write_text(json.dumps(raw))
     with pytest.raises(StoreError, match="lifetime ledger|disagree"):
-        run_release(params(toy_contract, toy_parquet, tmp_path))
+        run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
 
 
 # --- item 8: store check ----------------------------------------------------------------------
@@ -151,7 +151,7 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
     reports it, ``--repair`` rolls it back and removes private staging; the run stays
     charged. A stale catalog row does not block the next release."""
     store = tmp_path / "releases"
-    run_release(params(toy_contract, toy_parquet, tmp_path))
+    run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
 
     class Killed(BaseException):
         pass
@@ -167,7 +167,7 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
         m.setattr(publish.Path, "unlink", lambda *a, **k: None)
         m.setattr(runner.Workspace, "cleanup_private", lambda self: None)
         with pytest.raises(Killed):
-            run_release(params(toy_contract, toy_parquet, tmp_path))
+            run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     assert (store / "toy" / "v2").is_dir()
     code = main(["store", "check", "--out", str(store), "--work-dir", str(tmp_path / "work")])
     out = capsys.readouterr().out
@@ -179,4 +179,22 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
     assert check_store(store, work_dir=tmp_path / "work").consistent
     book = read_lifetime_ledger(store, load_contract(toy_contract))
     assert [p["state"] for p in book.pending] == ["spent, not published"]
-    assert run_release(params(toy_contract, toy_parquet, tmp_path)).name == "v2"
+    assert run_release(params(toy_contract, toy_parquet, tmp_path, seed=None)).name == "v2"
+
+
+def test_a_second_release_with_the_same_test_seed_is_refused(toy_contract, toy_parquet,
+                                                              tmp_path, monkeypatch):
+    """Issue 10.3 (store side): two releases made with one seed cancel their noise, so the
+    registry refuses the second before any private read; it records only the keyed
+    fingerprint of the seed, never the seed."""
+    run_release(params(toy_contract, toy_parquet, tmp_path, seed=424242, epsilon=0.5))
+
+    def boom(*a, **k):
+        raise AssertionError("private data was read")
+
+    monkeypatch.setattr(runner, "load", boom)
+    with pytest.raises(StoreError, match="seed"):
+        run_release(params(toy_contract, toy_parquet, tmp_path, seed=424242, epsilon=0.5,
+                           out=str(tmp_path / "elsewhere")))
+    text = registry_ledger_path("toy").read_text()
+    assert "424242" not in text and "hmac-sha256:" in text

@@ -327,6 +327,8 @@ def _match(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str =
     text = normalize_text(_as_text(pd.Series(uniques)), normalize)
     index = pd.Index(keys, dtype=object).get_indexer(text)
     per_unique = np.where(index >= 0, targets[np.maximum(index, 0)], -1).astype(np.int64)
+    if not per_unique.size:  # an all-null column: its nulls policy decides (issue 10.10)
+        return np.full(len(raw), -1, dtype=np.int64)
     return np.where(inverse >= 0, per_unique[np.maximum(inverse, 0)], -1).astype(np.int64)
 
 

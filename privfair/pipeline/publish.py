@@ -48,6 +48,7 @@ from privfair.pipeline.store import (
     _fold,
     _read_chain,
     catalog,
+    check_seed_unused,
     dataset_id,
     locked,
     next_version,
@@ -98,6 +99,7 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
     with locked(folder):
         recover_store(store, plan.dataset, locked_already=True)
         lifetime = read_lifetime_ledger(store, contract)
+        check_seed_unused(lifetime, getattr(plan, "seed_fingerprint", None), plan.run_id)
         if lifetime.run_state(plan.run_id) is None:  # driven without a reservation
             lifetime.check(rho=plan.rho)
         version = next_version(folder, lifetime)
@@ -130,6 +132,8 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
                    "run_id": plan.run_id, "epsilon": plan.epsilon, "delta": plan.delta,
                    "rho": plan.rho, "method": plan.method,
                    "contract_fingerprint": plan.contract_fingerprint}
+        if getattr(plan, "seed_fingerprint", None):
+            release["seed_fingerprint"] = plan.seed_fingerprint
         row = [plan.dataset, version, str(final.relative_to(store)), manifest["published_at"],
                plan.epsilon, plan.delta, plan.rho, plan.method, len(labelled),
                plan.contract_fingerprint, fairness_passed,

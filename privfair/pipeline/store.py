@@ -227,7 +227,7 @@ def _fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedge
         elif kind == "reserve":
             reserves[e["run_id"]] = {k: e[k] for k in (
                 "run_id", "rho", "epsilon", "delta", "method", "contract_fingerprint", "pid",
-                "host", "store") if k in e} | {"state": "reserved", "reserved_at": e["at"]}
+                "host", "store", "seed_fingerprint") if k in e} | {"state": "reserved", "reserved_at": e["at"]}
         elif kind == "spend" and e["run_id"] in reserves:
             reserves[e["run_id"]]["state"] = "spent, not published"
         elif kind == "cancel" and e["run_id"] in reserves:
@@ -239,7 +239,8 @@ def _fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedge
             if "release_kind" in e:
                 release["kind"] = e["release_kind"]
             release.setdefault("rho", held.get("rho", 0.0))
-            for key in ("epsilon", "delta", "method", "contract_fingerprint"):
+            for key in ("epsilon", "delta", "method", "contract_fingerprint",
+                        "seed_fingerprint"):
                 if key in held:
                     release.setdefault(key, held[key])
             releases.append(release)
@@ -422,10 +423,28 @@ def _append(ident: str, name: str, budget: tuple[float, float], entries_in: list
 
 
 def _run_fields(plan: Any) -> dict[str, Any]:
-    return {"run_id": plan.run_id, "rho": float(plan.rho), "epsilon": float(plan.epsilon),
-            "delta": float(plan.delta), "method": plan.method,
-            "contract_fingerprint": plan.contract_fingerprint, "store": str(plan.store),
-            "pid": os.getpid(), "host": socket.gethostname()}
+    fields = {"run_id": plan.run_id, "rho": float(plan.rho), "epsilon": float(plan.epsilon),
+              "delta": float(plan.delta), "method": plan.method,
+              "contract_fingerprint": plan.contract_fingerprint, "store": str(plan.store),
+              "pid": os.getpid(), "host": socket.gethostname()}
+    fingerprint = getattr(plan, "seed_fingerprint", None)
+    if fingerprint:  # a test seed: only its keyed fingerprint is recorded, never the seed
+        fields["seed_fingerprint"] = fingerprint
+    return fields
+
+
+def check_seed_unused(book: LifetimeLedger, fingerprint: str | None, run_id: str) -> None:
+    """Refuse a second release made with the published test seed of another: the difference
+    of two releases with one seed cancels their noise (issue 10.3). A failed run published
+    nothing, so its seed may be used again."""
+    if not fingerprint:
+        return
+    for r in book.releases:
+        if r.get("seed_fingerprint") == fingerprint and r.get("run_id") != run_id:
+            raise StoreError(
+                f"seed: dataset {book.dataset_id or book.dataset!r} already has a release made "
+                f"with this seed ({r.get('version')}); two releases with one "
+                "seed cancel the noise: use another seed, or none")
 
 
 def _declared(contract: Contract) -> tuple[float, float]:
@@ -446,6 +465,7 @@ def reserve_run(plan: Any) -> LifetimeLedger:
         book = read_lifetime_ledger(plan.store, plan.contract)
         if book.run_state(plan.run_id) is not None:
             return book
+        check_seed_unused(book, getattr(plan, "seed_fingerprint", None), plan.run_id)
         book.check(rho=plan.rho)
         return _append(ident, plan.contract.name, _declared(plan.contract), book.entries,
                        [("reserve", _run_fields(plan))])
