@@ -200,7 +200,7 @@ def _run(plan: Any, seed: int | None) -> str:
             report("AIM rounds", 0.2)
             one_way, structure, selected, ledger = private.fit_aim(
                 codes, c, ledger, art, plan.method, plan.rho - plan.split["domains"],
-                seed, plan.discrete_noise, bs)
+                seed, plan.discrete_noise, bs, plan.max_time_s)
             charges.log(ledger)
         else:
             report("measure one-way", 0.2)

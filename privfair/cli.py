@@ -109,6 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--work-dir", default=".privfair",
                      help="private working folder, mode 0700 (default: .privfair)")
     rel.add_argument("--batch-size", type=int, default=200_000, help="rows per streamed batch")
+    rel.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
+                     help="aim/aim-fair: time budget; then one final round spends the rest")
     rel.add_argument("--no-prefect", action="store_true",
                      help="run the same stages in-process, without Prefect")
     rel.set_defaults(func=cmd_release)
@@ -311,7 +313,8 @@ def _params(args: argparse.Namespace) -> Any:
         method=args.method, seed=args.seed, insecure_seed=args.insecure_seed,
         n_rows=args.n_rows, sample_mode=args.sample_mode,
         out=args.out, discrete_noise=args.discrete_noise, work_dir=args.work_dir,
-        batch_size=args.batch_size, fairness_transform=args.fairness, eta=args.eta,
+        batch_size=args.batch_size, max_time_s=args.max_time,
+        fairness_transform=args.fairness, eta=args.eta,
         distortion=args.distortion, discrimination=args.discrimination,
         causal_graph=args.causal_graph, gan_epochs=args.gan_epochs,
         group_clipping=args.group_clipping)
@@ -360,6 +363,35 @@ def _warn_unreviewed(contract: Any) -> None:
         _stderr_console().print(f"WARNING: {warning}", markup=False)
 
 
+def _server_dies_with_this_process() -> None:
+    """Make the ephemeral Prefect API server that this command may start get SIGTERM when the
+    command dies, even by SIGKILL during start-up (Linux ``PR_SET_PDEATHSIG``), so a killed run
+    leaves no orphaned server (issue 10.11). Elsewhere Prefect's own atexit stop remains."""
+    import ctypes
+    import signal
+    import subprocess
+    import types
+
+    if not sys.platform.startswith("linux"):
+        return
+    from prefect.server.api import server
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("preexec_fn", die_with_parent)
+        return subprocess.Popen(*args, **kwargs)
+
+    if not isinstance(server.subprocess, types.SimpleNamespace):
+        server.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": popen})
+
+
 def _not_a_refusal(record: Any) -> bool:
     return not getattr(record, "privfair_refusal", False)
 
@@ -380,6 +412,8 @@ def _run_flow(params: Any, progress: Any) -> Path:
         sys.path.insert(0, str(root))
         from flows.release import run_local
         from tasks._common import PROGRESS_LISTENERS
+    if not os.environ.get("PREFECT_API_URL"):
+        _server_dies_with_this_process()
     PROGRESS_LISTENERS.append(progress)
     # The flow's refusal line goes to the run's logs; on the console this command prints it.
     consoles = [h for name in ("", "prefect") for h in logging.getLogger(name).handlers

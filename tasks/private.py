@@ -74,7 +74,8 @@ def measure_selected(codes: FileRef, contract: Contract, one_way: FileRef,
 @task(name="fit-aim", **PRIVATE)
 def fit_aim(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
             method: str, rho: float, seed: int | None, discrete: bool,
-            batch_size: int) -> tuple[FileRef, FileRef, FileRef, FileRef]:
+            batch_size: int, max_time_s: float | None = None
+            ) -> tuple[FileRef, FileRef, FileRef, FileRef]:
     """AIM rounds: (one-way, structure, round measurements, ledger), all post-noise files.
 
     A progress artifact follows the rounds (share of the AIM budget spent, updated per round).
@@ -83,7 +84,8 @@ def fit_aim(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
                                 description="AIM rounds (share of the budget spent)")
     out = private_stages.fit_aim(codes, contract, ledger, artefacts, method=method, rho=rho,
                                  seed=seed, discrete=discrete, batch_size=batch_size,
-                                 progress=lambda spent: progress.update(round(1000 * spent)))
+                                 progress=lambda spent: progress.update(round(1000 * spent)),
+                                 max_time_s=max_time_s)
     progress.finish()
     return out
 

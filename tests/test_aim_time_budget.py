@@ -56,3 +56,20 @@ def test_first_admissible_pick_samples_the_mechanism_restricted_to_admissible_on
     # 4000 draws: standard error < 0.008; 4 of them is a generous bound
     np.testing.assert_allclose(observed, expected, atol=0.032)
     assert len(ledger.entries) == 4000 and ledger.entries[0].mechanism == "exponential"
+
+
+def test_release_with_a_time_budget_ends_after_one_round_with_the_budget_spent(
+        toy_contract, toy_parquet, tmp_path):
+    import json
+
+    from privfair.core.accounting import zcdp_rho
+    from privfair.pipeline.runner import run_release
+
+    final = run_release({"contract": str(toy_contract), "data": str(toy_parquet),
+                         "epsilon": 1.0, "delta": 1e-9, "method": "aim",
+                         "max_time_s": 1e-9, "out": str(tmp_path / "releases"),
+                         "work_dir": str(tmp_path / "work"), "max_iters": 200})
+    ledger = json.loads((final / "manifest.json").read_text())["ledger"]
+    assert [e["name"] for e in ledger] == ["AIM initial one-way marginals",
+                                           "AIM select round 1", "AIM measure round 1"]
+    assert sum(e["rho"] for e in ledger) == pytest.approx(zcdp_rho(epsilon=1.0, delta=1e-9))

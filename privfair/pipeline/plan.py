@@ -114,6 +114,9 @@ class ReleaseParams(BaseModel):
                                  "artefacts, Prefect result storage); created mode 0700.")
     batch_size: int = Field(200_000, ge=1, description="Rows per streamed batch.")
     max_iters: int = Field(10_000, ge=1, description="Estimation iteration cap.")
+    max_time_s: float | None = Field(
+        None, gt=0, description="AIM methods: time budget in seconds; when it has passed, a "
+        "final round spends the rest of the budget, so the run still ends with a release.")
     causal_graph: str | None = Field(
         None, description="cfgan: YAML/JSON file declaring the causal DAG over the contract's "
                           "attributes (nodes, edges; undirected edges oriented by the roles).")
@@ -198,6 +201,8 @@ class ReleasePlan:
     started_at: str
     #: Insecure test mode only: keyed fingerprint of the seed (randomness.seed_fingerprint).
     seed_fingerprint: str | None = None
+    #: AIM methods: time budget (seconds) of the rounds.
+    max_time_s: float | None = None
     #: GAN methods: the checked causal DAG (cfgan), epochs, DPSGD-F clipping.
     causal_graph: dict[str, Any] | None = None
     gan_epochs: int | None = None
@@ -329,6 +334,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         seed_fingerprint=None if params.seed is None else seed_fingerprint(
             params.seed, work_dir=params.work_dir),
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
+        max_time_s=params.max_time_s,
     )
 
 

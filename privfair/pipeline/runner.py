@@ -73,7 +73,8 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
             one_way, structure, selected, ledger = fit_aim(
                 codes, contract, ledger, ws.artefacts, method=plan.method,
                 rho=plan.rho - plan.split["domains"],
-                seed=seed, discrete=plan.discrete_noise, batch_size=bs)
+                seed=seed, discrete=plan.discrete_noise, batch_size=bs,
+                max_time_s=plan.max_time_s)
         else:
             report("measure one-way", 0.2)
             one_way, ledger = measure_one_way(codes, contract, ledger, ws.artefacts,
