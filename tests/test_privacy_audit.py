@@ -60,8 +60,8 @@ def test_every_mechanism_stays_under_its_claim_at_low_trial_counts() -> None:
     names = [n for n in MECHANISMS if n != "end-to-end"]
     results = run_all(names=names, scale=0.02)
     assert [r.mechanism for r in results] == [
-        "gaussian marginals", "selection exponential mechanism", "DP quantiles (dp_bins)",
-        "CatHist", "AIM round (select + measure)"]
+        "gaussian marginals", "gaussian marginals (discrete)", "selection exponential mechanism",
+        "DP quantiles (dp_bins)", "CatHist", "AIM round (select + measure)"]
     for r in results:
         assert r.passed, r
         assert r.trials == max(10, round(MECHANISMS[_key(r.mechanism)][1] * 0.02))
@@ -70,7 +70,8 @@ def test_every_mechanism_stays_under_its_claim_at_low_trial_counts() -> None:
 
 
 def _key(mechanism: str) -> str:
-    return {"gaussian marginals": "gaussian", "selection exponential mechanism": "selection",
+    return {"gaussian marginals": "gaussian", "gaussian marginals (discrete)": "gaussian-discrete",
+            "selection exponential mechanism": "selection",
             "DP quantiles (dp_bins)": "quantiles", "CatHist": "cathist",
             "AIM round (select + measure)": "aim-round"}[mechanism]
 

@@ -38,6 +38,7 @@ __all__ = [
     "MECHANISMS",
     "audit_aim_round",
     "audit_cathist",
+    "audit_discrete_gaussian_marginals",
     "audit_end_to_end",
     "audit_exponential_selection",
     "audit_gaussian_marginals",
@@ -142,6 +143,14 @@ def audit_gaussian_marginals(*, trials: int, seed: int = 0, epsilon: float = 1.0
                      claimed_epsilon=epsilon, delta=delta, trials=trials, seed=seed,
                      neighbours="one-way counts; D' adds one row to cell 0",
                      event="noisy cell 0 > count + 2 sigma")
+
+
+def audit_discrete_gaussian_marginals(*, trials: int, seed: int = 6, epsilon: float = 1.0,
+                                      delta: float = 1e-6) -> AuditResult:
+    """:func:`audit_gaussian_marginals` with the exact discrete Gaussian (OS CSPRNG), the
+    noise recommended for production (``--discrete-noise``)."""
+    return audit_gaussian_marginals(trials=trials, seed=seed, epsilon=epsilon, delta=delta,
+                                    discrete=True)
 
 
 def audit_exponential_selection(*, trials: int, seed: int = 1, epsilon: float = 1.0,
@@ -310,6 +319,7 @@ def audit_end_to_end(*, trials: int, seed: int = 5, epsilon: float = 1.0,
 #: Name -> (audit function, trials of the full audit). The suite runs them with few trials.
 MECHANISMS: dict[str, tuple[Callable[..., AuditResult], int]] = {
     "gaussian": (audit_gaussian_marginals, 30_000),
+    "gaussian-discrete": (audit_discrete_gaussian_marginals, 20_000),
     "selection": (audit_exponential_selection, 40_000),
     "quantiles": (audit_quantiles, 40_000),
     "cathist": (audit_cathist, 20_000),
