@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--batch-size", type=int, default=200_000, help="rows per streamed batch")
     rel.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
                      help="aim/aim-fair: time budget; then one final round spends the rest")
+    rel.add_argument("--engine", choices=("local", "dask"), default="local",
+                     help="count marginals here, or per row group on Dask (with --no-prefect)")
+    rel.add_argument("--dask-address", default=None,
+                     help="--engine dask: scheduler address (default: a LocalCluster)")
     rel.add_argument("--no-prefect", action="store_true",
                      help="run the same stages in-process, without Prefect")
     rel.set_defaults(func=cmd_release)
@@ -313,7 +317,8 @@ def _params(args: argparse.Namespace) -> Any:
         method=args.method, seed=args.seed, insecure_seed=args.insecure_seed,
         n_rows=args.n_rows, sample_mode=args.sample_mode,
         out=args.out, discrete_noise=args.discrete_noise, work_dir=args.work_dir,
-        batch_size=args.batch_size, max_time_s=args.max_time,
+        batch_size=args.batch_size, max_time_s=args.max_time, engine=args.engine,
+        dask_address=args.dask_address,
         fairness_transform=args.fairness, eta=args.eta,
         distortion=args.distortion, discrimination=args.discrimination,
         causal_graph=args.causal_graph, gan_epochs=args.gan_epochs,
@@ -336,6 +341,9 @@ def _progress() -> Any:
 def cmd_release(args: argparse.Namespace) -> int:
     from privfair.pipeline.plan import preflight
 
+    if args.engine == "dask" and not args.no_prefect:
+        raise UsageError("--engine dask runs with --no-prefect for now (the flow counts "
+                         "locally)")
     params = _params(args)  # refuses bad numbers/methods before anything is imported
     plan = preflight(params)  # refuses a bad contract, store or budget before any private read
     _warn_unreviewed(plan.contract)

@@ -114,6 +114,11 @@ class ReleaseParams(BaseModel):
                                  "artefacts, Prefect result storage); created mode 0700.")
     batch_size: int = Field(200_000, ge=1, description="Rows per streamed batch.")
     max_iters: int = Field(10_000, ge=1, description="Estimation iteration cap.")
+    engine: Literal["local", "dask"] = Field(
+        "local", description="Where the measurement stages count: in this process, or per "
+        "row group on a Dask cluster (summed here; noise drawn once, here).")
+    dask_address: str | None = Field(
+        None, description="engine 'dask': scheduler address (default: a LocalCluster).")
     max_time_s: float | None = Field(
         None, gt=0, description="AIM methods: time budget in seconds; when it has passed, a "
         "final round spends the rest of the budget, so the run still ends with a release.")
@@ -203,6 +208,9 @@ class ReleasePlan:
     seed_fingerprint: str | None = None
     #: AIM methods: time budget (seconds) of the rounds.
     max_time_s: float | None = None
+    #: Counting engine of the measurement stages ("local" or "dask") and the Dask scheduler.
+    engine: str = "local"
+    dask_address: str | None = None
     #: GAN methods: the checked causal DAG (cfgan), epochs, DPSGD-F clipping.
     causal_graph: dict[str, Any] | None = None
     gan_epochs: int | None = None
@@ -334,7 +342,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         seed_fingerprint=None if params.seed is None else seed_fingerprint(
             params.seed, work_dir=params.work_dir),
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
-        max_time_s=params.max_time_s,
+        max_time_s=params.max_time_s, engine=params.engine, dask_address=params.dask_address,
     )
 
 

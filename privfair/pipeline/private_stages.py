@@ -6,14 +6,17 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import yaml
 
+from privfair.core.domain import Clique, Domain
 from privfair.pipeline.artefacts import (
     FileRef,
     load_ledger,
@@ -28,9 +31,9 @@ from privfair.pipeline.artefacts import (
 from privfair.pipeline.contracts import Contract
 from privfair.pipeline.discretize import normalize_text
 from privfair.pipeline.ingest import code_batches, iter_frames
-from privfair.pipeline.plan import ReleasePlan, open_columns
+from privfair.pipeline.plan import ReleaseInputError, ReleasePlan, open_columns
 from privfair.pipeline.randomness import stage_rng
-from privfair.synth.measure import all_pairs, count_marginals
+from privfair.synth.measure import all_pairs, count_marginals, count_marginals_parquet
 from privfair.synth.structure import SelectedStructure, check_fairness
 from privfair.synth.synthesizer import (
     FALLBACK_METHOD,
@@ -129,9 +132,51 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
     return plan, save_ledger(book, artefacts)
 
 
+def count_codes(domain: Domain, cliques: Sequence[Iterable[str]], codes: FileRef, *,
+                batch_size: int = 200_000, engine: str = "local",
+                dask_address: str | None = None) -> dict[Clique, np.ndarray]:
+    """Exact tables of the staged codes (private): streamed here, or per row group on Dask.
+
+    With ``engine="dask"`` each row group of the codes file is counted by a Dask worker and
+    the tables are summed here; the workers must see the private working folder (same
+    machine or a shared file system). Noise is drawn afterwards, once, by the caller.
+    """
+    if engine == "local":
+        return count_marginals(domain, cliques, code_batches(codes, batch_size=batch_size))
+    with dask_client(dask_address) as client:
+        return count_marginals_parquet(domain, cliques, codes.open_checked(), engine=engine,
+                                       client=client)
+
+
+@contextmanager
+def dask_client(address: str | None) -> Iterator[Any]:
+    """A client of the cluster at ``address`` (closed after use); else the current client,
+    else a LocalCluster started once per process."""
+    try:
+        from distributed import Client, LocalCluster, default_client
+    except ImportError:
+        raise ReleaseInputError("engine 'dask' needs the dask extra: pip install "
+                                "'privfair[dask]'") from None
+    if address:
+        with Client(address) as client:
+            yield client
+        return
+    try:
+        client = default_client()
+    except ValueError:
+        if "local" not in _CLUSTERS:
+            _CLUSTERS["local"] = Client(LocalCluster(processes=True, dashboard_address=None))
+        client = _CLUSTERS["local"]
+    yield client
+
+
+_CLUSTERS: dict[str, Any] = {}
+
+
 def measure_one_way(codes: FileRef, contract: Contract,
                     ledger: FileRef, artefacts: str | Path, *, rho: float, seed: int | None,
-                    discrete: bool = False, batch_size: int = 200_000
+                    discrete: bool = False, batch_size: int = 200_000,
+                    engine: str = "local", dask_address: str | None = None
                     ) -> tuple[FileRef, FileRef]:
     """Count and measure every one-way marginal; returns (one-way artefact, ledger).
 
@@ -144,8 +189,8 @@ def measure_one_way(codes: FileRef, contract: Contract,
     book = load_ledger(ledger)
     book.check(rho)
     rest = max(book.remaining - rho, 0.0)
-    tables = count_marginals(domain, [(a,) for a in domain],
-                             code_batches(codes, batch_size=batch_size))
+    tables = count_codes(domain, [(a,) for a in domain], codes, batch_size=batch_size,
+                         engine=engine, dask_address=dask_address)
     rng = stage_rng(seed, "one-way")
     noisy = _measure_one_way(tables, domain, rho=rho, rng=rng, ledger=book, discrete=discrete)
     model, noisy, _ = one_way_with_fallback(tables, domain, noisy, rho_tree=rest, rng=rng,
@@ -157,7 +202,8 @@ def measure_one_way(codes: FileRef, contract: Contract,
 def select(codes: FileRef, contract: Contract,
            one_way: FileRef, ledger: FileRef, artefacts: str | Path, *, method: str,
            rho: float, seed: int | None, max_search_nodes: int = 200_000,
-           batch_size: int = 200_000) -> tuple[FileRef, FileRef]:
+           batch_size: int = 200_000, engine: str = "local",
+           dask_address: str | None = None) -> tuple[FileRef, FileRef]:
     """DP structure selection over all pairs; returns (structure, ledger)."""
     domain, roles = contract.domain(), contract.roles()
     book = load_ledger(ledger)
@@ -167,8 +213,8 @@ def select(codes: FileRef, contract: Contract,
             else FALLBACK_METHOD), artefacts), ledger
     book.check(rho)
     model = load_one_way(one_way)
-    tables = count_marginals(domain, all_pairs(domain),
-                             code_batches(codes, batch_size=batch_size))
+    tables = count_codes(domain, all_pairs(domain), codes, batch_size=batch_size,
+                         engine=engine, dask_address=dask_address)
     structure = refuse_unfair(_select(tables, model, roles, method=method, rho=rho,
                                       rng=stage_rng(seed, "select"), ledger=book,
                                       max_search_nodes=max_search_nodes))
@@ -179,7 +225,8 @@ def select(codes: FileRef, contract: Contract,
 def measure_selected(codes: FileRef, contract: Contract,
                      one_way: FileRef, structure: FileRef, ledger: FileRef,
                      artefacts: str | Path, *, rho: float, seed: int | None,
-                     discrete: bool = False, batch_size: int = 200_000
+                     discrete: bool = False, batch_size: int = 200_000,
+                     engine: str = "local", dask_address: str | None = None
                      ) -> tuple[FileRef, FileRef]:
     """Measure the selected 2-way marginals; returns (measurements, ledger)."""
     domain = contract.domain()
@@ -189,7 +236,8 @@ def measure_selected(codes: FileRef, contract: Contract,
     book = load_ledger(ledger)
     book.check(rho)
     model = load_one_way(one_way)
-    tables = count_marginals(domain, tree.cliques, code_batches(codes, batch_size=batch_size))
+    tables = count_codes(domain, tree.cliques, codes, batch_size=batch_size, engine=engine,
+                         dask_address=dask_address)
     noisy = _measure_selected(tables, model, tree, rho=rho, rng=stage_rng(seed, "measure"),
                               ledger=book, discrete=discrete)
     del tables
@@ -200,7 +248,8 @@ def fit_aim(codes: FileRef, contract: Contract,
             ledger: FileRef, artefacts: str | Path, *, method: str, rho: float,
             seed: int | None, discrete: bool = False, max_model_size_mb: float = 80.0,
             batch_size: int = 200_000, progress: Callable[[float], None] | None = None,
-            max_time_s: float | None = None,
+            max_time_s: float | None = None, engine: str = "local",
+            dask_address: str | None = None,
             ) -> tuple[FileRef, FileRef, FileRef, FileRef]:
     """AIM (or fair AIM) with the whole budget: selection and measurement interleave.
 
@@ -212,8 +261,8 @@ def fit_aim(codes: FileRef, contract: Contract,
     domain, roles = contract.domain(), contract.roles()
     book = load_ledger(ledger)
     book.check(rho)
-    tables = count_marginals(domain, candidate_cliques(domain),
-                             code_batches(codes, batch_size=batch_size))
+    tables = count_codes(domain, candidate_cliques(domain), codes, batch_size=batch_size,
+                         engine=engine, dask_address=dask_address)
     result = run_aim(tables, domain, rho=rho, rng=stage_rng(seed, "aim"), ledger=book,
                      roles=roles, fair=method == "aim-fair", max_model_size_mb=max_model_size_mb,
                      refit=False, discrete=discrete, progress=progress,

@@ -46,6 +46,7 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
     ws = Workspace.open(plan.work_dir, plan.run_id)
     reserve_run(plan)  # the run's ρ is charged before the first private read
     bs, seed = plan.batch_size, params.seed
+    engine = {"engine": plan.engine, "dask_address": plan.dask_address}
     try:
         report("load", 0.02)
         staged = load(plan.data_path, plan.contract, ws.staging, batch_size=bs)
@@ -74,21 +75,22 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
                 codes, contract, ledger, ws.artefacts, method=plan.method,
                 rho=plan.rho - plan.split["domains"],
                 seed=seed, discrete=plan.discrete_noise, batch_size=bs,
-                max_time_s=plan.max_time_s)
+                max_time_s=plan.max_time_s, **engine)
         else:
             report("measure one-way", 0.2)
             one_way, ledger = measure_one_way(codes, contract, ledger, ws.artefacts,
                                               rho=plan.split["one_way"], seed=seed,
-                                              discrete=plan.discrete_noise, batch_size=bs)
+                                              discrete=plan.discrete_noise, batch_size=bs,
+                                              **engine)
             report("select structure", 0.25)
             structure, ledger = select(codes, contract, one_way, ledger, ws.artefacts,
                                        method=plan.method, rho=plan.split["select"],
-                                       seed=seed, batch_size=bs)
+                                       seed=seed, batch_size=bs, **engine)
             report("measure selected", 0.3)
             selected, ledger = measure_selected(codes, contract, one_way, structure, ledger,
                                                 ws.artefacts, rho=plan.split["measure"],
                                                 seed=seed, discrete=plan.discrete_noise,
-                                                batch_size=bs)
+                                                batch_size=bs, **engine)
         ws.cleanup_private()  # nothing after this point reads private data
         if plan.method in GAN_METHODS:
             report("sample", 0.8)
