@@ -371,6 +371,35 @@ def _warn_unreviewed(contract: Any) -> None:
         _stderr_console().print(f"WARNING: {warning}", markup=False)
 
 
+def _server_dies_with_this_process() -> None:
+    """Make the ephemeral Prefect API server that this command may start get SIGTERM when the
+    command dies, even by SIGKILL during start-up (Linux ``PR_SET_PDEATHSIG``), so a killed run
+    leaves no orphaned server (issue 10.11). Elsewhere Prefect's own atexit stop remains."""
+    import ctypes
+    import signal
+    import subprocess
+    import types
+
+    if not sys.platform.startswith("linux"):
+        return
+    from prefect.server.api import server
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+
+    def die_with_parent() -> None:
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("preexec_fn", die_with_parent)
+        return subprocess.Popen(*args, **kwargs)
+
+    if not isinstance(server.subprocess, types.SimpleNamespace):
+        server.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": popen})
+
+
 def _not_a_refusal(record: Any) -> bool:
     return not getattr(record, "privfair_refusal", False)
 
@@ -391,17 +420,24 @@ def _run_flow(params: Any, progress: Any) -> Path:
         sys.path.insert(0, str(root))
         from flows.release import run_local
         from tasks._common import PROGRESS_LISTENERS
+    if not os.environ.get("PREFECT_API_URL"):
+        _server_dies_with_this_process()
     PROGRESS_LISTENERS.append(progress)
     # The flow's refusal line goes to the run's logs; on the console this command prints it.
     consoles = [h for name in ("", "prefect") for h in logging.getLogger(name).handlers
                 if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    # The console shows the progress bar and this command's one line; the run's INFO logs go
+    # to the API (the UI), not the terminal.
+    levels = [h.level for h in consoles]
     for handler in consoles:
         handler.addFilter(_not_a_refusal)
+        handler.setLevel(max(handler.level, logging.WARNING))
     try:
         final = run_local(params)  # the seed stays in-process, never a flow parameter
     finally:
-        for handler in consoles:
+        for handler, level in zip(consoles, levels, strict=True):
             handler.removeFilter(_not_a_refusal)
+            handler.setLevel(level)
         PROGRESS_LISTENERS.remove(progress)
         # The ephemeral API server logs its shutdown at exit; keep the release path last.
         logging.getLogger("prefect").setLevel(logging.WARNING)

@@ -1,0 +1,90 @@
+"""Issue 10.11: a release killed while Prefect starts its temporary API server leaves no
+orphaned server behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        if ppid == pid and b"uvicorn" in cmd:
+            out.append(int(entry.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.prefect
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs /proc")
+def test_kill_during_prefect_start_up_leaves_no_server(tmp_path, toy_contract, toy_parquet):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_API")}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect-home"),
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="120")
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "privfair.cli", "release", "--contract", str(toy_contract),
+         "--data", str(toy_parquet), "--epsilon", "1", "--delta", "1e-9",
+         "--out", str(tmp_path / "releases"), "--work-dir", str(tmp_path / "w")],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 90
+        while not servers and time.monotonic() < deadline and cli.poll() is None:
+            time.sleep(0.05)
+            servers = _children(cli.pid)
+        assert servers, "the CLI started no temporary Prefect server"
+    finally:
+        cli.send_signal(signal.SIGKILL)
+        cli.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(p) for p in servers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    leftover = [p for p in servers if _alive(p)]
+    for p in leftover:  # do not leave it running whatever the outcome
+        os.kill(p, signal.SIGKILL)
+    assert leftover == []
+
+
+@pytest.mark.prefect
+def test_prefect_data_stage_refusal_prints_one_line(tmp_path, toy_contract, toy_frame):
+    """Issue 10.11: through Prefect (the default path) with Prefect's default INFO logging, a
+    data-stage refusal prints exactly one line, no traceback (at 613a631: 49-94 lines)."""
+    bad = tmp_path / "bad.parquet"
+    toy_frame.drop(columns=["race"]).to_parquet(bad, index=False)
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PREFECT_API", "PREFECT_LOGGING"))}
+    env.update(PYTHONPATH=str(ROOT), PREFECT_HOME=str(tmp_path / "prefect-home"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "privfair.cli", "release", "--contract", str(toy_contract),
+         "--data", str(bad), "--epsilon", "1", "--delta", "1e-9",
+         "--out", str(tmp_path / "releases"), "--work-dir", str(tmp_path / "w")],
+        env=env, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [
+        f"privfair: error: data file {bad}: missing column(s) ['race'] declared by contract "
+        "'toy'"]
+    assert proc.stdout == "" and not (tmp_path / "releases").exists()
