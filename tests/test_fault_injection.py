@@ -67,6 +67,18 @@ def test_enospc_at_each_publication_step(step, toy_contract, toy_parquet, tmp_pa
         if (store / "toy").exists() else True
 
 
+def _killed_run(script: str, where: str, contract: Path, data: Path,
+                tmp_path: Path) -> tuple[Path, Path]:
+    """Run a release in a child process that SIGKILLs itself at ``where``."""
+    store, work = tmp_path / "releases", tmp_path / "work"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script, where, str(contract), str(data),
+                           str(store), str(work)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    return store, work
+
+
 _KILLER = """
 import os, signal, sys
 from privfair.pipeline import publish
@@ -86,12 +98,7 @@ def test_sigkill_during_publication_is_recovered(step, toy_contract, toy_parquet
     """Issue 10.8: a process SIGKILLed after the rename (before / after the ledger commit)
     leaves an intent record (and no private file); ``store check --repair`` rolls it back or
     forward, and the noise is charged either way."""
-    store, work = tmp_path / "releases", tmp_path / "work"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", _KILLER, step, str(toy_contract),
-                           str(toy_parquet), str(store), str(work)],
-                          env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == -9, proc.stderr
+    store, work = _killed_run(_KILLER, step, toy_contract, toy_parquet, tmp_path)
     assert (store / "toy" / "v1").is_dir()  # renamed: a complete, readable table
     _no_private_leftovers(work)  # private staging was gone before publication began
     report = check_store(store, work_dir=work)
@@ -108,3 +115,35 @@ def test_sigkill_during_publication_is_recovered(step, toy_contract, toy_parquet
         assert [r["version"] for r in list_releases(store)] == ["v1"]
         manifest = json.loads((store / "toy" / "v1" / "manifest.json").read_text())
         assert manifest["version"] == "v1"
+
+
+_STAGE_KILLER = """
+import os, signal, sys
+from privfair.pipeline import runner
+stage = sys.argv[1]
+real = getattr(runner, stage)
+def die(*a, **k):
+    real(*a, **k)  # the stage ran (and wrote its private files); then the process dies
+    os.kill(os.getpid(), signal.SIGKILL)
+setattr(runner, stage, die)
+runner.run_release(dict(contract=sys.argv[2], data=sys.argv[3], out=sys.argv[4],
+                        work_dir=sys.argv[5], epsilon=1.0, delta=1e-9, max_iters=50))
+"""
+
+
+@pytest.mark.parametrize(("stage", "drew_noise"), [("load", False),
+                                                   ("measure_one_way", True)])
+def test_sigkill_in_a_private_stage(stage, drew_noise, toy_contract, toy_parquet, tmp_path):
+    """Issue 10.4/10.8: a run SIGKILLed in a private stage leaves private staging and its
+    reservation; ``store check --repair`` removes the staging, gives back the reservation of
+    a run that drew no noise and keeps a run that drew noise charged."""
+    store, work = _killed_run(_STAGE_KILLER, stage, toy_contract, toy_parquet, tmp_path)
+    assert list((work / "staging").iterdir())  # private input left by the kill
+    assert not check_store(store, work_dir=work).consistent
+    check_store(store, work_dir=work, repair=True)
+    assert check_store(store, work_dir=work).consistent
+    _no_private_leftovers(work)
+    book = read_lifetime_ledger(None, load_contract(toy_contract))
+    assert [p["state"] for p in book.pending] == (["spent, not published"] if drew_noise
+                                                  else [])
+    assert (book.rho_spent > 0) == drew_noise

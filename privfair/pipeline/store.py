@@ -503,6 +503,19 @@ def release_unspent(plan: Any, *, reason: str = "the run failed before drawing n
         log.warning("could not give back the reservation of run %s: %s", plan.run_id, exc)
 
 
+def cancel_reservation(ident: str, name: str, run_id: str, *, reason: str) -> bool:
+    """Give back a reservation that drew no noise (e.g. of a run that died while loading);
+    returns whether one was cancelled. A run that drew noise stays charged."""
+    with registry_lock(ident):
+        entries = _read_chain(registry_ledger_path(ident))
+        book = _fold(entries, name, ident)
+        if book.run_state(run_id) != "reserved":
+            return False
+        _append(ident, name, (book.epsilon_budget, book.delta_budget), entries,
+                [("cancel", {"run_id": run_id, "reason": reason})])
+        return True
+
+
 def record_published(*, ident: str, name: str, budget: tuple[float, float], store: Path,
                      releases: list[dict[str, Any]]) -> LifetimeLedger:
     """Append ``publish`` entries (the commit point of a publication); a release without a
@@ -651,14 +664,21 @@ def list_releases(store: str | Path, dataset: str | None = None) -> list[dict[st
 
 
 def lifetime_ledgers(store: str | Path, dataset: str | None = None) -> list[dict[str, Any]]:
-    """Every lifetime ledger of the store, as written."""
+    """The lifetime ledger of every dataset of the store: the registry's (checked, with runs
+    that are charged but unpublished), else the store's copy."""
     store = Path(store)
     if not store.is_dir():
         return []
     out = []
     for path in sorted(store.glob("*/lifetime_ledger.json")):
         if dataset is None or path.parent.name == dataset:
-            out.append(read_ledger_file(path))
+            copy = read_ledger_file(path)
+            ident = str(copy.get("dataset_id") or path.parent.name)
+            original = registry_ledger_path(ident)
+            if "entries" in copy and original.is_file():
+                _read_chain(original)
+                copy = read_ledger_file(original)
+            out.append(copy)
     return out
 
 

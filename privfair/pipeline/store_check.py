@@ -19,9 +19,11 @@ from privfair.pipeline.publish import _delete_row, recover_store
 from privfair.pipeline.store import (
     _fold,
     _read_chain,
+    cancel_reservation,
     list_releases,
     read_ledger_file,
     registry_ledger_path,
+    registry_root,
     store_problems,
 )
 
@@ -49,6 +51,16 @@ def _datasets(store: Path) -> list[tuple[str, str]]:
             with contextlib.suppress(ValueError):
                 ident = str(read_ledger_file(copy).get("dataset_id") or name)
         out.append((name, ident))
+    # Datasets whose runs reserved budget for this store but never published there.
+    known = {ident for _, ident in out}
+    root = registry_root()
+    for path in sorted(root.glob("*/lifetime_ledger.json")) if root.is_dir() else []:
+        if path.parent.name in known:
+            continue
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            raw = read_ledger_file(path)
+            if any(p.get("store") == str(store) for p in raw.get("pending", [])):
+                out.append((str(raw.get("dataset") or path.parent.name), path.parent.name))
     return out
 
 
@@ -100,8 +112,13 @@ def check_store(store: str | Path, *, repair: bool = False,
         for p in book.pending:
             if p.get("store") != here:
                 continue
-            alive = _pid_alive(p.get("pid"), p.get("host"))
-            if p["state"] == "reserved" and not alive:
+            if p["state"] != "reserved" or _pid_alive(p.get("pid"), p.get("host")):
+                continue  # a run that drew noise stays charged; a live run is not stale
+            if repair and cancel_reservation(ident, name, p["run_id"],
+                                             reason="store check --repair: the run died "
+                                                    "before drawing noise"):
+                report.repaired.append(f"gave back the reservation of dead run {p['run_id']}")
+            else:
                 report.problems.append(f"{ident}: run {p['run_id']} died holding a reservation "
                                        "(charged; it drew no noise)")
     if work_dir is not None:
