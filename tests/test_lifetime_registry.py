@@ -198,3 +198,43 @@ def test_a_second_release_with_the_same_test_seed_is_refused(toy_contract, toy_p
                            out=str(tmp_path / "elsewhere")))
     text = registry_ledger_path("toy").read_text()
     assert "424242" not in text and "hmac-sha256:" in text
+
+
+def test_a_concurrent_reservation_takes_the_budget_before_any_read(toy_contract, toy_parquet,
+                                                                    tmp_path, monkeypatch):
+    """Item 4: a run that has reserved (and is still reading) holds its ρ: a concurrent run
+    that does not fit is refused before its first private read."""
+    from privfair.pipeline.plan import preflight
+    from privfair.pipeline.store import reserve_run
+
+    first = preflight(params(toy_contract, toy_parquet, tmp_path, epsilon=2.5, delta=1e-6,
+                             seed=None))
+    reserve_run(first)
+
+    def boom(*a, **k):
+        raise AssertionError("private data was read")
+
+    monkeypatch.setattr(runner, "load", boom)
+    with pytest.raises(BudgetExceededError, match="lifetime budget"):
+        run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=2.5, delta=1e-6,
+                           seed=None))
+
+
+def test_a_stale_catalog_row_is_refused_in_one_line_then_repaired(toy_contract, toy_parquet,
+                                                                  tmp_path, capsys):
+    """Item 8: a catalog row no ledger entry backs (left by a crash) no longer breaks every
+    later release with a ConstraintException: the run is refused naming the row, and
+    ``store check --repair`` removes it."""
+    from privfair.pipeline.store import catalog
+
+    store = tmp_path / "releases"
+    run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
+    with catalog(store) as con:
+        con.execute("INSERT INTO releases SELECT dataset, 'v2', 'toy/v2', published_at, epsilon,"
+                    " delta, rho, method, n_rows, contract_fingerprint, fairness_passed, "
+                    "orchestrator FROM releases WHERE version = 'v1'")
+    with pytest.raises(StoreError, match="catalog row toy v2 is not in the ledger"):
+        run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
+    assert main(["store", "check", "--out", str(store), "--repair"]) == 0
+    assert "removed the stale catalog row toy v2" in capsys.readouterr().out
+    assert run_release(params(toy_contract, toy_parquet, tmp_path, seed=None)).name == "v2"
