@@ -61,6 +61,8 @@ def _env(home: Path) -> dict[str, str]:
     env = dict(os.environ, DO_NOT_TRACK="1", PREFECT_SERVER_ANALYTICS_ENABLED="false",
                PREFECT_HOME=str(home), PYTHONPATH=str(ROOT))
     env.pop("PREFECT_API_URL", None)
+    # a throw-away lifetime ledger: repeated benchmark releases must not spend a real budget
+    env.setdefault("PRIVFAIR_REGISTRY", str(home.parent / "privfair-registry"))
     # a loaded shared machine starts the ephemeral server slowly (default timeout: 20 s)
     env.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
     return env
