@@ -238,3 +238,12 @@ def test_a_stale_catalog_row_is_refused_in_one_line_then_repaired(toy_contract, 
     assert main(["store", "check", "--out", str(store), "--repair"]) == 0
     assert "removed the stale catalog row toy v2" in capsys.readouterr().out
     assert run_release(params(toy_contract, toy_parquet, tmp_path, seed=None)).name == "v2"
+
+
+def test_the_manifest_counts_the_reserved_run_once(toy_contract, toy_parquet, tmp_path):
+    """Item 4: the reservation is in the ledger when the manifest is built; the manifest's
+    lifetime spend counts this release once (not reservation + release)."""
+    final = run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
+    manifest = json.loads((final / "manifest.json").read_text())
+    assert manifest["lifetime"]["rho_spent_after"] == pytest.approx(
+        zcdp_rho(epsilon=1.0, delta=1e-9))

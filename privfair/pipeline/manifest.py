@@ -76,7 +76,9 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "epsilon_budget": lifetime.epsilon_budget,
             "delta_budget": lifetime.delta_budget,
             "rho_budget": lifetime.rho_budget,
-            "rho_spent_after": lifetime.rho_spent + plan.rho,
+            # The run's reservation is already in the ledger (issue 10.4): count it once.
+            "rho_spent_after": lifetime.rho_spent + (
+                plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
         },
         "method": {
             "name": plan.method,
