@@ -93,3 +93,34 @@ def test_discover_flow_publishes_a_graph_release(prefect_harness, toy_contract, 
     manifest = json.loads((Path(folder) / "manifest.json").read_text())
     assert folder.endswith("v1") and manifest["kind"] == "graph"
     assert manifest["seed_policy"].startswith("fresh OS entropy")
+
+
+def test_discover_reserves_before_reading_and_stays_charged_after_noise(
+        toy_contract, toy_parquet, tmp_path, monkeypatch):
+    """Rule 5: the search's ρ is reserved before the first private read; a run that fails
+    after drawing noise stays charged, one that fails before gets its reservation back."""
+    from privfair.pipeline import discover
+
+    store, contract = tmp_path / "store", load_contract(toy_contract)
+    rho = zcdp_rho(epsilon=1.0, delta=1e-6)
+    seen: list[float] = []
+
+    def read_then_fail(plan):
+        seen.append(read_lifetime_ledger(None, contract).rho_spent)
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(discover, "_read_codes", read_then_fail)
+    assert _discover(toy_contract, toy_parquet, store) != 0
+    assert seen == [pytest.approx(rho)]  # reserved when the private read began
+    assert read_lifetime_ledger(None, contract).rho_spent == 0.0  # no noise: given back
+
+    monkeypatch.undo()
+
+    def noisy_then_fail(*args, **kwargs):
+        raise RuntimeError("crash during the search")
+
+    monkeypatch.setattr(discover, "priv_pc", noisy_then_fail)
+    with pytest.raises(RuntimeError):
+        discover.run_discover({"contract": str(toy_contract), "data": str(toy_parquet),
+                               "epsilon": 1.0, "out": str(store)})
+    assert read_lifetime_ledger(None, contract).rho_spent == pytest.approx(rho)

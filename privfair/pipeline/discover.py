@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import numpy as np
@@ -37,7 +38,7 @@ from privfair.causal.privpc import DiscoveryResult, lap_mech, max_rounds, priv_p
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.domain import Domain
 from privfair.core.errors import ContractError, PrivfairError
-from privfair.pipeline.artefacts import json_bytes, sha256_file, utc_now
+from privfair.pipeline.artefacts import json_bytes, new_run_id, sha256_file, utc_now
 from privfair.pipeline.commit import commit_release
 from privfair.pipeline.contracts import Contract, load_contract
 from privfair.pipeline.plan import (
@@ -47,7 +48,15 @@ from privfair.pipeline.plan import (
     _resolve_data,
 )
 from privfair.pipeline.report import _CSS, ROLE_COLOURS, _kv_table, _png, ledger_chart
-from privfair.pipeline.store import code_version, locked, next_version, read_lifetime_ledger
+from privfair.pipeline.store import (
+    code_version,
+    locked,
+    mark_noise_drawn,
+    next_version,
+    read_lifetime_ledger,
+    release_unspent,
+    reserve_run,
+)
 from privfair.pipeline.train import _read_private, _rng
 
 log = logging.getLogger(__name__)
@@ -169,17 +178,29 @@ def run_discover(params: DiscoverParams | Mapping[str, Any], *,
     plan = preflight_discover(params)
     p = plan.params
     ledger = PrivacyLedger(rho_budget=plan.rho, delta=p.delta)
-    report("read data", 0.05)
-    codes = _read_codes(plan)
-    report(f"search ({p.method})", 0.2)
-    search = priv_pc if p.method == "privpc" else lap_mech
-    extra: dict[str, Any] = {"max_rows": p.max_rows} if p.method == "privpc" else {}
-    result = search(codes, plan.domain, rho=plan.rho, ledger=ledger, rng=_rng(p.seed, 9),
-                    alpha=p.alpha, max_order=p.max_order, roles=plan.contract.roles(),
-                    **extra)
-    del codes
-    report("publish", 0.9)
-    final = publish_graph(plan, ledger=ledger, result=result)
+    # The search's ρ is fixed in advance, so the whole of it is reserved in the lifetime
+    # ledger before the first private read, and stays charged once noise is drawn.
+    run = SimpleNamespace(run_id=new_run_id(), rho=plan.rho, epsilon=p.epsilon, delta=p.delta,
+                          method=f"graph:{p.method}", store=plan.store, contract=plan.contract,
+                          dataset=plan.contract.name,
+                          contract_fingerprint=plan.contract.fingerprint())
+    reserve_run(run)
+    try:
+        report("read data", 0.05)
+        codes = _read_codes(plan)
+        report(f"search ({p.method})", 0.2)
+        search = priv_pc if p.method == "privpc" else lap_mech
+        extra: dict[str, Any] = {"max_rows": p.max_rows} if p.method == "privpc" else {}
+        mark_noise_drawn(run)
+        result = search(codes, plan.domain, rho=plan.rho, ledger=ledger, rng=_rng(p.seed, 9),
+                        alpha=p.alpha, max_order=p.max_order, roles=plan.contract.roles(),
+                        **extra)
+        del codes
+        report("publish", 0.9)
+        final = publish_graph(plan, ledger=ledger, result=result, run_id=run.run_id)
+    except BaseException:
+        release_unspent(run)  # only a run that drew no noise gets its reservation back
+        raise
     report("done", 1.0)
     return final
 
@@ -303,14 +324,21 @@ def graph_report(manifest: Mapping[str, Any]) -> str:
         "</body></html>"])
 
 
-def publish_graph(plan: DiscoverPlan, *, ledger: PrivacyLedger, result: DiscoveryResult) -> Path:
-    """Write the release folder atomically and record it in the lifetime ledger and catalog."""
+def publish_graph(plan: DiscoverPlan, *, ledger: PrivacyLedger, result: DiscoveryResult,
+                  run_id: str | None = None) -> Path:
+    """Write the release folder atomically and record it in the lifetime ledger and catalog.
+
+    ``run_id`` names the run's reservation, which the ``publish`` entry then replaces.
+    """
     store = plan.store
     folder = store / plan.contract.name
     folder.mkdir(parents=True, exist_ok=True)
     with locked(folder):
         lifetime = read_lifetime_ledger(store, plan.contract)
-        lifetime.check(rho=plan.rho)
+        # A reserved run is already counted in the ledger; only an unreserved one adds ρ.
+        unreserved = run_id is None or lifetime.run_state(run_id) is None
+        if unreserved:
+            lifetime.check(rho=plan.rho)
         version = next_version(folder, lifetime)
         final = folder / version
         tmp = folder / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
@@ -318,7 +346,8 @@ def publish_graph(plan: DiscoverPlan, *, ledger: PrivacyLedger, result: Discover
         try:
             manifest = build_graph_manifest(plan, version=version, ledger=ledger,
                                             result=result,
-                                            lifetime_after=lifetime.rho_spent + plan.rho)
+                                            lifetime_after=lifetime.rho_spent
+                                            + (plan.rho if unreserved else 0.0))
             (tmp / "graph.json").write_text(result.graph.to_json(), encoding="utf-8")
             (tmp / "ledger.json").write_text(json.dumps(ledger.state_dict(), indent=2,
                                                         default=float), encoding="utf-8")
@@ -335,7 +364,7 @@ def publish_graph(plan: DiscoverPlan, *, ledger: PrivacyLedger, result: Discover
             "version": version, "published_at": manifest["published_at"],
             "epsilon": p.epsilon, "delta": p.delta, "rho": plan.rho,
             "method": f"graph:{p.method}",
-            "contract_fingerprint": plan.contract.fingerprint(),
+            "contract_fingerprint": plan.contract.fingerprint(), "run_id": run_id,
         })
         commit_release(
             store=store, dataset=plan.contract.name, version=version, staged=tmp, final=final,
