@@ -109,12 +109,11 @@ def test_discover_reserves_before_reading_and_stays_charged_after_noise(
         seen.append(read_lifetime_ledger(None, contract).rho_spent)
         raise OSError("disk went away")
 
-    monkeypatch.setattr(discover, "_read_codes", read_then_fail)
-    assert _discover(toy_contract, toy_parquet, store) != 0
+    with monkeypatch.context() as patched:  # not undo(): it would drop the test registry
+        patched.setattr(discover, "_read_codes", read_then_fail)
+        assert _discover(toy_contract, toy_parquet, store) != 0
     assert seen == [pytest.approx(rho)]  # reserved when the private read began
     assert read_lifetime_ledger(None, contract).rho_spent == 0.0  # no noise: given back
-
-    monkeypatch.undo()
 
     def noisy_then_fail(*args, **kwargs):
         raise RuntimeError("crash during the search")

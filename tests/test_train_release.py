@@ -183,3 +183,43 @@ def test_successive_model_releases_share_the_registry_ledger(adult_file, tmp_pat
     # A third release over what is left is refused before reading anything.
     with pytest.raises(BudgetExceededError):
         preflight_train({"model": "pflr", "epsilon": 6.5, "out": str(store)})
+
+
+def test_model_run_reserves_before_reading_and_stays_charged_after_noise(
+        adult_file, tmp_path, monkeypatch):
+    """Rule 5: a model run holds the dataset's remaining ρ before its first private read;
+    a failure after noise stays charged, and publication charges the exact ρ instead."""
+    from privfair.pipeline import train
+    from privfair.pipeline.store import read_lifetime_ledger
+
+    store, contract = tmp_path / "store", load_contract(contract_path("adult"))
+    budget = read_lifetime_ledger(store, contract).rho_budget
+    seen: list[float] = []
+    real_read = train._read_private
+
+    def watch_read(plan):
+        seen.append(read_lifetime_ledger(None, contract).rho_spent)
+        return real_read(plan)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("crash while training")
+
+    params = {"model": "privlr", "epsilon": 2.0, "data": str(adult_file), "out": str(store),
+              "holdout": 0.0}
+    with monkeypatch.context() as patched:  # not undo(): it would drop the test registry
+        patched.setattr(train, "_read_private", watch_read)
+        patched.setattr(train, "_train_functional", crash)
+        with pytest.raises(RuntimeError):
+            run_train(params)
+    assert seen == [pytest.approx(budget)]  # the whole remaining ρ was held before reading
+    book = read_lifetime_ledger(None, contract)
+    assert book.rho_spent == pytest.approx(budget)  # noise was drawn: it stays charged
+    assert book.pending[0]["state"] == "spent, not published"
+
+    monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry2"))
+    final = run_train({**params, "out": str(tmp_path / "store2")})
+    book = read_lifetime_ledger(tmp_path / "store2", contract)
+    manifest = json.loads((final / "manifest.json").read_text())
+    assert not book.pending
+    assert book.rho_spent == pytest.approx(manifest["lifetime"]["rho_reserved"])
+    assert 0 < book.rho_spent < budget  # the exact ρ replaced the reservation

@@ -540,7 +540,11 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
                 book.check(rho=float(r["rho"]))
                 book.releases.append(fields)
             else:
-                fields.pop("rho", None)
+                # The reservation is charged, unless the release names a smaller exact cost
+                # (a model release whose Rényi curve was known only after it started).
+                held = next(q for q in book.pending if q["run_id"] == r["run_id"])
+                if not float(fields.get("rho", math.inf)) <= float(held["rho"]):
+                    fields.pop("rho", None)
             new.append(("publish", fields))
         return _append(ident, name, budget, entries, new)
 

@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import numpy as np
@@ -54,7 +55,7 @@ from privfair.core.accounting import (
     zcdp_rdp,
 )
 from privfair.core.errors import BudgetExceededError, DomainError, PrivfairError
-from privfair.pipeline.artefacts import json_bytes, sha256_file, utc_now
+from privfair.pipeline.artefacts import json_bytes, new_run_id, sha256_file, utc_now
 from privfair.pipeline.contracts import Contract, load_contract
 from privfair.pipeline.model_features import FeatureEncoding
 from privfair.pipeline.plan import (
@@ -69,8 +70,11 @@ from privfair.pipeline.store import (
     code_version,
     dataset_id,
     locked,
+    mark_noise_drawn,
     next_version,
     read_lifetime_ledger,
+    release_unspent,
+    reserve_run,
 )
 
 log = logging.getLogger(__name__)
@@ -383,8 +387,42 @@ def run_train(params: TrainParams | Mapping[str, Any], *,
     plan = preflight_train(params)
     p = plan.params
     ledger = PrivacyLedger(epsilon_budget=p.epsilon, delta=p.delta, accounting="rdp")
+    run = reserve_model_run(plan)
+    try:
+        final = _train_and_publish(plan, run, ledger, report)
+    except BaseException:
+        release_unspent(run)  # only a run that drew no noise gets its reservation back
+        raise
+    report("done", 1.0)
+    return final
+
+
+def reserve_model_run(plan: TrainPlan) -> SimpleNamespace:
+    """Reserve the lifetime's whole remaining ρ before the first private read (rule 5).
+
+    A model's Rényi curve is known only after its DP row count, so no smaller reservation is
+    sound in advance. While the model trains, the dataset's budget is held; a run that drew
+    noise and fails stays charged the reservation (conservative), and publication replaces it
+    by the exact ρ of :func:`rho_reservation`.
+    """
+    p = plan.params
+    remaining = read_lifetime_ledger(plan.store, plan.contract).rho_remaining
+    if not remaining > 0:
+        raise BudgetExceededError(f"lifetime budget of dataset {plan.contract.name!r} is spent")
+    run = SimpleNamespace(run_id=new_run_id(), rho=remaining, epsilon=p.epsilon, delta=p.delta,
+                          method=f"model:{p.model}", store=plan.store, contract=plan.contract,
+                          dataset=plan.contract.name,
+                          contract_fingerprint=plan.contract.fingerprint())
+    reserve_run(run)
+    return run
+
+
+def _train_and_publish(plan: TrainPlan, run: SimpleNamespace, ledger: PrivacyLedger,
+                       report: Callable[[str, float], None]) -> Path:
+    p = plan.params
     report("read data", 0.05)
     frame = _read_private(plan)
+    mark_noise_drawn(run)
     x = plan.encoding.transform(frame, plan.contract)
     y, groups = plan.encoding.labels_and_groups(frame, plan.contract)
     del frame
@@ -403,9 +441,8 @@ def run_train(params: TrainParams | Mapping[str, Any], *,
                                   plan.encoding.group_labels)
     del x, y, groups
     report("publish", 0.95)
-    final = publish_model(plan, ledger=ledger, weights=weights, hyper=hyper, metrics=metrics)
-    report("done", 1.0)
-    return final
+    return publish_model(plan, ledger=ledger, weights=weights, hyper=hyper, metrics=metrics,
+                         run_id=run.run_id)
 
 
 def _epsilon_curve(ledger: PrivacyLedger) -> list[dict[str, float]]:
@@ -493,9 +530,13 @@ def model_card(manifest: Mapping[str, Any]) -> str:
 
 
 def publish_model(plan: TrainPlan, *, ledger: PrivacyLedger, weights: Mapping[str, np.ndarray],
-                  hyper: Mapping[str, Any], metrics: Mapping[str, Any] | None) -> Path:
+                  hyper: Mapping[str, Any], metrics: Mapping[str, Any] | None,
+                  run_id: str | None = None) -> Path:
     """Write the release folder and commit it with the store's publication protocol
-    (intent, rename, ``publish`` entry in the registry's lifetime ledger, catalog)."""
+    (intent, rename, ``publish`` entry in the registry's lifetime ledger, catalog).
+
+    The ``publish`` entry replaces the run's reservation (``run_id``) by the exact ρ.
+    """
     from privfair.pipeline.publish import commit_publication, recover_store, write_intent
 
     store = plan.store
@@ -506,6 +547,8 @@ def publish_model(plan: TrainPlan, *, ledger: PrivacyLedger, weights: Mapping[st
     with locked(folder):
         recover_store(store, contract.name, locked_already=True)
         lifetime = read_lifetime_ledger(store, contract)
+        # This run's own reservation is replaced, not added to.
+        lifetime.pending = [r for r in lifetime.pending if r.get("run_id") != run_id]
         after = lifetime_epsilon(lifetime, curve)
         if after > lifetime.epsilon_budget * (1 + 1e-9):
             raise BudgetExceededError(
@@ -516,7 +559,7 @@ def publish_model(plan: TrainPlan, *, ledger: PrivacyLedger, weights: Mapping[st
         version = next_version(folder, lifetime)
         final = folder / version
         tmp = folder / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
-        intent = write_intent(folder, version, run_id=None, staged=tmp)
+        intent = write_intent(folder, version, run_id=run_id, staged=tmp)
         try:
             tmp.mkdir(mode=0o700)
             np.savez(tmp / "weights.npz", **{k: np.asarray(v) for k, v in weights.items()})
@@ -536,7 +579,7 @@ def publish_model(plan: TrainPlan, *, ledger: PrivacyLedger, weights: Mapping[st
         method = f"model:{p.model}"
         release = {"version": version, "published_at": manifest["published_at"],
                    "epsilon": p.epsilon, "delta": p.delta, "rho": reservation,
-                   "method": method, "kind": "model",
+                   "method": method, "kind": "model", "run_id": run_id,
                    "contract_fingerprint": contract.fingerprint(),
                    "rdp": [float(v) for v in curve]}
         row = [contract.name, version, str(final.relative_to(store)), manifest["published_at"],
