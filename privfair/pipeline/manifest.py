@@ -166,7 +166,9 @@ def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> st
         "|---|---|",
         f"| Guarantee | ({g['epsilon']:g}, {g['delta']:.3g})-DP, ρ = {g['rho']:.4g} zCDP "
         f"(add/remove one row) |",
-        f"| ρ spent | {g['spent']['rho']:.4g} |",
+        # An RDP ledger (DP-SGD) has no ρ; its ε at δ is the spent budget.
+        (f"| ρ spent | {g['spent']['rho']:.4g} |" if g["spent"].get("rho") is not None
+         else f"| ε spent | {g['spent']['epsilon']:.4g} at δ = {g['delta']:.3g} (RDP) |"),
         f"| Lifetime ρ after this release | {life['rho_spent_after']:.4g} of "
         f"{life['rho_budget']:.4g} (ε = {life['epsilon_budget']:g}, "
         f"δ = {life['delta_budget']:g}) |",
