@@ -58,6 +58,13 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
         assert ["race", "income"] in graph["oriented_from_undirected"]
     else:
         assert graph is None
+    # The lifetime composes the release's Rényi curve (DP-SGD has no ρ of its own).
+    from privfair.core.accounting import RDP_ORDERS
+    from privfair.pipeline.contracts import load_contract
+    from privfair.pipeline.store import read_lifetime_ledger
+
+    (release,) = read_lifetime_ledger(tmp_path / "store", load_contract(toy_contract)).releases
+    assert len(release["rdp"]) == len(RDP_ORDERS) and release["rho"] > 0
 
 
 def test_cfgan_refusals_come_before_any_read(toy_contract, toy_parquet, tmp_path):

@@ -18,6 +18,7 @@ every publication) rolls it forward if the ledger has the ``publish`` entry and 
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -59,6 +60,16 @@ from privfair.pipeline.store import (
 )
 
 log = logging.getLogger(__name__)
+
+
+def lifetime_charge(lifetime: Any, curve: Any, *, run_id: str | None) -> dict[str, Any]:
+    """The lifetime record of a release known by its Rényi ``curve``: the curve itself, and
+    the ρ that leaves later zCDP table releases exactly the room the curve leaves them."""
+    from privfair.pipeline.train import rho_reservation
+
+    others = copy.copy(lifetime)
+    others.pending = [r for r in lifetime.pending if r.get("run_id") != run_id]
+    return {"rdp": [float(v) for v in curve], "rho": rho_reservation(others, curve)}
 
 
 def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
@@ -132,6 +143,8 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
                    "run_id": plan.run_id, "epsilon": plan.epsilon, "delta": plan.delta,
                    "rho": plan.rho, "method": plan.method,
                    "contract_fingerprint": plan.contract_fingerprint}
+        if book.uses_rdp:  # DP-SGD: compose its Rényi curve, not a ρ it does not have
+            release.update(lifetime_charge(lifetime, book.rdp(), run_id=plan.run_id))
         if getattr(plan, "seed_fingerprint", None):
             release["seed_fingerprint"] = plan.seed_fingerprint
         row = [plan.dataset, version, str(final.relative_to(store)), manifest["published_at"],

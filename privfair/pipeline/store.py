@@ -540,11 +540,12 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
                 book.check(rho=float(r["rho"]))
                 book.releases.append(fields)
             else:
-                # The reservation is charged, unless the release names a smaller exact cost
-                # (a model release whose Rényi curve was known only after it started).
+                # A release may name its exact cost in place of the reservation (a DP-SGD
+                # model or GAN, whose Rényi curve is known only once it ran); any excess over
+                # the reservation must still fit the budget.
                 held = next(q for q in book.pending if q["run_id"] == r["run_id"])
-                if not float(fields.get("rho", math.inf)) <= float(held["rho"]):
-                    fields.pop("rho", None)
+                if "rho" in fields and float(fields["rho"]) > float(held["rho"]):
+                    book.check(rho=float(fields["rho"]) - float(held["rho"]))
             new.append(("publish", fields))
         return _append(ident, name, budget, entries, new)
 
