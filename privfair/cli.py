@@ -1,5 +1,8 @@
 """``privfair`` command line.
 
+This module is long on purpose: it is the one command-line front end, each subcommand's
+parser beside its handler, so `privfair --help` and the code read in the same order.
+
 Commands::
 
     privfair release --contract PATH [--data PATH] --epsilon E --delta D --method M

@@ -1,5 +1,8 @@
 """Privacy accounting: zCDP, generalized to Rényi DP curves over a grid of orders.
 
+This module is long on purpose: the whole accountant (zCDP, Rényi curves, the conversions
+and the ledger) sits in one file so that an auditor can check composition in one read.
+
 Every private read is charged to one :class:`PrivacyLedger`. Two kinds of entries compose in it:
 
 * zCDP steps (Gaussian, exponential, Laplace): each carries its ρ, and its Rényi curve is

@@ -1,5 +1,8 @@
 """DP tabular GANs over a contract's codes: dpgan, FairGAN, FairGAN+ and CFGAN (torch).
 
+This module is long on purpose: the four GAN variants share one training loop and differ
+in a few adversary terms; splitting them would hide those differences across files.
+
 Privacy (spec §10): only D1, the discriminator that sees real rows, reads private data, and it
 is trained with DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise; optionally
 DPSGD-F's per-group bounds). The generator learns only through D1, and every fairness

@@ -1,5 +1,8 @@
 """The publisher's local contract tools: draft a contract from a file, check a file against one.
 
+This module is long on purpose: `contract draft` and `contract check --data` share one scan
+of the publisher's file and one set of suggestions.
+
 Both read the private table and show what is in it (category lists, offending values and their
 counts). They are the data owner's own diagnostics, run on their machine: nothing here is part of
 a release, charged to a ledger or written to the release store. A draft's domains are copied from

@@ -1,5 +1,7 @@
 """Raw values -> integer codes (and back), exactly as the data contract declares.
 
+This module is long on purpose: encoding and decoding must stay mirror images of each other.
+
 Nothing here looks at the private data to decide a domain: categories, aliases and bin edges
 all come from the :class:`~privfair.pipeline.contracts.Contract`. Values the contract does not cover
 get the column's ``out_of_domain`` policy, nulls its ``nulls`` policy. Errors name the column

@@ -1,5 +1,8 @@
 """The release store and the lifetime privacy registry.
 
+This module is long on purpose: the lifetime ledger's hash chain, its run states and the
+catalog are one protocol, and its invariants are easier to check in one file.
+
 Lifetime ledgers live in the **privacy registry**, not in a release store: one hash-chained
 ledger per dataset id (``dataset_id:`` in the contract; the contract's ``name`` when it declares
 none) at ``<registry>/<dataset_id>/lifetime_ledger.json``. The registry folder is

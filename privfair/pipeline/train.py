@@ -1,5 +1,8 @@
 """The ``model`` release kind: a DP (and fair) classifier trained on a contract's private data.
 
+This module is long on purpose: a model release end to end (plan, private training, model
+card, publication, predict) mirrors the table pipeline's stage modules in one place.
+
 ``privfair train`` runs :func:`run_train`; ``privfair predict`` runs :func:`predict`. A model
 release lives in ``<store>/<dataset>/vN/`` beside the table releases of the same dataset and
 shares their lifetime ledger. It holds ``weights.npz`` (numpy arrays, no pickle),

@@ -1,5 +1,8 @@
 """Private-PGM-style estimation: the graphical model that best explains noisy marginals.
 
+This module is long on purpose: one algorithm (mirror descent with junction-tree belief
+propagation), read top to bottom.
+
 Given noisy measurements ``y_m ≈ μ_m + N(0, σ_m²)`` of marginals ``μ_m``, find the
 distribution in the marginal polytope minimising ``Σ_m ½‖(μ_m − y_m)/σ_m‖²`` (McKenna,
 Sheldon and Miklau 2019). The search is entropic mirror descent on the log-potentials θ of a

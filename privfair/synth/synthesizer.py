@@ -1,5 +1,8 @@
 """Select–measure–generate synthesis: MST, Greedy-PreFair and Exponential-PreFair.
 
+This module is long on purpose: the stage functions and the estimator class that chains them
+belong together, so the library path and the pipeline path cannot drift apart.
+
 The budget ρ is split in thirds as in MST: one-way marginals, structure selection, and the
 selected 2-way marginals. Everything after the three measurements is post-processing.
 
