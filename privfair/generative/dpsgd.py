@@ -15,6 +15,9 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+# One DP-SGD clipping rule for models and discriminators (DPSGD-F's bounds included).
+from privfair.learn.dpsgd import clip_factors, group_clip_bounds
+
 __all__ = ["GroupClipping", "clip_factors", "noisy_gradient", "per_sample_gradients",
            "per_sample_norms"]
 
@@ -33,11 +36,6 @@ def per_sample_gradients(module: nn.Module, loss: Callable[[torch.Tensor], torch
 def per_sample_norms(grads: dict[str, torch.Tensor]) -> torch.Tensor:
     """L2 norm of each row's whole gradient (all parameters together)."""
     return torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads.values()))
-
-
-def clip_factors(norms: torch.Tensor, bounds: torch.Tensor) -> torch.Tensor:
-    """min(1, bound_i / norm_i): row i's gradient times its factor has norm ≤ bound_i."""
-    return torch.clamp(bounds / (norms + 1e-12), max=1.0)
 
 
 @dataclass(frozen=True)
@@ -63,12 +61,10 @@ class GroupClipping:
             for k in range(self.groups)]).to(torch.float64)
         noise = torch.randn(counts.shape, generator=generator, device=counts.device,
                             dtype=torch.float64)
-        noisy = torch.clamp(counts + self.count_noise * noise, min=0.0)
-        m_k, o_k = noisy[:, 0], noisy[:, 1]
-        b_k = torch.clamp(m_k + o_k, min=1.0)
-        m = torch.clamp(m_k.sum(), min=1.0)
-        c_k = self.base * (1 + (m_k / b_k) / (m / max(expected_batch, 1.0)))
-        return torch.clamp(c_k, max=self.cap * self.base).to(norms.dtype)
+        noisy = counts + self.count_noise * noise
+        return group_clip_bounds(noisy[:, 0], noisy[:, 1],
+                                 expected_batch_size=max(expected_batch, 1.0), clip=self.base,
+                                 cap=self.cap * self.base).to(norms.dtype)
 
 
 def noisy_gradient(grads: dict[str, torch.Tensor], factors: torch.Tensor, *,
