@@ -149,6 +149,60 @@ def test_bad_arguments_are_refused(case, extra, words, capsys, tmp_path, toy_con
     assert not (tmp_path / "w").exists()  # refused before even the work folder is made
 
 
+@pytest.mark.prefect
+def test_bad_input_is_refused_on_the_prefect_path_too(prefect_harness, capsys, tmp_path,
+                                                      toy_contract, toy_frame, toy_parquet,
+                                                      store_snapshot):
+    """The data, contract and argument cases above, through the Prefect flow: one line,
+    exit 2, nothing written (issue 10.11). One harness session serves them all."""
+
+    def prefect_argv(contract, data, folder, *extra):
+        argv = release_argv(contract, data, folder / "releases", folder / "w", *extra)
+        # production-like: no flag for the in-process path, no test seed
+        drop = {"--no-prefect", "--insecure-seed", "--seed", "3"}
+        return [a for a in argv if a not in drop]
+
+    for kind, fmt, words in BAD_DATA:
+        folder = tmp_path / f"data-{kind}"
+        folder.mkdir()
+        data = folder / f"bad.{fmt}"
+        frame = _frame_variant(kind, toy_frame)
+        if fmt == "csv":
+            frame.to_csv(data, index=False)
+        else:
+            frame.to_parquet(data, index=False)
+        code, out, err = run_cli(capsys, *prefect_argv(toy_contract, data, folder))
+        assert_refused(code, out, err, words, folder / "releases", store_snapshot)
+    for case, (contract, words) in _contract_cases(tmp_path).items():
+        folder = tmp_path / f"contract-{case}"
+        folder.mkdir()
+        code, out, err = run_cli(capsys, *prefect_argv(contract, toy_parquet, folder))
+        assert_refused(code, out, err, words, folder / "releases", store_snapshot)
+    for case, extra, words in BAD_ARGS:
+        folder = tmp_path / f"args-{case}"
+        folder.mkdir()
+        code, out, err = run_cli(capsys, *prefect_argv(toy_contract, toy_parquet, folder,
+                                                       *extra))
+        assert_refused(code, out, err, words, folder / "releases", store_snapshot)
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "empty.csv").write_text(",".join(toy_frame.columns) + "\n")
+    raw = toy_parquet.read_bytes()
+    (files / "corrupt.parquet").write_bytes(raw[: len(raw) // 2] + b"garbage" * 10)
+    typed = toy_frame.astype({"age": str})
+    typed.loc[3, "age"] = "forty"
+    typed.to_csv(files / "typed.csv", index=False)
+    for name, words in (("empty.csv", ["no rows", "empty input"]),
+                        ("corrupt.parquet", ["cannot be read as Parquet"]),
+                        ("typed.csv", ["'age'", "non-numeric", "numeric"]),
+                        ("nope.csv", ["does not exist"])):
+        folder = tmp_path / f"file-{name}"
+        folder.mkdir()
+        code, out, err = run_cli(capsys, *prefect_argv(toy_contract, files / name, folder))
+        assert_refused(code, out, err, words, folder / "releases", store_snapshot)
+        assert "forty" not in err
+
+
 def test_empty_input_is_refused(capsys, tmp_path, toy_contract, toy_frame, store_snapshot):
     data = tmp_path / "empty.csv"
     data.write_text(",".join(toy_frame.columns) + "\n")
