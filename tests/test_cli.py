@@ -71,15 +71,20 @@ BAD_DATA = [
 ]
 
 
+def _bad_data_file(kind: str, fmt: str, frame: pd.DataFrame, folder: Path) -> Path:
+    data = folder / f"bad.{fmt}"
+    bad = _frame_variant(kind, frame)
+    if fmt == "csv":
+        bad.to_csv(data, index=False)
+    else:
+        bad.to_parquet(data, index=False)
+    return data
+
+
 @pytest.mark.parametrize(("kind", "fmt", "words"), BAD_DATA, ids=[b[0] for b in BAD_DATA])
 def test_bad_data_is_refused(kind, fmt, words, capsys, tmp_path, toy_contract, toy_frame,
                              store_snapshot):
-    data = tmp_path / f"bad.{fmt}"
-    frame = _frame_variant(kind, toy_frame)
-    if fmt == "csv":
-        frame.to_csv(data, index=False)
-    else:
-        frame.to_parquet(data, index=False)
+    data = _bad_data_file(kind, fmt, toy_frame, tmp_path)
     store = tmp_path / "releases"
     code, out, err = run_cli(capsys, *release_argv(toy_contract, data, store, tmp_path / "w"))
     assert_refused(code, out, err, words, store, store_snapshot)
@@ -165,12 +170,7 @@ def test_bad_input_is_refused_on_the_prefect_path_too(prefect_harness, capsys, t
     for kind, fmt, words in BAD_DATA:
         folder = tmp_path / f"data-{kind}"
         folder.mkdir()
-        data = folder / f"bad.{fmt}"
-        frame = _frame_variant(kind, toy_frame)
-        if fmt == "csv":
-            frame.to_csv(data, index=False)
-        else:
-            frame.to_parquet(data, index=False)
+        data = _bad_data_file(kind, fmt, toy_frame, folder)
         code, out, err = run_cli(capsys, *prefect_argv(toy_contract, data, folder))
         assert_refused(code, out, err, words, folder / "releases", store_snapshot)
     for case, (contract, words) in _contract_cases(tmp_path).items():
