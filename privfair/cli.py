@@ -246,7 +246,10 @@ def _add_discover_command(sub: Any) -> None:
                     help="public bound on the number of rows (default: 1e6)")
     dc.add_argument("--coarsen", help="public grouping of categories: adult-ch4 or a YAML file "
                                       "{column: [[labels], ...]}")
-    dc.add_argument("--seed", type=int, help="testing only: omit in production")
+    dc.add_argument("--seed", type=int, help="testing only, with --insecure-seed: "
+                    "whoever knows the seed can remove the noise")
+    dc.add_argument("--insecure-seed", action="store_true",
+                    help="test mode: allow --seed (recorded as such)")
     dc.add_argument("--out", default="releases", help="release store folder (default: releases)")
     dc.set_defaults(func=cmd_discover)
 
@@ -272,7 +275,10 @@ def _add_model_commands(sub: Any) -> None:
     tr.add_argument("--clip", type=float, default=0.5, help="DP-SGD base clipping bound")
     tr.add_argument("--hidden", type=int, nargs="*", help="DP-SGD hidden layer widths")
     tr.add_argument("--alpha", type=float, default=0.3, help="PFLR fairness weight")
-    tr.add_argument("--seed", type=int, help="testing only: omit in production")
+    tr.add_argument("--seed", type=int, help="testing only, with --insecure-seed: "
+                    "whoever knows the seed can remove the noise")
+    tr.add_argument("--insecure-seed", action="store_true",
+                    help="test mode: allow --seed (recorded as such)")
     tr.add_argument("--out", default="releases", help="release store folder (default: releases)")
     tr.set_defaults(func=cmd_train)
 
@@ -747,7 +753,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         contract=args.contract, data=args.data, model=args.model, epsilon=args.epsilon,
         delta=args.delta, group=args.group, positive=args.positive, holdout=args.holdout,
         epochs=args.epochs, batch_size=args.batch_size, clip=args.clip,
-        hidden=args.hidden or [], alpha=args.alpha, seed=args.seed, out=args.out)
+        hidden=args.hidden or [], alpha=args.alpha, seed=args.seed,
+        insecure_seed=args.insecure_seed, out=args.out)
     preflight_train(params)  # refuses before any private read
     with _progress() as bar:
         task = bar.add_task("preflight", total=1.0)
@@ -763,7 +770,8 @@ def cmd_discover(args: argparse.Namespace) -> int:
     params = DiscoverParams(
         contract=args.contract, data=args.data, method=args.method, epsilon=args.epsilon,
         delta=args.delta, alpha=args.alpha, max_order=args.max_order, max_rows=args.max_rows,
-        coarsen=args.coarsen, seed=args.seed, out=args.out)
+        coarsen=args.coarsen, seed=args.seed, insecure_seed=args.insecure_seed,
+        out=args.out)
     preflight_discover(params)  # refuses before any private read
     with _progress() as bar:
         task = bar.add_task("preflight", total=1.0)

@@ -20,7 +20,7 @@ from tests.conftest import SECRET_PREFIX, TOY_CONTRACT
 
 def _discover(contract: Path, data: Path, store: Path, *extra: str) -> int:
     return main(["discover", "--contract", str(contract), "--data", str(data), "--epsilon", "1",
-                 "--seed", "3", "--out", str(store), *extra])
+                 "--seed", "3", "--insecure-seed", "--out", str(store), *extra])
 
 
 def test_discover_publishes_a_graph_release(toy_contract, toy_parquet, tmp_path, capsys):
@@ -123,3 +123,14 @@ def test_discover_reserves_before_reading_and_stays_charged_after_noise(
         discover.run_discover({"contract": str(toy_contract), "data": str(toy_parquet),
                                "epsilon": 1.0, "out": str(store)})
     assert read_lifetime_ledger(None, contract).rho_spent == pytest.approx(rho)
+
+
+def test_discover_refuses_a_seed_without_the_insecure_test_mode(toy_contract, toy_parquet,
+                                                               tmp_path, capsys):
+    """Issue 10.3 for graph releases: one line, exit 2, nothing written."""
+    store = tmp_path / "store"
+    code = main(["discover", "--contract", str(toy_contract), "--data", str(toy_parquet),
+                 "--epsilon", "1", "--seed", "3", "--out", str(store)])
+    assert code == 2
+    assert "insecure_seed" in capsys.readouterr().err
+    assert not store.exists()

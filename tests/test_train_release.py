@@ -41,7 +41,7 @@ def _contract_with_budget(tmp_path, epsilon):
 def test_pflr_star_release_round_trips_through_predict(adult_file, tmp_path):
     store = tmp_path / "store"
     folder = run_train({"model": "pflr-star", "epsilon": 1.0, "data": str(adult_file),
-                        "seed": 3, "out": str(store)})
+                        "seed": 3, "insecure_seed": True, "out": str(store)})
     assert folder == store / "adult" / "v1"
     assert sorted(p.name for p in folder.iterdir()) == [
         "contract.yaml", "manifest.json", "model_card.md", "weights.npz"]
@@ -82,7 +82,8 @@ def test_dpsgd_f_release_and_cli_predict(adult_file, tmp_path, capsys):
     pytest.importorskip("torch")
     store = tmp_path / "store"
     code = main(["train", "--model", "dpsgd-f", "--epsilon", "3", "--data", str(adult_file),
-                 "--epochs", "2", "--seed", "1", "--out", str(store)])
+                 "--epochs", "2", "--seed", "1", "--insecure-seed",
+                 "--out", str(store)])
     assert code == 0
     folder = capsys.readouterr().out.strip().splitlines()[-1]
     manifest = json.loads((store / "adult" / "v1" / "manifest.json").read_text())
@@ -168,6 +169,7 @@ def test_successive_model_releases_share_the_registry_ledger(adult_file, tmp_pat
     store = tmp_path / "store"
     for model in ("privlr", "pflr"):
         run_train({"model": model, "epsilon": 2.0, "data": str(adult_file), "seed": 5,
+                   "insecure_seed": True,
                    "out": str(store), "holdout": 0.0})
     contract = load_contract(contract_path("adult"))
     from privfair.pipeline.store import read_lifetime_ledger
@@ -223,3 +225,9 @@ def test_model_run_reserves_before_reading_and_stays_charged_after_noise(
     assert not book.pending
     assert book.rho_spent == pytest.approx(manifest["lifetime"]["rho_reserved"])
     assert 0 < book.rho_spent < budget  # the exact ρ replaced the reservation
+
+
+def test_a_fixed_seed_needs_the_insecure_test_mode(tmp_path):
+    """Issue 10.3 for model releases: a seed without insecure_seed is refused up front."""
+    with pytest.raises(ValueError, match="insecure_seed"):
+        preflight_train({"model": "pflr", "epsilon": 1.0, "seed": 1, "out": str(tmp_path)})

@@ -47,6 +47,7 @@ from privfair.pipeline.plan import (
     _resolve_contract,
     _resolve_data,
 )
+from privfair.pipeline.randomness import check_seed_policy
 from privfair.pipeline.report import _CSS, ROLE_COLOURS, _kv_table, _png, ledger_chart
 from privfair.pipeline.store import (
     code_version,
@@ -82,7 +83,10 @@ class DiscoverParams(BaseModel):
     max_rows: int = Field(10**6, ge=1, description="Public bound on the number of rows.")
     coarsen: str | None = Field(None, description="Public grouping: a built-in name "
                                                   "(adult-ch4) or a YAML/JSON file.")
-    seed: int | None = Field(None, ge=0, description="Tests and demos only; never recorded.")
+    seed: int | None = Field(None, ge=0, description="Tests and demos only, with "
+                             "insecure_seed; never recorded.")
+    insecure_seed: bool = Field(False, description="Test mode: allow a fixed seed (recorded "
+                                "as such in the manifest).")
     out: str = Field("releases", description="Release store folder.")
 
 
@@ -130,6 +134,7 @@ def preflight_discover(params: DiscoverParams | Mapping[str, Any]) -> DiscoverPl
     """Check everything that needs no private read; refuse with one line."""
     params = params if isinstance(params, DiscoverParams) else \
         DiscoverParams.model_validate(params)
+    check_seed_policy(params.seed, params.insecure_seed, error=GraphReleaseError)
     contract_path = _resolve_contract(params)  # type: ignore[arg-type]
     contract = load_contract(contract_path)
     if not _DATASET_NAME.fullmatch(contract.name):
@@ -244,7 +249,8 @@ def build_graph_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLed
                        "data_source": ("embedded default dataset" if plan.data_source ==
                                        "embedded" else
                                        "operator-supplied file (path and hash not recorded)")},
-        "seed_policy": ("operator-supplied seed; not recorded" if p.seed is not None
+        "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
+                        if p.seed is not None
                         else "fresh OS entropy for every noise draw; no seed exists"),
         "contract": {"name": plan.contract.name, "version": plan.contract.version,
                      "fingerprint": plan.contract.fingerprint()},

@@ -29,7 +29,7 @@ from privfair.pipeline.artefacts import (
 )
 from privfair.pipeline.contracts import Contract, load_contract
 from privfair.pipeline.preflight_checks import check_release_request
-from privfair.pipeline.randomness import seed_fingerprint
+from privfair.pipeline.randomness import check_seed_policy, seed_fingerprint
 from privfair.pipeline.store import (
     mark_noise_drawn,
     read_lifetime_ledger,
@@ -278,10 +278,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     """
     params = params if isinstance(params, ReleaseParams) else ReleaseParams.model_validate(
         params)
-    if params.seed is not None and not params.insecure_seed:
-        raise ReleaseInputError("seed: a fixed seed is a test mode that lets anyone who knows "
-                                "it remove the noise; pass insecure_seed (--insecure-seed) to "
-                                "use one, or leave seed empty for fresh OS entropy")
+    check_seed_policy(params.seed, params.insecure_seed, error=ReleaseInputError)
     contract_path = _resolve_contract(params)
     contract = load_contract(contract_path)
     _check_open_domains(contract)

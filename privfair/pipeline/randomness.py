@@ -55,6 +55,16 @@ def _seed_key(work_dir: Path) -> bytes:
     return path.read_bytes()
 
 
+def check_seed_policy(seed: int | None, insecure_seed: bool, *,
+                      error: type[Exception] = ValueError) -> None:
+    """Refuse a fixed seed unless the run asks for the insecure test mode (issue 10.3);
+    ``error`` is the caller's one-line refusal type."""
+    if seed is not None and not insecure_seed:
+        raise error("seed: a fixed seed is a test mode that lets anyone who knows it remove the "
+                    "noise; pass insecure_seed (--insecure-seed) to use one, or leave seed "
+                    "empty for fresh OS entropy")
+
+
 def seed_fingerprint(seed: int, *, work_dir: str | Path) -> str:
     """A keyed fingerprint of a test seed: ``"hmac-sha256:<hex>"``.
 

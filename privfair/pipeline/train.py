@@ -68,6 +68,7 @@ from privfair.pipeline.plan import (
     _resolve_contract,
     _resolve_data,
 )
+from privfair.pipeline.randomness import check_seed_policy
 from privfair.pipeline.store import (
     LifetimeLedger,
     code_version,
@@ -117,7 +118,10 @@ class TrainParams(BaseModel):
                                                                 "is logistic regression.")
     alpha: float = Field(0.3, ge=0, description="PFLR/PFLR* fairness weight.")
     fairness_share: float = Field(0.5, gt=0, lt=1, description="PFLR*: ε_g/ε.")
-    seed: int | None = Field(None, ge=0, description="Tests and demos only; never recorded.")
+    seed: int | None = Field(None, ge=0, description="Tests and demos only, with "
+                             "insecure_seed; never recorded.")
+    insecure_seed: bool = Field(False, description="Test mode: allow a fixed seed (recorded "
+                                "as such in the manifest).")
     out: str = Field("releases", description="Release store folder.")
 
 
@@ -186,6 +190,7 @@ def rho_reservation(lifetime: LifetimeLedger, curve: np.ndarray) -> float:
 def preflight_train(params: TrainParams | Mapping[str, Any]) -> TrainPlan:
     """Check everything that needs no private read; refuse with one line."""
     params = params if isinstance(params, TrainParams) else TrainParams.model_validate(params)
+    check_seed_policy(params.seed, params.insecure_seed, error=ModelReleaseError)
     contract_path = _resolve_contract(params)
     contract = load_contract(contract_path)
     if not _DATASET_NAME.fullmatch(contract.name):
@@ -483,7 +488,8 @@ def build_model_manifest(plan: TrainPlan, *, version: str, ledger: PrivacyLedger
             "data_source": ("embedded default dataset" if plan.data_source == "embedded"
                             else "operator-supplied file (path and hash not recorded)"),
         },
-        "seed_policy": ("operator-supplied seed; not recorded" if p.seed is not None
+        "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
+                        if p.seed is not None
                         else "fresh OS entropy for every noise draw; no seed exists"),
         "contract": {"name": plan.contract.name, "version": plan.contract.version,
                      "fingerprint": plan.contract.fingerprint()},
