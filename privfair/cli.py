@@ -756,12 +756,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         hidden=args.hidden or [], alpha=args.alpha, seed=args.seed,
         insecure_seed=args.insecure_seed, out=args.out)
     preflight_train(params)  # refuses before any private read
-    with _progress() as bar:
-        task = bar.add_task("preflight", total=1.0)
-        final = run_train(params, progress=lambda stage, fraction: bar.update(
-            task, description=stage, completed=fraction))
-    print(final, flush=True)
-    return 0
+    return _run_with_progress(run_train, params)
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
@@ -773,9 +768,14 @@ def cmd_discover(args: argparse.Namespace) -> int:
         coarsen=args.coarsen, seed=args.seed, insecure_seed=args.insecure_seed,
         out=args.out)
     preflight_discover(params)  # refuses before any private read
+    return _run_with_progress(run_discover, params)
+
+
+def _run_with_progress(run: Any, params: Any) -> int:
+    """Run a release kind's ``run(params, progress=...)`` under a rich bar; print its folder."""
     with _progress() as bar:
         task = bar.add_task("preflight", total=1.0)
-        final = run_discover(params, progress=lambda stage, fraction: bar.update(
+        final = run(params, progress=lambda stage, fraction: bar.update(
             task, description=stage, completed=fraction))
     print(final, flush=True)
     return 0

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from privfair.causal.coarsen import ADULT_CH4, Groups, coarsen
 from privfair.causal.graph import CausalGraph, unblocked_paths
@@ -47,7 +47,7 @@ from privfair.pipeline.plan import (
     _resolve_contract,
     _resolve_data,
 )
-from privfair.pipeline.randomness import check_seed_policy
+from privfair.pipeline.randomness import SeedOptions, check_seed_policy
 from privfair.pipeline.report import _CSS, ROLE_COLOURS, _kv_table, _png, ledger_chart
 from privfair.pipeline.store import (
     code_version,
@@ -68,7 +68,7 @@ METHODS = ("privpc", "lapmech")
 COARSENINGS: dict[str, Groups] = {"adult-ch4": ADULT_CH4}
 
 
-class DiscoverParams(BaseModel):
+class DiscoverParams(SeedOptions):
     """Everything a graph release needs."""
 
     model_config = ConfigDict(extra="forbid")
@@ -83,10 +83,6 @@ class DiscoverParams(BaseModel):
     max_rows: int = Field(10**6, ge=1, description="Public bound on the number of rows.")
     coarsen: str | None = Field(None, description="Public grouping: a built-in name "
                                                   "(adult-ch4) or a YAML/JSON file.")
-    seed: int | None = Field(None, ge=0, description="Tests and demos only, with "
-                             "insecure_seed; never recorded.")
-    insecure_seed: bool = Field(False, description="Test mode: allow a fixed seed (recorded "
-                                "as such in the manifest).")
     out: str = Field("releases", description="Release store folder.")
 
 

@@ -17,6 +17,7 @@ import secrets
 from pathlib import Path
 
 import numpy as np
+from pydantic import BaseModel, Field
 
 __all__ = ["SEED_KEY_FILE", "seed_fingerprint", "stage_rng"]
 
@@ -53,6 +54,16 @@ def _seed_key(work_dir: Path) -> bytes:
     finally:
         tmp.unlink()
     return path.read_bytes()
+
+
+class SeedOptions(BaseModel):
+    """The test-mode seed of model and graph release parameters (see
+    :func:`check_seed_policy`)."""
+
+    seed: int | None = Field(None, ge=0, description="Tests and demos only, with "
+                             "insecure_seed; never recorded.")
+    insecure_seed: bool = Field(False, description="Test mode: allow a fixed seed (recorded "
+                                "as such in the manifest).")
 
 
 def check_seed_policy(seed: int | None, insecure_seed: bool, *,

@@ -47,7 +47,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from privfair.core.accounting import (
     RDP_ORDERS,
@@ -68,7 +68,7 @@ from privfair.pipeline.plan import (
     _resolve_contract,
     _resolve_data,
 )
-from privfair.pipeline.randomness import check_seed_policy
+from privfair.pipeline.randomness import SeedOptions, check_seed_policy
 from privfair.pipeline.store import (
     LifetimeLedger,
     code_version,
@@ -94,7 +94,7 @@ ROW_COUNT_SHARE = 0.01
 FAIR_THRESHOLD = 0.05
 
 
-class TrainParams(BaseModel):
+class TrainParams(SeedOptions):
     """Everything a model release needs (the Prefect form of ``privfair-train``)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -118,10 +118,6 @@ class TrainParams(BaseModel):
                                                                 "is logistic regression.")
     alpha: float = Field(0.3, ge=0, description="PFLR/PFLR* fairness weight.")
     fairness_share: float = Field(0.5, gt=0, lt=1, description="PFLR*: ε_g/ε.")
-    seed: int | None = Field(None, ge=0, description="Tests and demos only, with "
-                             "insecure_seed; never recorded.")
-    insecure_seed: bool = Field(False, description="Test mode: allow a fixed seed (recorded "
-                                "as such in the manifest).")
     out: str = Field("releases", description="Release store folder.")
 
 
