@@ -194,7 +194,7 @@ def _run(plan: Any, seed: int | None) -> str:
             report("train GAN (DP-SGD)", 0.2)
             generator, ledger = private.train_gan(
                 codes, c, ledger, art, plan.method, plan.causal_graph, plan.gan_epochs,
-                plan.group_clipping, seed, bs)
+                plan.group_clipping, seed, bs, plan.discrete_noise)
             charges.log(ledger)
         elif plan.method in AIM_METHODS:
             report("AIM rounds", 0.2)

@@ -102,7 +102,7 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef, artefac
 def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
               method: str, causal_graph: dict[str, Any] | None, epochs: int | None,
               group_clipping: bool, seed: int | None,
-              batch_size: int) -> tuple[FileRef, FileRef]:
+              batch_size: int, discrete: bool = False) -> tuple[FileRef, FileRef]:
     """DP-SGD on the GAN's D1: (trained generator, ledger), both post-noise files.
 
     A progress artifact follows the epochs.
@@ -112,7 +112,7 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
     out = gan_stages.train_gan(codes, contract, ledger, artefacts, method=method,
                                causal_graph=causal_graph, epochs=epochs,
                                group_clipping=group_clipping, seed=seed,
-                               batch_size=batch_size,
+                               batch_size=batch_size, discrete=discrete,
                                progress=lambda e, n: progress.update(round(1000 * e / n)))
     progress.finish()
     return out

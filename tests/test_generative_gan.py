@@ -16,6 +16,7 @@ from privfair.generative.dag import CausalGraphError  # noqa: E402
 from privfair.generative.dpsgd import (  # noqa: E402
     GroupClipping,
     clip_factors,
+    ghost_batch,
     noisy_gradient,
     per_sample_gradients,
     per_sample_norms,
@@ -83,6 +84,46 @@ def test_clipped_per_sample_gradients_are_bounded_and_summed():
     for k, v in grads.items():
         manual = (v * factors.view(-1, *([1] * (v.dim() - 1)))).sum(0) / 16.0
         assert torch.allclose(total[k], manual, atol=1e-6)
+
+
+def test_ghost_clipping_matches_per_sample_gradients():
+    """D1's norms and clipped sums without per-sample gradients equal the vmap reference."""
+    g = torch.Generator().manual_seed(1)
+    net = mlp([7, 9, 5, 1], generator=g, leaky=True)
+    x = torch.randn(40, 7, generator=g) * 3
+    row_loss = lambda out: torch.nn.functional.binary_cross_entropy_with_logits(  # noqa: E731
+        out[:, 0], torch.zeros_like(out[:, 0]), reduction="none")
+    reference = per_sample_gradients(net, lambda out: row_loss(out).sum(), x)
+    batch = ghost_batch(net, row_loss, x)
+    assert torch.allclose(batch.norms, per_sample_norms(reference), rtol=1e-5, atol=1e-6)
+    factors = clip_factors(batch.norms, torch.full_like(batch.norms, 0.1))
+    assert float((batch.norms * factors).max()) <= 0.1 * (1 + 1e-5)
+    total = batch.weighted_sum(factors)
+    assert set(total) == {k for k, _ in net.named_parameters()}
+    for k, v in reference.items():
+        manual = torch.tensordot(factors, v, dims=1)
+        assert torch.allclose(total[k], manual, rtol=1e-4, atol=1e-6)
+    # No parameter gradient is left behind by the norm pass.
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_discrete_noise_reaches_the_gan_counts(table):
+    """--discrete-noise is not ignored by GAN releases: the (S, Y) counts get the exact
+    discrete Gaussian, so the measured counts are integers."""
+    ledger = PrivacyLedger(epsilon_budget=50.0, delta=1e-6)
+    result = gan.fit_gan(table, DOMAIN, protected="s", outcome="y", ledger=ledger,
+                         rng=np.random.default_rng(0), config=tiny("dpgan", epochs=1),
+                         noise_multiplier=1.0, discrete_noise=True)
+    assert result.privacy["marginals"]["mechanism"] == "discrete gaussian"
+    assert ledger.entries[0].mechanism == "discrete-gaussian"
+    marginals = np.asarray(result.marginals["s"]) * result.expected_rows
+    # Discrete noise on integer counts: P(S) times the noisy total is a whole number.
+    assert np.allclose(marginals, np.round(marginals), atol=1e-6)
+    plain = gan.fit_gan(table, DOMAIN, protected="s", outcome="y",
+                        ledger=PrivacyLedger(epsilon_budget=50.0, delta=1e-6),
+                        rng=np.random.default_rng(0), config=tiny("dpgan", epochs=1),
+                        noise_multiplier=1.0)
+    assert plain.privacy["marginals"]["mechanism"] == "gaussian"
 
 
 def test_group_clipping_bounds_are_clamped():

@@ -68,7 +68,8 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
 
 
 def test_cfgan_refusals_come_before_any_read(toy_contract, toy_parquet, tmp_path):
-    with pytest.raises(CausalGraphError, match="needs --causal-graph"):
+    with pytest.raises(CausalGraphError, match="causal_graph section in the contract or "
+                       "--causal-graph"):
         preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan"))
     graph = tmp_path / "cycle.yaml"
     graph.write_text("edges: [[sex, edu], [edu, hours], [hours, sex]]\n")
@@ -81,6 +82,34 @@ def test_cfgan_refusals_come_before_any_read(toy_contract, toy_parquet, tmp_path
         preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan",
                          causal_graph=str(graph)))
     assert not (tmp_path / "store").exists()
+
+
+def test_cfgan_takes_the_graph_declared_in_the_contract(toy_contract, toy_parquet, tmp_path):
+    """Issue 12 item 3: the DAG comes from the contract's causal_graph section when no file is
+    given, and the plan records where it came from; a graph naming an unknown column is
+    refused when the contract is parsed."""
+    from privfair.core.errors import ContractError
+    from privfair.pipeline.contracts import load_contract
+
+    declared = tmp_path / "with_graph.yaml"
+    declared.write_text(toy_contract.read_text() + (
+        "causal_graph:\n"
+        "  edges: [[sex, edu], [edu, income], [hours, income], [sex, hours], [age, income]]\n"
+        "  undirected: [[race, income]]\n"))
+    plan = preflight(params(declared, toy_parquet, tmp_path, "cfgan"))
+    assert plan.causal_graph["source"] == "the contract's causal_graph"
+    assert ["race", "income"] in plan.causal_graph["oriented_from_undirected"]
+    assert ["sex", "edu"] in plan.causal_graph["edges"]
+    # A file given on the command line wins over the contract's section.
+    graph = tmp_path / "graph.json"
+    graph.write_text(json.dumps(GRAPH))
+    plan = preflight(params(declared, toy_parquet, tmp_path, "cfgan", causal_graph=str(graph)))
+    assert plan.causal_graph["source"].endswith("(--causal-graph)")
+    bad = tmp_path / "bad_graph.yaml"
+    bad.write_text(toy_contract.read_text() + "causal_graph:\n  edges: [[sex, zipcode]]\n")
+    with pytest.raises(ContractError, match="causal_graph: \\['zipcode'\\]") as info:
+        load_contract(bad)
+    assert "\n" not in str(info.value)
 
 
 def test_gan_tasks_keep_private_results_out_of_storage():

@@ -37,13 +37,7 @@ from privfair.core.errors import BudgetExceededError
 from privfair.core.mechanisms import gaussian_mechanism
 from privfair.generative.calibration import noise_multiplier_on_ledger
 from privfair.generative.dag import CausalDAG, CausalGraphError, parse_dag
-from privfair.generative.dpsgd import (
-    GroupClipping,
-    clip_factors,
-    noisy_gradient,
-    per_sample_gradients,
-    per_sample_norms,
-)
+from privfair.generative.dpsgd import GroupClipping, clip_factors, ghost_batch, noisy_sum
 from privfair.generative.nets import (
     OneHotLayout,
     gumbel_noise,
@@ -474,14 +468,15 @@ class _Trainer:
         batch = real[mask]
 
         def real_loss(logit: torch.Tensor) -> torch.Tensor:
-            return F.binary_cross_entropy_with_logits(logit, torch.ones_like(logit))
+            return F.binary_cross_entropy_with_logits(logit[:, 0], torch.ones_like(logit[:, 0]),
+                                                      reduction="none")
 
-        if batch.shape[0]:
-            grads = per_sample_gradients(self.d1, real_loss, batch)
-        else:
-            grads = {k: torch.zeros((0, *p.shape), device=self.device)
-                     for k, p in self.d1.named_parameters()}
-        norms = per_sample_norms(grads)
+        def fake_loss(logit: torch.Tensor) -> torch.Tensor:
+            return F.binary_cross_entropy_with_logits(logit[:, 0], torch.zeros_like(logit[:, 0]),
+                                                      reduction="none")
+
+        real_batch = ghost_batch(self.d1, real_loss, batch)
+        norms = real_batch.norms
         if clipping is None:
             bounds = torch.full_like(norms, cfg.max_grad_norm)
             clip = cfg.max_grad_norm
@@ -490,17 +485,21 @@ class _Trainer:
             per_group = clipping.bounds(norms, batch_group, expected_batch=expected_batch,
                                         generator=self.gen)
             bounds, clip = per_group[batch_group], float(per_group.max())
-        private = noisy_gradient(grads, clip_factors(norms, bounds),
-                                 noise_multiplier=noise_multiplier, clip_bound=clip,
-                                 expected_batch=expected_batch, generator=self.gen)
+        private = noisy_sum(real_batch.weighted_sum(clip_factors(norms, bounds)),
+                            noise_multiplier=noise_multiplier, clip_bound=clip,
+                            expected_batch=expected_batch, generator=self.gen)
         fake_n = max(1, round(expected_batch))
         with torch.no_grad():
             fake = self.rows(self.generate(fake_n))
+        # Generated rows are public, but their gradients are clipped to the same bound as the
+        # real ones: with the real side clipped and the fake side not, D1 learns mostly to
+        # push every row down and the generator's signal collapses.
+        fake_batch = ghost_batch(self.d1, fake_loss, fake)
+        fake_sum = fake_batch.weighted_sum(
+            clip_factors(fake_batch.norms, torch.full_like(fake_batch.norms, clip)))
         self.d1_opt.zero_grad(set_to_none=True)
-        logit = self.d1(fake)
-        F.binary_cross_entropy_with_logits(logit, torch.zeros_like(logit)).backward()
         for name, p in self.d1.named_parameters():
-            p.grad = private[name] + (p.grad if p.grad is not None else 0)
+            p.grad = private[name] + fake_sum[name] / fake_n
         self.d1_opt.step()
 
     # -- generated side only -------------------------------------------------------------
@@ -630,7 +629,8 @@ def seeded_linear(width: int, out: int, generator: torch.Generator) -> nn.Module
 
 def _noisy_marginals(codes: Mapping[str, np.ndarray], domain: Domain, protected: str,
                      outcome: str, *, ledger: Any, rng: np.random.Generator,
-                     share: float) -> tuple[dict[str, list[float]], float, float]:
+                     share: float, discrete: bool = False
+                     ) -> tuple[dict[str, list[float]], float, float]:
     """P(S), P(Y) and n̂ from one Gaussian measurement of the (S, Y) counts."""
     from privfair.core.accounting import gaussian_sigma, zcdp_rho
 
@@ -646,7 +646,7 @@ def _noisy_marginals(codes: Mapping[str, np.ndarray], domain: Domain, protected:
     joint = np.zeros((s_size, y_size), dtype=np.int64)
     np.add.at(joint, (codes[protected], codes[outcome]), 1)
     noisy = gaussian_mechanism(joint, sigma=sigma, sensitivity=1.0, rng=rng, ledger=ledger,
-                               name=f"GAN conditioning: counts of ({protected}, {outcome})")
+                               discrete=discrete, name=f"GAN conditioning: counts of ({protected}, {outcome})")
     noisy = np.clip(noisy, 0.0, None)
     total = float(noisy.sum())
     n_hat = max(total, 1.0)
@@ -661,7 +661,7 @@ def _noisy_marginals(codes: Mapping[str, np.ndarray], domain: Domain, protected:
 def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, outcome: str,
             ledger: Any, rng: np.random.Generator, config: GANConfig | None = None,
             dag: Any = None, noise_multiplier: float | None = None,
-            progress: Progress | None = None) -> FittedGAN:
+            discrete_noise: bool = False, progress: Progress | None = None) -> FittedGAN:
     """Train a DP GAN on integer codes and return the post-noise generator.
 
     Parameters
@@ -683,6 +683,9 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         CFGAN's causal graph (required for ``cfgan``).
     noise_multiplier : float, optional
         σ for DP-SGD; by default the smallest σ the ledger's remaining budget allows.
+    discrete_noise : bool
+        Exact discrete Gaussian noise for the (S, Y) counts (``--discrete-noise``). DP-SGD's
+        gradient noise stays floating-point Gaussian: gradients are not integers.
     progress : callable, optional
         Called after each epoch with ``(epoch, epochs, {"generator_loss", "marginal_shift"})``;
         both are functions of post-noise quantities only.
@@ -695,7 +698,7 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                for a in domain}
     marginals, n_hat, marginal_sigma = _noisy_marginals(
         columns, domain, protected, outcome, ledger=ledger, rng=rng,
-        share=config.marginal_share)
+        share=config.marginal_share, discrete=discrete_noise)
     sample_rate = min(1.0, config.batch_size / n_hat)
     steps_per_epoch = max(1, math.ceil(1 / sample_rate))
     steps = config.epochs * steps_per_epoch
@@ -759,7 +762,8 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                    "count_noise_multiplier": (config.count_noise_ratio * sigma
                                               if config.group_clipping else None),
                    "sampling": "Poisson", "trained_on_real_rows": ["D1"]},
-        "marginals": {"mechanism": "gaussian", "sigma": marginal_sigma,
+        "marginals": {"mechanism": "discrete gaussian" if discrete_noise else "gaussian",
+                      "sigma": marginal_sigma,
                       "attributes": [protected, outcome]},
     }
     eta = getattr(trainer, "eta", None)

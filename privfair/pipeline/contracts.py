@@ -83,6 +83,7 @@ from privfair.pipeline.tot_settings import DistortionSpec, TOTSpec
 
 __all__ = [
     "BudgetSpec",
+    "CausalGraphSpec",
     "ColumnSpec",
     "Contract",
     "OpenDomainSpec",
@@ -464,6 +465,22 @@ class RolesSpec(_Strict):
     free: tuple[str, ...] = ()
 
 
+class CausalGraphSpec(_Strict):
+    """A causal DAG over the declared columns, declared by the publisher (CFGAN's graph).
+
+    ``edges`` are directed ``[parent, child]`` pairs; ``undirected`` pairs are oriented by the
+    public constraints (protected attributes exogenous, the outcome a sink) when a release
+    uses the graph. Columns in no edge are isolated nodes.
+    """
+
+    edges: tuple[tuple[str, str], ...] = ()
+    undirected: tuple[tuple[str, str], ...] = ()
+
+    def as_mapping(self) -> dict[str, Any]:
+        return {"edges": [list(e) for e in self.edges],
+                "undirected": [list(e) for e in self.undirected]}
+
+
 class BudgetSpec(_Strict):
     """Lifetime privacy budget of the dataset, in (epsilon, delta)-DP."""
 
@@ -493,6 +510,8 @@ class Contract(_Strict):
     reviewed: bool | None = None
     # TOT's setting for this dataset (privfair.pipeline.tot_settings); optional.
     tot: TOTSpec | None = None
+    # A causal DAG over the columns (CFGAN); checked against the domain when a release uses it.
+    causal_graph: CausalGraphSpec | None = None
 
     @field_validator("version", mode="before")
     @classmethod
@@ -515,6 +534,12 @@ class Contract(_Strict):
             raise ValueError(f"drop: {both} are also declared under columns; pick one")
         self._check_roles(set(names))
         self._check_normalized()
+        if self.causal_graph is not None:
+            pairs = self.causal_graph.edges + self.causal_graph.undirected
+            unknown = sorted({n for pair in pairs for n in pair} - set(names))
+            if unknown:
+                raise ValueError(f"causal_graph: {unknown} are not declared columns; expected "
+                                 f"edges between {names}")
         from privfair.pipeline.tot_settings import check_tot_spec
 
         check_tot_spec(self)

@@ -74,8 +74,9 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
     if method != "cfgan":
         return None
     if causal_graph is None:
-        raise CausalGraphError("method 'cfgan' needs --causal-graph, a YAML/JSON file with the "
-                               "DAG over the contract's attributes")
+        raise CausalGraphError("method 'cfgan' needs a causal graph: a causal_graph section in "
+                               "the contract or --causal-graph, a YAML/JSON file with the DAG "
+                               "over the contract's attributes")
     if domain.size(protected) != 2:
         raise CausalGraphError(f"method 'cfgan': protected attribute {protected!r} must be "
                                f"binary, it has {domain.size(protected)} categories")
@@ -95,7 +96,7 @@ def _read_codes(codes: FileRef, domain: Domain, batch_size: int) -> dict[str, np
 def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str | Path, *,
               method: str, causal_graph: Mapping[str, Any] | None, epochs: int | None,
               group_clipping: bool, seed: int | None, batch_size: int = 200_000,
-              progress: Callable[[int, int], None] | None = None) -> tuple[FileRef, FileRef]:
+              discrete: bool = False, progress: Callable[[int, int], None] | None = None) -> tuple[FileRef, FileRef]:
     """Train the GAN's D1 with DP-SGD on the codes; returns (generator artefact, ledger)."""
     from privfair.generative.gan import GANConfig, fit_gan
 
@@ -114,7 +115,9 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
     book = load_ledger(ledger)
     fitted = fit_gan(_read_codes(codes, domain, batch_size), domain, protected=protected,
                      outcome=outcome, ledger=book, rng=stage_rng(seed, "gan"), config=config,
-                     dag=dag, progress=(lambda e, n, info: progress(e, n)) if progress else None)
+                     dag=dag, discrete_noise=discrete, progress=(lambda e, n, info: progress(e, n)) if progress else None)
+    if causal_graph is not None and method == "cfgan":
+        fitted.privacy["causal_graph_source"] = causal_graph.get("source", "declared")
     return (write_artefact(artefacts, "gan-generator", fitted.to_bytes(), "npz"),
             save_ledger(book, artefacts))
 
@@ -216,8 +219,9 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
                    "training_history": fitted.history,
                    "estimated_total": float(fitted.expected_rows)},
         "structure": {"method": fitted.config.method, "edges": edges,
-                      "causal_graph": ({**fitted.dag.to_dict(), "source": "declared by the "
-                                        "publisher (--causal-graph)", "cost_budget": False}
+                      "causal_graph": ({**fitted.dag.to_dict(), "source": fitted.privacy.get(
+                                        "causal_graph_source", "declared by the publisher"),
+                                        "cost_budget": False}
                                        if fitted.dag else None)},
         "fairness_check": {
             "passed": passed,

@@ -298,9 +298,13 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     if params.method in GAN_METHODS:
         from privfair.pipeline.gan_stages import check_gan_request, load_causal_graph
 
-        causal_graph = check_gan_request(
-            contract, domain, params.method,
-            load_causal_graph(params.causal_graph) if params.causal_graph else None)
+        declared = (load_causal_graph(params.causal_graph) if params.causal_graph
+                    else contract.causal_graph.as_mapping() if contract.causal_graph
+                    else None)
+        causal_graph = check_gan_request(contract, domain, params.method, declared)
+        if causal_graph is not None:
+            causal_graph["source"] = (f"file {params.causal_graph} (--causal-graph)"
+                                      if params.causal_graph else "the contract's causal_graph")
     if params.fairness_transform == "tot":
         from privfair.pipeline.tot_settings import preflight_tot, tot_setting
 

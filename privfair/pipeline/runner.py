@@ -67,6 +67,7 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
                 codes, contract, ledger, ws.artefacts, method=plan.method,
                 causal_graph=plan.causal_graph, epochs=plan.gan_epochs,
                 group_clipping=plan.group_clipping, seed=seed, batch_size=bs,
+                discrete=plan.discrete_noise,
                 progress=lambda epoch, epochs: report("train GAN (DP-SGD)",
                                                       0.2 + 0.6 * epoch / epochs))
         elif plan.method in AIM_METHODS:
