@@ -9,6 +9,9 @@ from privfair.synth.estimation import (
     build_junction_tree,
     estimate,
     estimate_total,
+    fit_exact,
+    fit_independent,
+    simplex_fit,
 )
 from privfair.synth.measure import Measurement, count_marginals
 
@@ -74,10 +77,10 @@ def test_estimation_stops_on_tolerance_not_iteration_cap():
     tables = count_marginals(domain, cliques, [data])
     ms = [Measurement(c, t + rng.normal(0, 20, t.shape), np.full(t.shape, 20.0))
           for c, t in tables.items()]
-    model = estimate(domain, ms, tol=1e-6, max_iters=10_000)
+    model = estimate(domain, ms, tol=1e-6, max_iters=10_000, method="mirror-descent")
     assert model.report.converged
     assert model.report.iterations < 10_000
-    capped = estimate(domain, ms, tol=0.0, max_iters=40)
+    capped = estimate(domain, ms, tol=0.0, max_iters=40, method="mirror-descent")
     assert not capped.report.converged and capped.report.iterations == 40
     assert capped.report.loss >= model.report.loss
 
@@ -108,3 +111,85 @@ def test_model_save_and_load_round_trip(tmp_path):
     assert loaded.total == model.total and loaded.report.iterations == model.report.iterations
     for clique in [("a", "b"), ("c", "d")]:
         np.testing.assert_allclose(loaded.marginal(clique), model.marginal(clique), rtol=1e-12)
+
+
+def _noisy(tables, rng, sigma):
+    return [Measurement(c, t + rng.normal(0, sigma, t.shape), np.full(t.shape, sigma))
+            for c, t in tables.items()]
+
+
+@pytest.mark.parametrize("sigma", [0.5, 20.0, 200.0])
+def test_exact_fit_of_a_tree_matches_mirror_descent_and_never_loses(sigma):
+    rng = np.random.default_rng(11)
+    domain, data = _chain_data(rng, n=5_000)
+    cliques = [("a",), ("b",), ("c",), ("d",), ("a", "b"), ("b", "c"), ("c", "d")]
+    ms = _noisy(count_marginals(domain, cliques, [data]), rng, sigma)
+    exact = estimate(domain, ms)
+    descent = estimate(domain, ms, method="mirror-descent", tol=1e-9, max_iters=20_000)
+    assert exact.report.losses == [exact.report.loss]  # the interior-point path ran
+    # the same convex problem: the exact minimiser is at least as good, and close to it
+    assert exact.report.loss <= descent.report.loss + 1e-6 * abs(descent.report.loss)
+    if sigma <= 20:  # far noisier than the counts, the loss is nearly flat: not unique
+        for c in cliques[4:]:
+            tvd = np.abs(exact.marginal(c) - descent.marginal(c)).sum() / (2 * exact.total)
+            assert tvd < 2e-3
+    # a valid distribution: non-negative and summing to the total on every clique
+    for c in cliques:
+        assert exact.marginal(c).min() >= 0
+        assert exact.marginal(c).sum() == pytest.approx(exact.total)
+
+
+def test_exact_fit_is_skipped_for_a_loop_and_mirror_descent_runs():
+    rng = np.random.default_rng(12)
+    domain = Domain(("a", "b", "c"), (2, 3, 2))
+    data = {"a": rng.integers(0, 2, 3000), "b": rng.integers(0, 3, 3000),
+            "c": rng.integers(0, 2, 3000)}
+    loop = [("a", "b"), ("b", "c"), ("a", "c")]  # triangulated into one unmeasured triple
+    ms = _noisy(count_marginals(domain, loop, [data]), rng, 5.0)
+    tree = build_junction_tree(domain, loop)
+    targets = [(m.clique, m.values, 1 / m.stddev**2) for m in ms]
+    assert fit_exact(domain, tree, targets, total=3000.0) is None
+    model = estimate(domain, ms, max_iters=60)
+    assert model.report.iterations > 1 and len(model.report.losses) > 1
+
+
+def test_exact_fit_leaves_an_unmeasured_attribute_uniform():
+    rng = np.random.default_rng(13)
+    domain = Domain(("a", "b", "z"), (2, 3, 4))
+    data = {"a": rng.integers(0, 2, 1000), "b": rng.integers(0, 3, 1000)}
+    ms = _noisy(count_marginals(domain.project(["a", "b"]), [("a", "b")], [data]), rng, 1.0)
+    model = estimate(domain, ms)
+    assert model.report.losses == [model.report.loss]
+    np.testing.assert_allclose(model.marginal(["z"]) / model.total, np.full(4, 0.25))
+
+
+def test_simplex_fit_satisfies_its_optimality_conditions():
+    rng = np.random.default_rng(14)
+    for _ in range(50):
+        k = int(rng.integers(1, 9))
+        y = rng.normal(20, 30, k)
+        w = rng.uniform(0.1, 3.0, k)
+        total = float(rng.uniform(1, 100))
+        p = simplex_fit(y, w, total)
+        assert p.min() >= 0 and p.sum() == pytest.approx(1.0)
+        # KKT: w·(total·p − y) equals −τ on the support and is ≥ −τ off it
+        g = w * (total * p - y)
+        support = p > 1e-12
+        tau = -g[support][0]
+        np.testing.assert_allclose(-g[support], tau, rtol=1e-9, atol=1e-9)
+        assert np.all(-g[~support] <= tau + 1e-9)
+
+
+def test_fit_independent_is_the_minimiser_mirror_descent_approaches():
+    rng = np.random.default_rng(15)
+    domain = Domain(("a", "b"), (4, 3))
+    ms = [Measurement(("a",), np.array([500.0, -3.0, 20.0, 480.0]), np.full(4, 10.0)),
+          Measurement(("b",), np.array([300.0, 700.0, 2.0]), np.array([10.0, 10.0, 30.0]))]
+    probabilities, total = fit_independent(domain, ms)
+    descent = estimate(domain, ms, method="mirror-descent", tol=1e-10, max_iters=20_000)
+    assert total == pytest.approx(descent.total)
+    assert probabilities["a"][1] == 0.0  # a negative count is clipped exactly
+    for a in domain:
+        np.testing.assert_allclose(probabilities[a], descent.marginal([a]) / descent.total,
+                                   atol=1e-4)
+    del rng

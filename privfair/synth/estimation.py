@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -218,6 +219,8 @@ class BeliefPropagation:
         self.children: list[list[int]] = [[] for _ in tree.cliques]
         for i in tree.order[1:]:
             self.children[tree.parent[i]].append(i)
+        self.shapes = [domain.shape(c) for c in tree.cliques]
+        self._views: dict[tuple[Clique, int], list[int]] = {}  # broadcast shapes, cached
 
     def calibrate(self, potentials: Mapping[Clique, np.ndarray], *,
                   clamp: str | None = None) -> list[np.ndarray]:
@@ -227,50 +230,69 @@ class BeliefPropagation:
         conditional on ``a`` taking that value.
         """
         dom, tree = self.domain, self.tree
-        log_phi = [np.zeros((1, *dom.shape(c))) for c in tree.cliques]
-        for c, theta in potentials.items():
-            i = self.home[c]
-            log_phi[i] = log_phi[i] + _broadcast(dom, theta, c, tree.cliques[i])[None]
-        phi = [np.exp(lp - lp.max()) for lp in log_phi]
+        phi = self._factors(potentials)
         if clamp is not None:
             i = self.home[(clamp,)]
             indicator = np.eye(dom.size(clamp))
             shape = [dom.size(clamp), *(dom.size(a) if a == clamp else 1
                                         for a in tree.cliques[i])]
             phi[i] = phi[i] * indicator.reshape(shape)
-
-        def normalise(table: np.ndarray) -> np.ndarray:
-            totals = table.reshape(table.shape[0], -1).sum(axis=1)
-            # A clamped value of zero probability gives an all-zero batch; keep it zero.
-            totals = np.where(totals > 0, totals, 1.0)
-            return table / totals.reshape((-1,) + (1,) * (table.ndim - 1))
-
-        children = self.children
+            normalise = _normalise_batched
+        else:
+            normalise = _normalise
+        # Mirror descent calibrates thousands of times on small tables, so the loops below
+        # only look up precomputed operand lists (numpy call overhead dominates).
+        children, parent, axes, sep_axes = self.children, tree.parent, self.axes, self.sep_axes
+        einsum = np.einsum
         up: dict[int, np.ndarray] = {}  # message from i to its parent, over the separator
         for i in reversed(tree.order[1:]):
-            operands: list = [phi[i], self.axes[i]]
+            operands: list = [phi[i], axes[i]]
             for c in children[i]:
-                operands += [up[c], self.sep_axes[c]]
-            up[i] = normalise(np.einsum(*operands, self.sep_axes[i]))
+                operands += [up[c], sep_axes[c]]
+            up[i] = normalise(einsum(*operands, sep_axes[i]))
         down: dict[int, np.ndarray] = {}  # message from the parent of i to i
         for i in tree.order[1:]:
-            p = tree.parent[i]
-            operands = [phi[p], self.axes[p]]
+            p = parent[i]
+            operands = [phi[p], axes[p]]
             for c in children[p]:
                 if c != i:
-                    operands += [up[c], self.sep_axes[c]]
-            if tree.parent[p] >= 0:
-                operands += [down[p], self.sep_axes[p]]
-            down[i] = normalise(np.einsum(*operands, self.sep_axes[i]))
+                    operands += [up[c], sep_axes[c]]
+            if parent[p] >= 0:
+                operands += [down[p], sep_axes[p]]
+            down[i] = normalise(einsum(*operands, sep_axes[i]))
         beliefs = []
         for i in range(len(phi)):
-            operands = [phi[i], self.axes[i]]
+            operands = [phi[i], axes[i]]
             for c in children[i]:
-                operands += [up[c], self.sep_axes[c]]
-            if tree.parent[i] >= 0:
-                operands += [down[i], self.sep_axes[i]]
-            beliefs.append(normalise(np.einsum(*operands, self.axes[i])))
+                operands += [up[c], sep_axes[c]]
+            if parent[i] >= 0:
+                operands += [down[i], sep_axes[i]]
+            beliefs.append(normalise(einsum(*operands, axes[i]) if len(operands) > 2
+                                     else phi[i]))
         return beliefs
+
+    def _factors(self, potentials: Mapping[Clique, np.ndarray]) -> list[np.ndarray]:
+        """exp of each maximal clique's summed log-potentials (max-shifted), batch axis 1."""
+        cliques, shapes = self.tree.cliques, self.shapes
+        log_phi: list[np.ndarray | None] = [None] * len(cliques)
+        for c, theta in potentials.items():
+            i = self.home[c]
+            if c != cliques[i]:
+                key = (c, i)
+                if key not in self._views:
+                    self._views[key] = [self.domain.size(a) if a in c else 1
+                                        for a in cliques[i]]
+                theta = theta.reshape(self._views[key])
+            log_phi[i] = theta if log_phi[i] is None else log_phi[i] + theta
+        phi = []
+        for lp, shape in zip(log_phi, shapes, strict=True):
+            if lp is None:
+                phi.append(np.ones((1, *shape)))
+                continue
+            if lp.shape != shape:
+                lp = np.broadcast_to(lp, shape)
+            phi.append(np.exp(lp - lp.max()).reshape((1, *shape)))
+        return phi
 
     def marginals(self, beliefs: Sequence[np.ndarray], cliques: Iterable[Clique]
                   ) -> dict[Clique, np.ndarray]:
@@ -278,7 +300,8 @@ class BeliefPropagation:
         out = {}
         for c in cliques:
             i = self.home[c]
-            out[c] = np.einsum(beliefs[i][0], self.axes[i][1:], _axes(self.domain, c))
+            out[c] = (beliefs[i][0] if c == self.tree.cliques[i]
+                      else np.einsum(beliefs[i][0], self.axes[i][1:], _axes(self.domain, c)))
         return out
 
     def pair_marginals(self, potentials: Mapping[Clique, np.ndarray], beliefs: Sequence[
@@ -297,6 +320,20 @@ class BeliefPropagation:
         return out
 
 
+def _normalise(table: np.ndarray) -> np.ndarray:
+    """``table`` (batch axis of size 1) divided by its sum; an all-zero table stays zero."""
+    total = table.sum()
+    return table / total if total > 0 else table
+
+
+def _normalise_batched(table: np.ndarray) -> np.ndarray:
+    """Each batch slice divided by its own sum (a clamped value of zero probability gives an
+    all-zero slice; it stays zero)."""
+    totals = table.reshape(table.shape[0], -1).sum(axis=1)
+    totals = np.where(totals > 0, totals, 1.0)
+    return table / totals.reshape((-1,) + (1,) * (table.ndim - 1))
+
+
 _LOG_FLOOR = 30.0
 
 
@@ -308,6 +345,209 @@ def estimate_total(measurements: Sequence[Measurement]) -> float:
     return max(1.0, float(np.sum(weights * sums) / np.sum(weights)))
 
 
+def _combined_targets(domain: Domain, measurements: Sequence[Measurement]
+                      ) -> tuple[list[tuple[Clique, np.ndarray, np.ndarray]], float]:
+    """Per clique, the inverse-variance weighted target ``ȳ`` and its weight ``W``.
+
+    Σ_m w_m (μ − y_m)² = W (μ − ȳ)² + const, so repeated measurements of a clique cost one
+    term; returns ``[(clique, ȳ, W)]`` and the constant (½ Σ w y² − ½ Σ W ȳ²).
+    """
+    cliques = list(dict.fromkeys(domain.canonical(m.clique) for m in measurements))
+    weight_sum = {c: np.zeros(domain.shape(c)) for c in cliques}
+    weighted_y = {c: np.zeros(domain.shape(c)) for c in cliques}
+    constant = 0.0
+    for m in measurements:
+        if m.values.shape != domain.shape(m.clique):
+            raise ValueError(
+                f"measurement on {list(m.clique)} has shape {m.values.shape}, "
+                f"expected {domain.shape(m.clique)}"
+            )
+        c, w = domain.canonical(m.clique), 1 / m.stddev**2
+        weight_sum[c] += w
+        weighted_y[c] += w * m.values
+        constant += 0.5 * float(np.sum(w * m.values**2))
+    targets = [(c, weighted_y[c] / weight_sum[c], weight_sum[c]) for c in cliques]
+    constant -= sum(0.5 * float(np.sum(w * y * y)) for _, y, w in targets)
+    return targets, constant
+
+
+def simplex_fit(y: np.ndarray, w: np.ndarray, total: float) -> np.ndarray:
+    """Probabilities ``p`` minimising ``Σ w·(total·p − y)²`` over the probability simplex.
+
+    The KKT conditions give ``total·p_i = max(0, y_i − τ/w_i)`` for the one ``τ`` that makes
+    the counts sum to ``total``; the active set is a prefix of the cells sorted by ``y·w``
+    (the value of τ at which a cell leaves it), so τ is found exactly by one sort.
+    """
+    y, w = np.ravel(y).astype(np.float64), np.ravel(w).astype(np.float64)
+    order = np.argsort(-(y * w), kind="stable")
+    inv = 1 / w[order]
+    # τ if the first k cells (by breakpoint) are the active ones, for every k
+    tau = (np.cumsum(y[order]) - total) / np.cumsum(inv)
+    breakpoints = (y * w)[order]
+    # the largest k whose τ keeps its k-th cell active (cells after it are then inactive)
+    k = int(np.flatnonzero(tau < breakpoints)[-1]) if np.any(tau < breakpoints) else 0
+    counts = np.maximum(y - tau[k] / w, 0.0)
+    return counts / counts.sum() if counts.sum() > 0 else np.full(y.shape, 1 / y.size)
+
+
+def fit_independent(domain: Domain, measurements: Sequence[Measurement], *,
+                    total: float | None = None) -> tuple[dict[str, np.ndarray], float]:
+    """The independence model's exact fit to noisy one-way marginals: (probabilities, total).
+
+    With one-way cliques only, the marginal polytope is a product of simplices and
+    :func:`estimate`'s loss separates by attribute, so its minimiser is one weighted simplex
+    projection per attribute (:func:`simplex_fit`), with the same total. Attributes without
+    a measurement stay uniform, as in :func:`estimate`.
+    """
+    if not measurements:
+        raise ValueError("estimation needs at least one measurement")
+    if any(len(m.clique) != 1 for m in measurements):
+        raise ValueError("fit_independent takes one-way measurements only")
+    targets, _ = _combined_targets(domain, measurements)
+    total = estimate_total(measurements) if total is None else float(total)
+    probabilities = {a: np.full(domain.size(a), 1 / domain.size(a)) for a in domain}
+    for (a,), y, w in targets:
+        probabilities[a] = simplex_fit(y, w, total)
+    return probabilities, total
+
+
+#: ``estimate(method=...)``: the exact fit where it applies, or mirror descent always.
+ESTIMATION_METHODS = ("auto", "mirror-descent")
+#: Largest exact fit (clique cells plus measured sub-clique cells) solved by the
+#: interior-point method; larger models use mirror descent (the KKT system grows with it).
+EXACT_MAX_VARIABLES = 200_000
+
+
+@dataclass(frozen=True)
+class ExactFit:
+    """Log-potentials (one per maximal clique) of an exact fit, and solver iterations."""
+
+    potentials: dict[Clique, np.ndarray]
+    iterations: int
+
+
+def fit_exact(domain: Domain, tree: JunctionTree,
+              targets: Sequence[tuple[Clique, np.ndarray, np.ndarray]], *, total: float,
+              max_time_s: float | None = None,
+              max_variables: int = EXACT_MAX_VARIABLES) -> ExactFit | None:
+    """The exact minimiser of :func:`estimate`'s loss for a decomposable measured model.
+
+    On a junction tree the marginal polytope is the set of non-negative clique tables that
+    agree on every separator and sum to the total, so with every maximal clique measured the
+    loss ``Σ ½ W·(μ_c − ȳ_c)²`` (in counts) is a convex QP: variables are the maximal cliques'
+    tables ``x`` and one table ``z_c`` per measured sub-clique, with ``z_c = A_c x`` (its
+    marginal), separator agreement and ``Σ x_root = 1`` as equalities, ``x ≥ 0``, and a
+    diagonal objective. Clarabel solves it to ~1e-8; the fit is then written as a Bayes
+    network on the tree, ``log P(new | separator)`` per maximal clique.
+
+    Returns ``None`` when a maximal clique with more than one attribute is not measured
+    (triangulation fill-in), when the model exceeds ``max_variables``, or when the solver
+    does not report success; :func:`estimate` then runs mirror descent. Post-processing of
+    the measurements only.
+    """
+    measured = {c: (y, w) for c, y, w in targets}
+    blocks = [c for c in tree.cliques if c in measured or len(c) > 1]
+    if any(c not in measured for c in blocks):
+        return None
+    sub = [c for c in measured if c not in set(tree.cliques)]
+    n_x = sum(domain.cells(c) for c in blocks)
+    n_z = sum(domain.cells(c) for c in sub)
+    if n_x + n_z > max_variables:
+        return None
+    import clarabel
+    import scipy.sparse as sparse
+
+    offset, start = {}, 0
+    for c in blocks:
+        offset[c], start = start, start + domain.cells(c)
+    for c in sub:
+        offset[c], start = start, start + domain.cells(c)
+
+    def marginal_rows(clique: Clique, onto: Clique) -> tuple[np.ndarray, np.ndarray]:
+        """(row in ``onto``'s table, column of the variable) for each cell of ``clique``."""
+        grids = np.indices(domain.shape(clique)).reshape(len(clique), -1)
+        key = np.zeros(grids.shape[1], dtype=np.int64)
+        for a in onto:
+            key = key * domain.size(a) + grids[clique.index(a)]
+        return key, offset[clique] + np.arange(grids.shape[1])
+
+    n = start
+    rows, cols, vals, rhs = [], [], [], []
+    row = 0
+
+    def add(r: np.ndarray, c: np.ndarray, v: float | np.ndarray) -> None:
+        rows.append(row + r)
+        cols.append(c)
+        vals.append(np.broadcast_to(np.asarray(v, dtype=np.float64), r.shape))
+
+    home = {c: next(b for b in blocks if set(c) <= set(b)) for c in sub}
+    for c in sub:  # z_c − A_c x_home = 0
+        r, col = marginal_rows(home[c], c)
+        add(r, col, -1.0)
+        add(np.arange(domain.cells(c)), offset[c] + np.arange(domain.cells(c)), 1.0)
+        rhs.append(np.zeros(domain.cells(c)))
+        row += domain.cells(c)
+    index = {c: i for i, c in enumerate(tree.cliques)}
+    for c in blocks:
+        i = index[c]
+        separator, parent = tree.separator(i), tree.parent[i]
+        if parent >= 0 and separator:  # agreement with the parent on the separator
+            r, col = marginal_rows(c, separator)
+            add(r, col, 1.0)
+            r, col = marginal_rows(tree.cliques[parent], separator)
+            add(r, col, -1.0)
+            rhs.append(np.zeros(domain.cells(separator)))
+            row += domain.cells(separator)
+        else:  # the root of a component sums to the total
+            add(np.zeros(domain.cells(c), dtype=np.int64),
+                offset[c] + np.arange(domain.cells(c)), 1.0)
+            rhs.append(np.array([total]))
+            row += 1
+    n_eq = row
+    # x ≥ 0 as −x ∈ R₊ (Clarabel's form: A·v + s = b, s in the cone)
+    rows.append(n_eq + np.arange(n_x))
+    cols.append(np.arange(n_x))
+    vals.append(np.full(n_x, -1.0))
+    constraint = sparse.csc_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+        shape=(n_eq + n_x, n))
+    b = np.concatenate([*rhs, np.zeros(n_x)])
+    weights, targets_flat = np.zeros(n), np.zeros(n)
+    for c, (y, w) in measured.items():
+        weights[offset[c]:offset[c] + y.size] = w.ravel()
+        targets_flat[offset[c]:offset[c] + y.size] = y.ravel()
+    # Solved for the residuals v = (x, z) − ȳ (in counts): the objective is then ½ Σ W·v²,
+    # the χ² of the fit, O(cells) at the optimum whatever the noise scale, so the solver's
+    # relative tolerances bound errors relative to σ (in the raw variables they would be
+    # relative to the counts, i.e. far coarser than σ when the noise is small).
+    b = b - constraint @ targets_flat
+    b[n_eq:] = targets_flat[:n_x]  # x ≥ 0 is −v ≤ ȳ
+    settings = clarabel.DefaultSettings()
+    settings.verbose = False
+    if max_time_s is not None:
+        settings.time_limit = max(float(max_time_s), 1e-3)
+    solution = clarabel.DefaultSolver(sparse.diags(weights, format="csc"), np.zeros(n),
+                                      constraint, b,
+                                      [clarabel.ZeroConeT(n_eq),
+                                       clarabel.NonnegativeConeT(n_x)], settings).solve()
+    if str(solution.status) not in ("Solved", "AlmostSolved"):
+        return None
+    x = np.maximum(np.asarray(solution.x)[:n_x] + targets_flat[:n_x], 0.0)
+    potentials = {}
+    for c in blocks:
+        table = x[offset[c]:offset[c] + domain.cells(c)].reshape(domain.shape(c))
+        separator = tree.separator(index[c])
+        free = tuple(k for k, a in enumerate(c) if a not in separator)
+        mass = table.sum(axis=free, keepdims=True)
+        # Cells of a separator value with no mass get a uniform conditional (they are never
+        # reached); floors keep every log finite, within _LOG_FLOOR of the clique's maximum.
+        conditional = np.where(mass > 0, table / np.where(mass > 0, mass, 1.0),
+                               1.0 / max(1, int(np.prod([table.shape[k] for k in free]))))
+        theta = np.log(np.maximum(conditional, np.exp(-_LOG_FLOOR)))
+        potentials[c] = np.maximum(theta, theta.max() - _LOG_FLOOR)
+    return ExactFit(potentials, int(solution.iterations))
+
+
 def estimate(
     domain: Domain,
     measurements: Sequence[Measurement],
@@ -317,6 +557,8 @@ def estimate(
     max_iters: int = 10_000,
     warm_start: Mapping[Clique, np.ndarray] | None = None,
     callback: Callable[[int, float], None] | None = None,
+    max_time_s: float | None = None,
+    method: str = "auto",
 ) -> GraphicalModel:
     """Fit a graphical model to noisy marginal measurements by mirror descent.
 
@@ -336,69 +578,97 @@ def estimate(
         Initial log-potentials per clique, e.g. from an earlier fit.
     callback : callable, optional
         Called as ``callback(iteration, loss)`` every 20 iterations (progress reporting).
+    max_time_s : float, optional
+        Wall-clock cap: the fit stops after the first iteration that ends past it (reported
+        as not converged), with the model of the last accepted step.
+    method : {"auto", "mirror-descent"}
+        ``"auto"`` solves decomposable measured models exactly (see Notes) and runs mirror
+        descent otherwise; ``"mirror-descent"`` always runs mirror descent.
 
     Notes
     -----
-    Step sizes follow an Armijo backtracking rule: a step is accepted when it decreases the
-    loss by at least half the first-order prediction; accepted steps grow the step size by
-    10 %, rejected ones halve it. Steps are Nesterov-accelerated with adaptive restart.
+    When every maximal clique of the measured cliques' junction tree is itself measured (MST
+    and PreFair trees, the independence model, many AIM models), the problem is a convex
+    quadratic program over consistent clique tables, solved exactly by :func:`fit_exact`
+    (an interior-point method); ``warm_start`` is then not needed. Otherwise, or if that
+    solver does not succeed, mirror descent runs: step sizes follow an Armijo backtracking
+    rule (a step is accepted when it decreases the loss by at least half the first-order
+    prediction; accepted steps grow the step size by 10 %, rejected ones halve it), and steps
+    are Nesterov-accelerated with adaptive restart.
     """
     if not measurements:
         raise ValueError("estimation needs at least one measurement")
-    cliques = list(dict.fromkeys(domain.canonical(m.clique) for m in measurements))
-    for m in measurements:
-        if m.values.shape != domain.shape(m.clique):
-            raise ValueError(
-                f"measurement on {list(m.clique)} has shape {m.values.shape}, "
-                f"expected {domain.shape(m.clique)}"
-            )
+    if method not in ESTIMATION_METHODS:
+        raise ValueError(f"method must be one of {list(ESTIMATION_METHODS)}, got {method!r}")
+    # Repeated measurements of a clique combine into one inverse-variance weighted target,
+    # so each clique costs one term per iteration.
+    targets, constant = _combined_targets(domain, measurements)
+    cliques = [c for c, _, _ in targets]
     tree = build_junction_tree(domain, cliques)
-    bp = BeliefPropagation(domain, tree, cliques)
     total = estimate_total(measurements) if total is None else float(total)
+    started = time.monotonic()
+    exact = (fit_exact(domain, tree, targets, total=total, max_time_s=max_time_s)
+             if method == "auto" else None)
+    if exact is not None:
+        solved_bp = BeliefPropagation(domain, tree, list(exact.potentials))
+        beliefs = solved_bp.calibrate(exact.potentials)
+        mu = solved_bp.marginals(beliefs, cliques)
+        loss = constant + sum(0.5 * float(np.sum(w * (total * mu[c] - y) ** 2))
+                              for c, y, w in targets)
+        if callback is not None:
+            callback(max_iters, loss)
+        report = FitReport(iterations=exact.iterations, loss=loss, converged=True,
+                           losses=[loss])
+        return GraphicalModel(domain, tree, exact.potentials, total, [b[0] for b in beliefs],
+                              report)
+    if max_time_s is not None:
+        max_time_s = max(max_time_s - (time.monotonic() - started), 0.0)
+    bp = BeliefPropagation(domain, tree, cliques)
 
-    # Repeated measurements of a clique combine into one inverse-variance weighted target:
-    # Σ_m w_m (μ − y_m)² = W (μ − ȳ)² + const, so each clique costs one term per iteration.
-    weight_sum = {c: np.zeros(domain.shape(c)) for c in cliques}
-    weighted_y = {c: np.zeros(domain.shape(c)) for c in cliques}
-    constant = 0.0
-    for m in measurements:
-        c, w = domain.canonical(m.clique), 1 / m.stddev**2
-        weight_sum[c] += w
-        weighted_y[c] += w * m.values
-        constant += 0.5 * float(np.sum(w * m.values**2))
-    targets = [(c, weighted_y[c] / weight_sum[c], weight_sum[c]) for c in cliques]
-    constant -= sum(0.5 * float(np.sum(w * y * y)) for _, y, w in targets)
+    # The descent works on one flat vector of all cliques' cells, so its elementwise steps
+    # are one numpy call each, whatever the number of cliques; only belief propagation
+    # looks at cliques one by one.
+    sizes = np.array([y.size for _, y, _ in targets])
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    shapes = [domain.shape(c) for c in cliques]
+    y_flat = np.concatenate([y.ravel() for _, y, _ in targets])
+    w_flat = np.concatenate([w.ravel() for _, _, w in targets])
 
-    def loss_and_grad(mu: Mapping[Clique, np.ndarray]) -> tuple[float, dict]:
-        loss, grad = constant, {}
-        for c, y, w in targets:
-            r = total * mu[c] - y
-            loss += 0.5 * float(np.sum(w * r * r))
-            # gradient with respect to the probabilities; total folds into the step size
-            grad[c] = total * w * r
-        return loss, grad
+    def unflatten(flat: np.ndarray) -> dict[Clique, np.ndarray]:
+        return {c: flat[o:o + n].reshape(shape)
+                for c, o, n, shape in zip(cliques, offsets, sizes, shapes, strict=True)}
 
-    def clip(point: dict) -> dict:
+    def loss_and_grad(mu: np.ndarray) -> tuple[float, np.ndarray]:
+        r = total * mu - y_flat
+        wr = w_flat * r
+        # gradient with respect to the probabilities; total folds into the step size
+        return constant + 0.5 * float(np.dot(wr, r)), total * wr
+
+    def clip(point: np.ndarray) -> np.ndarray:
         # Cells pushed far below the clique's maximum carry no mass (e^-30 relative) but,
         # left to drift, would underflow whole messages to zero in belief propagation.
-        return {c: np.maximum(t, t.max() - _LOG_FLOOR) for c, t in point.items()}
+        floor = np.repeat(np.maximum.reduceat(point, offsets) - _LOG_FLOOR, sizes)
+        return np.maximum(point, floor)
 
-    theta = {c: np.zeros(domain.shape(c)) for c in cliques}
+    theta = np.zeros(int(sizes.sum()))
     if warm_start:
+        views = unflatten(theta)
         for c, t in warm_start.items():
-            if c in theta and t.shape == theta[c].shape:
-                theta[c] = np.array(t, dtype=np.float64)
-    max_weight = max(float(np.max(w)) for _, _, w in targets)
+            if c in views and np.shape(t) == views[c].shape:
+                views[c][...] = t
+    max_weight = float(np.max(w_flat))
     alpha = 1.0 / (total**2 * max_weight)
 
-    def evaluate(point: dict) -> tuple[list, dict, float, dict]:
-        beliefs = bp.calibrate(point)
+    def evaluate(point: np.ndarray) -> tuple[list, np.ndarray, float, np.ndarray]:
+        beliefs = bp.calibrate(unflatten(point))
         mu = bp.marginals(beliefs, cliques)
-        return beliefs, mu, *loss_and_grad(mu)
+        mu_flat = np.concatenate([mu[c].ravel() for c in cliques])
+        return beliefs, mu_flat, *loss_and_grad(mu_flat)
 
     # Nesterov-accelerated mirror descent (FISTA on the potentials) with adaptive restart:
     # momentum is dropped whenever the loss goes up. On Adult-sized trees this reaches a
     # given loss in ~10x fewer iterations than plain mirror descent.
+    started = time.monotonic()
     point = theta
     beliefs, mu, point_loss, grad = evaluate(point)
     momentum = 1.0
@@ -406,9 +676,9 @@ def estimate(
     converged, it = False, 0
     for it in range(1, max_iters + 1):
         while True:
-            trial = clip({c: point[c] - alpha * grad[c] for c in cliques})
+            trial = clip(point - alpha * grad)
             trial_beliefs, trial_mu, trial_loss, trial_grad = evaluate(trial)
-            predicted = sum(float(np.sum(grad[c] * (mu[c] - trial_mu[c]))) for c in cliques)
+            predicted = float(np.dot(grad, mu - trial_mu))
             if point_loss - trial_loss >= 0.5 * predicted or alpha < 1e-300:
                 break
             alpha *= 0.5
@@ -419,7 +689,7 @@ def estimate(
         else:
             next_momentum = (1 + math.sqrt(1 + 4 * momentum**2)) / 2
             step = (momentum - 1) / next_momentum
-            point = clip({c: trial[c] + step * (trial[c] - theta[c]) for c in cliques})
+            point = clip(trial + step * (trial - theta))
             momentum = next_momentum
             _, mu, point_loss, grad = evaluate(point)
         theta, beliefs, loss = trial, trial_beliefs, trial_loss
@@ -431,5 +701,8 @@ def estimate(
             if previous - loss <= tol * max(abs(previous), 1.0):
                 converged = True
                 break
+        if max_time_s is not None and time.monotonic() - started >= max_time_s:
+            break  # the time budget ends the fit; reported as not converged
     report = FitReport(iterations=it, loss=loss, converged=converged, losses=losses)
-    return GraphicalModel(domain, tree, theta, total, [b[0] for b in beliefs], report)
+    potentials = {c: t.copy() for c, t in unflatten(theta).items()}
+    return GraphicalModel(domain, tree, potentials, total, [b[0] for b in beliefs], report)
