@@ -18,6 +18,18 @@ from privfair.core.errors import DomainError, RoleError
 Clique = tuple[str, ...]
 
 
+def code_dtype(size: int) -> np.dtype:
+    """The smallest unsigned integer dtype that holds the codes ``0 .. size - 1``.
+
+    Wide tables keep their codes this narrow (a byte per cell for most attributes) between
+    stages; arithmetic on codes (packed keys) must widen first.
+    """
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        if size - 1 <= np.iinfo(dtype).max:
+            return np.dtype(dtype)
+    return np.dtype(np.uint64)
+
+
 @dataclass(frozen=True)
 class Domain:
     """Ordered attributes with their declared number of categories.

@@ -56,8 +56,11 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str | Path, *, n_rows: i
     fitted = load_model(model)
     compression = load_one_way(one_way).compression
     n = round(fitted.total) if n_rows is None else int(n_rows)
-    frame = generate(fitted, compression, n, rng=stage_rng(seed, "sample"), mode=mode)
-    table = pa.table({a: frame[a].to_numpy().astype(np.int64) for a in frame.columns})
+    # Narrow codes (mostly one byte a cell): the stages after this only decode them.
+    frame = generate(fitted, compression, n, rng=stage_rng(seed, "sample"), mode=mode,
+                     narrow=True)
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    del frame
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     return write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
@@ -93,7 +96,7 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
                       discrimination=setting.discrimination, distortion=setting.distortion,
                       clist=setting.clist, dlist=setting.dlist,
                       max_variables=setting.max_variables)
-    codes = read_codes(synthetic)
+    codes = read_codes(synthetic).astype(np.int64)  # TOT builds keys from the codes
     try:
         fitted = tot.fit(codes)
     except ProblemTooLargeError as exc:
@@ -143,6 +146,7 @@ def check_tot_discrimination(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_codes(ref: FileRef) -> pd.DataFrame:
+    """Synthetic codes as stored: narrow unsigned columns (widen before arithmetic)."""
     import pyarrow.parquet as pq
 
     return pq.read_table(ref.open_checked()).to_pandas()

@@ -218,7 +218,7 @@ def validate_frames(frames: Iterable[pd.DataFrame], contract: Contract, *, side:
             continue
         if validator is None:
             validator = _gx_validator(contract, side=side, n_rows=n_rows)
-        result = validator(frame)
+        result = validator(_without_categoricals(frame))
         if side == "input":
             details.append(result.to_json_dict())
         for entry, success in zip(checks, gx_verdicts(result, spec), strict=True):
@@ -230,6 +230,13 @@ def validate_frames(frames: Iterable[pd.DataFrame], contract: Contract, *, side:
     return ValidationOutcome(side=side, suite=f"{contract.name}-{side}",
                              passed=all(c["success"] for c in checks), checks=checks,
                              batches=batches, private_details=details)
+
+
+def _without_categoricals(frame: pd.DataFrame) -> pd.DataFrame:
+    """Categorical columns (the loader's text read from dictionary pages) as plain values,
+    so GX sees the types its suites were checked against."""
+    kinds = {c: object for c in frame.columns if isinstance(frame[c].dtype, pd.CategoricalDtype)}
+    return frame.astype(kinds) if kinds else frame
 
 
 def gx_verdicts(result: Any, spec: Sequence[ExpectationSpec]) -> list[bool]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from privfair.core.domain import Domain
+from privfair.core.domain import Domain, code_dtype
 from privfair.synth.estimation import GraphicalModel
 from privfair.synth.measure import Compression
 
@@ -75,12 +75,13 @@ def _unflatten(domain: Domain, attributes: tuple[str, ...], flat: np.ndarray,
         return
     for a, codes in zip(attributes,
                         np.unravel_index(flat, domain.shape(attributes)), strict=True):
-        columns[a] = codes.astype(np.int64)
+        columns[a] = codes.astype(code_dtype(domain.size(a)))
 
 
 def sample_model(model: GraphicalModel, n_rows: int, *, rng: np.random.Generator,
                  mode: str = "iid") -> dict[str, np.ndarray]:
-    """Draw ``n_rows`` rows of codes from ``model``."""
+    """Draw ``n_rows`` rows of codes from ``model``, each column in its narrowest unsigned
+    dtype (:func:`~privfair.core.domain.code_dtype`)."""
     if mode not in MODES:
         raise ValueError(f"sample mode must be one of {list(MODES)}, got {mode!r}")
     if not isinstance(n_rows, int | np.integer) or n_rows < 0:
@@ -119,13 +120,14 @@ def decompress(columns: dict[str, np.ndarray], compression: Compression, *,
 
     Kept categories map back exactly; the merged bucket becomes one of its original codes,
     uniformly at random (the noisy counts of merged codes are below the noise threshold, so
-    they carry no usable signal about which is likelier).
+    they carry no usable signal about which is likelier). Columns come back in the original
+    domain's narrowest unsigned dtype.
     """
     out = {}
     for a, codes in columns.items():
         mapping, merged = compression.mapping[a], compression.merged[a]
         kept = np.setdiff1d(np.arange(len(mapping)), merged)
-        inverse = np.zeros(compression.compressed.size(a), dtype=np.int64)
+        inverse = np.zeros(compression.compressed.size(a), dtype=code_dtype(len(mapping)))
         inverse[mapping[kept]] = kept
         original = inverse[codes]
         if len(merged):
