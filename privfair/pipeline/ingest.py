@@ -289,12 +289,15 @@ def code_type(size: int) -> Any:
     return pa.from_numpy_dtype(code_dtype(size))
 
 
-def code_batches(codes: FileRef, *, batch_size: int = 200_000
+def code_batches(codes: FileRef, *, batch_size: int = 200_000, narrow: bool = False
                  ) -> Iterator[dict[str, np.ndarray]]:
-    """Stream a codes Parquet as ``{column: int64 codes}`` batches."""
+    """Stream a codes Parquet as ``{column: int64 codes}`` batches (with ``narrow``, the
+    stored unsigned codes, without a copy)."""
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(codes.open_checked()) as pf:
         for batch in pf.iter_batches(batch_size=batch_size):
-            yield {name: batch.column(i).to_numpy().astype(np.int64)
-                   for i, name in enumerate(batch.schema.names)}
+            yield {name: (column if narrow else column.astype(np.int64))
+                   for name, column in zip(batch.schema.names,
+                                           (c.to_numpy() for c in batch.columns),
+                                           strict=True)}

@@ -142,7 +142,8 @@ def count_codes(domain: Domain, cliques: Sequence[Iterable[str]], codes: FileRef
     machine or a shared file system). Noise is drawn afterwards, once, by the caller.
     """
     if engine == "local":
-        return count_marginals(domain, cliques, code_batches(codes, batch_size=batch_size))
+        return count_marginals(domain, cliques, code_batches(codes, batch_size=batch_size,
+                                                             narrow=True))
     with dask_client(dask_address) as client:
         return count_marginals_parquet(domain, cliques, codes.open_checked(), engine=engine,
                                        client=client)

@@ -37,26 +37,99 @@ class MarginalCounter:
         The declared domain; every batch is checked against it.
     cliques : sequence of tuple of str
         The marginals to count. Attributes are put in domain order.
+    block_cells, joint_cells : int
+        Pairs are counted through joint tables: consecutive attributes are packed into
+        blocks of at most ``block_cells`` cells, and every pair between (or inside) two
+        blocks comes from one count of the two blocks' joint table when it has at most
+        ``joint_cells`` cells and yields at least two requested pairs. All pairs of 41
+        attributes then take ~210 ``bincount`` passes over the rows instead of 820 (counting
+        cost is per pass over the rows; summing a joint table down is cheap).
     """
 
-    def __init__(self, domain: Domain, cliques: Sequence[Iterable[str]]) -> None:
+    def __init__(self, domain: Domain, cliques: Sequence[Iterable[str]], *,
+                 block_cells: int = 256, joint_cells: int = 1 << 16) -> None:
         self.domain = domain
         self.cliques = [domain.canonical(c) for c in cliques]
         if any(not c for c in self.cliques):
             raise ValueError("every counted marginal needs at least one attribute")
-        self._counts = {c: np.zeros(domain.cells(c), dtype=np.int64) for c in self.cliques}
+        self._blocks = _blocks(domain, block_cells)
+        block_of = {a: i for i, block in enumerate(self._blocks) for a in block}
+        by_blocks: dict[tuple[int, int], list[Clique]] = {}
+        for c in dict.fromkeys(self.cliques):
+            if len(c) == 2:
+                by_blocks.setdefault((block_of[c[0]], block_of[c[1]]), []).append(c)
+        #: joint tables counted directly: (block i, block j) -> the pairs summed out of it
+        self._joints = {
+            key: pairs for key, pairs in by_blocks.items()
+            if len(pairs) >= 2 and self._joint_cells(key) <= joint_cells}
+        from_joint = {c for pairs in self._joints.values() for c in pairs}
+        self._direct = [c for c in dict.fromkeys(self.cliques) if c not in from_joint]
+        self._counts = {c: np.zeros(domain.cells(c), dtype=np.int64) for c in self._direct}
+        self._joint_counts = {key: np.zeros(self._joint_cells(key), dtype=np.int64)
+                              for key in self._joints}
+
+    def _joint_attributes(self, key: tuple[int, int]) -> tuple[str, ...]:
+        i, j = key
+        return self._blocks[i] if i == j else (*self._blocks[i], *self._blocks[j])
+
+    def _joint_cells(self, key: tuple[int, int]) -> int:
+        return self.domain.cells(self._joint_attributes(key))
 
     def update(self, columns: Mapping[str, np.ndarray]) -> None:
         self.domain.check_codes(columns)
-        codes = {a: np.asarray(columns[a], dtype=np.int64) for a in self.domain}
-        for clique, acc in self._counts.items():
-            key = codes[clique[0]]
-            for a in clique[1:]:
-                key = key * self.domain.size(a) + codes[a]
+        block_keys: dict[int, np.ndarray] = {}
+
+        def block_key(i: int) -> np.ndarray:
+            if i not in block_keys:
+                block_keys[i] = _packed(self.domain, self._blocks[i], columns)
+            return block_keys[i]
+
+        for (i, j), acc in self._joint_counts.items():
+            if i == j:
+                key = block_key(i)
+            else:
+                key = block_key(i) * self.domain.cells(self._blocks[j])
+                key += block_key(j)
             acc += np.bincount(key, minlength=acc.size)
+        for clique, acc in self._counts.items():
+            acc += np.bincount(_packed(self.domain, clique, columns), minlength=acc.size)
 
     def tables(self) -> dict[Clique, np.ndarray]:
-        return {c: acc.reshape(self.domain.shape(c)) for c, acc in self._counts.items()}
+        out = {c: acc.reshape(self.domain.shape(c)) for c, acc in self._counts.items()}
+        for key, pairs in self._joints.items():
+            attributes = self._joint_attributes(key)
+            joint = self._joint_counts[key].reshape(self.domain.shape(attributes))
+            for pair in pairs:  # blocks hold consecutive attributes: axes stay in domain order
+                keep = {attributes.index(a) for a in pair}
+                out[pair] = joint.sum(axis=tuple(k for k in range(joint.ndim)
+                                                 if k not in keep))
+        return {c: out[c] for c in self.cliques}
+
+
+def _blocks(domain: Domain, block_cells: int) -> list[tuple[str, ...]]:
+    """Consecutive attributes packed while their joint has at most ``block_cells`` cells."""
+    blocks: list[tuple[str, ...]] = []
+    current: tuple[str, ...] = ()
+    for a in domain:
+        if current and domain.cells((*current, a)) > block_cells:
+            blocks.append(current)
+            current = ()
+        current = (*current, a)
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def _packed(domain: Domain, attributes: Sequence[str],
+            columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    """The flat cell index of each row in the table of ``attributes`` (mixed radix)."""
+    key = np.asarray(columns[attributes[0]]).astype(np.intp)
+    for a in attributes[1:]:
+        key *= domain.size(a)
+        codes = np.asarray(columns[a])
+        # narrow codes widen into the key in place; only uint64 cannot (no common type)
+        key += codes if np.can_cast(codes.dtype, np.intp) else codes.astype(np.intp)
+    return key
 
 
 def count_marginals(
