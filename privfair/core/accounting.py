@@ -93,6 +93,7 @@ def zcdp_delta(*, rho: float, epsilon: float) -> float:
     return min(1.0, math.exp(log_delta((lo + hi) / 2)))
 
 
+@functools.lru_cache(maxsize=1024)
 def zcdp_epsilon(*, rho: float, delta: float) -> float:
     """Smallest ε such that ρ-zCDP implies (ε, δ)-DP."""
     if not 0 < delta < 1:
@@ -109,6 +110,7 @@ def zcdp_epsilon(*, rho: float, delta: float) -> float:
     return hi
 
 
+@functools.lru_cache(maxsize=1024)
 def zcdp_rho(*, epsilon: float, delta: float) -> float:
     """Largest ρ such that ρ-zCDP implies (ε, δ)-DP.
 

@@ -152,7 +152,12 @@ def marginals_svg(synthetic: pd.DataFrame,
     """One-way bar charts of the synthetic table, one small SVG per column."""
     charts = []
     for column in synthetic.columns:
-        counts = synthetic[column].astype("object").value_counts(dropna=False)
+        series = synthetic[column]
+        # A categorical (decoded codes) is counted on its codes; zero counts are dropped so
+        # both paths list the same values.
+        counts = (series if isinstance(series.dtype, pd.CategoricalDtype)
+                  else series.astype("object")).value_counts(dropna=False)
+        counts = counts[counts > 0]
         order = list(labels[column]) if labels and column in labels else sorted(
             counts.index, key=str)
         order += [v for v in counts.index if v not in order]
