@@ -69,15 +69,19 @@ def _env(home: Path) -> dict[str, str]:
 
 
 def timed(command: list[str], env: dict[str, str]) -> dict:
-    """Run under /usr/bin/time -v; wall seconds, peak RSS (MB), exit status, load before."""
+    """Run under /usr/bin/time -v; wall and CPU seconds, peak RSS (MB), exit status, load."""
     load = os.getloadavg()[0]
     start = time.perf_counter()
     result = subprocess.run(["/usr/bin/time", "-v", *command], capture_output=True, text=True,
                             cwd=ROOT, env=env)
     wall = time.perf_counter() - start
     rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", result.stderr)
+    cpu = [float(m) for m in re.findall(r"(?:User|System) time \(seconds\): ([\d.]+)",
+                                         result.stderr)]
     record = {"wall_s": round(wall, 2), "peak_rss_mb": round(int(rss.group(1)) / 1024, 1)
-              if rss else None, "rc": result.returncode, "load1_before": load}
+              if rss else None, "rc": result.returncode, "load1_before": load,
+              # user + system CPU seconds: steadier than wall time on a shared machine
+              "cpu_s": round(sum(cpu), 2) if cpu else None}
     if result.returncode != 0:
         tail = [ln for ln in result.stderr.splitlines() if ln.strip()
                 and not ln.startswith(("\t", "Command exited"))]
