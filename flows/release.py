@@ -68,7 +68,8 @@ PackagedContract = Literal["adult", "adult_safes", "compas", "example_open_domai
 #: Flow parameters: the operator's choices. Everything else of ReleaseParams is internal.
 PUBLIC_PARAMS = ("contract", "data", "epsilon", "delta", "method", "n_rows", "sample_mode",
                  "out", "discrete_noise", "fairness_transform", "eta", "discrimination",
-                 "distortion", "causal_graph", "gan_epochs", "group_clipping")
+                 "distortion", "causal_graph", "gan_epochs", "group_clipping",
+                 "release_classifier")
 
 #: ReleaseParams of an in-process run (run_local): internal settings and a test seed.
 _LOCAL_PARAMS: contextvars.ContextVar[ReleaseParams | None] = contextvars.ContextVar(
@@ -96,6 +97,7 @@ def release(
     causal_graph: str | None = None,
     gan_epochs: Annotated[int, Field(ge=1)] | None = None,
     group_clipping: bool = False,
+    release_classifier: bool = False,
 ) -> str:
     """Publish one DP synthetic release; returns the release folder.
 
@@ -117,6 +119,7 @@ def release(
         causal_graph: cfgan: YAML/JSON file declaring the causal DAG over the attributes.
         gan_epochs: GAN methods (dpgan, fairgan, fairgan-plus, cfgan): training epochs.
         group_clipping: GAN methods: DPSGD-F per-group clipping bounds for D1.
+        release_classifier: fairgan-plus: also release the fair classifier η as a model.
     """
     args = {name: value for name, value in locals().items() if name in PUBLIC_PARAMS}
     return _release(release_params(args))
@@ -222,7 +225,8 @@ def _run(plan: Any, seed: int | None) -> str:
     if plan.method in GAN_METHODS:
         report("sample", 0.8)
         synthetic, generative = post_noise.sample_gan(generator, c, art, plan.n_rows,
-                                                      plan.delta, seed)
+                                                      plan.delta, seed,
+                                                      plan.release_classifier)
     else:
         _log_structure(log, structure)
         # Cached post-noise tasks persist into this run's 0700 result folder.

@@ -87,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "cfgan) (default: prefair-greedy)")
     rel.add_argument("--causal-graph", help="cfgan: YAML/JSON file with the causal DAG")
     rel.add_argument("--gan-epochs", type=int, help="GAN methods: training epochs")
+    rel.add_argument("--release-classifier", action="store_true",
+                     help="fairgan-plus: also release the fair classifier η as a model "
+                          "(classifier/ in the release; read by `privfair predict`)")
     rel.add_argument("--group-clipping", action="store_true",
                      help="GAN methods: DPSGD-F per-group clipping bounds for D1")
     rel.add_argument("--seed", type=int, help="testing only, with --insecure-seed: whoever "
@@ -331,7 +334,7 @@ def _params(args: argparse.Namespace) -> Any:
         fairness_transform=args.fairness, eta=args.eta,
         distortion=args.distortion, discrimination=args.discrimination,
         causal_graph=args.causal_graph, gan_epochs=args.gan_epochs,
-        group_clipping=args.group_clipping)
+        group_clipping=args.group_clipping, release_classifier=args.release_classifier)
 
 
 def _progress() -> Any:

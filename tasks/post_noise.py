@@ -42,10 +42,11 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str, n_rows: int | None,
 
 @task(name="sample-gan", cache_policy=NO_CACHE, persist_result=False)
 def sample_gan(generator: FileRef, contract: Contract, artefacts: str, n_rows: int | None,
-               delta: float, seed: int | None) -> tuple[FileRef, dict[str, Any]]:
+               delta: float, seed: int | None,
+               release_classifier: bool = False) -> tuple[FileRef, dict[str, Any]]:
     """Synthetic codes from the trained GAN and its manifest record (data fairness)."""
     return gan_stages.sample_gan(generator, contract, artefacts, n_rows=n_rows, delta=delta,
-                                 seed=seed)
+                                 seed=seed, release_classifier=release_classifier)
 
 
 @task(name="fairness-transform", cache_policy=NO_CACHE, persist_result=False)

@@ -138,3 +138,76 @@ def test_flow_release_with_a_gan(prefect_harness, toy_contract, toy_parquet, tmp
     assert manifest["method"]["name"] == "fairgan"
     assert [e["name"] for e in manifest["ledger"]][-1] == "GAN D1 clipped counts (DPSGD-F)"
     assert manifest["method"]["dp_sgd"]["group_clipping"] is True
+
+
+def test_fairgan_plus_releases_its_classifier_as_a_model(toy_contract, toy_parquet, tmp_path,
+                                                        toy_frame):
+    """Issue 12 item 4: η is released as a model (the `privfair train` format) inside the
+    release folder, hashed in the release manifest, and `predict` reads it."""
+    from privfair.pipeline.train import predict
+
+    final = run_release(params(toy_contract, toy_parquet, tmp_path, "fairgan-plus",
+                               release_classifier=True))
+    manifest = json.loads((final / "manifest.json").read_text())
+    assert manifest["classifier"]["folder"] == "classifier"
+    assert {"classifier/weights.npz", "classifier/manifest.json",
+            "classifier/contract.yaml", "classifier/model_card.md"} <= set(manifest["files"])
+    model = json.loads((final / "classifier" / "manifest.json").read_text())
+    assert model["kind"] == "model" and "post-processing" in model["privacy"]
+    # η's inputs: every column but S (sex) and Y (income); race stays, as in FairGAN+.
+    assert [f["column"] for f in model["features"]["features"]] == ["age", "race", "edu",
+                                                                     "hours"]
+    scores = predict(final / "classifier", toy_frame.head(50))
+    assert len(scores) == 50 and scores["score"].between(0, 1).all()
+    assert set(scores["prediction"]) <= {"low", "high"}
+
+
+def test_classifier_weights_follow_the_contract_encoding(toy_contract):
+    """The released coef gives η's own positive-class logit on every row (the mapping from
+    the GAN's one-hot layout to the model encoding keeps the column order)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+
+    from privfair.generative.nets import OneHotLayout
+    from privfair.pipeline.contracts import load_contract
+    from privfair.pipeline.gan_stages import classifier_record
+    from privfair.pipeline.model_features import FeatureEncoding
+
+    contract = load_contract(toy_contract)
+    domain = contract.domain()
+    layout = OneHotLayout(domain)
+    x_only = layout.columns([a for a in domain if a not in ("sex", "income")])
+    eta = torch.nn.Linear(len(x_only), 2)
+    torch.nn.init.normal_(eta.weight, generator=torch.Generator().manual_seed(3))
+    fitted = SimpleNamespace(
+        protected="sex", outcome="income", config=SimpleNamespace(classifier_fairness="dp"),
+        classifier_state={"0.weight": eta.weight.detach().numpy(),
+                          "0.bias": eta.bias.detach().numpy()})
+    record = classifier_record(fitted, contract)
+    rng = np.random.default_rng(0)
+    codes = {a: rng.integers(0, domain.size(a), 64) for a in domain}
+    rows = layout.encode(codes)[:, x_only]
+    with torch.no_grad():
+        logits = eta(rows)
+    expected = (logits[:, 1] - logits[:, 0]).numpy()
+    encoding = FeatureEncoding.from_dict(record["features"])
+    x = np.zeros((64, encoding.dimension))
+    offset = 0
+    for name, labels in encoding.features:
+        x[np.arange(64), offset + codes[name]] = 1.0
+        offset += len(labels)
+    x[:, -1] = 1.0
+    assert np.allclose(x @ np.asarray(record["coef"]), expected, atol=1e-5)
+
+
+def test_release_classifier_is_refused_for_other_methods(toy_contract, toy_parquet, tmp_path):
+    from privfair.pipeline.plan import ReleaseInputError
+
+    with pytest.raises(ReleaseInputError, match="only method 'fairgan-plus'") as info:
+        preflight(params(toy_contract, toy_parquet, tmp_path, "fairgan",
+                         release_classifier=True))
+    assert "\n" not in str(info.value)
+    with pytest.raises(ReleaseInputError, match="only method 'fairgan-plus'"):
+        preflight(params(toy_contract, toy_parquet, tmp_path, "mst", release_classifier=True))

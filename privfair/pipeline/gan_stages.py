@@ -66,11 +66,18 @@ def _roles(contract: Contract, method: str) -> tuple[str, str]:
 
 
 def check_gan_request(contract: Contract, domain: Domain, method: str,
-                      causal_graph: Mapping[str, Any] | None) -> dict[str, Any] | None:
+                      causal_graph: Mapping[str, Any] | None, *,
+                      release_classifier: bool = False) -> dict[str, Any] | None:
     """Public checks of a GAN release; returns the checked causal graph (CFGAN) or None."""
     from privfair.generative.dag import CausalGraphError, parse_dag
+    from privfair.pipeline.plan import ReleaseInputError
 
     protected, outcome = _roles(contract, method)
+    if release_classifier:
+        if method != "fairgan-plus":
+            raise ReleaseInputError(f"release_classifier: only method 'fairgan-plus' trains a "
+                                    f"classifier, got method {method!r}")
+        _classifier_encoding(contract, protected, outcome)
     if method != "cfgan":
         return None
     if causal_graph is None:
@@ -82,6 +89,41 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
                                f"binary, it has {domain.size(protected)} categories")
     dag = parse_dag(causal_graph, domain, protected=(protected,), outcome=(outcome,))
     return dag.to_dict()
+
+
+def _classifier_encoding(contract: Contract, protected: str, outcome: str) -> Any:
+    """The model-release encoding of η's inputs: every column but S and Y, one-hot."""
+    from privfair.pipeline.model_features import FeatureEncoding
+    from privfair.pipeline.plan import ReleaseInputError
+
+    encoding = FeatureEncoding.from_contract(contract, outcome=outcome, group=protected)
+    if encoding.excluded:
+        raise ReleaseInputError(
+            f"release_classifier: columns {list(encoding.excluded)} have no domain in the "
+            "contract alone (text or dp_bins), so η cannot be released as a model")
+    if contract.domain().size(outcome) != 2:
+        raise ReleaseInputError(f"release_classifier: outcome {outcome!r} must be binary")
+    return encoding
+
+
+def classifier_record(fitted: Any, contract: Contract) -> dict[str, Any]:
+    """FairGAN+'s η as a model release's weights and encoding (post-processing: η saw only
+    generated rows).
+
+    η is linear on the one-hot blocks of every attribute but S and Y, in domain order, with
+    two outputs; its positive-class logit is ``(w₁ − w₀)·x + (b₁ − b₀)``, which is the
+    ``coef`` layout (features, then the intercept) that ``privfair predict`` reads.
+    """
+    encoding = _classifier_encoding(contract, fitted.protected, fitted.outcome)
+    state = fitted.classifier_state
+    weight, bias = np.asarray(state["0.weight"]), np.asarray(state["0.bias"])
+    coef = np.concatenate([weight[1] - weight[0], [bias[1] - bias[0]]]).astype(float)
+    if coef.size != encoding.dimension:  # pragma: no cover - same contract, same order
+        raise ValueError("release_classifier: η's inputs do not match the contract encoding")
+    return {"coef": coef.tolist(), "features": encoding.to_dict()
+            | {"names": list(encoding.feature_names)},
+            "model": "fairgan-plus η (linear, trained on generated rows only)",
+            "classifier_fairness": fitted.config.classifier_fairness}
 
 
 def _read_codes(codes: FileRef, domain: Domain, batch_size: int) -> dict[str, np.ndarray]:
@@ -180,8 +222,8 @@ def _causal_effects(fitted: Any, codes: Mapping[str, np.ndarray],
 
 
 def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
-               n_rows: int | None, delta: float, seed: int | None
-               ) -> tuple[FileRef, dict[str, Any]]:
+               n_rows: int | None, delta: float, seed: int | None,
+               release_classifier: bool = False) -> tuple[FileRef, dict[str, Any]]:
     """Sample synthetic codes from the trained generator (post-processing).
 
     Returns the codes artefact and the manifest record: DP-SGD parameters, the accountant's
@@ -233,4 +275,6 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
             "protected": fitted.protected, "outcome": fitted.outcome,
         },
     }
+    if release_classifier and fitted.classifier_state is not None:
+        record["classifier"] = classifier_record(fitted, contract)
     return ref, json.loads(json.dumps(record, default=float))

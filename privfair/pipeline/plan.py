@@ -129,6 +129,9 @@ class ReleaseParams(BaseModel):
         None, ge=1, description="GAN methods: training epochs. Empty: the shipped default.")
     group_clipping: bool = Field(
         False, description="GAN methods: DPSGD-F per-group clipping bounds for D1.")
+    release_classifier: bool = Field(
+        False, description="fairgan-plus: also release the co-trained fair classifier η as a "
+        "model (classifier/ in the release folder; `privfair predict` reads it).")
 
 
 def params_error_line(exc: Exception) -> str:
@@ -215,6 +218,7 @@ class ReleasePlan:
     causal_graph: dict[str, Any] | None = None
     gan_epochs: int | None = None
     group_clipping: bool = False
+    release_classifier: bool = False
 
     @property
     def seed_policy(self) -> str:
@@ -301,10 +305,14 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         declared = (load_causal_graph(params.causal_graph) if params.causal_graph
                     else contract.causal_graph.as_mapping() if contract.causal_graph
                     else None)
-        causal_graph = check_gan_request(contract, domain, params.method, declared)
+        causal_graph = check_gan_request(contract, domain, params.method, declared,
+                                         release_classifier=params.release_classifier)
         if causal_graph is not None:
             causal_graph["source"] = (f"file {params.causal_graph} (--causal-graph)"
                                       if params.causal_graph else "the contract's causal_graph")
+    elif params.release_classifier:
+        raise ReleaseInputError(f"release_classifier: only method 'fairgan-plus' trains a "
+                                f"classifier, got method {params.method!r}")
     if params.fairness_transform == "tot":
         from privfair.pipeline.tot_settings import preflight_tot, tot_setting
 
@@ -343,6 +351,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         seed_fingerprint=None if params.seed is None else seed_fingerprint(
             params.seed, work_dir=params.work_dir),
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
+        release_classifier=params.release_classifier,
         max_time_s=params.max_time_s, engine=params.engine, dask_address=params.dask_address,
     )
 

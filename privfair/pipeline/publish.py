@@ -102,6 +102,8 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
     else:
         one_way_model = tree = meta = None
         fairness_passed = bool(generative["fairness_check"]["passed"])
+        classifier = generative.get("classifier")
+        generative = {k: v for k, v in generative.items() if k != "classifier"}
     labelled = decode_codes(read_codes(synthetic), contract)
 
     store = Path(plan.store)
@@ -132,8 +134,11 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
             labels = {c: contract.labels(c) for c in contract.column_names}
             (tmp / "report.html").write_text(build_report(manifest, labelled, labels=labels),
                                              encoding="utf-8")
-            manifest["files"] = {name: sha256_file(tmp / name)
-                                 for name in ("synthetic.parquet", "report.html")}
+            names = ["synthetic.parquet", "report.html"]
+            if generative is not None and classifier is not None:
+                names += write_classifier_release(tmp / "classifier", classifier,
+                                                  manifest=manifest, plan=plan)
+            manifest["files"] = {name: sha256_file(tmp / name) for name in names}
             (tmp / "manifest.json").write_bytes(json_bytes(manifest))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -158,6 +163,44 @@ def publish(plan: ReleasePlan, *, ledger: FileRef, one_way: FileRef | None,
                            catalog_row=row)
     log.info("published %s", final)
     return final
+
+
+def write_classifier_release(folder: Path, classifier: Mapping[str, Any], *,
+                             manifest: dict[str, Any], plan: ReleasePlan) -> list[str]:
+    """FairGAN+'s η as a model release inside the table release (``classifier/``).
+
+    Same files and manifest kind as ``privfair train`` (``privfair predict`` reads it); its
+    privacy is the table release's, since η saw generated rows only. Returns the written
+    files relative to the release folder. Adds ``manifest["classifier"]``.
+    """
+    import numpy as np
+
+    from privfair.pipeline.train import model_card
+
+    folder.mkdir(mode=0o700)
+    np.savez(folder / "weights.npz", coef=np.asarray(classifier["coef"], dtype=float))
+    shutil.copyfile(plan.contract_path, folder / "contract.yaml")
+    guarantee = manifest["guarantee"]
+    model_manifest = {
+        "format": manifest.get("format"), "kind": "model", "dataset": manifest["dataset"],
+        "version": f"{manifest['version']}/classifier", "published_at": manifest["published_at"],
+        "model": classifier["model"],
+        "guarantee": {"epsilon": guarantee["epsilon"], "delta": guarantee["delta"],
+                      "spent": guarantee["spent"], "epsilon_curve": []},
+        "privacy": "post-processing of the table release it sits in (η was trained on "
+                   "generated rows only); no budget of its own",
+        "ledger": manifest["ledger"], "hyper_parameters": {
+            "classifier_fairness": classifier["classifier_fairness"]},
+        "features": classifier["features"], "metrics": None,
+        "contract": manifest["contract"],
+    }
+    (folder / "model_card.md").write_text(model_card(model_manifest), encoding="utf-8")
+    files = ("weights.npz", "contract.yaml", "model_card.md")
+    model_manifest["files"] = {name: sha256_file(folder / name) for name in files}
+    (folder / "manifest.json").write_bytes(json_bytes(model_manifest))
+    manifest["classifier"] = {"folder": "classifier", "model": classifier["model"],
+                              "inputs": len(classifier["features"]["names"])}
+    return [f"classifier/{name}" for name in (*files, "manifest.json")]
 
 
 # --- the protocol ------------------------------------------------------------------------------

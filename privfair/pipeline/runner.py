@@ -97,7 +97,8 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
             report("sample", 0.8)
             synthetic, generative = sample_gan(generator, contract, ws.artefacts,
                                                n_rows=plan.n_rows, delta=plan.delta,
-                                               seed=seed)
+                                               seed=seed,
+                                               release_classifier=plan.release_classifier)
         else:
             report("estimate", 0.35)
             model = estimate(one_way, selected, ws.artefacts, max_iters=plan.max_iters,
