@@ -21,10 +21,16 @@ from prefect import serve  # noqa: E402
 
 from flows.release import release  # noqa: E402
 
+#: AIM methods' time budget (seconds) in both deployments: well inside the flow timeout, so
+#: an AIM run ends with a release (its last round spends the rest of ρ) instead of timing
+#: out. Other methods ignore it; a run may override it (form, ``--param max_time_s=...``).
+AIM_TIME_BUDGET_S = 1800.0
+
 #: The scheduled release: embedded Adult data and contract (params left out use defaults).
 #: The flow has no seed parameter: every deployed run draws fresh OS entropy.
 MONTHLY_PARAMS = {"contract": "adult", "epsilon": 1.0, "delta": 1e-9,
-                  "method": "prefair-greedy", "out": "releases"}
+                  "method": "prefair-greedy", "out": "releases",
+                  "max_time_s": AIM_TIME_BUDGET_S}
 
 
 def deployments() -> list:
@@ -34,6 +40,7 @@ def deployments() -> list:
         description="Monthly DP synthetic release of the embedded Adult data (03:00 UTC, day 1).")
     ad_hoc = release.to_deployment(
         name="ad-hoc", tags=["privfair", "ad-hoc"],
+        parameters={"max_time_s": AIM_TIME_BUDGET_S},
         description="Any contract/data/budget, from the UI form or `prefect deployment run`.")
     return [monthly, ad_hoc]
 

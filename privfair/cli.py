@@ -118,9 +118,13 @@ def build_parser() -> argparse.ArgumentParser:
     rel.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
                      help="aim/aim-fair: time budget; then one final round spends the rest")
     rel.add_argument("--engine", choices=("local", "dask"), default="local",
-                     help="count marginals here, or per row group on Dask (with --no-prefect)")
+                     help="count marginals here, or per row group on Dask (noise drawn here)")
     rel.add_argument("--dask-address", default=None,
                      help="--engine dask: scheduler address (default: a LocalCluster)")
+    rel.add_argument("--data-docs", action="store_true",
+                     help="also keep the contract's Great Expectations suites and Data Docs of "
+                          "the synthetic table in the store (imports GX, ~4 s); the contract "
+                          "checks run either way")
     rel.add_argument("--no-prefect", action="store_true",
                      help="run the same stages in-process, without Prefect")
     rel.set_defaults(func=cmd_release)
@@ -330,7 +334,7 @@ def _params(args: argparse.Namespace) -> Any:
         n_rows=args.n_rows, sample_mode=args.sample_mode,
         out=args.out, discrete_noise=args.discrete_noise, work_dir=args.work_dir,
         batch_size=args.batch_size, max_time_s=args.max_time, engine=args.engine,
-        dask_address=args.dask_address,
+        dask_address=args.dask_address, data_docs=args.data_docs,
         fairness_transform=args.fairness, eta=args.eta,
         distortion=args.distortion, discrimination=args.discrimination,
         causal_graph=args.causal_graph, gan_epochs=args.gan_epochs,
@@ -351,11 +355,11 @@ def _progress() -> Any:
 
 
 def cmd_release(args: argparse.Namespace) -> int:
+    # Through Prefect without PREFECT_API_URL: the temporary API server boots from here on,
+    # while the library loads and the input is checked (issue 15); bad input below stops it.
+    server = None if args.no_prefect else _flows_module("flows.temporary_server").start()
     from privfair.pipeline.plan import preflight
 
-    if args.engine == "dask" and not args.no_prefect:
-        raise UsageError("--engine dask runs with --no-prefect for now (the flow counts "
-                         "locally)")
     params = _params(args)  # refuses bad numbers/methods before anything is imported
     plan = preflight(params)  # refuses a bad contract, store or budget before any private read
     _warn_unreviewed(plan.contract)
@@ -370,7 +374,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
             final = run_release(params, progress=progress)
         else:
-            final = _run_flow(params, progress)
+            final = _run_flow(params, progress, server)
     print(final, flush=True)
     return 0
 
@@ -383,58 +387,37 @@ def _warn_unreviewed(contract: Any) -> None:
         _stderr_console().print(f"WARNING: {warning}", markup=False)
 
 
-def _server_dies_with_this_process() -> None:
-    """Make the ephemeral Prefect API server that this command may start get SIGTERM when the
-    command dies, even by SIGKILL during start-up (Linux ``PR_SET_PDEATHSIG``), so a killed run
-    leaves no orphaned server (issue 10.11). Elsewhere Prefect's own atexit stop remains."""
-    import ctypes
-    import signal
-    import subprocess
-    import types
-
-    if not sys.platform.startswith("linux"):
-        return
-    from prefect.server.api import server
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = os.getpid()
-
-    def die_with_parent() -> None:
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:  # the parent died before prctl took effect
-            os._exit(1)
-
-    def popen(*args: Any, **kwargs: Any) -> Any:
-        kwargs.setdefault("preexec_fn", die_with_parent)
-        return subprocess.Popen(*args, **kwargs)
-
-    if not isinstance(server.subprocess, types.SimpleNamespace):
-        server.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": popen})
-
-
 def _not_a_refusal(record: Any) -> bool:
     return not getattr(record, "privfair_refusal", False)
 
 
-def _run_flow(params: Any, progress: Any) -> Path:
+def _flows_module(name: str) -> Any:
+    """``flows.*``/``tasks.*`` of the source checkout this command runs from."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        root = Path(__file__).resolve().parents[1]
+        if not (root / "flows" / "release.py").is_file():
+            raise UsageError("the Prefect flows (flows/) are not part of this installation; "
+                             "run from a source checkout or use --no-prefect") from None
+        sys.path.insert(0, str(root))
+        return importlib.import_module(name)
+
+
+def _run_flow(params: Any, progress: Any, server: Any) -> Path:
+    """The release flow in this process; ``server``: a booting temporary server, or None."""
     import logging
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    root = Path(__file__).resolve().parents[1]
-    try:
-        from flows.release import run_local
-        from tasks._common import PROGRESS_LISTENERS
-    except ImportError:
-        if not (root / "flows" / "release.py").is_file():
-            raise UsageError("the Prefect flow (flows/release.py) is not part of this "
-                             "installation; run from a source checkout or use --no-prefect"
-                             ) from None
-        sys.path.insert(0, str(root))
-        from flows.release import run_local
-        from tasks._common import PROGRESS_LISTENERS
-    if not os.environ.get("PREFECT_API_URL"):
-        _server_dies_with_this_process()
-    PROGRESS_LISTENERS.append(progress)
+    run_local = _flows_module("flows.release").run_local
+    listeners = _flows_module("tasks._common").PROGRESS_LISTENERS
+    if server is not None:
+        server.wait()
+    elif not os.environ.get("PREFECT_API_URL"):  # Prefect starts its own temporary server
+        _flows_module("flows.temporary_server").prefect_server_dies_with_this_process()
+    listeners.append(progress)
     # The flow's refusal line goes to the run's logs; on the console this command prints it.
     consoles = [h for name in ("", "prefect") for h in logging.getLogger(name).handlers
                 if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
@@ -450,7 +433,7 @@ def _run_flow(params: Any, progress: Any) -> Path:
         for handler, level in zip(consoles, levels, strict=True):
             handler.removeFilter(_not_a_refusal)
             handler.setLevel(level)
-        PROGRESS_LISTENERS.remove(progress)
+        listeners.remove(progress)
         # The ephemeral API server logs its shutdown at exit; keep the release path last.
         logging.getLogger("prefect").setLevel(logging.WARNING)
     return Path(final)

@@ -6,7 +6,6 @@ content-addressed artefact files, so a re-run with the same noisy measurements r
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from prefect import task
@@ -68,22 +67,9 @@ def validate_output(synthetic: FileRef, contract: Contract,
 
 @task(name="validation-records", cache_policy=NO_CACHE, persist_result=False)
 def validation_records(synthetic: FileRef, contract: Contract, store: str, fingerprint: str,
-                       run_id: str, n_rows: int | None) -> dict[str, str]:
-    """Keep the contract's GX suites and this run's output Data Docs beside the fingerprint.
+                       run_id: str, n_rows: int | None) -> dict[str, Any]:
+    """Opt-in (``data_docs``): the contract's GX suites and this run's output Data Docs."""
+    from privfair.pipeline.data_docs import validation_records as records
 
-    Returns paths relative to a release folder of the dataset (public: suites come from the
-    contract, Data Docs describe the synthetic table).
-    """
-    from privfair.pipeline.data_docs import (
-        save_suites,
-        validation_folder,
-        write_output_data_docs,
-    )
-
-    folder = validation_folder(store, contract.name, fingerprint)
-    suites = save_suites(contract, folder)
-    labelled = lib.decode_codes(lib.read_codes(synthetic), contract)
-    index = write_output_data_docs(labelled, contract, folder, run_id=run_id, n_rows=n_rows)
-    up = Path("..") / folder.relative_to(Path(store) / contract.name)
-    return {"suites": {side: str(up / name) for side, name in suites.items()},
-            "data_docs": str(up / index.relative_to(folder))}
+    return records(synthetic, contract, store=store, fingerprint=fingerprint, run_id=run_id,
+                   n_rows=n_rows)

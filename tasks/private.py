@@ -19,6 +19,11 @@ from tasks._common import ProgressArtifact, retry_on_io_error
 
 PRIVATE = {"persist_result": False, "cache_policy": NO_CACHE}
 
+# Measurement tasks take ``engine`` ("local" or "dask") and ``dask_address``. With Dask, a
+# client inside the task sends each row group of the staged codes to the cluster and sums
+# the tables here; the noise is drawn here, once, by the same library code as --no-prefect
+# (flows/release.py says why not a Dask task runner).
+
 
 @task(name="load", retries=2, retry_delay_seconds=[1, 5], retry_condition_fn=retry_on_io_error,
       **PRIVATE)
@@ -45,37 +50,43 @@ def discretize(staged: FileRef, contract: Contract, staging: str,
 @task(name="measure-one-way", **PRIVATE)
 def measure_one_way(codes: FileRef, contract: Contract, ledger: FileRef,
                     artefacts: str, rho: float, seed: int | None, discrete: bool,
-                    batch_size: int) -> tuple[FileRef, FileRef]:
+                    batch_size: int, engine: str = "local",
+                    dask_address: str | None = None) -> tuple[FileRef, FileRef]:
     """Noisy one-way marginals + updated ledger (both post-noise JSON files)."""
     return private_stages.measure_one_way(codes, contract, ledger, artefacts, rho=rho,
-                               seed=seed, discrete=discrete, batch_size=batch_size)
+                                          seed=seed, discrete=discrete, batch_size=batch_size,
+                                          engine=engine, dask_address=dask_address)
 
 
 @task(name="select-structure", **PRIVATE)
 def select(codes: FileRef, contract: Contract, one_way: FileRef, ledger: FileRef,
            artefacts: str, method: str, rho: float, seed: int | None,
-           batch_size: int) -> tuple[FileRef, FileRef]:
+           batch_size: int, engine: str = "local",
+           dask_address: str | None = None) -> tuple[FileRef, FileRef]:
     """DP-selected (fair) tree + updated ledger."""
     return private_stages.select(codes, contract, one_way, ledger, artefacts, method=method,
-                      rho=rho, seed=seed, batch_size=batch_size)
+                                 rho=rho, seed=seed, batch_size=batch_size, engine=engine,
+                                 dask_address=dask_address)
 
 
 @task(name="measure-selected", **PRIVATE)
 def measure_selected(codes: FileRef, contract: Contract, one_way: FileRef,
                      structure: FileRef, ledger: FileRef, artefacts: str, rho: float,
-                     seed: int | None, discrete: bool, batch_size: int
+                     seed: int | None, discrete: bool, batch_size: int,
+                     engine: str = "local", dask_address: str | None = None
                      ) -> tuple[FileRef, FileRef]:
     """Noisy 2-way marginals of the selected edges + updated ledger."""
     return private_stages.measure_selected(codes, contract, one_way, structure, ledger,
-                                artefacts, rho=rho, seed=seed, discrete=discrete,
-                                batch_size=batch_size)
+                                           artefacts, rho=rho, seed=seed, discrete=discrete,
+                                           batch_size=batch_size, engine=engine,
+                                           dask_address=dask_address)
 
 
 @task(name="fit-aim", **PRIVATE)
 def fit_aim(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
             method: str, rho: float, seed: int | None, discrete: bool,
-            batch_size: int, max_time_s: float | None = None
-            ) -> tuple[FileRef, FileRef, FileRef, FileRef]:
+            batch_size: int, max_time_s: float | None = None, engine: str = "local",
+            dask_address: str | None = None) -> tuple[FileRef, FileRef, FileRef, FileRef]:
     """AIM rounds: (one-way, structure, round measurements, ledger), all post-noise files.
 
     A progress artifact follows the rounds (share of the AIM budget spent, updated per round).
@@ -85,7 +96,8 @@ def fit_aim(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
     out = private_stages.fit_aim(codes, contract, ledger, artefacts, method=method, rho=rho,
                                  seed=seed, discrete=discrete, batch_size=batch_size,
                                  progress=lambda spent: progress.update(round(1000 * spent)),
-                                 max_time_s=max_time_s)
+                                 max_time_s=max_time_s, engine=engine,
+                                 dask_address=dask_address)
     progress.finish()
     return out
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from flows.temporary_server import stop_process
+
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT = 120.0
 
@@ -28,6 +30,30 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def uvicorn_children(pid: int) -> list[int]:
+    """Process ids of the API servers (uvicorn) whose parent is ``pid`` (Linux /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"uvicorn" in cmd:
+            found.append(int(entry.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def poll(probe: Callable[[], Any], *, until: Callable[[Any], bool], timeout: float,
@@ -107,12 +133,7 @@ def running_server(tmp_path: Path) -> Iterator[Server]:
             pytest.skip(reason)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout=20)
 
 
 def _wait_healthy(server: Server, proc: subprocess.Popen[bytes]) -> bool:

@@ -69,13 +69,37 @@ def test_release_params_schema_renders_a_form():
     fields = release.parameters.model_dump()["properties"]
     assert set(fields) >= {"contract", "data", "epsilon", "delta", "method", "n_rows",
                            "sample_mode", "out", "discrete_noise", "fairness_transform", "eta",
-                           "discrimination", "distortion"}
+                           "discrimination", "distortion", "max_time_s", "engine",
+                           "dask_address", "data_docs"}
     assert not set(fields) & {"seed", "work_dir", "batch_size", "max_iters"}
     assert {"mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"} <= set(
         fields["method"]["enum"])
     assert fields["fairness_transform"]["enum"] == ["none", "tot"]
     assert fields["epsilon"]["exclusiveMinimum"] == 0
     assert "ε" in fields["epsilon"]["description"]
+    assert fields["engine"]["enum"] == ["local", "dask"]
+    assert fields["data_docs"]["default"] is False  # GX Data Docs are opt-in
+    assert "time budget" in fields["max_time_s"]["description"]
+
+
+def test_deployments_expose_the_aim_time_budget():
+    """serve.py and prefect.yaml both give max_time_s to both deployments (issue 15)."""
+    import yaml
+
+    sys.path.insert(0, str(ROOT / "deployments"))
+    try:
+        from serve import AIM_TIME_BUDGET_S, deployments
+    finally:
+        sys.path.remove(str(ROOT / "deployments"))
+    served = {d.name: d for d in deployments()}
+    spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
+    declared = {d["name"]: d.get("parameters", {}) for d in spec["deployments"]}
+    assert set(served) == set(declared) == {"monthly-adult", "ad-hoc"}
+    for name, deployment in served.items():
+        assert deployment.parameters["max_time_s"] == AIM_TIME_BUDGET_S
+        assert declared[name]["max_time_s"] == AIM_TIME_BUDGET_S
+        schema = deployment._parameter_openapi_schema.model_dump()["properties"]
+        assert {"max_time_s", "engine", "dask_address"} <= set(schema)
 
 
 def _decode_results(folder: Path) -> list[tuple[bytes, object]]:
@@ -98,14 +122,15 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     caplog.set_level(logging.INFO, logger="prefect.flow_runs")
-    final = Path(run_local(params(toy_contract, toy_parquet, tmp_path)))
+    final = Path(run_local(params(toy_contract, toy_parquet, tmp_path, data_docs=True)))
     assert final == tmp_path / "releases" / "toy" / "v1"
     assert (final / "synthetic.parquet").is_file()
     # stage logs in public terms
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "prefect.flow_runs")
     assert "charged ρ = " in text and "σ = " in text and "selected 5 cliques" in text
     assert "sampled " in text and " synthetic rows" in text
-    # GX suites beside the contract fingerprint, output Data Docs linked from the report
+    # opted in: GX suites beside the contract fingerprint, output Data Docs linked from the
+    # report
     manifest = json.loads((final / "manifest.json").read_text())
     output = manifest["validation"]["output"]
     docs = (final / output["data_docs"]).resolve()
@@ -202,3 +227,51 @@ def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_
     refused = [r for r in errors if "release refused: ReleaseInputError" in r.getMessage()]
     assert len(refused) == 1, [r.getMessage() for r in errors]
     assert not any(r.exc_info or "Traceback" in r.getMessage() for r in errors)
+
+
+@pytest.mark.prefect
+def test_flow_parameter_max_time_s_reaches_the_aim_rounds(prefect_harness, toy_contract,
+                                                         toy_parquet, tmp_path, monkeypatch):
+    """The flow's max_time_s (as a deployment passes it) is AIM's time budget: an expired
+    budget makes round 1 the final one, which spends the rest of ρ."""
+    from prefect.client.orchestration import get_client
+
+    from privfair.core.accounting import zcdp_rho
+
+    monkeypatch.setenv("PRIVFAIR_WORK_DIR", str(tmp_path / "work"))
+    final = Path(release(contract=str(toy_contract), data=str(toy_parquet), epsilon=1.0,
+                         delta=1e-9, method="aim", max_time_s=1e-9,
+                         out=str(tmp_path / "releases")))
+    manifest = json.loads((final / "manifest.json").read_text())
+    assert [e["name"] for e in manifest["ledger"]] == [
+        "AIM initial one-way marginals", "AIM select round 1", "AIM measure round 1"]
+    assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(
+        zcdp_rho(epsilon=1.0, delta=1e-9))
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(manifest["orchestrator"]["flow_run_id"])
+    assert run.parameters["max_time_s"] == 1e-9
+
+
+@pytest.mark.prefect
+def test_flow_counts_on_dask(prefect_harness, toy_contract, toy_parquet, tmp_path, monkeypatch):
+    """engine=dask through Prefect: every measurement stage counts per row group on the
+    cluster (a client inside the task), and the seeded release equals the local one."""
+    distributed = pytest.importorskip("distributed")
+
+    def release_on(engine: str, address: str | None) -> dict:
+        # a registry each: one registry refuses a second release of one test seed
+        monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / engine / "registry"))
+        final = run_local(params(toy_contract, toy_parquet, tmp_path / engine, engine=engine,
+                                 dask_address=address, method="mst", batch_size=400,
+                                 max_iters=200))
+        return json.loads((Path(final) / "manifest.json").read_text())
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster:
+        on_dask = release_on("dask", cluster.scheduler_address)
+        counted = dict(cluster.scheduler.task_prefixes["count_partition"].state_counts)
+    # 1-way, all pairs (select), selected pairs: 3 stages x the codes' row groups (>= 2)
+    assert counted.get("memory", 0) >= 6, counted
+    local = release_on("local", None)
+    # same counts, same seeded noise: the same synthetic table
+    assert on_dask["files"]["synthetic.parquet"] == local["files"]["synthetic.parquet"]

@@ -13,30 +13,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
 
-
-def _children(pid: int) -> list[int]:
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-            cmd = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == pid and b"uvicorn" in cmd:
-            out.append(int(entry.name))
-    return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+from prefect_server import alive, uvicorn_children  # noqa: E402
 
 
 @pytest.mark.prefect
@@ -55,15 +34,15 @@ def test_kill_during_prefect_start_up_leaves_no_server(tmp_path, toy_contract, t
         deadline = time.monotonic() + 90
         while not servers and time.monotonic() < deadline and cli.poll() is None:
             time.sleep(0.05)
-            servers = _children(cli.pid)
+            servers = uvicorn_children(cli.pid)
         assert servers, "the CLI started no temporary Prefect server"
     finally:
         cli.send_signal(signal.SIGKILL)
         cli.wait()
     deadline = time.monotonic() + 15
-    while any(_alive(p) for p in servers) and time.monotonic() < deadline:
+    while any(alive(p) for p in servers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    leftover = [p for p in servers if _alive(p)]
+    leftover = [p for p in servers if alive(p)]
     for p in leftover:  # do not leave it running whatever the outcome
         os.kill(p, signal.SIGKILL)
     assert leftover == []
@@ -88,3 +67,30 @@ def test_prefect_data_stage_refusal_prints_one_line(tmp_path, toy_contract, toy_
         f"privfair: error: data file {bad}: missing column(s) ['race'] declared by contract "
         "'toy'"]
     assert proc.stdout == "" and not (tmp_path / "releases").exists()
+
+
+def test_cli_import_loads_only_the_standard_library():
+    """Issue 15: ``import privfair.cli`` (and the lazy package) loads no numpy, pandas or
+    Prefect, so ``privfair release`` starts the temporary API server before they load."""
+    code = ("import sys, privfair, privfair.cli\n"
+            "print(sorted(m for m in ('numpy', 'pandas', 'prefect', 'pydantic') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_lazy_package_exports_are_the_defining_modules_objects():
+    import importlib
+
+    import privfair
+
+    assert sorted(privfair.__all__) == sorted(privfair._EXPORTS)
+    for name in privfair.__all__:
+        module = importlib.import_module(privfair._EXPORTS[name])
+        assert getattr(privfair, name) is getattr(module, name)
+    from privfair import FairSynthesizer, synthesize  # from-imports resolve too
+
+    assert synthesize.__module__ == FairSynthesizer.__module__ == "privfair.synth.synthesizer"
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        privfair.nope  # noqa: B018

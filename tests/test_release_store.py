@@ -67,6 +67,9 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     assert manifest["fairness_transform"] == {"name": "none", "applied": False}
     assert manifest["validation"]["input"] == {"passed": True, "expectations": 12}
     assert manifest["validation"]["output"]["passed"] is True
+    # GX suites and Data Docs are opt-in (data_docs): none kept by default
+    assert "data_docs" not in manifest["validation"]["output"]
+    assert not (store / "toy" / "validation").exists()
     assert manifest["files"]["synthetic.parquet"] == artefacts.sha256_file(
         final / "synthetic.parquet")
 
@@ -93,10 +96,13 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     # the next release gets the next version and is charged too
     final2 = run_release(params(toy_contract, toy_parquet, tmp_path, seed=None,
                                 method="mst", sample_mode="round", n_rows=321,
-                                discrete_noise=True))
+                                discrete_noise=True, data_docs=True))
     assert final2.name == "v2"
     assert len(pd.read_parquet(final2 / "synthetic.parquet")) == 321
     m2 = json.loads((final2 / "manifest.json").read_text())
+    # opted in on the --no-prefect path too: suites and Data Docs beside the fingerprint
+    docs = (final2 / m2["validation"]["output"]["data_docs"]).resolve()
+    assert docs.is_file() and docs.parent.parent.parent.parent.name == "validation"
     assert m2["seed_policy"].startswith("fresh OS entropy")
     assert {e["mechanism"] for e in m2["ledger"]} == {"discrete-gaussian", "exponential"}
     assert [r["version"] for r in list_releases(store, "toy")] == ["v1", "v2"]

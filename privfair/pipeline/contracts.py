@@ -680,6 +680,8 @@ class Contract(_Strict):
 
     def with_released_bins(self, released: Mapping[str, Sequence[float]]) -> Contract:
         """This contract with each ``dp_bins`` column given its released (DP) bin edges."""
+        if all(c.dp_bins is None for c in self.columns):
+            return self  # nothing to resolve (frozen, so sharing it is safe); no YAML round trip
         raw = self.model_dump(by_alias=True, exclude_none=True, mode="json")
         for column in raw["columns"]:
             if column.get("dp_bins") is None:
@@ -698,6 +700,8 @@ class Contract(_Strict):
         so public); the column's declared "other" bucket is appended after them, and values
         not released go there. The result is what every later stage of a release uses.
         """
+        if all(c.type != "text" for c in self.columns):
+            return self  # nothing to resolve (frozen, so sharing it is safe); no YAML round trip
         raw = self.model_dump(by_alias=True, exclude_none=True, mode="json")
         for column in raw["columns"]:
             name = column["name"]

@@ -11,7 +11,10 @@ The suites are derived from the contract alone and the Data Docs describe the sy
 (DP output), so everything here is public. Input-side validation *results* are private and
 never kept here (see :func:`privfair.pipeline.ingest.validate_input`).
 
-Great Expectations is imported inside the functions (~4 s).
+Both are opt-in (``data_docs`` of a release, ``--data-docs``): Great Expectations is imported
+inside the functions (~4 s on a 2-core machine, about as long as the rest of a small release),
+while the contract checks themselves always run, through the pandas pre-check of
+:mod:`privfair.pipeline.validation`.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from typing import Any
 
 import pandas as pd
 
-from privfair.pipeline.artefacts import atomic_write, json_bytes
+from privfair.pipeline.artefacts import FileRef, atomic_write, json_bytes
 from privfair.pipeline.contracts import Contract
 
-__all__ = ["save_suites", "validation_folder", "write_output_data_docs"]
+__all__ = ["save_suites", "validation_folder", "validation_records", "write_output_data_docs"]
 
 #: Data Docs' tutorial animations (3.4 MB) that a release site never shows.
 _UNUSED_STATIC = ("glossary_scroller.gif", "validation_failed_unexpected_values.gif",
@@ -97,6 +100,25 @@ def write_output_data_docs(synthetic: pd.DataFrame, contract: Contract, folder: 
         shutil.rmtree(site_dir, ignore_errors=True)
         raise RuntimeError("Great Expectations wrote no Data Docs index")
     return index
+
+
+def validation_records(synthetic: FileRef, contract: Contract, *, store: str | Path,
+                       fingerprint: str, run_id: str, n_rows: int | None) -> dict[str, Any]:
+    """Keep the contract's GX suites and this run's output Data Docs beside the fingerprint.
+
+    Returns ``{"suites": {side: path}, "data_docs": path}``, paths relative to a release
+    folder of the dataset (public: suites come from the contract, Data Docs describe the
+    synthetic table).
+    """
+    from privfair.pipeline.post_noise import decode_codes, read_codes
+
+    folder = validation_folder(store, contract.name, fingerprint)
+    suites = save_suites(contract, folder)
+    labelled = decode_codes(read_codes(synthetic), contract)
+    index = write_output_data_docs(labelled, contract, folder, run_id=run_id, n_rows=n_rows)
+    up = Path("..") / folder.relative_to(Path(store) / contract.name)
+    return {"suites": {side: str(up / name) for side, name in suites.items()},
+            "data_docs": str(up / index.relative_to(folder))}
 
 
 def read_suite(path: str | Path) -> dict[str, Any]:

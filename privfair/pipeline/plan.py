@@ -119,6 +119,10 @@ class ReleaseParams(BaseModel):
         "row group on a Dask cluster (summed here; noise drawn once, here).")
     dask_address: str | None = Field(
         None, description="engine 'dask': scheduler address (default: a LocalCluster).")
+    data_docs: bool = Field(
+        False, description="Also keep the contract's Great Expectations suites and Data Docs "
+        "of the synthetic table in the store (imports GX: ~4 s). The contract checks run "
+        "either way.")
     max_time_s: float | None = Field(
         None, gt=0, description="AIM methods: time budget in seconds; when it has passed, a "
         "final round spends the rest of the budget, so the run still ends with a release.")
@@ -211,6 +215,8 @@ class ReleasePlan:
     seed_fingerprint: str | None = None
     #: AIM methods: time budget (seconds) of the rounds.
     max_time_s: float | None = None
+    #: Keep GX suites and output Data Docs in the store (opt-in: GX costs ~4 s to import).
+    data_docs: bool = False
     #: Counting engine of the measurement stages ("local" or "dask") and the Dask scheduler.
     engine: str = "local"
     dask_address: str | None = None
@@ -353,6 +359,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
         release_classifier=params.release_classifier,
         max_time_s=params.max_time_s, engine=params.engine, dask_address=params.dask_address,
+        data_docs=params.data_docs,
     )
 
 

@@ -112,6 +112,12 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
             discrimination=plan.discrimination, distortion=plan.distortion, seed=seed)
         report("validate output", 0.85)
         output = validate_output(synthetic, contract, n_rows=plan.n_rows)
+        if plan.data_docs:  # opt-in: GX itself costs more than a small release
+            from privfair.pipeline.data_docs import validation_records
+
+            output = {**output, **validation_records(
+                synthetic, contract, store=plan.store, fingerprint=plan.contract_fingerprint,
+                run_id=plan.run_id, n_rows=plan.n_rows)}
         report("publish", 0.9)
         final = publish(plan, ledger=ledger, one_way=one_way, structure=structure, model=model,
                         synthetic=synthetic, input_validation=checked,

@@ -1,0 +1,180 @@
+"""A temporary Prefect API server for one ``privfair`` command, started before Prefect loads.
+
+Without ``PREFECT_API_URL`` Prefect starts its own temporary ("ephemeral") server the first
+time a flow needs the API: the command first imports ``prefect.server.api.server`` in its own
+process (the whole server stack, ~4 s on a 2-core machine, used only to spawn a subprocess),
+then spawns the server and waits for it (~5 s more). Nothing overlaps.
+
+:func:`start` spawns the same server process (uvicorn on Prefect's app factory, with the
+environment Prefect gives its ephemeral server: no UI, no background services) as soon as
+the command knows it will run a flow, and points this process at it through
+``PREFECT_API_URL`` before Prefect is imported. The server boots while the command imports
+the flow and checks its input; :meth:`TemporaryServer.wait` then waits only for what is left.
+
+The server lives in its own session, so a Ctrl-C at the terminal reaches the command, which
+can still report the run's final state to the API, and not the server; it is stopped when the
+command exits (``atexit``), and gets SIGTERM if the command dies without exiting (Linux
+``PR_SET_PDEATHSIG``, so even a SIGKILL leaves no orphaned server).
+
+This module does not import Prefect (that is the point); ``tasks``/``flows`` are the only
+places that do.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+#: Seconds to wait for the server when ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` is
+#: unset (Prefect's own default, 20 s, is short for a first start on a loaded machine).
+DEFAULT_STARTUP_TIMEOUT_S = 60.0
+
+#: Set in this process's environment while it uses a server of this module.
+MARKER = "PRIVFAIR_TEMPORARY_PREFECT_SERVER"
+
+
+@dataclass
+class TemporaryServer:
+    """A running temporary server: its process, API URL and (private) log file."""
+
+    process: subprocess.Popen[bytes]
+    api_url: str
+    log: IO[bytes]
+
+    def wait(self, *, timeout: float | None = None) -> None:
+        """Block until the API answers ``/health``; one clear error if it never does."""
+        if timeout is None:
+            timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")
+                            or DEFAULT_STARTUP_TIMEOUT_S)
+        deadline = time.monotonic() + timeout
+        while self.process.poll() is None:
+            with contextlib.suppress(OSError, urllib.error.URLError), \
+                    urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(0.05)
+        code = self.process.poll()
+        self.stop()
+        what = (f"exited with code {code}" if code is not None
+                else f"did not answer within {timeout:g} s")
+        raise RuntimeError(f"the temporary Prefect API server {what}: {self._log_tail()!r}; "
+                           "set PREFECT_API_URL to a running server, raise "
+                           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or use "
+                           "--no-prefect")
+
+    def stop(self) -> None:
+        """Terminate the server and reap it (idempotent)."""
+        stop_process(self.process)
+        with contextlib.suppress(OSError):
+            self.log.close()
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            self.log.seek(0)
+            lines = self.log.read().decode(errors="replace").strip().splitlines()
+            return lines[-1] if lines else "no output"
+        return "no output"
+
+
+def stop_process(process: subprocess.Popen[bytes], *, timeout: float = 5.0) -> None:
+    """SIGTERM, then SIGKILL after ``timeout`` seconds; always reaped (idempotent)."""
+    if process.poll() is None:
+        process.terminate()
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def start() -> TemporaryServer | None:
+    """Spawn the server and point this process's Prefect at it; None when not applicable.
+
+    Not applicable when ``PREFECT_API_URL`` is set (the operator's server is used) or when
+    Prefect is already imported here (its settings are fixed by then; Prefect then starts its
+    own temporary server as usual).
+    """
+    if os.environ.get("PREFECT_API_URL") or "prefect" in sys.modules:
+        return None
+    spec = importlib.util.find_spec("prefect")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # kept open for the server's lifetime (closed by stop()): its stderr, for a failure line
+    log = tempfile.TemporaryFile(prefix="privfair-prefect-server-")  # noqa: SIM115
+    # The command and environment Prefect's SubprocessASGIServer uses for its ephemeral
+    # server (prefect/server/api/server.py): no UI, no background services.
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn",
+         "--app-dir", str(Path(next(iter(spec.submodule_search_locations))).parent),
+         "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+        env={"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+             "PREFECT__SERVER_FINAL": "1"},
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+        start_new_session=True, preexec_fn=_die_with_parent(os.getpid()))
+    server = TemporaryServer(process, f"http://127.0.0.1:{port}/api", log)
+    atexit.register(server.stop)  # registered before Prefect's handlers: runs after them
+    os.environ["PREFECT_API_URL"] = server.api_url
+    # No UI is served and the server goes away with the command: no run links to record.
+    os.environ["PREFECT_UI_URL"] = ""
+    os.environ[MARKER] = "1"
+    return server
+
+
+def prefect_server_dies_with_this_process() -> None:
+    """When Prefect starts its own temporary server (Prefect imported before :func:`start`),
+    make that server get SIGTERM when this process dies, even by SIGKILL during start-up, so
+    a killed run leaves no orphaned server (issue 10.11). Elsewhere Prefect's own atexit stop
+    remains."""
+    import types
+
+    death_signal = _die_with_parent(os.getpid())
+    if death_signal is None:
+        return
+    from prefect.server.api import server
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("preexec_fn", death_signal)
+        return subprocess.Popen(*args, **kwargs)
+
+    if not isinstance(server.subprocess, types.SimpleNamespace):
+        server.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": popen})
+
+
+def _die_with_parent(parent: int) -> Callable[[], None] | None:
+    """``preexec_fn``: SIGTERM the child when this process dies (Linux only).
+
+    The kernel sends it when the *thread* that spawned the child ends, so spawn from the main
+    thread.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def set_death_signal() -> None:
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return set_death_signal
