@@ -50,7 +50,7 @@ def test_dask_engine_on_a_local_cluster_sums_partitions_on_the_driver(dataset):
     distributed = pytest.importorskip("distributed")
     folder, whole = dataset
     with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                   dashboard_address=None) as cluster,
+                                   dashboard_address=":0") as cluster,
           distributed.Client(cluster) as client):
         got = count_marginals_parquet(DOMAIN, [(a,) for a in DOMAIN] + all_pairs(DOMAIN),
                                       folder, engine="dask", client=client)
@@ -82,6 +82,6 @@ def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp
         return json.loads((final / "manifest.json").read_text())["files"]["synthetic.parquet"]
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         on_dask = release("dask", cluster.scheduler_address)
     assert on_dask == release("local", None)

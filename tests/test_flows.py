@@ -267,7 +267,7 @@ def test_flow_counts_on_dask(prefect_harness, toy_contract, toy_parquet, tmp_pat
         return json.loads((Path(final) / "manifest.json").read_text())
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster:
+                                  dashboard_address=":0") as cluster:
         on_dask = release_on("dask", cluster.scheduler_address)
         counted = dict(cluster.scheduler.task_prefixes["count_partition"].state_counts)
     # 1-way, all pairs (select), selected pairs: 3 stages x the codes' row groups (>= 2)
