@@ -144,9 +144,16 @@ def test_group_clipping_bounds_are_clamped():
 def test_fit_charges_the_ledger_before_training(table):
     result, ledger = fit(table, "dpgan", sigma=None)
     names = [e.name for e in ledger.entries]
-    assert names == ["GAN conditioning: counts of (s, y)", "GAN D1 gradients (DP-SGD)"]
+    # dpgan anchors every (X, Y) and (X, S) pair and (S, Y): DOMAIN has three X.
+    anchors = [f"GAN anchor: counts of ({x}, {t})" for t in ("y", "s") for x in "amc"]
+    assert names == ["GAN conditioning: counts of (s, y)", *anchors,
+                     "GAN D1 gradients (DP-SGD)"]
+    assert result.privacy["marginals"]["anchor_pairs"] == (
+        [[x, "y"] for x in "amc"] + [[x, "s"] for x in "amc"] + [["s", "y"]])
+    # One σ for every count measurement; together they spend marginal_share of ε.
+    assert len({e.sigma for e in ledger.entries[:-1]}) == 1
     dp = result.privacy["dp_sgd"]
-    entry = ledger.entries[1]
+    entry = ledger.entries[-1]
     assert (entry.sample_rate, entry.steps) == (dp["sample_rate"], dp["steps"])
     assert entry.sigma == pytest.approx(dp["noise_multiplier"] * dp["max_grad_norm"])
     assert dp["steps_run"] <= dp["steps"]
@@ -156,6 +163,31 @@ def test_fit_charges_the_ledger_before_training(table):
                                         sample_rate=dp["sample_rate"], steps=dp["steps"],
                                         delta=1e-6)
     assert alone < ledger.epsilon_spent()
+
+
+def test_fair_methods_anchor_only_the_outcome_pairs(table):
+    """FairGAN's generator is not pulled back towards the real (X, S) dependences its
+    adversary removes: only (X, Y) pairs are anchors; anchor_weight 0 measures none."""
+    result, ledger = fit(table, "fairgan", sigma=2.0)
+    assert result.privacy["marginals"]["anchor_pairs"] == [[x, "y"] for x in "amc"]
+    result, ledger = fit(table, "fairgan", sigma=2.0, anchor_weight=0.0)
+    assert result.privacy["marginals"]["anchor_pairs"] == []
+    assert [e.name for e in ledger.entries] == ["GAN conditioning: counts of (s, y)",
+                                                "GAN D1 gradients (DP-SGD)"]
+
+
+def test_anchor_loss_is_the_mean_tvd_of_the_pair_marginals():
+    trainer = gan._Trainer(tiny("dpgan"), DOMAIN, "s", "y", None,
+                           {"s": [0.5, 0.5], "y": [0.5, 0.5]}, torch.Generator(),
+                           torch.device("cpu"), 4.0,
+                           anchors={("a", "y"): np.full((3, 2), 1 / 6),
+                                    ("s", "y"): np.array([[1.0, 0.0], [0.0, 0.0]])})
+    eye = torch.eye(3)
+    values = {"a": eye[[0, 0, 1, 2]], "y": torch.eye(2)[[0, 1, 0, 1]],
+              "s": torch.eye(2)[[0, 0, 0, 0]]}
+    # (a, y): batch joint [[.25,.25],[.25,0],[0,.25]] vs uniform 1/6: TVD = 1/3.
+    # (s, y): batch [[.5,.5],[0,0]] vs [[1,0],[0,0]]: TVD = 1/2.
+    assert float(trainer.anchor_loss(values)) == pytest.approx((1 / 3 + 1 / 2) / 2)
 
 
 def test_budget_too_small_is_refused(table):

@@ -37,11 +37,16 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
     final = run_release(params(toy_contract, toy_parquet, tmp_path, method, **extra))
     manifest = json.loads((final / "manifest.json").read_text())
     names = [e["name"] for e in manifest["ledger"]]
-    assert names == ["GAN conditioning: counts of (sex, income)", "GAN D1 gradients (DP-SGD)"]
+    assert names[0] == "GAN conditioning: counts of (sex, income)"
+    assert names[-1] == "GAN D1 gradients (DP-SGD)"
+    anchors = manifest["method"]["marginals"]["anchor_pairs"]
+    assert names[1:-1] == [f"GAN anchor: counts of ({a}, {b})" for a, b in anchors
+                           if (a, b) != ("sex", "income")]
+    assert ["edu", "income"] in anchors
     spent = manifest["guarantee"]["spent"]
     assert spent["epsilon"] <= 3.0 * (1 + 1e-9)
     dp = manifest["method"]["dp_sgd"]
-    entry = manifest["ledger"][1]
+    entry = manifest["ledger"][-1]
     assert (entry["sample_rate"], entry["steps"]) == (dp["sample_rate"], dp["steps"])
     assert entry["sigma"] == pytest.approx(dp["noise_multiplier"] * dp["max_grad_norm"])
     assert 0 < dp["epsilon_dp_sgd_alone"] < spent["epsilon"]

@@ -10,6 +10,12 @@ adversary (FairGAN's D2, FairGAN+'s D3 and classifier η, CFGAN's D²) is fed ge
 only, so they are post-processing and cost no budget. The marginals that condition the
 generator, P(S) and P(Y), come from one Gaussian measurement of the (S, Y) counts.
 
+Anchors: DP-SGD's noise on D1 alone leaves the generator with too weak a signal at ε ≤ 10 on
+Adult (it collapses to a few modes). The generator is therefore also pulled towards noisy
+pair marginals (every (X, Y), and for the fairness-blind dpgan every (X, S) and (S, Y)),
+measured with the Gaussian mechanism from a share of the budget. Only the outcome's pairs are
+anchored for the fair methods, so their adversaries are free to remove S's dependences.
+
 Discrete outputs are hard Gumbel-softmax samples (straight-through), so no autoencoder is
 pre-trained on real data. Losses are binary/categorical cross-entropy with log(1 − D) for
 fake rows (erratum §9 item 6); the generator uses the non-saturating form −log D1(fake).
@@ -88,7 +94,13 @@ class GANConfig:
     count_noise_ratio : float
         DPSGD-F: σ1 = ratio · σ for the clipped counts.
     marginal_share : float
-        Share of the ledger's remaining ρ spent on the (S, Y) counts.
+        Share of the ledger's remaining ε spent on the anchor counts (the (S, Y) counts and
+        the anchor marginals), measured with the Gaussian mechanism before DP-SGD.
+    anchor_weight : float
+        Weight of the anchor loss: the generator's batch marginals against the noisy anchor
+        marginals (mean TVD). 0 measures the (S, Y) counts only. The anchors are every
+        (X, Y) pair, and for the fairness-blind ``dpgan`` also every (X, S) pair and
+        (S, Y); the fair methods leave S's dependences to their adversaries.
     patience, plateau_tol, min_epochs :
         Early stop when the generated one-way marginals move less than ``plateau_tol`` (TVD)
         for ``patience`` epochs in a row, after ``min_epochs``.
@@ -97,9 +109,9 @@ class GANConfig:
     """
 
     method: str = "fairgan"
-    epochs: int = 10
-    batch_size: int = 1000
-    learning_rate: float = 2e-4
+    epochs: int = 15
+    batch_size: int = 500
+    learning_rate: float = 3e-4
     noise_dim: int = 64
     hidden: int = 128
     discriminator_hidden: int = 64
@@ -115,7 +127,8 @@ class GANConfig:
     node_noise_dim: int = 8
     node_hidden: int = 64
     temperature: float = 0.5
-    marginal_share: float = 0.05
+    marginal_share: float = 0.25
+    anchor_weight: float = 2.0
     patience: int = 3
     plateau_tol: float = 0.005
     min_epochs: int = 5
@@ -141,7 +154,7 @@ class GANConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        for name in ("fairness_weight", "classifier_weight", "plateau_tol"):
+        for name in ("fairness_weight", "classifier_weight", "plateau_tol", "anchor_weight"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -417,8 +430,11 @@ class _Trainer:
 
     def __init__(self, config: GANConfig, domain: Domain, protected: str, outcome: str,
                  dag: CausalDAG | None, marginals: dict[str, list[float]],
-                 gen: torch.Generator, device: torch.device, expected_batch: float) -> None:
+                 gen: torch.Generator, device: torch.device, expected_batch: float,
+                 anchors: Mapping[tuple[str, str], np.ndarray] | None = None) -> None:
         self.config, self.domain, self.dag = config, domain, dag
+        self.anchors = {pair: torch.as_tensor(p, dtype=torch.float32, device=device)
+                        for pair, p in (anchors or {}).items()}
         self.protected, self.outcome = protected, outcome
         self.marginals = marginals
         self.gen, self.device = gen, device
@@ -612,10 +628,22 @@ class _Trainer:
             g_loss = g_loss - cfg.fairness_weight * self._adversary_loss(name, inputs, target)
         if cfg.method == "fairgan-plus":
             g_loss = g_loss + F.cross_entropy(self.eta(x_hat), y_idx)
+        if self.anchors and cfg.anchor_weight > 0:
+            g_loss = g_loss + cfg.anchor_weight * self.anchor_loss(values)
         g_loss.backward()
         self.g_opt.step()
         # Gradients of the discriminators from G's step are discarded by their zero_grad.
         return float(g_loss.detach())
+
+    def anchor_loss(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Mean TVD between the batch's pair marginals and the noisy anchors (the hard rows'
+        joint, with the straight-through gradient of the relaxed samples)."""
+        n = next(iter(values.values())).shape[0]
+        total = torch.zeros((), device=self.device)
+        for (a, b), target in self.anchors.items():
+            joint = values[a].T @ values[b] / n
+            total = total + 0.5 * (joint - target).abs().sum()
+        return total / len(self.anchors)
 
     def marginal_snapshot(self, n: int = 2048) -> np.ndarray:
         with torch.no_grad():
@@ -627,35 +655,56 @@ def seeded_linear(width: int, out: int, generator: torch.Generator) -> nn.Module
     return mlp([width, out], generator=generator)
 
 
-def _noisy_marginals(codes: Mapping[str, np.ndarray], domain: Domain, protected: str,
-                     outcome: str, *, ledger: Any, rng: np.random.Generator,
-                     share: float, discrete: bool = False
-                     ) -> tuple[dict[str, list[float]], float, float]:
-    """P(S), P(Y) and n̂ from one Gaussian measurement of the (S, Y) counts."""
+def anchor_pairs(domain: Domain, protected: str, outcome: str,
+                 method: str) -> tuple[tuple[str, str], ...]:
+    """The pair marginals the generator is anchored to (public: method and domain only)."""
+    others = [x for x in domain if x not in (protected, outcome)]
+    pairs = [(x, outcome) for x in others]
+    if method == "dpgan":
+        pairs += [(x, protected) for x in others] + [(protected, outcome)]
+    return tuple(pairs)
+
+
+def _measure_counts(codes: Mapping[str, np.ndarray], domain: Domain, *, ledger: Any,
+                    rng: np.random.Generator, share: float, discrete: bool,
+                    protected: str, outcome: str, pairs: tuple[tuple[str, str], ...]
+                    ) -> tuple[dict[str, list[float]], dict[tuple[str, str], np.ndarray],
+                               float, float]:
+    """P(S), P(Y), n̂ and the anchor marginals, from Gaussian measurements of the (S, Y)
+    counts and of each anchor pair's counts (one mechanism each, one σ for all)."""
     from privfair.core.accounting import gaussian_sigma, zcdp_rho
 
-    s_size, y_size = domain.size(protected), domain.size(outcome)
     if ledger.delta is None:
         raise ValueError("ledger: a delta is needed to split the budget between the GAN's "
-                         "marginals and DP-SGD")
+                         "counts and DP-SGD")
     left = ledger.epsilon_budget - ledger.epsilon_spent()
     if left <= 0:
         raise BudgetExceededError("privacy budget exhausted: nothing is left for the GAN")
-    sigma = gaussian_sigma(rho=zcdp_rho(epsilon=share * left, delta=ledger.delta),
-                           sensitivity=1.0)
-    joint = np.zeros((s_size, y_size), dtype=np.int64)
-    np.add.at(joint, (codes[protected], codes[outcome]), 1)
-    noisy = gaussian_mechanism(joint, sigma=sigma, sensitivity=1.0, rng=rng, ledger=ledger,
-                               discrete=discrete, name=f"GAN conditioning: counts of ({protected}, {outcome})")
-    noisy = np.clip(noisy, 0.0, None)
-    total = float(noisy.sum())
-    n_hat = max(total, 1.0)
+    measured = [(protected, outcome)] + [p for p in pairs if p != (protected, outcome)]
+    rho = zcdp_rho(epsilon=share * left, delta=ledger.delta)
+    sigma = gaussian_sigma(rho=rho / len(measured), sensitivity=1.0)
 
-    def normalise(v: np.ndarray) -> list[float]:
-        return (v / v.sum()).tolist() if v.sum() > 0 else [1.0 / v.size] * v.size
+    def counts(a: str, b: str) -> np.ndarray:
+        joint = np.zeros((domain.size(a), domain.size(b)), dtype=np.int64)
+        np.add.at(joint, (codes[a], codes[b]), 1)
+        noisy = gaussian_mechanism(joint, sigma=sigma, sensitivity=1.0, rng=rng,
+                                   ledger=ledger, discrete=discrete,
+                                   name=(f"GAN conditioning: counts of ({a}, {b})"
+                                         if (a, b) == (protected, outcome)
+                                         else f"GAN anchor: counts of ({a}, {b})"))
+        return np.clip(noisy, 0.0, None)
 
-    return ({protected: normalise(noisy.sum(1)), outcome: normalise(noisy.sum(0))},
-            n_hat, sigma)
+    def normalise(v: np.ndarray) -> np.ndarray:
+        return v / v.sum() if v.sum() > 0 else np.full(v.shape, 1.0 / v.size)
+
+    sy = counts(protected, outcome)
+    n_hat = max(float(sy.sum()), 1.0)
+    anchors = {pair: normalise(counts(*pair)) for pair in measured[1:]}
+    if (protected, outcome) in pairs:
+        anchors[(protected, outcome)] = normalise(sy)
+    marginals = {protected: normalise(sy.sum(1)).tolist(),
+                 outcome: normalise(sy.sum(0)).tolist()}
+    return marginals, anchors, n_hat, sigma
 
 
 def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, outcome: str,
@@ -673,9 +722,9 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     protected, outcome : str
         S and Y.
     ledger : PrivacyLedger
-        Charged, in this order, for the (S, Y) counts (Gaussian mechanism), then for DP-SGD
-        (``spend_subsampled_gaussian``; with DPSGD-F a second charge for the clipped
-        counts), all before D1 sees a row.
+        Charged, in this order, for the (S, Y) counts and each anchor pair's counts
+        (Gaussian mechanism), then for DP-SGD (``spend_subsampled_gaussian``; with DPSGD-F a
+        second charge for the clipped counts), all before D1 sees a row.
     rng : numpy.random.Generator
         Seeds the torch Generator of every draw.
     config : GANConfig
@@ -696,9 +745,11 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         raise TypeError("ledger: a PrivacyLedger with spend_subsampled_gaussian is needed")
     columns = {a: domain.check_column(a, np.asarray(codes[a]), where="GAN training data")
                for a in domain}
-    marginals, n_hat, marginal_sigma = _noisy_marginals(
-        columns, domain, protected, outcome, ledger=ledger, rng=rng,
-        share=config.marginal_share, discrete=discrete_noise)
+    pairs = anchor_pairs(domain, protected, outcome, config.method) \
+        if config.anchor_weight > 0 else ()
+    marginals, anchors, n_hat, marginal_sigma = _measure_counts(
+        columns, domain, ledger=ledger, rng=rng, share=config.marginal_share,
+        discrete=discrete_noise, protected=protected, outcome=outcome, pairs=pairs)
     sample_rate = min(1.0, config.batch_size / n_hat)
     steps_per_epoch = max(1, math.ceil(1 / sample_rate))
     steps = config.epochs * steps_per_epoch
@@ -722,7 +773,7 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     device = _device(config.device)
     gen = torch_generator(rng, device)
     trainer = _Trainer(config, domain, protected, outcome, parsed_dag, marginals, gen, device,
-                       expected_batch)
+                       expected_batch, anchors)
     layout = trainer.layout
     real = layout.encode(columns).to(device)
     group = torch.from_numpy(np.array(columns[protected], dtype=np.int64)).to(device)
@@ -764,7 +815,8 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                    "sampling": "Poisson", "trained_on_real_rows": ["D1"]},
         "marginals": {"mechanism": "discrete gaussian" if discrete_noise else "gaussian",
                       "sigma": marginal_sigma,
-                      "attributes": [protected, outcome]},
+                      "attributes": [protected, outcome],
+                      "anchor_pairs": [list(p) for p in pairs]},
     }
     eta = getattr(trainer, "eta", None)
     return FittedGAN(
