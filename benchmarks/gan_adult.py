@@ -20,35 +20,7 @@ import sys
 import time
 
 import numpy as np
-
-
-def one_hot(codes, domain, attributes):
-    n = len(codes[attributes[0]])
-    x = np.zeros((n, sum(domain.size(a) for a in attributes)), dtype=np.float32)
-    start = 0
-    for a in attributes:
-        x[np.arange(n), start + np.asarray(codes[a])] = 1.0
-        start += domain.size(a)
-    return x
-
-
-def classifier_scores(train, test, domain, *, protected, outcome):
-    from sklearn.linear_model import LogisticRegression
-
-    features = [a for a in domain if a != outcome]
-    y_train = np.asarray(train[outcome]) == domain.size(outcome) - 1
-    if len(np.unique(y_train)) < 2:
-        return {"accuracy": float("nan")}
-    clf = LogisticRegression(max_iter=1000).fit(one_hot(train, domain, features), y_train)
-    pred = clf.predict(one_hot(test, domain, features))
-    y = np.asarray(test[outcome]) == domain.size(outcome) - 1
-    s = np.asarray(test[protected]) == domain.size(protected) - 1
-
-    def rate(mask):
-        return float(pred[mask].mean()) if mask.any() else float("nan")
-
-    return {"accuracy": float((pred == y).mean()), "rd_eta": rate(s) - rate(~s),
-            "dtpr": rate(s & y) - rate(~s & y), "dfpr": rate(s & ~y) - rate(~s & ~y)}
+from _gan_metrics import classifier_scores
 
 
 def _progress(label):
