@@ -204,8 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--datasets", nargs="+", choices=("adult", "adult_safes", "compas"),
                     help="embedded datasets (default: compas)")
     ev.add_argument("--methods", nargs="+",
-                    choices=("mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"),
-                    help="synthesis methods (default: mst prefair-greedy)")
+                    choices=("mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair",
+                             "dpgan", "fairgan", "fairgan-plus", "cfgan"),
+                    help="synthesis methods, table and GAN families (default: mst "
+                         "prefair-greedy)")
     ev.add_argument("--epsilons", nargs="+", type=float, help="default: 0.5 1 2 4")
     ev.add_argument("--seeds", type=int, help="repetitions per cell (default: 3)")
     ev.add_argument("--etas", nargs="+", type=float,

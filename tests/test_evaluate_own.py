@@ -138,3 +138,27 @@ def test_evaluate_synthetic_orders_and_training_sample():
                                 tvd_orders=(1, 2))
     assert "tvd2" in record and "tvd3" not in record
     assert record["logistic_n_train"] == 120 and record["logistic_n_test"] == 400
+
+
+def test_gan_methods_join_the_grid_on_the_same_split(toy_contract, toy_parquet):
+    """Issue 12 (head to head on one budget): a GAN cell trains on the grid's train split
+    with the cell's (ε, δ) and is scored like a table method; CFGAN takes the contract's
+    causal_graph and is refused without one."""
+    pytest.importorskip("torch")
+    from privfair.evaluation.evaluate import evaluate_cell, load_own
+
+    data = load_own(toy_contract, toy_parquet, privileged={"race": "A"})
+    record = evaluate_cell(data, method="fairgan", epsilon=5.0, seed=0,
+                           classifiers=("logistic",))
+    assert record["method"] == "fairgan" and record["fit_s"] > 0
+    assert 0 <= record["tvd2"] <= 1 and 0 <= record["logistic_accuracy"] <= 1
+    assert any(k.startswith("data_sex_") for k in record), sorted(record)
+    with pytest.raises(ValueError, match="declares no causal_graph"):
+        evaluate_cell(data, method="cfgan", epsilon=5.0, seed=0, classifiers=("logistic",))
+    graph = toy_contract.parent / "graph.yaml"
+    graph.write_text(toy_contract.read_text() + "causal_graph:\n  edges: [[sex, edu], "
+                     "[edu, income], [hours, income], [age, income]]\n")
+    data = load_own(graph, toy_parquet, privileged={"race": "A"})
+    record = evaluate_cell(data, method="cfgan", epsilon=5.0, seed=0,
+                           classifiers=("logistic",))
+    assert 0 <= record["tvd1"] <= 1

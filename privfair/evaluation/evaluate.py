@@ -141,6 +141,8 @@ class EvaluationData:
     privileged: dict[str, int]
     #: TOT setting from the contract's ``tot`` block (own data); None: :data:`TOT_SETUPS`.
     tot: Any = None
+    #: The contract's causal_graph (CFGAN), as a mapping; None when it declares none.
+    causal_graph: dict[str, Any] | None = None
 
 
 def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
@@ -151,7 +153,9 @@ def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
     train, test = train_test_split(codes, rng=np.random.default_rng(split_seed))
     labels = PRIVILEGED_LABELS.get(name, {})
     privileged = {a: contract.labels(a).index(label) for a, label in labels.items()}
-    return EvaluationData(name, train, test, contract.domain(), contract.roles(), privileged)
+    graph = contract.causal_graph.as_mapping() if contract.causal_graph else None
+    return EvaluationData(name, train, test, contract.domain(), contract.roles(), privileged,
+                          causal_graph=graph)
 
 
 def privileged_codes(contract: Any, privileged: Mapping[str, str] | None) -> dict[str, int]:
@@ -204,7 +208,8 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
                                    rng=np.random.default_rng(split_seed))
     tot = tot_setting(contract) if contract.tot is not None else None
     return EvaluationData(contract.name, train, test, contract.domain(), roles,
-                          privileged_codes(contract, privileged), tot)
+                          privileged_codes(contract, privileged), tot,
+                          contract.causal_graph.as_mapping() if contract.causal_graph else None)
 
 
 def evaluate_cell(
@@ -212,17 +217,30 @@ def evaluate_cell(
     eta: float | None = None, delta: float = 1e-9, classifiers: Sequence[str] = ("mlp",),
     sample_mode: str = "iid",
 ) -> dict[str, Any]:
-    """Synthesise from ``data.train`` once, optionally apply TOT, and evaluate."""
-    from privfair.synth.synthesizer import FairSynthesizer
+    """Synthesise from ``data.train`` once, optionally apply TOT, and evaluate.
+
+    GAN methods (``dpgan``, ``fairgan``, ``fairgan-plus``, ``cfgan``) train on the same
+    split with the same (ε, δ), S = the first protected column and Y = the outcome; CFGAN uses
+    the contract's ``causal_graph``.
+    """
+    from privfair.generative import GAN_METHODS
 
     fit_rng, sample_rng, tot_rng = np.random.default_rng([seed, 7]).spawn(3)
     start = time.perf_counter()
-    synth = FairSynthesizer(domain=data.domain, roles=data.roles, epsilon=epsilon,
-                            delta=delta, method=method).fit(data.train, rng=fit_rng)
-    synthetic = synth.sample(len(data.train), rng=sample_rng, mode=sample_mode)
     record: dict[str, Any] = {"dataset": data.name, "method": method, "epsilon": epsilon,
-                              "seed": seed, "eta": eta, "fit_s": time.perf_counter() - start,
-                              "fair_structure": synth.structure_.fairness.passed}
+                              "seed": seed, "eta": eta}
+    if method in GAN_METHODS:
+        synthetic = _gan_synthetic(data, method=method, epsilon=epsilon, delta=delta,
+                                   fit_rng=fit_rng, sample_rng=sample_rng)
+        record["fair_structure"] = None
+    else:
+        from privfair.synth.synthesizer import FairSynthesizer
+
+        synth = FairSynthesizer(domain=data.domain, roles=data.roles, epsilon=epsilon,
+                                delta=delta, method=method).fit(data.train, rng=fit_rng)
+        synthetic = synth.sample(len(data.train), rng=sample_rng, mode=sample_mode)
+        record["fair_structure"] = synth.structure_.fairness.passed
+    record["fit_s"] = time.perf_counter() - start
     if eta is not None:
         from privfair.fair.tot import TOTransform
 
@@ -243,6 +261,24 @@ def evaluate_cell(
                                      privileged=data.privileged, classifiers=classifiers,
                                      seed=seed))
     return record
+
+
+def _gan_synthetic(data: EvaluationData, *, method: str, epsilon: float, delta: float,
+                   fit_rng: np.random.Generator, sample_rng: np.random.Generator
+                   ) -> pd.DataFrame:
+    from privfair.core.accounting import PrivacyLedger
+    from privfair.generative.gan import GANConfig, fit_gan
+
+    if method == "cfgan" and data.causal_graph is None:
+        raise ValueError(f"method 'cfgan': dataset {data.name!r} declares no causal_graph in "
+                         "its contract")
+    codes = {a: data.train[a].to_numpy() for a in data.domain}
+    fitted = fit_gan(codes, data.domain, protected=data.roles.protected[0],
+                     outcome=data.roles.outcome[0],
+                     ledger=PrivacyLedger(epsilon_budget=epsilon, delta=delta), rng=fit_rng,
+                     config=GANConfig(method=method),
+                     dag=data.causal_graph if method == "cfgan" else None)
+    return pd.DataFrame(fitted.sample(len(data.train), rng=sample_rng))
 
 
 def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation") -> str:

@@ -29,7 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from privfair.evaluation.evaluate import NOT_PRIVATE, TOT_SETUPS, EvaluationData, load_embedded
 
 Dataset = Literal["adult", "adult_safes", "compas"]
-GridMethod = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"]
+GridMethod = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "dpgan",
+                     "fairgan", "fairgan-plus", "cfgan"]
 Classifier = Literal["logistic", "random_forest", "mlp"]
 
 #: Columns that identify a cell; they lead the results table, in this order.
