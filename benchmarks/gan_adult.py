@@ -3,9 +3,10 @@
 For each method and ε: train on 80% of Adult (contract codes, S = sex, Y = income), sample as
 many rows, and report data fairness of the synthetic table (RD(D), BER of a logistic
 regression predicting S from X), a logistic regression trained on the synthetic table and
-tested on the real 20% (accuracy, RD(η), DTPR, DFPR), the DP-SGD parameters, fit time and the
-process's peak RSS. ``--epsilons inf`` means a ledger so large that σ is tiny (the non-private
-reference). NOT privacy-protected: it scores against real data.
+tested on the real 20% (accuracy, RD(η), DTPR, DFPR), the average 1/2/3-way TVD to the train
+split, the DP-SGD parameters, fit time and the process's peak RSS. ``--epsilons inf`` means a
+ledger so large that σ is tiny (the non-private reference). NOT privacy-protected: it scores
+against real data.
 
     .venv/bin/python benchmarks/gan_adult.py --methods dpgan fairgan --epsilons inf 1 10
 """
@@ -20,7 +21,7 @@ import sys
 import time
 
 import numpy as np
-from _gan_metrics import classifier_scores
+from _gan_metrics import classifier_scores, marginal_tvd
 
 
 def _progress(label):
@@ -80,6 +81,8 @@ def main() -> None:
                 "method": method, "epsilon": eps_text, "delta": args.delta,
                 "epsilon_spent": ledger.epsilon_spent(), "rd": fairness["rd"],
                 "ber": fairness["ber"],
+                **{f"tvd_{k}": marginal_tvd(train_codes, synthetic, domain, k=k)
+                   for k in (1, 2, 3)},
                 **classifier_scores(synthetic, test_codes, domain, protected=protected,
                                     outcome=outcome),
                 "sigma": dp["noise_multiplier"], "clip": dp["max_grad_norm"],
