@@ -7,9 +7,11 @@ then spawns the server and waits for it (~5 s more). Nothing overlaps.
 
 :func:`start` spawns the same server process (uvicorn on Prefect's app factory, with the
 environment Prefect gives its ephemeral server: no UI, no background services) as soon as
-the command knows it will run a flow, and points this process at it through
-``PREFECT_API_URL`` before Prefect is imported. The server boots while the command imports
-the flow and checks its input; :meth:`TemporaryServer.wait` then waits only for what is left.
+the command knows it will run a flow and no API is configured (``PREFECT_API_URL`` in the
+environment or the active profile). The server boots while the command imports Prefect and
+the flow and checks its input; :meth:`TemporaryServer.serving` then waits only for what is
+left and points Prefect at it for the run (or stops it, if Prefect's settings name an API
+after all, e.g. in a ``prefect.toml``).
 
 The server lives in its own session, so a Ctrl-C at the terminal reaches the command, which
 can still report the run's final state to the API, and not the server; it is stopped when the
@@ -34,7 +36,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -43,8 +45,6 @@ from typing import IO, Any
 #: unset (Prefect's own default, 20 s, is short for a first start on a loaded machine).
 DEFAULT_STARTUP_TIMEOUT_S = 60.0
 
-#: Set in this process's environment while it uses a server of this module.
-MARKER = "PRIVFAIR_TEMPORARY_PREFECT_SERVER"
 
 
 @dataclass
@@ -78,6 +78,29 @@ class TemporaryServer:
                            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or use "
                            "--no-prefect")
 
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Prefect's API is this server for the ``with`` body (after :meth:`wait`).
+
+        If Prefect's settings already name an API (a source :func:`start` does not read),
+        that API is used and this server is stopped.
+        """
+        from prefect.settings import (
+            PREFECT_API_URL,
+            PREFECT_UI_URL,
+            get_current_settings,
+            temporary_settings,
+        )
+
+        if get_current_settings().api.url:
+            self.stop()
+            yield
+            return
+        self.wait()
+        # No UI is served and the server goes away with the command: no run link to record.
+        with temporary_settings(updates={PREFECT_API_URL: self.api_url, PREFECT_UI_URL: ""}):
+            yield
+
     def stop(self) -> None:
         """Terminate the server and reap it (idempotent)."""
         stop_process(self.process)
@@ -106,11 +129,12 @@ def stop_process(process: subprocess.Popen[bytes], *, timeout: float = 5.0) -> N
 def start() -> TemporaryServer | None:
     """Spawn the server and point this process's Prefect at it; None when not applicable.
 
-    Not applicable when ``PREFECT_API_URL`` is set (the operator's server is used) or when
-    Prefect is already imported here (its settings are fixed by then; Prefect then starts its
-    own temporary server as usual).
+    Not applicable when ``PREFECT_API_URL`` is set in the environment or the active Prefect
+    profile (the operator's server is used), or when Prefect is already imported here (a
+    caller that set Prefect up itself, e.g. a test harness; without an API, Prefect then
+    starts its own temporary server as usual).
     """
-    if os.environ.get("PREFECT_API_URL") or "prefect" in sys.modules:
+    if configured_api_url() or "prefect" in sys.modules:
         return None
     spec = importlib.util.find_spec("prefect")
     if spec is None or not spec.submodule_search_locations:
@@ -127,17 +151,30 @@ def start() -> TemporaryServer | None:
          "--app-dir", str(Path(next(iter(spec.submodule_search_locations))).parent),
          "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
          "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-        env={"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+        env={"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ,
+             "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
              "PREFECT__SERVER_FINAL": "1"},
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
         start_new_session=True, preexec_fn=_die_with_parent(os.getpid()))
     server = TemporaryServer(process, f"http://127.0.0.1:{port}/api", log)
     atexit.register(server.stop)  # registered before Prefect's handlers: runs after them
-    os.environ["PREFECT_API_URL"] = server.api_url
-    # No UI is served and the server goes away with the command: no run links to record.
-    os.environ["PREFECT_UI_URL"] = ""
-    os.environ[MARKER] = "1"
     return server
+
+
+def configured_api_url() -> str | None:
+    """``PREFECT_API_URL`` from the environment or the active profile (no Prefect import)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return os.environ["PREFECT_API_URL"]
+    import tomllib
+
+    home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
+    try:
+        profiles = tomllib.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    active = os.environ.get("PREFECT_PROFILE") or profiles.get("active") or "ephemeral"
+    return (profiles.get("profiles", {}).get(active) or {}).get("PREFECT_API_URL") or None
 
 
 def prefect_server_dies_with_this_process() -> None:

@@ -413,12 +413,13 @@ def _run_flow(params: Any, progress: Any, server: Any) -> Path:
     import logging
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    import contextlib
+
+    temporary = _flows_module("flows.temporary_server")
     run_local = _flows_module("flows.release").run_local
     listeners = _flows_module("tasks._common").PROGRESS_LISTENERS
-    if server is not None:
-        server.wait()
-    elif not os.environ.get("PREFECT_API_URL"):  # Prefect starts its own temporary server
-        _flows_module("flows.temporary_server").prefect_server_dies_with_this_process()
+    if server is None and not temporary.configured_api_url():
+        temporary.prefect_server_dies_with_this_process()  # Prefect may start its own server
     listeners.append(progress)
     # The flow's refusal line goes to the run's logs; on the console this command prints it.
     consoles = [h for name in ("", "prefect") for h in logging.getLogger(name).handlers
@@ -430,7 +431,8 @@ def _run_flow(params: Any, progress: Any, server: Any) -> Path:
         handler.addFilter(_not_a_refusal)
         handler.setLevel(max(handler.level, logging.WARNING))
     try:
-        final = run_local(params)  # the seed stays in-process, never a flow parameter
+        with server.serving() if server is not None else contextlib.nullcontext():
+            final = run_local(params)  # the seed stays in-process, never a flow parameter
     finally:
         for handler, level in zip(consoles, levels, strict=True):
             handler.removeFilter(_not_a_refusal)

@@ -94,3 +94,26 @@ def test_lazy_package_exports_are_the_defining_modules_objects():
     assert synthesize.__module__ == FairSynthesizer.__module__ == "privfair.synth.synthesizer"
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         privfair.nope  # noqa: B018
+
+
+def test_an_api_configured_in_the_environment_or_active_profile_gets_no_temporary_server(
+        tmp_path, monkeypatch):
+    """The operator's server (``PREFECT_API_URL`` set or ``prefect config set`` in the active
+    profile) is used as it is: ``privfair release`` starts no server of its own."""
+    from flows import temporary_server
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.delenv("PREFECT_PROFILES_PATH", raising=False)
+    monkeypatch.delenv("PREFECT_PROFILE", raising=False)
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path))
+    assert temporary_server.configured_api_url() is None  # no profiles file
+    (tmp_path / "profiles.toml").write_text(
+        'active = "ops"\n'
+        '[profiles.ops]\nPREFECT_API_URL = "http://ops:4200/api"\n'
+        '[profiles.other]\nPREFECT_LOGGING_LEVEL = "INFO"\n')
+    assert temporary_server.configured_api_url() == "http://ops:4200/api"
+    monkeypatch.setenv("PREFECT_PROFILE", "other")
+    assert temporary_server.configured_api_url() is None
+    monkeypatch.setenv("PREFECT_API_URL", "http://env:4200/api")
+    assert temporary_server.configured_api_url() == "http://env:4200/api"
+    assert temporary_server.start() is None
