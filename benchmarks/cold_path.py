@@ -202,7 +202,7 @@ def timeline(case: str, table: Path, work: Path, env: dict[str, str]) -> dict:
                    check=True)
     return {"wall_s": round(time.perf_counter() - start, 2),
             "load1_before": os.getloadavg()[0],
-            "marks_s": dict(json.loads(out.read_text()))}
+            "marks_s": json.loads(out.read_text())}  # [label, seconds], in order
 
 
 def _summary(runs: dict[str, list[dict]]) -> dict:
