@@ -228,6 +228,12 @@ def _summary(runs: dict[str, list[dict]]) -> dict:
                 entry["prefect_overhead_s"] = round(with_prefect - without, 2)
                 entry["overhead_over_empty_flow"] = round((with_prefect - without) / flow, 2)
                 entry["total_over_empty_flow"] = round(with_prefect / flow, 2)
+            # the same in CPU seconds (command + reaped children): steadier on a shared machine
+            cpu = [summary.get(c, {}).get("min_cpu_s") for c in
+                   (f"empty-flow{suffix}", f"{case}-prefect{suffix}", f"{case}-no-prefect")]
+            if all(cpu):
+                entry["prefect_overhead_cpu_s"] = round(cpu[1] - cpu[2], 2)
+                entry["overhead_cpu_over_empty_flow_cpu"] = round((cpu[1] - cpu[2]) / cpu[0], 2)
     return summary
 
 
