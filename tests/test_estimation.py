@@ -6,6 +6,7 @@ import pytest
 from privfair.core.domain import Domain
 from privfair.synth.estimation import (
     BeliefPropagation,
+    GraphicalModel,
     build_junction_tree,
     estimate,
     estimate_total,
@@ -193,3 +194,26 @@ def test_fit_independent_is_the_minimiser_mirror_descent_approaches():
         np.testing.assert_allclose(probabilities[a], descent.marginal([a]) / descent.total,
                                    atol=1e-4)
     del rng
+
+
+def test_pair_marginals_across_cliques_and_components_match_brute_force():
+    rng = np.random.default_rng(17)
+    domain = Domain(("a", "b", "c", "d", "e", "f"), (2, 3, 2, 4, 3, 2))
+    cliques = [("a", "b"), ("b", "c", "d"), ("d", "e"), ("f",)]  # f: its own component
+    potentials = {c: rng.normal(size=domain.shape(c)) for c in cliques}
+    model = GraphicalModel.from_potentials(domain, potentials, total=1000.0)
+    joint = np.zeros(domain.shape(domain.attributes))
+    for idx in itertools.product(*(range(s) for s in domain.sizes)):
+        values = dict(zip(domain.attributes, idx, strict=True))
+        joint[idx] = sum(potentials[c][tuple(values[x] for x in c)] for c in cliques)
+    joint = np.exp(joint - joint.max())
+    joint /= joint.sum()
+    for a in domain:
+        pairs = model.pair_marginals(a)
+        assert set(pairs) == set(domain.attributes) - {a}
+        for b, table in pairs.items():
+            i, j = domain.position(a), domain.position(b)
+            other = tuple(k for k in range(len(domain)) if k not in (i, j))
+            expected = joint.sum(axis=other)
+            expected = expected if i < j else expected.T
+            np.testing.assert_allclose(table, 1000.0 * expected, atol=1e-9)

@@ -40,10 +40,18 @@ log = logging.getLogger(__name__)
 
 def estimate(one_way: FileRef, selected: FileRef, artefacts: str | Path, *,
              max_iters: int = 10_000, tol: float = 1e-6,
-             callback: Callable[[int, float], None] | None = None) -> FileRef:
-    """Fit the graphical model to the noisy measurements (post-processing only)."""
+             callback: Callable[[int, float], None] | None = None,
+             warm_start: FileRef | None = None,
+             max_time_s: float | None = None) -> FileRef:
+    """Fit the graphical model to the noisy measurements (post-processing only).
+
+    ``warm_start`` is a model fitted to (most of) the same measurements, e.g. AIM's last
+    round; ``max_time_s`` caps the fit (see :func:`privfair.synth.estimation.estimate`).
+    """
+    warm = load_model(warm_start).potentials if warm_start is not None else None
     model = fit_model(load_one_way(one_way), load_measurements(selected), tol=tol,
-                      max_iters=max_iters, callback=callback)
+                      max_iters=max_iters, callback=callback, warm_start=warm,
+                      max_time_s=max_time_s)
     return save_model(model, artefacts)
 
 

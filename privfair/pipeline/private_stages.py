@@ -24,6 +24,7 @@ from privfair.pipeline.artefacts import (
     load_structure,
     save_ledger,
     save_measurements,
+    save_model,
     save_one_way,
     save_structure,
     write_artefact,
@@ -250,12 +251,15 @@ def fit_aim(codes: FileRef, contract: Contract,
             seed: int | None, discrete: bool = False, max_model_size_mb: float = 80.0,
             batch_size: int = 200_000, progress: Callable[[float], None] | None = None,
             max_time_s: float | None = None, engine: str = "local",
-            dask_address: str | None = None,
-            ) -> tuple[FileRef, FileRef, FileRef, FileRef]:
+            dask_address: str | None = None, return_model: bool = False,
+            ) -> tuple[FileRef, ...]:
     """AIM (or fair AIM) with the whole budget: selection and measurement interleave.
 
     Returns the same artefacts as the tree path, so estimation and sampling are shared:
-    (initial one-way measurements, structure, round measurements, ledger).
+    (initial one-way measurements, structure, round measurements, ledger); with
+    ``return_model`` also the last round's model (post-noise), a warm start that spares the
+    final fit most of its iterations. ``max_time_s`` bounds the rounds and leaves
+    :data:`privfair.synth.aim.FINAL_FIT_SHARE` of it to that final fit.
     """
     from privfair.synth.aim import candidate_cliques, run_aim
 
@@ -274,5 +278,6 @@ def fit_aim(codes: FileRef, contract: Contract,
     one_way = fit_one_way(initial, domain, compress=False)
     structure = refuse_unfair(SelectedStructure(method, tuple(result.cliques), check_fairness(
         domain.attributes, [m.clique for m in result.measurements], roles)))
-    return (save_one_way(one_way, initial, artefacts), save_structure(structure, artefacts),
+    refs = (save_one_way(one_way, initial, artefacts), save_structure(structure, artefacts),
             save_measurements(rounds, artefacts), save_ledger(book, artefacts))
+    return (*refs, save_model(result.model, artefacts)) if return_model else refs

@@ -6,6 +6,7 @@ same order, so both paths release the same thing.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from privfair.pipeline.private_stages import (
 )
 from privfair.pipeline.publish import publish
 from privfair.pipeline.store import release_unspent, reserve_run
+from privfair.synth.aim import MIN_FIT_SHARE
 from privfair.synth.synthesizer import AIM_METHODS
 
 #: ``progress(stage, fraction)``: told as each stage starts.
@@ -60,7 +62,7 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
         contract = plan.contract  # from here on, the resolved contract
         report("discretize", 0.15)
         codes = discretize(staged, contract, ws.staging, batch_size=bs)
-        generative = one_way = structure = model = None
+        generative = one_way = structure = model = warm = None
         if plan.method in GAN_METHODS:
             report("train GAN (DP-SGD)", 0.2)
             generator, ledger = train_gan(
@@ -72,11 +74,14 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
                                                       0.2 + 0.6 * epoch / epochs))
         elif plan.method in AIM_METHODS:
             report("AIM rounds", 0.2)
-            one_way, structure, selected, ledger = fit_aim(
+            aim_clock = time.monotonic()
+            one_way, structure, selected, ledger, warm = fit_aim(
                 codes, contract, ledger, ws.artefacts, method=plan.method,
                 rho=plan.rho - plan.split["domains"],
                 seed=seed, discrete=plan.discrete_noise, batch_size=bs,
-                max_time_s=plan.max_time_s, **engine)
+                max_time_s=plan.max_time_s, return_model=True,
+                progress=lambda fraction: report("AIM rounds", 0.2 + 0.5 * fraction),
+                **engine)
         else:
             report("measure one-way", 0.2)
             one_way, ledger = measure_one_way(codes, contract, ledger, ws.artefacts,
@@ -100,10 +105,23 @@ def run_release(params: ReleaseParams | Mapping[str, Any], *,
                                                seed=seed,
                                                release_classifier=plan.release_classifier)
         else:
-            report("estimate", 0.35)
+            # AIM's time budget covers its final fit: whatever the rounds left of it.
+            fit_time = (None if warm is None or plan.max_time_s is None else max(
+                plan.max_time_s - (time.monotonic() - aim_clock),
+                MIN_FIT_SHARE * plan.max_time_s))
+            low = 0.7 if warm is not None else 0.35
+            report("estimate", low)
+            fit_clock = time.monotonic()
+
+            def fit_progress(iteration: int, loss: float) -> None:
+                # iterations, or the time cap when there is one: whichever is further along
+                done = iteration / plan.max_iters
+                if fit_time:
+                    done = max(done, (time.monotonic() - fit_clock) / fit_time)
+                report("estimate", low + (0.8 - low) * min(done, 1.0))
+
             model = estimate(one_way, selected, ws.artefacts, max_iters=plan.max_iters,
-                             callback=lambda it, loss: report(
-                                 "estimate", 0.35 + 0.45 * min(it / plan.max_iters, 1.0)))
+                             callback=fit_progress, warm_start=warm, max_time_s=fit_time)
             report("sample", 0.8)
             synthetic = sample(model, one_way, ws.artefacts, n_rows=plan.n_rows,
                                mode=plan.sample_mode, seed=seed)

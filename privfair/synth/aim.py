@@ -67,9 +67,12 @@ def model_marginals(model: GraphicalModel, cliques: Sequence[Clique]) -> dict[Cl
     """Expected counts of each clique under ``model``, wherever its attributes sit."""
     out: dict[Clique, np.ndarray] = {}
     pairs_from: dict[str, dict[str, np.ndarray]] = {}
+    longest = max((len(c) for c in cliques), default=0)
+    covered = {frozenset(sub) for m in model.tree.cliques
+               for k in range(1, min(longest, len(m)) + 1)
+               for sub in itertools.combinations(m, k)}
     for clique in cliques:
-        inside = any(set(clique) <= set(m) for m in model.tree.cliques)
-        if inside:
+        if frozenset(clique) in covered:
             out[clique] = model.marginal(clique)
         elif len(clique) == 2:
             a, b = clique
@@ -195,8 +198,15 @@ def run_aim(
     discrete : bool
         Exact discrete Gaussian noise for every measurement.
     max_time_s : float, optional
-        Time budget: once it has passed, the next round is the final one and spends all the
-        remaining ρ, so a run always ends with a valid model that used its whole budget.
+        Time budget of the whole run, the final fit included: a round is the final one
+        (spending all the remaining ρ) when what is left would not cover one more round and
+        the share :data:`FINAL_FIT_SHARE` kept for the final fit; every fit is capped by the
+        time left, so the run ends within about ``max_time_s`` with a valid model that used
+        its whole budget. The ρ spent and the mechanisms do not depend on it, only when the
+        rounds stop.
+    progress : callable, optional
+        ``progress(fraction)`` after every round: the larger of the ρ and the time budget
+        used, so it moves steadily whichever ends the run.
     """
     if fair:
         if roles is None:
@@ -215,12 +225,13 @@ def run_aim(
     report = progress or (lambda fraction: None)
 
     start = ledger.spent
-    started_at = time.monotonic()
+    clock = _Clock(max_time_s)
     oneway = [(a,) for a in domain]
     measurements = measure_marginals(
         {c: tables[c] for c in oneway}, oneway, rho=d / (2 * sigma**2), rng=rng,
         ledger=ledger, name="AIM initial one-way marginals", discrete=discrete)
-    model = estimate(domain, measurements, max_iters=max_iters, tol=tol)
+    model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
+                     max_time_s=clock.fit_time())
     log: list[AIMRound] = []
     t = 0
     while True:
@@ -229,8 +240,9 @@ def run_aim(
         if remaining <= rho * 1e-9:
             break
         t += 1
-        out_of_time = max_time_s is not None and time.monotonic() - started_at >= max_time_s
-        final = out_of_time or remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8)
+        clock.round_started()
+        final = (clock.last_round() or
+                 remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8))
         if final:
             sigma = math.sqrt(1 / (2 * 0.9 * remaining))
             epsilon = math.sqrt(8 * 0.1 * remaining)
@@ -258,7 +270,7 @@ def run_aim(
         measurements.append(Measurement(pick, noisy, np.full(noisy.shape, sigma)))
         before = estimates[pick]
         model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
-                         warm_start=model.potentials)
+                         warm_start=model.potentials, max_time_s=clock.fit_time())
         moved = np.abs(model_marginals(model, [pick])[pick] - before).sum()
         annealed = bool(moved <= math.sqrt(2 / math.pi) * sigma * domain.cells(pick))
         log.append(AIMRound(t, pick, sigma, epsilon, annealed,
@@ -266,14 +278,69 @@ def run_aim(
                             examined))
         if annealed:
             sigma, epsilon = sigma / 2, epsilon * 2
-        report(min(1.0, (ledger.spent - start) / rho))
+        clock.round_ended()
+        report(min(1.0, max((ledger.spent - start) / rho, clock.fraction())))
         if final:
             break
     if refit:
         # Rounds only need a model good enough to score candidates; the release gets a full fit.
         model = estimate(domain, measurements, max_iters=final_max_iters, tol=tol,
-                         warm_start=model.potentials)
+                         warm_start=model.potentials, max_time_s=clock.fit_time(final=True))
     return AIMResult(measurements, model, log, n_initial=d)
+
+
+#: Share of AIM's time budget kept for the final fit of the release (warm-started from the
+#: last round's model, so it usually needs far less).
+FINAL_FIT_SHARE = 0.15
+#: Least time any fit gets (a fraction of the budget), so a fit past the deadline still
+#: takes a few steps from its warm start rather than none.
+MIN_FIT_SHARE = 0.01
+
+
+class _Clock:
+    """AIM's time budget: when to make a round the final one, and how long a fit may run.
+
+    Rounds may use the budget less :data:`FINAL_FIT_SHARE`; a round is the last one when
+    the time left for rounds would not cover another round as long as the longest so far.
+    Without a budget every answer is "no limit".
+    """
+
+    def __init__(self, budget_s: float | None) -> None:
+        self.budget = budget_s
+        self.started = time.monotonic()
+        self.round_start = self.started
+        self.longest_round = 0.0
+
+    def _rounds_left(self) -> float:
+        assert self.budget is not None
+        return (self.started + self.budget * (1 - FINAL_FIT_SHARE)) - time.monotonic()
+
+    def round_started(self) -> None:
+        self.round_start = time.monotonic()
+
+    def round_ended(self) -> None:
+        self.longest_round = max(self.longest_round, time.monotonic() - self.round_start)
+
+    def last_round(self) -> bool:
+        """Whether the round starting now must spend the rest of ρ (the next would not fit)."""
+        if self.budget is None:
+            return False
+        return self._rounds_left() <= self.longest_round
+
+    def fit_time(self, *, final: bool = False) -> float | None:
+        """Seconds a fit may take now: the time left for rounds, or for the final fit all
+        the time left; never less than :data:`MIN_FIT_SHARE` of the budget."""
+        if self.budget is None:
+            return None
+        left = (self.started + self.budget - time.monotonic() if final
+                else self._rounds_left())
+        return max(left, MIN_FIT_SHARE * self.budget)
+
+    def fraction(self) -> float:
+        """Share of the budget used (0 without one)."""
+        if self.budget is None or self.budget <= 0:
+            return 0.0 if self.budget is None else 1.0
+        return min(1.0, (time.monotonic() - self.started) / self.budget)
 
 
 def candidate_cliques(domain: Domain, workload: Sequence[Clique] | None = None) -> list[Clique]:

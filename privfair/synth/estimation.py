@@ -15,6 +15,8 @@ Everything here is post-processing of noisy measurements: the total is estimated
 
 from __future__ import annotations
 
+import functools
+import itertools
 import json
 import math
 import time
@@ -52,12 +54,20 @@ def build_junction_tree(domain: Domain, cliques: Iterable[Iterable[str]]) -> Jun
     """Triangulate the graph of ``cliques`` (greedy min-fill) and join its maximal cliques.
 
     Attributes in no clique become singleton cliques, so the tree covers the whole domain.
+    The tree depends only on the graph (the cliques' edges), so recent ones are cached: AIM
+    builds the same tree for its size check, its fit and its round log.
     """
+    edges = frozenset(frozenset(pair) for c in cliques
+                      for pair in itertools.combinations(sorted(set(c)), 2))
+    return _junction_tree(domain, edges)
+
+
+@functools.lru_cache(maxsize=64)
+def _junction_tree(domain: Domain, edges: frozenset[frozenset[str]]) -> JunctionTree:
     adjacency: dict[str, set[str]] = {a: set() for a in domain}
-    for clique in cliques:
-        clique = tuple(clique)
-        for a in clique:
-            adjacency[a].update(b for b in clique if b != a)
+    for a, b in edges:
+        adjacency[a].add(b)
+        adjacency[b].add(a)
 
     remaining = {a: set(n) for a, n in adjacency.items()}
     elimination_cliques: list[frozenset[str]] = []
@@ -141,11 +151,45 @@ class GraphicalModel:
         )
 
     def pair_marginals(self, attribute: str) -> dict[str, np.ndarray]:
-        """Expected counts of (attribute, b) for every other attribute b, any distance apart."""
-        bp = BeliefPropagation(self.domain, self.tree, list(self.potentials))
-        batched = [b[None] for b in self.beliefs]
-        pairs = bp.pair_marginals(self.potentials, batched, attribute)
-        return {b: self.total * p for b, p in pairs.items()}
+        """Expected counts of (attribute, b) for every other attribute b, any distance apart.
+
+        One pass over the calibrated tree from a clique holding ``attribute``: entering
+        clique ``j`` through separator ``S``, ``P(attribute, C_j) = P(attribute, S) ·
+        P(C_j) / P(S)`` (the junction tree's conditional independence), and each ``b`` is read
+        off the first clique that holds it. No recalibration; each joint table is dropped as
+        soon as its subtree is done, so memory stays at ``|attribute|`` times one clique.
+        """
+        dom, tree = self.domain, self.tree
+        cache = self.__dict__.get("_propagation")
+        if cache is None:  # built once per model, shared by every attribute's pass
+            cache = self.__dict__["_propagation"] = _Propagation.of(self)
+        batch, k = len(dom), dom.size(attribute)
+        start = cache.home[attribute]
+        axes = cache.axes
+        joint = np.einsum(self.beliefs[start], axes[start], np.eye(k),
+                          [batch, dom.position(attribute)], [batch, *axes[start]])
+        out: dict[str, np.ndarray] = {}
+        stack = [(start, -1, joint)]
+        while stack:
+            i, came_from, joint = stack.pop()
+            for b in cache.homed[i]:
+                if b != attribute:
+                    out[b] = self.total * np.einsum(joint, [batch, *axes[i]],
+                                                    [batch, dom.position(b)])
+            for j in cache.neighbours[i]:
+                if j == came_from:
+                    continue
+                separator = tuple(a for a in tree.cliques[j] if a in tree.cliques[i])
+                if separator:
+                    sep_axes = [batch, *_axes(dom, separator)]
+                    through = np.einsum(joint, [batch, *axes[i]], sep_axes)
+                    nxt = np.einsum(through, sep_axes, cache.conditional(self, j, separator),
+                                    axes[j], [batch, *axes[j]])
+                else:  # another component: independent of the attribute
+                    nxt = np.einsum(joint.reshape(k, -1).sum(axis=1), [batch],
+                                    self.beliefs[j], axes[j], [batch, *axes[j]])
+                stack.append((j, i, nxt))
+        return {b: out[b] for b in dom if b != attribute}
 
     @classmethod
     def from_potentials(cls, domain: Domain, potentials: Mapping[Clique, np.ndarray],
@@ -193,6 +237,42 @@ class GraphicalModel:
         return cls.from_potentials(domain, potentials, meta["total"], report)
 
 
+@dataclass
+class _Propagation:
+    """What :meth:`GraphicalModel.pair_marginals` reuses across attributes of one model."""
+
+    axes: list[list[int]]
+    neighbours: list[list[int]]
+    home: dict[str, int]
+    homed: list[list[str]]
+    conditionals: dict[tuple[int, Clique], np.ndarray] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, model: GraphicalModel) -> _Propagation:
+        tree, dom = model.tree, model.domain
+        neighbours: list[list[int]] = [[] for _ in tree.cliques]
+        for i, p in enumerate(tree.parent):
+            if p >= 0:
+                neighbours[i].append(p)
+                neighbours[p].append(i)
+        home = {a: next(i for i, c in enumerate(tree.cliques) if a in c) for a in dom}
+        homed: list[list[str]] = [[] for _ in tree.cliques]
+        for a, i in home.items():
+            homed[i].append(a)
+        return cls([_axes(dom, c) for c in tree.cliques], neighbours, home, homed)
+
+    def conditional(self, model: GraphicalModel, j: int, separator: Clique) -> np.ndarray:
+        """``P(C_j | separator)`` from the calibrated belief (zero where P(separator) is)."""
+        key = (j, separator)
+        if key not in self.conditionals:
+            clique, belief = model.tree.cliques[j], model.beliefs[j]
+            free = tuple(k for k, a in enumerate(clique) if a not in separator)
+            mass = belief.sum(axis=free, keepdims=True)
+            self.conditionals[key] = np.divide(belief, mass, out=np.zeros_like(belief),
+                                               where=mass > 0)
+        return self.conditionals[key]
+
+
 def _sum_to(domain: Domain, table: np.ndarray, src: Clique, dst: Clique) -> np.ndarray:
     return np.einsum(table, _axes(domain, src), _axes(domain, dst))
 
@@ -200,9 +280,7 @@ def _sum_to(domain: Domain, table: np.ndarray, src: Clique, dst: Clique) -> np.n
 class BeliefPropagation:
     """Sum-product on a fixed junction tree for given clique log-potentials.
 
-    Every table carries a leading batch axis. It has size 1 for plain calibration; clamping an
-    attribute runs one calibration per value of it at once, which gives the conditionals
-    P(· | attribute = v) that cross-clique marginals are built from.
+    Every table carries a leading batch axis of size 1.
     """
 
     def __init__(self, domain: Domain, tree: JunctionTree, cliques: Sequence[Clique]) -> None:
@@ -222,24 +300,11 @@ class BeliefPropagation:
         self.shapes = [domain.shape(c) for c in tree.cliques]
         self._views: dict[tuple[Clique, int], list[int]] = {}  # broadcast shapes, cached
 
-    def calibrate(self, potentials: Mapping[Clique, np.ndarray], *,
-                  clamp: str | None = None) -> list[np.ndarray]:
-        """Normalised beliefs of every maximal clique, shaped ``(batch, *clique)``.
-
-        With ``clamp=a`` the batch axis runs over the values of ``a``, and beliefs are
-        conditional on ``a`` taking that value.
-        """
-        dom, tree = self.domain, self.tree
+    def calibrate(self, potentials: Mapping[Clique, np.ndarray]) -> list[np.ndarray]:
+        """Normalised beliefs of every maximal clique, shaped ``(1, *clique)``."""
+        tree = self.tree
         phi = self._factors(potentials)
-        if clamp is not None:
-            i = self.home[(clamp,)]
-            indicator = np.eye(dom.size(clamp))
-            shape = [dom.size(clamp), *(dom.size(a) if a == clamp else 1
-                                        for a in tree.cliques[i])]
-            phi[i] = phi[i] * indicator.reshape(shape)
-            normalise = _normalise_batched
-        else:
-            normalise = _normalise
+        normalise = _normalise
         # Mirror descent calibrates thousands of times on small tables, so the loops below
         # only look up precomputed operand lists (numpy call overhead dominates).
         children, parent, axes, sep_axes = self.children, tree.parent, self.axes, self.sep_axes
@@ -304,34 +369,11 @@ class BeliefPropagation:
                       else np.einsum(beliefs[i][0], self.axes[i][1:], _axes(self.domain, c)))
         return out
 
-    def pair_marginals(self, potentials: Mapping[Clique, np.ndarray], beliefs: Sequence[
-            np.ndarray], attribute: str) -> dict[str, np.ndarray]:
-        """P(attribute, b) for every other attribute b, from one clamped calibration."""
-        dom = self.domain
-        p_a = self.marginals(beliefs, [(attribute,)])[(attribute,)]
-        clamped = self.calibrate(potentials, clamp=attribute)
-        out = {}
-        for b in dom:
-            if b == attribute:
-                continue
-            i = self.home[(b,)]
-            conditional = np.einsum(clamped[i], self.axes[i], [self.batch, dom.position(b)])
-            out[b] = p_a[:, None] * conditional
-        return out
-
 
 def _normalise(table: np.ndarray) -> np.ndarray:
     """``table`` (batch axis of size 1) divided by its sum; an all-zero table stays zero."""
     total = table.sum()
     return table / total if total > 0 else table
-
-
-def _normalise_batched(table: np.ndarray) -> np.ndarray:
-    """Each batch slice divided by its own sum (a clamped value of zero probability gives an
-    all-zero slice; it stays zero)."""
-    totals = table.reshape(table.shape[0], -1).sum(axis=1)
-    totals = np.where(totals > 0, totals, 1.0)
-    return table / totals.reshape((-1,) + (1,) * (table.ndim - 1))
 
 
 _LOG_FLOOR = 30.0
@@ -428,7 +470,6 @@ class ExactFit:
 
 def fit_exact(domain: Domain, tree: JunctionTree,
               targets: Sequence[tuple[Clique, np.ndarray, np.ndarray]], *, total: float,
-              max_time_s: float | None = None,
               max_variables: int = EXACT_MAX_VARIABLES) -> ExactFit | None:
     """The exact minimiser of :func:`estimate`'s loss for a decomposable measured model.
 
@@ -524,8 +565,6 @@ def fit_exact(domain: Domain, tree: JunctionTree,
     b[n_eq:] = targets_flat[:n_x]  # x ≥ 0 is −v ≤ ȳ
     settings = clarabel.DefaultSettings()
     settings.verbose = False
-    if max_time_s is not None:
-        settings.time_limit = max(float(max_time_s), 1e-3)
     solution = clarabel.DefaultSolver(sparse.diags(weights, format="csc"), np.zeros(n),
                                       constraint, b,
                                       [clarabel.ZeroConeT(n_eq),
@@ -579,8 +618,9 @@ def estimate(
     callback : callable, optional
         Called as ``callback(iteration, loss)`` every 20 iterations (progress reporting).
     max_time_s : float, optional
-        Wall-clock cap: the fit stops after the first iteration that ends past it (reported
-        as not converged), with the model of the last accepted step.
+        Wall-clock cap of mirror descent: it stops after the first iteration that ends past
+        it (reported as not converged), with the model of the last accepted step. The exact
+        fit is not capped (it takes well under a second where it applies).
     method : {"auto", "mirror-descent"}
         ``"auto"`` solves decomposable measured models exactly (see Notes) and runs mirror
         descent otherwise; ``"mirror-descent"`` always runs mirror descent.
@@ -607,8 +647,9 @@ def estimate(
     tree = build_junction_tree(domain, cliques)
     total = estimate_total(measurements) if total is None else float(total)
     started = time.monotonic()
-    exact = (fit_exact(domain, tree, targets, total=total, max_time_s=max_time_s)
-             if method == "auto" else None)
+    # Not time-capped: it is fast (a few dozen sparse factorisations), and cutting it short
+    # would leave mirror descent, far slower, with even less time.
+    exact = fit_exact(domain, tree, targets, total=total) if method == "auto" else None
     if exact is not None:
         solved_bp = BeliefPropagation(domain, tree, list(exact.potentials))
         beliefs = solved_bp.calibrate(exact.potentials)

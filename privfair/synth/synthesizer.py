@@ -243,12 +243,19 @@ def measure_selected(
 def fit_model(
     one_way: OneWayModel, selected: Sequence[Measurement], *, tol: float = 1e-6,
     max_iters: int = 10_000, callback: Callable[[int, float], None] | None = None,
+    warm_start: Mapping[Clique, np.ndarray] | None = None, max_time_s: float | None = None,
 ) -> GraphicalModel:
-    """Estimate the tree model from all noisy measurements (post-processing only)."""
+    """Estimate the model from all noisy measurements (post-processing only).
+
+    Starts from ``warm_start`` (log-potentials, e.g. AIM's last round) when given, else from
+    the one-way model.
+    """
     measurements = [*one_way.measurements, *selected]
-    warm = {(a,): np.log(np.maximum(p, 1e-12)) for a, p in one_way.probabilities.items()}
+    warm = warm_start or {(a,): np.log(np.maximum(p, 1e-12))
+                          for a, p in one_way.probabilities.items()}
     return estimate(one_way.compression.compressed, measurements, tol=tol,
-                    max_iters=max_iters, warm_start=warm, callback=callback)
+                    max_iters=max_iters, warm_start=warm, callback=callback,
+                    max_time_s=max_time_s)
 
 
 def generate(
