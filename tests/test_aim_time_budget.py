@@ -73,3 +73,42 @@ def test_release_with_a_time_budget_ends_after_one_round_with_the_budget_spent(
     assert [e["name"] for e in ledger] == ["AIM initial one-way marginals",
                                            "AIM select round 1", "AIM measure round 1"]
     assert sum(e["rho"] for e in ledger) == pytest.approx(zcdp_rho(epsilon=1.0, delta=1e-9))
+
+
+def test_clock_keeps_the_final_fit_share_and_stops_rounds_before_the_budget(monkeypatch):
+    from privfair.synth import aim
+
+    now = [100.0]
+    monkeypatch.setattr(aim.time, "monotonic", lambda: now[0])
+    clock = aim._Clock(100.0)  # rounds may use 85 s, the final fit the rest
+    assert clock.fit_time() == pytest.approx(85.0)
+    for _ in range(3):  # three rounds of 20 s
+        clock.round_started()
+        assert not clock.last_round()
+        now[0] += 20.0
+        clock.round_ended()
+    assert clock.fraction() == pytest.approx(0.6)
+    clock.round_started()  # 25 s left for rounds: one more 20 s round fits
+    assert not clock.last_round()
+    now[0] += 10.0  # 15 s left: the next round would overrun, so it is the last
+    assert clock.last_round()
+    assert clock.fit_time() == pytest.approx(15.0)
+    assert clock.fit_time(final=True) == pytest.approx(30.0)
+    now[0] += 60.0  # past the budget: fits still get a few steps
+    assert clock.fit_time(final=True) == pytest.approx(aim.MIN_FIT_SHARE * 100.0)
+    assert clock.fraction() == 1.0
+    unlimited = aim._Clock(None)
+    assert not unlimited.last_round() and unlimited.fit_time() is None
+    assert unlimited.fraction() == 0.0
+
+
+def test_progress_is_monotone_and_ends_at_one():
+    rng = np.random.default_rng(3)
+    domain = Domain(("a", "b", "c", "d"), (3, 2, 4, 2))
+    data = {a: rng.integers(0, s, 3000) for a, s in domain.items()}
+    tables = count_marginals(domain, candidate_cliques(domain), [data])
+    seen = []
+    run_aim(tables, domain, rho=0.5, rng=np.random.default_rng(4),
+            ledger=PrivacyLedger(rho_budget=1.0), max_iters=30, final_max_iters=60,
+            progress=seen.append)
+    assert seen and seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
