@@ -185,6 +185,7 @@ def _compression_to_dict(c: Compression) -> dict[str, Any]:
         "compressed": _domain_to_json(c.compressed),
         "mapping": {a: v.tolist() for a, v in c.mapping.items()},
         "merged": {a: v.tolist() for a, v in c.merged.items()},
+        "prior": {a: v.tolist() for a, v in c.prior.items()},
     }
 
 
@@ -193,6 +194,7 @@ def _compression_from_dict(raw: Mapping[str, Any]) -> Compression:
         _domain_from_json(raw["original"]), _domain_from_json(raw["compressed"]),
         {a: np.asarray(v, dtype=np.int64) for a, v in raw["mapping"].items()},
         {a: np.asarray(v, dtype=np.int64) for a, v in raw["merged"].items()},
+        {a: np.asarray(v, dtype=np.float64) for a, v in raw.get("prior", {}).items()},
     )
 
 

@@ -25,6 +25,7 @@ File layout
         aliases: {F: Female}        # raw value -> declared category
         nulls: refuse               # or "as:<category>"
         out_of_domain: refuse       # or "other:<category>"
+        prior: [0.49, 0.51]         # optional public weights (spread merged rare categories)
       - name: age
         type: numeric
         integer: true               # values are whole numbers
@@ -258,6 +259,12 @@ class ColumnSpec(_Strict):
         every other key still use ``name``.
     label : str, optional
         A human-readable title, shown with the description in the report and manifest.
+    prior : tuple of float, optional
+        Public weights of the declared categories (or bins), one each in declared order
+        (e.g. shares from a census; any non-negative scale). Releases use them only to
+        spread a bucket of rare categories merged for the noise back over its categories
+        (uniformly without a prior); they never read the private data. Not for text or
+        ``dp_bins`` columns, whose categories are not declared.
     """
 
     name: str = Field(min_length=1)
@@ -277,6 +284,7 @@ class ColumnSpec(_Strict):
     normalize: Literal["none", "strip"] | None = None
     rename: str | None = Field(None, min_length=1)
     label: str | None = Field(None, min_length=1)
+    prior: tuple[float, ...] | None = None
 
     @field_validator("categories", "labels", mode="before")
     @classmethod
@@ -305,7 +313,22 @@ class ColumnSpec(_Strict):
         {"categorical": self._check_categorical, "numeric": self._check_numeric,
          "text": self._check_text}[self.type]()
         self._check_policies()
+        self._check_prior()
         return self
+
+    def _check_prior(self) -> None:
+        if self.prior is None:
+            return
+        if self.type == "text" or self.dp_bins is not None:
+            raise ValueError("prior: a text or dp_bins column has no declared categories to "
+                             "weigh; remove the prior")
+        k = len(self.declared_labels())
+        if len(self.prior) != k:
+            raise ValueError(f"prior: {len(self.prior)} weights for {k} "
+                             f"{'categories' if self.type == 'categorical' else 'bins'}; "
+                             "expected one weight each, in declared order")
+        if not all(math.isfinite(w) and w >= 0 for w in self.prior) or sum(self.prior) <= 0:
+            raise ValueError("prior: weights must be finite numbers >= 0, not all zero")
 
     def _forbid(self, *fields: str) -> None:
         for f in fields:
@@ -620,6 +643,10 @@ class Contract(_Strict):
             f"{list(self.column_names)}"
         )
 
+    def priors(self) -> dict[str, tuple[float, ...]]:
+        """Declared public prior weights, by column (only columns that declare one)."""
+        return {c.name: c.prior for c in self.columns if c.prior is not None}
+
     def labels(self, column: str, *, open_categories: OpenCategories | None = None) -> list[str]:
         """Ordered labels of ``column``; code ``i`` means ``labels[i]``.
 
@@ -735,7 +762,7 @@ class Contract(_Strict):
             if dump.get(key, default) == default:
                 dump.pop(key, None)
         for column in dump["columns"]:
-            for key in ("normalize", "rename", "label"):
+            for key in ("normalize", "rename", "label", "prior"):
                 if column.get(key) is None:
                     column.pop(key, None)
         text = json.dumps(dump, sort_keys=True,

@@ -196,7 +196,8 @@ def measure_one_way(codes: FileRef, contract: Contract,
     rng = stage_rng(seed, "one-way")
     noisy = _measure_one_way(tables, domain, rho=rho, rng=rng, ledger=book, discrete=discrete)
     model, noisy, _ = one_way_with_fallback(tables, domain, noisy, rho_tree=rest, rng=rng,
-                                            ledger=book, discrete=discrete)
+                                            ledger=book, discrete=discrete,
+                                            prior=contract.priors())
     del tables
     return save_one_way(model, noisy, artefacts), save_ledger(book, artefacts)
 

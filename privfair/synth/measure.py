@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -287,19 +287,29 @@ class Compression:
 
     ``mapping[a][v]`` is the compressed code of original code ``v``; ``merged[a]`` lists the
     original codes folded into the last compressed code (empty when nothing was merged).
-    Built only from noisy one-way counts, so it is post-processing.
+    ``prior[a]`` holds public weights of ``a``'s original codes (from the data contract)
+    when it declares them; sampling spreads the merged bucket by them, else uniformly.
+    Built only from noisy one-way counts and the contract, so it is post-processing.
     """
 
     original: Domain
     compressed: Domain
     mapping: dict[str, np.ndarray]
     merged: dict[str, np.ndarray]
+    prior: dict[str, np.ndarray] = field(default_factory=dict)
 
     @classmethod
     def identity(cls, domain: Domain) -> Compression:
         return cls(domain, domain,
                    {a: np.arange(s) for a, s in domain.items()},
                    {a: np.zeros(0, dtype=np.int64) for a in domain})
+
+    def spread_rule(self, attribute: str) -> str:
+        """How sampling spreads ``attribute``'s merged bucket over its original codes."""
+        weights = self.prior.get(attribute)
+        if weights is not None and float(np.sum(weights[self.merged[attribute]])) > 0:
+            return "public prior"
+        return "uniform"
 
     def compress_table(self, clique: Clique, table: np.ndarray) -> np.ndarray:
         """Sum a table over the original domain into the compressed domain."""
@@ -315,11 +325,14 @@ class Compression:
 
     def to_dict(self) -> dict:
         return {a: {"merged_codes": self.merged[a].tolist(),
-                    "compressed_size": self.compressed.size(a)} for a in self.original}
+                    "compressed_size": self.compressed.size(a),
+                    **({"spread": self.spread_rule(a)} if len(self.merged[a]) else {})}
+                for a in self.original}
 
 
 def compress_domain(
-    one_way: Sequence[Measurement], domain: Domain, *, threshold: float = 3.0
+    one_way: Sequence[Measurement], domain: Domain, *, threshold: float = 3.0,
+    prior: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[Compression, list[Measurement]]:
     """Merge categories whose noisy count is below ``threshold·σ`` into one bucket.
 
@@ -327,7 +340,8 @@ def compress_domain(
     deviation σ·√m for m merged cells. That is the same Gaussian likelihood as MST's
     re-expression of the bucket as ``Σy/√m`` with the query scaled by ``1/√m``; smartnoise
     keeps the value but drops the scaling, so its bucket is fitted to a count √m too small.
-    Nothing is merged when fewer than two categories would be.
+    Nothing is merged when fewer than two categories would be. ``prior`` (public weights
+    of each attribute's codes, from the data contract) is kept for sampling's spread.
 
     Returns
     -------
@@ -351,4 +365,9 @@ def compress_domain(
             values = np.append(values, m.values[rest].sum())
             stddev = np.append(stddev, math.sqrt(float(np.sum(m.stddev[rest] ** 2))))
         out.append(Measurement((a,), values, stddev))
-    return Compression(domain, domain.with_sizes(sizes), mapping, merged), out
+    weights = {a: np.asarray(w, dtype=np.float64) for a, w in (prior or {}).items()
+               if a in domain}
+    for a, w in weights.items():
+        if w.shape != (domain.size(a),):
+            raise ValueError(f"prior of {a!r}: {w.size} weights for {domain.size(a)} codes")
+    return Compression(domain, domain.with_sizes(sizes), mapping, merged, weights), out

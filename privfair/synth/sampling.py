@@ -11,7 +11,7 @@ clique's new attributes are drawn given its separator with its parent. Two modes
   (dealing without the shuffle is what breaks the reference "round" mode).
 
 All randomness comes from the passed Generator. Decompression maps MST's merged bucket back to
-one of its original codes, uniformly.
+one of its original codes, by the contract's public prior where one is declared, else uniformly.
 """
 
 from __future__ import annotations
@@ -119,9 +119,10 @@ def decompress(columns: dict[str, np.ndarray], compression: Compression, *,
     """Map compressed codes back to the original domain.
 
     Kept categories map back exactly; the merged bucket becomes one of its original codes,
-    uniformly at random (the noisy counts of merged codes are below the noise threshold, so
-    they carry no usable signal about which is likelier). Columns come back in the original
-    domain's narrowest unsigned dtype.
+    drawn by the contract's public prior weights when the attribute declares them, else
+    uniformly (the noisy counts of merged codes are below the noise threshold, so they carry
+    no usable signal about which is likelier). Columns come back in the original domain's
+    narrowest unsigned dtype.
     """
     out = {}
     for a, codes in columns.items():
@@ -132,7 +133,11 @@ def decompress(columns: dict[str, np.ndarray], compression: Compression, *,
         original = inverse[codes]
         if len(merged):
             bucket = codes == compression.compressed.size(a) - 1
-            original[bucket] = rng.choice(merged, size=int(bucket.sum()))
+            p = None
+            if compression.spread_rule(a) == "public prior":
+                weights = compression.prior[a][merged]
+                p = weights / weights.sum()
+            original[bucket] = rng.choice(merged, size=int(bucket.sum()), p=p)
         out[a] = original
     return out
 

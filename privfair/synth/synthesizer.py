@@ -157,16 +157,18 @@ def one_way_with_fallback(
     tables: Mapping[Clique, np.ndarray], domain: Domain, noisy: Sequence[Measurement], *,
     rho_tree: float, rng: np.random.Generator, ledger: PrivacyLedger, discrete: bool = False,
     compress: bool = True, threshold: float = 3.0,
+    prior: Mapping[str, Sequence[float]] | None = None,
 ) -> tuple[OneWayModel, list[Measurement], TreeSignal]:
     """Fit the one-way model; if the tree would be noise, spend ``rho_tree`` on the one-way
     marginals instead (charged as :data:`FALLBACK_STEP`) and refit."""
-    model = fit_one_way(noisy, domain, compress=compress, threshold=threshold)
+    model = fit_one_way(noisy, domain, compress=compress, threshold=threshold, prior=prior)
     signal = tree_signal(model.total, model.compression.compressed.sizes, rho_tree=rho_tree)
     if signal.fallback:
         extra = measure_marginals(tables, [(a,) for a in domain], rho=rho_tree, rng=rng,
                                   ledger=ledger, name=FALLBACK_STEP, discrete=discrete)
         noisy = combine_measurements(noisy, extra)
-        model = fit_one_way(noisy, domain, compress=compress, threshold=threshold)
+        model = fit_one_way(noisy, domain, compress=compress, threshold=threshold,
+                            prior=prior)
     return model, list(noisy), signal
 
 
@@ -202,11 +204,15 @@ class OneWayModel:
 
 def fit_one_way(
     one_way: Sequence[Measurement], domain: Domain, *, compress: bool = True,
-    threshold: float = 3.0,
+    threshold: float = 3.0, prior: Mapping[str, Sequence[float]] | None = None,
 ) -> OneWayModel:
-    """Compress rare categories and fit the independent model (post-processing only)."""
+    """Compress rare categories and fit the independent model (post-processing only).
+
+    ``prior``: public weights per attribute (the contract's), kept to spread merged buckets.
+    """
     if compress:
-        compression, measured = compress_domain(one_way, domain, threshold=threshold)
+        compression, measured = compress_domain(one_way, domain, threshold=threshold,
+                                                prior=prior)
     else:
         compression, measured = Compression.identity(domain), list(one_way)
     # The exact minimiser of estimate()'s loss for one-way cliques (one sort per attribute).
