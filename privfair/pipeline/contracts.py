@@ -758,7 +758,8 @@ class Contract(_Strict):
         if dump.get("dataset_id") is None:  # contracts without one keep their fingerprint
             dump.pop("dataset_id", None)
         # Likewise for keys added later, left at their defaults.
-        for key, default in (("normalize", "none"), ("reviewed", None), ("tot", None)):
+        for key, default in (("normalize", "none"), ("reviewed", None), ("tot", None),
+                             ("causal_graph", None)):
             if dump.get(key, default) == default:
                 dump.pop(key, None)
         for column in dump["columns"]:
