@@ -116,6 +116,60 @@ def ledger_svg(entries: Sequence[Mapping[str, Any]]) -> str:
     return _svg(width, height, body, label="privacy ledger chart")
 
 
+def training_svg(history: Sequence[Mapping[str, float]]) -> str:
+    """Line chart of a GAN fit per epoch: the generator's loss and the largest shift of a
+    generated one-way marginal (the plateau test), each scaled to its own maximum."""
+    left, width, height, top = 60.0, 680.0, 220.0, 30.0
+    plot_w, plot_h = width - left - 150, height - top - 40
+    body = [_text(width / 2, 18, "GAN training by epoch", size=13, anchor="middle")]
+    epochs = [int(h["epoch"]) for h in history]
+    series = (("generator_loss", "generator loss", "#4c72b0"),
+              ("marginal_shift", "marginal shift (TVD)", "#dd8452"))
+    last = max(epochs[-1] if epochs else 1, 2)
+    for k, (key, label, colour) in enumerate(series):
+        values = [float(h[key]) for h in history]
+        peak = _nice_max(max(values, default=0.0))
+        points = " ".join(f"{left + plot_w * (e - 1) / (last - 1):.1f},"
+                          f"{top + plot_h * (1 - v / peak):.1f}"
+                          for e, v in zip(epochs, values, strict=True))
+        body.append(f"<polyline points='{points}' fill='none' stroke='{colour}' "
+                    "stroke-width='2'/>")
+        body.append(_text(left + plot_w + 10, top + 14 + 16 * k, f"{label} (max {peak:.3g})",
+                          size=10, extra=f" fill='{colour}'"))
+    axis_y = top + plot_h
+    body.append(f"<line x1='{left}' y1='{axis_y}' x2='{left + plot_w}' y2='{axis_y}' "
+                "stroke='#888'/>")
+    for e in sorted({1, last}):
+        body.append(_text(left + plot_w * (e - 1) / (last - 1), axis_y + 14, str(e), size=9,
+                          anchor="middle"))
+    body.append(_text(left + plot_w / 2, axis_y + 28, "epoch", size=10, anchor="middle"))
+    return _svg(width, height, body, label="GAN training chart")
+
+
+def _gan_section(manifest: Mapping[str, Any]) -> str:
+    """DP-SGD, data fairness and training history of a GAN release (post-noise only)."""
+    method = manifest["method"]
+    dp = method.get("dp_sgd")
+    if dp is None:
+        return ""
+    data = manifest["fairness_check"].get("data_fairness", {})
+    effects = data.get("causal_effects", {})
+    return "\n".join([
+        "<h2>GAN training (DP-SGD on the discriminator that sees real rows)</h2>",
+        _kv_table({"noise multiplier σ": dp.get("noise_multiplier"),
+                   "clipping bound C": dp.get("max_grad_norm"),
+                   "sampling rate q": dp.get("sample_rate"),
+                   "steps (planned / run)": f"{dp.get('steps')} / {dp.get('steps_run')}",
+                   "ε of DP-SGD alone": dp.get("epsilon_dp_sgd_alone"),
+                   "anchor pairs": len(method.get("marginals", {}).get("anchor_pairs", [])),
+                   "RD(D) of the released table": data.get("rd"),
+                   "BER of predicting S from X": data.get("ber"),
+                   "total effect (CFGAN)": effects.get("total_effect"),
+                   "path-specific effect (CFGAN)": effects.get("path_specific_effect")}),
+        training_svg(method.get("training_history", [])),
+    ])
+
+
 def structure_svg(attributes: Sequence[str], edges: Sequence[Sequence[str]],
                     roles: Mapping[str, Sequence[str]]) -> str:
     """The selected structure on a circle, nodes coloured by fairness role (inline SVG)."""
@@ -299,6 +353,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
             "contract fingerprint": manifest.get("contract", {}).get("fingerprint"),
             "code version": manifest.get("code_version"),
         }),
+        _gan_section(manifest),
         "<h2>Structure and fairness check</h2>",
         f"<p>Edges: {html.escape(edges) or '—'}</p>",
         f"<p>Justifiable fairness ({html.escape(fairness.get('criterion', ''))}): "
