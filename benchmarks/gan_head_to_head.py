@@ -109,7 +109,11 @@ def main() -> None:
             for method in args.methods:
                 for seed in range(args.seeds):
                     record = run_worker(__file__, contract, method, epsilon, seed)
-                    record.update(method=method, epsilon=epsilon, seed=seed)
+                    record.update(method=method, epsilon=epsilon, seed=seed,
+                                  load1=os.getloadavg()[0])
+                    if args.out:  # cell by cell, so an interrupted grid keeps its cells
+                        with args.out.with_suffix(".cells.jsonl").open("a") as cells:
+                            cells.write(json.dumps(record, default=float) + "\n")
                     print(f"{method} eps={epsilon} seed={seed}: "
                           f"{record.get('error') or round(record['fit_s'], 1)} s",
                           file=sys.stderr, flush=True)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextvars
 import os
 import sys
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -57,6 +58,7 @@ from privfair.pipeline.plan import (  # noqa: E402
     params_error_line,
 )
 from privfair.pipeline.store import release_unspent, reserve_run  # noqa: E402
+from privfair.synth.aim import MIN_FIT_SHARE  # noqa: E402
 from privfair.synth.synthesizer import AIM_METHODS  # noqa: E402
 from tasks import ops, post_noise, private, public  # noqa: E402
 from tasks._common import report  # noqa: E402
@@ -209,7 +211,7 @@ def _run(plan: Any, seed: int | None) -> str:
         c = plan.contract  # from here on, the resolved contract
         report("discretize", 0.15)
         codes = private.discretize(staged, c, staging, bs)
-        generative = one_way = structure = model = None
+        generative = one_way = structure = model = warm = None
         if plan.method in GAN_METHODS:
             report("train GAN (DP-SGD)", 0.2)
             generator, ledger = private.train_gan(
@@ -218,7 +220,8 @@ def _run(plan: Any, seed: int | None) -> str:
             charges.log(ledger)
         elif plan.method in AIM_METHODS:
             report("AIM rounds", 0.2)
-            one_way, structure, selected, ledger = private.fit_aim(
+            aim_clock = time.monotonic()
+            one_way, structure, selected, ledger, warm = private.fit_aim(
                 codes, c, ledger, art, plan.method, plan.rho - plan.split["domains"],
                 seed, plan.discrete_noise, bs, plan.max_time_s, **engine)
             charges.log(ledger)
@@ -249,8 +252,11 @@ def _run(plan: Any, seed: int | None) -> str:
         # Cached post-noise tasks persist into this run's 0700 result folder.
         cached = {"result_storage": ws.results}
         report("estimate", 0.35)
+        # AIM's time budget covers its final fit: whatever the rounds left of it.
+        fit_time = (None if warm is None or plan.max_time_s is None else max(
+            plan.max_time_s - (time.monotonic() - aim_clock), MIN_FIT_SHARE * plan.max_time_s))
         model = post_noise.estimate.with_options(**cached)(one_way, selected, art,
-                                                           plan.max_iters)
+                                                           plan.max_iters, warm, fit_time)
         report("sample", 0.8)
         synthetic = post_noise.sample.with_options(**cached)(model, one_way, art, plan.n_rows,
                                                              plan.sample_mode, seed)

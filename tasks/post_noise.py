@@ -22,12 +22,17 @@ CACHED = {"cache_policy": INPUTS + TASK_SOURCE, "persist_result": True,
 
 
 @task(name="estimate", **CACHED)
-def estimate(one_way: FileRef, selected: FileRef, artefacts: str, max_iters: int) -> FileRef:
-    """Fit the graphical model; a progress artifact follows the iterations."""
+def estimate(one_way: FileRef, selected: FileRef, artefacts: str, max_iters: int,
+             warm_start: FileRef | None = None, max_time_s: float | None = None) -> FileRef:
+    """Fit the graphical model; a progress artifact follows the iterations.
+
+    AIM passes its last round's model (``warm_start``) and the time its budget has left.
+    """
     progress = ProgressArtifact("estimate", total=max_iters, span=(0.35, 0.8),
                                 description="estimation (accelerated mirror descent)")
     model = lib.estimate(one_way, selected, artefacts, max_iters=max_iters,
-                         callback=lambda iteration, loss: progress.update(iteration))
+                         callback=lambda iteration, loss: progress.update(iteration),
+                         warm_start=warm_start, max_time_s=max_time_s)
     progress.finish()
     return model
 

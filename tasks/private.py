@@ -86,8 +86,9 @@ def measure_selected(codes: FileRef, contract: Contract, one_way: FileRef,
 def fit_aim(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
             method: str, rho: float, seed: int | None, discrete: bool,
             batch_size: int, max_time_s: float | None = None, engine: str = "local",
-            dask_address: str | None = None) -> tuple[FileRef, FileRef, FileRef, FileRef]:
-    """AIM rounds: (one-way, structure, round measurements, ledger), all post-noise files.
+            dask_address: str | None = None) -> tuple[FileRef, ...]:
+    """AIM rounds: (one-way, structure, round measurements, ledger, last round's model), all
+    post-noise files; the model warm-starts the final fit.
 
     A progress artifact follows the rounds (share of the AIM budget spent, updated per round).
     """
@@ -97,7 +98,7 @@ def fit_aim(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str,
                                  seed=seed, discrete=discrete, batch_size=batch_size,
                                  progress=lambda spent: progress.update(round(1000 * spent)),
                                  max_time_s=max_time_s, engine=engine,
-                                 dask_address=dask_address)
+                                 dask_address=dask_address, return_model=True)
     progress.finish()
     return out
 

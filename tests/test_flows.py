@@ -233,15 +233,29 @@ def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_
 def test_flow_parameter_max_time_s_reaches_the_aim_rounds(prefect_harness, toy_contract,
                                                          toy_parquet, tmp_path, monkeypatch):
     """The flow's max_time_s (as a deployment passes it) is AIM's time budget: an expired
-    budget makes round 1 the final one, which spends the rest of ρ."""
+    budget makes round 1 the final one, which spends the rest of ρ, and caps the final fit."""
     from prefect.client.orchestration import get_client
 
     from privfair.core.accounting import zcdp_rho
 
+    from privfair.pipeline import post_noise as lib
+
+    fits = []
+    original = lib.estimate
+
+    def recording(*args, **kwargs):
+        fits.append(kwargs)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(lib, "estimate", recording)
     monkeypatch.setenv("PRIVFAIR_WORK_DIR", str(tmp_path / "work"))
     final = Path(release(contract=str(toy_contract), data=str(toy_parquet), epsilon=1.0,
                          delta=1e-9, method="aim", max_time_s=1e-9,
                          out=str(tmp_path / "releases")))
+    # The final fit starts from the last round's model and gets only what the budget left
+    # (its floor, a share of max_time_s), as on the in-process path.
+    (fit,) = fits
+    assert fit["warm_start"] is not None and 0 < fit["max_time_s"] <= 1e-9
     manifest = json.loads((final / "manifest.json").read_text())
     assert [e["name"] for e in manifest["ledger"]] == [
         "AIM initial one-way marginals", "AIM select round 1", "AIM measure round 1"]
