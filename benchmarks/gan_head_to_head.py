@@ -97,21 +97,27 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--out", type=Path)
     parser.add_argument("--worker", nargs=4, metavar=("CONTRACT", "METHOD", "EPS", "SEED"))
+    parser.add_argument("--from-cells", type=Path,
+                        help="summarise (and plot) the cells an interrupted run wrote")
     args = parser.parse_args()
     if args.worker:
         contract, method, eps, seed = args.worker
         print(json.dumps(worker(contract, method, float(eps), int(seed)), default=float))
         return
     rows = []
+    if args.from_cells:
+        rows = [json.loads(line) for line in args.from_cells.read_text().splitlines()]
+        args.epsilons = sorted({r["epsilon"] for r in rows})
+        args.methods = list(dict.fromkeys(r["method"] for r in rows))
     with tempfile.TemporaryDirectory() as tmp:
         contract = sex_contract(Path(tmp))
-        for epsilon in args.epsilons:
+        for epsilon in [] if args.from_cells else args.epsilons:
             for method in args.methods:
                 for seed in range(args.seeds):
                     record = run_worker(__file__, contract, method, epsilon, seed)
                     record.update(method=method, epsilon=epsilon, seed=seed,
                                   load1=os.getloadavg()[0])
-                    if args.out:  # cell by cell, so an interrupted grid keeps its cells
+                    if args.out:  # cell by cell: --from-cells summarises an interrupted run
                         with args.out.with_suffix(".cells.jsonl").open("a") as cells:
                             cells.write(json.dumps(record, default=float) + "\n")
                     print(f"{method} eps={epsilon} seed={seed}: "
