@@ -25,6 +25,16 @@ def _chain_data(rng, n=20_000):
     return Domain(("a", "b", "c", "d"), (3, 4, 5, 2)), {"a": a, "b": b, "c": c, "d": d}
 
 
+
+def brute_force_joint(domain, potentials):
+    """The normalised distribution ∝ exp(Σ potentials), by enumerating every cell."""
+    joint = np.zeros(domain.shape(domain.attributes))
+    for idx in itertools.product(*(range(s) for s in domain.sizes)):
+        values = dict(zip(domain.attributes, idx, strict=True))
+        joint[idx] = sum(t[tuple(values[x] for x in c)] for c, t in potentials.items())
+    joint = np.exp(joint - joint.max())
+    return joint / joint.sum()
+
 def test_junction_tree_of_a_cycle_is_triangulated():
     domain = Domain(("a", "b", "c", "d"), (2, 2, 2, 2))
     tree = build_junction_tree(domain, [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d")])
@@ -43,12 +53,7 @@ def test_belief_propagation_matches_brute_force_on_a_loopy_model():
     bp = BeliefPropagation(domain, tree, cliques)
     beliefs = bp.calibrate(potentials)
     got = bp.marginals(beliefs, cliques)
-    joint = np.zeros(domain.shape(domain.attributes))
-    for idx in itertools.product(*(range(s) for s in domain.sizes)):
-        values = dict(zip(domain.attributes, idx, strict=True))
-        joint[idx] = sum(potentials[c][tuple(values[a] for a in c)] for c in cliques)
-    joint = np.exp(joint - joint.max())
-    joint /= joint.sum()
+    joint = brute_force_joint(domain, potentials)
     for c in cliques:
         axes = tuple(i for i, a in enumerate(domain.attributes) if a not in c)
         np.testing.assert_allclose(got[c], joint.sum(axis=axes), atol=1e-12)
@@ -202,12 +207,7 @@ def test_pair_marginals_across_cliques_and_components_match_brute_force():
     cliques = [("a", "b"), ("b", "c", "d"), ("d", "e"), ("f",)]  # f: its own component
     potentials = {c: rng.normal(size=domain.shape(c)) for c in cliques}
     model = GraphicalModel.from_potentials(domain, potentials, total=1000.0)
-    joint = np.zeros(domain.shape(domain.attributes))
-    for idx in itertools.product(*(range(s) for s in domain.sizes)):
-        values = dict(zip(domain.attributes, idx, strict=True))
-        joint[idx] = sum(potentials[c][tuple(values[x] for x in c)] for c in cliques)
-    joint = np.exp(joint - joint.max())
-    joint /= joint.sum()
+    joint = brute_force_joint(domain, potentials)
     for a in domain:
         pairs = model.pair_marginals(a)
         assert set(pairs) == set(domain.attributes) - {a}
