@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,12 @@ def load_codes(name: str):
     return load(name)
 
 
-def run_worker(script: str, *args: object) -> dict:
-    """Run ``script --worker args`` in a fresh process (so its peak RSS is its own)."""
+def run_worker(script: str, *args: object, env: dict[str, str] | None = None) -> dict:
+    """Run ``script --worker args`` in a fresh process (so its peak RSS is its own);
+    ``env`` adds to the environment (e.g. thread limits)."""
     result = subprocess.run([sys.executable, script, "--worker", *map(str, args)],
-                            capture_output=True, text=True, cwd=ROOT)
+                            capture_output=True, text=True, cwd=ROOT,
+                            env={**os.environ, **(env or {})})
     if result.returncode != 0:
         lines = result.stderr.strip().splitlines() or ["no output"]
         return {"error": lines[-1]}

@@ -45,7 +45,13 @@ def main() -> None:
     parser.add_argument("--delta", type=float, default=1e-9)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="override GANConfig fields, e.g. fairness_weight=8")
     args = parser.parse_args()
+    overrides = {}
+    for item in args.set:
+        field_name, _, value = item.partition("=")
+        overrides[field_name] = type(getattr(GANConfig(), field_name))(value)
     if args.threads:
         import torch
 
@@ -67,7 +73,7 @@ def main() -> None:
             ledger = PrivacyLedger(epsilon_budget=1e6 if math.isinf(epsilon) else epsilon,
                                    delta=args.delta)
             config = GANConfig(method=method, **({"epochs": args.epochs} if args.epochs
-                                                 else {}))
+                                                 else {}), **overrides)
             start, cpu = time.perf_counter(), time.process_time()
             fitted = fit_gan(train_codes, domain, protected=protected, outcome=outcome,
                              ledger=ledger, rng=np.random.default_rng(args.seed),
@@ -78,7 +84,7 @@ def main() -> None:
                                      rng=np.random.default_rng(args.seed))
             dp = fitted.privacy["dp_sgd"]
             print(json.dumps({
-                "method": method, "epsilon": eps_text, "delta": args.delta,
+                "method": method, "epsilon": eps_text, "overrides": overrides, "delta": args.delta,
                 "epsilon_spent": ledger.epsilon_spent(), "rd": fairness["rd"],
                 "ber": fairness["ber"],
                 **{f"tvd_{k}": marginal_tvd(train_codes, synthetic, domain, k=k)

@@ -13,7 +13,7 @@ from privfair.pipeline.datasets import contract_path, default_contract_path
 
 ROOT = Path(__file__).resolve().parents[1]
 CANONICAL = ROOT / "data_contracts"
-SHIPPED = ("adult", "compas", "example_open_domain")
+SHIPPED = ("adult", "adult_safes", "adult_pse_dr", "compas", "example_open_domain")
 
 MINIMAL = """\
 name: toy
@@ -92,6 +92,32 @@ def test_adult_contract_declares_13_attributes() -> None:
     )
     assert contract.free_columns() == ("age", "marital-status", "relationship")
     assert contract.budget.epsilon == 10.0 and contract.budget.delta == 1e-6
+
+
+def test_pse_dr_view_binarises_the_eleven_cfgan_attributes() -> None:
+    """Xu's Table 7.1 setting: PSE-DR's 11 attributes, each with two categories, a DAG
+    that parses with sex exogenous and income the sink, and every embedded row mapped."""
+    import pandas as pd
+
+    from privfair.generative.dag import parse_dag
+    from privfair.pipeline.datasets import embedded_dataset_for, load_codes
+
+    codes, contract = load_codes("adult_pse_dr")
+    domain = contract.domain()
+    assert set(domain.attributes) == {
+        "age", "sex", "race", "native-country", "marital-status", "workclass", "education",
+        "occupation", "relationship", "hours-per-week", "income"}
+    assert all(domain.size(a) == 2 for a in domain)
+    assert len(codes) == 48_842
+    dag = parse_dag(contract.causal_graph.as_mapping(), domain, protected=("sex",),
+                    outcome=("income",))
+    assert dag.parents("sex") == () and "marital-status" in dag.parents("income")
+    raw = pd.read_parquet(embedded_dataset_for("adult_pse_dr"))
+    married = raw["marital-status"].isin(["Married-civ-spouse", "Married-AF-spouse"])
+    assert codes["marital-status"].mean() == pytest.approx(married.mean(), abs=1e-12)
+    assert codes["hours-per-week"].mean() == pytest.approx(
+        (raw["hours-per-week"] > 40).mean(), abs=1e-12)
+    assert codes["age"].mean() == pytest.approx((raw["age"] >= 37).mean(), abs=1e-12)
 
 
 def test_compas_contract() -> None:

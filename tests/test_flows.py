@@ -237,7 +237,6 @@ def test_flow_parameter_max_time_s_reaches_the_aim_rounds(prefect_harness, toy_c
     from prefect.client.orchestration import get_client
 
     from privfair.core.accounting import zcdp_rho
-
     from privfair.pipeline import post_noise as lib
 
     fits = []

@@ -298,3 +298,49 @@ def test_fairness_adversaries_receive_generated_rows_only(table, monkeypatch, me
     monkeypatch.setattr(gan.CausalGenerator, "run", run)
     fit(table, method)
     assert seen["checked"] > 20
+
+
+def test_adversary_steps_train_the_adversary_more_often(table, monkeypatch):
+    """adversary_steps = k gives D2 k updates per generator step (generated rows only)."""
+    steps = {}
+    original = gan._Trainer.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        counter = steps.setdefault(self.config.adversary_steps, [0])
+        self.adversaries["D2"].optimiser.register_step_post_hook(
+            lambda *_: counter.__setitem__(0, counter[0] + 1))
+
+    monkeypatch.setattr(gan._Trainer, "__init__", init)
+    one, _ = fit(table, "fairgan", adversary_steps=1)
+    three, _ = fit(table, "fairgan", adversary_steps=3)
+    runs = one.privacy["dp_sgd"]["steps_run"]
+    assert runs == three.privacy["dp_sgd"]["steps_run"] > 0
+    assert steps[1][0] == runs and steps[3][0] == 3 * runs
+    with pytest.raises(ValueError, match="adversary_steps must be an integer >= 1"):
+        gan.GANConfig(adversary_steps=0)
+
+
+def test_confusion_loss_is_smallest_when_the_adversary_can_only_say_the_prior():
+    prior = [0.3, 0.7]
+    trainer = gan._Trainer(tiny("fairgan", fairness_loss="confusion"), DOMAIN, "s", "y", None,
+                           {"s": prior, "y": [0.5, 0.5]}, torch.Generator().manual_seed(0),
+                           torch.device("cpu"), 50.0)
+
+    class Constant(torch.nn.Module):
+        def __init__(self, logits):
+            super().__init__()
+            self.logits = torch.tensor(logits)
+
+        def forward(self, x):
+            return self.logits.expand(x.shape[0], -1)
+
+    inputs = torch.zeros((7, len(trainer.not_s)))
+    entropy = -sum(p * np.log(p) for p in prior)
+    trainer.adversaries["D2"].net = Constant(np.log(prior).astype(np.float32))
+    assert float(trainer._confusion_loss("D2", inputs)) == pytest.approx(entropy, rel=1e-6)
+    for wrong in ([0.0, 0.0], [2.0, -2.0], [-3.0, 3.0]):
+        trainer.adversaries["D2"].net = Constant(np.array(wrong, dtype=np.float32))
+        assert float(trainer._confusion_loss("D2", inputs)) > entropy + 1e-3
+    with pytest.raises(ValueError, match="fairness_loss must be"):
+        gan.GANConfig(fairness_loss="hinge")

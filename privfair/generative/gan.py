@@ -78,6 +78,17 @@ class GANConfig:
         λ, the weight of D2 (FairGAN, FairGAN+) or D² (CFGAN). 4 rather than the paper's 1:
         with ~1,200 generator steps (the defaults on Adult), λ = 1 leaves the non-private
         FairGAN at RD(D) = .22, λ = 4 at .11.
+    fairness_loss : {"confusion", "minimax"}
+        What G minimises against D2 (and CFGAN's D²). ``minimax`` is the papers' game: G
+        maximises the adversary's cross-entropy, which is unbounded, so G can win by making
+        the adversary confidently *wrong* and the two oscillate. ``confusion`` has G pull the
+        adversary's prediction towards the prior (the noisy P(S), or 1/2 for CFGAN's
+        s⁺/s⁻ streams); both games have the same fair fixed point, where the adversary can
+        only output the prior, but confusion's loss is bounded below there.
+    adversary_steps : int
+        Updates of the fairness adversaries (D2, and D3 for FairGAN+; CFGAN's D²) per
+        generator step, each on a fresh generated batch. They see generated rows only, so
+        extra steps cost no budget; a stronger adversary gives G a truer fairness signal.
     classifier_weight : float
         μ, the weight of D3 (FairGAN+).
     classifier_fairness : {"dp", "eo", "eop"}
@@ -121,6 +132,8 @@ class GANConfig:
     group_clipping: bool = False
     count_noise_ratio: float = 10.0
     fairness_weight: float = 4.0
+    fairness_loss: str = "minimax"
+    adversary_steps: int = 1
     classifier_weight: float = 1.0
     classifier_fairness: str = "dp"
     effect: str = "te"
@@ -144,11 +157,14 @@ class GANConfig:
         if self.classifier_fairness not in _CLASSIFIER_FAIRNESS:
             raise ValueError(f"classifier_fairness must be one of {list(_CLASSIFIER_FAIRNESS)}"
                              f", got {self.classifier_fairness!r}")
+        if self.fairness_loss not in ("confusion", "minimax"):
+            raise ValueError(f"fairness_loss must be 'confusion' or 'minimax', got "
+                             f"{self.fairness_loss!r}")
         if self.effect not in _EFFECTS:
             raise ValueError(f"effect must be one of {list(_EFFECTS)}, got {self.effect!r}")
         for name in ("epochs", "batch_size", "noise_dim", "hidden", "discriminator_hidden",
                      "node_noise_dim",
-                     "node_hidden", "patience", "min_epochs"):
+                     "node_hidden", "patience", "min_epochs", "adversary_steps"):
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -580,6 +596,17 @@ class _Trainer:
             return F.binary_cross_entropy_with_logits(out[:, 0], target.to(out.dtype))
         return F.cross_entropy(out, target)
 
+    def _confusion_loss(self, name: str, inputs: torch.Tensor) -> torch.Tensor:
+        """Cross-entropy of the adversary's prediction against the prior: smallest when the
+        adversary can say nothing beyond P(S)."""
+        out = self.adversaries[name].net(inputs)
+        if out.shape[1] == 1:
+            return F.binary_cross_entropy_with_logits(out[:, 0], torch.full_like(out[:, 0],
+                                                                                 0.5))
+        prior = torch.as_tensor(self.marginals[self.protected], dtype=out.dtype,
+                                device=out.device)
+        return -(prior * F.log_softmax(out, dim=1)).sum(1).mean()
+
     def _d3_terms(self, values: Mapping[str, torch.Tensor], eta_probs: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor] | None:
         s = values[self.protected].argmax(1)
@@ -599,6 +626,14 @@ class _Trainer:
         """Adversaries, η and G, on generated rows only; returns G's loss."""
         cfg = self.config
         n = max(1, round(self.expected_batch))
+        for _ in range(cfg.adversary_steps - 1):
+            with torch.no_grad():
+                _, extra = self.fairness_terms(n)
+            for name, inputs, target in extra:
+                adv = self.adversaries[name]
+                adv.optimiser.zero_grad(set_to_none=True)
+                self._adversary_loss(name, inputs, target).backward()
+                adv.optimiser.step()
         values, terms = self.fairness_terms(n)
         for name, inputs, target in terms:
             adv = self.adversaries[name]
@@ -627,7 +662,11 @@ class _Trainer:
         logit = self.d1(self.rows(values))
         g_loss = F.binary_cross_entropy_with_logits(logit, torch.ones_like(logit))
         for name, inputs, target in terms:
-            g_loss = g_loss - cfg.fairness_weight * self._adversary_loss(name, inputs, target)
+            if cfg.fairness_loss == "confusion":
+                g_loss = g_loss + cfg.fairness_weight * self._confusion_loss(name, inputs)
+            else:
+                g_loss = g_loss - cfg.fairness_weight * self._adversary_loss(name, inputs,
+                                                                             target)
         if cfg.method == "fairgan-plus":
             g_loss = g_loss + F.cross_entropy(self.eta(x_hat), y_idx)
         if self.anchors and cfg.anchor_weight > 0:

@@ -47,7 +47,7 @@ def dataset_path(name: str) -> Path:
 
 
 #: Contracts that are views of an embedded dataset, by contract name.
-_VIEWS = {"adult_safes": "adult"}
+_VIEWS = {"adult_safes": "adult", "adult_pse_dr": "adult"}
 
 
 def embedded_dataset_for(contract_name: str) -> Path | None:
