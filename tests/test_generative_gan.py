@@ -223,6 +223,8 @@ def test_cfgan_refuses_a_cyclic_graph_before_reading_data(table):
     ("fairgan-plus", {"classifier_fairness": "eo"}),
     ("cfgan", {"effect": "se", "redlining": ("m",)}),
     ("cfgan", {"effect": "ce", "context": ("a",)}),
+    ("fairgan", {"fairness_loss": "capped", "generator_ema": 0.9}),
+    ("cfgan", {"fairness_loss": "capped"}),
 ])
 def test_generated_codes_stay_in_the_domain(table, method, options):
     result, _ = fit(table, method, **options)
@@ -342,5 +344,63 @@ def test_confusion_loss_is_smallest_when_the_adversary_can_only_say_the_prior():
     for wrong in ([0.0, 0.0], [2.0, -2.0], [-3.0, 3.0]):
         trainer.adversaries["D2"].net = Constant(np.array(wrong, dtype=np.float32))
         assert float(trainer._confusion_loss("D2", inputs)) > entropy + 1e-3
+    # capped minimax: G's gain stops at the prior's entropy.
+    assert float(trainer._prior_entropy("D2")) == pytest.approx(entropy, rel=1e-6)
     with pytest.raises(ValueError, match="fairness_loss must be"):
         gan.GANConfig(fairness_loss="hinge")
+
+
+@pytest.mark.parametrize("keep_best", [True, False])
+def test_released_generator_is_the_best_scored_epoch(table, monkeypatch, keep_best):
+    """keep_best_epoch releases, from min_epochs on, the epoch closest to the noisy anchors
+    among those fair within the tolerance (ties: the later one); without it, the last."""
+    snapshots = []
+    original = gan._Trainer.epoch_score
+
+    def epoch_score(self, n=4096):
+        snapshots.append(gan._copy_state(self.generator))
+        return original(self, n)
+
+    monkeypatch.setattr(gan._Trainer, "epoch_score", epoch_score)
+    result, _ = fit(table, "fairgan", epochs=7, min_epochs=3, patience=99,
+                    keep_best_epoch=keep_best, selection_rd_tolerance=0.05, generator_ema=0.0)
+    history = result.history
+    assert len(history) == len(snapshots) == 7
+    assert all({"anchor_tvd", "generated_rd"} <= set(h) for h in history)
+    keys = {i + 1: (max(h["generated_rd"] - 0.05, 0.0), h["anchor_tvd"])
+            for i, h in enumerate(history) if i + 1 >= 3}
+    expected = max(e for e, k in keys.items() if k == min(keys.values())) if keep_best else 7
+    assert result.privacy["dp_sgd"]["released_epoch"] == expected
+    for k, v in snapshots[expected - 1].items():
+        np.testing.assert_array_equal(result.generator_state[k], v.numpy())
+
+
+def test_generator_ema_releases_the_moving_average_of_the_weights(table, monkeypatch):
+    decay = 0.6
+    raw = []
+    original = gan._Trainer.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        raw.append(gan._copy_state(self.generator))
+        self.g_opt.register_step_post_hook(
+            lambda *_: raw.append(gan._copy_state(self.generator)))
+
+    monkeypatch.setattr(gan._Trainer, "__init__", init)
+    result, _ = fit(table, "fairgan", generator_ema=decay)
+    assert len(raw) == result.privacy["dp_sgd"]["steps_run"] + 1
+    expected = {k: v.double().clone() for k, v in raw[0].items()}
+    for state in raw[1:]:
+        for k in expected:
+            expected[k] = decay * expected[k] + (1 - decay) * state[k].double()
+    for k, v in expected.items():
+        np.testing.assert_allclose(result.generator_state[k], v.numpy(), rtol=1e-4,
+                                   atol=1e-5)
+    assert any(not np.allclose(result.generator_state[k], raw[-1][k].numpy())
+               for k in expected)
+    with pytest.raises(ValueError, match="generator_ema must be in"):
+        gan.GANConfig(generator_ema=1.0)
+    with pytest.raises(ValueError, match="keep_best_epoch .* generator_ema"):
+        gan.GANConfig(method="fairgan", keep_best_epoch=True)
+    assert gan.GANConfig(method="fairgan").fairness_weight == 16.0
+    assert gan.GANConfig(method="dpgan").generator_ema == 0.0

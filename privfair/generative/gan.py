@@ -29,7 +29,7 @@ import io
 import json
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,11 @@ _EFFECTS = ("te", "se", "ce")
 
 Progress = Callable[[int, int, Mapping[str, float]], None]
 
+# Settings whose default depends on the method (a ``None`` field takes these).
+_METHOD_DEFAULTS: dict[str, dict[str, float]] = {
+    "fairgan": {"fairness_weight": 16.0, "generator_ema": 0.99}}
+_DEFAULTS: dict[str, float] = {"fairness_weight": 4.0, "generator_ema": 0.0}
+
 
 @dataclass(frozen=True)
 class GANConfig:
@@ -74,17 +79,21 @@ class GANConfig:
         Passes over the data in expectation (steps = epochs / q).
     batch_size : int
         Expected Poisson batch size b; the sampling rate is q = b / n̂ with n̂ the noisy count.
-    fairness_weight : float
-        λ, the weight of D2 (FairGAN, FairGAN+) or D² (CFGAN). 4 rather than the paper's 1:
-        with ~1,200 generator steps (the defaults on Adult), λ = 1 leaves the non-private
-        FairGAN at RD(D) = .22, λ = 4 at .11.
-    fairness_loss : {"confusion", "minimax"}
+    fairness_weight : float, optional
+        λ, the weight of D2 (FairGAN, FairGAN+) or D² (CFGAN). By default 16 for FairGAN and
+        4 for the others, not the paper's 1: with ~1,200 generator steps (the defaults on
+        Adult), λ = 1 leaves the non-private FairGAN at RD(D) = .22, λ = 4 at .11 and
+        λ = 16 (with ``generator_ema`` .99) at .02 (benchmarks/results/gan_fairgan_tuning.jsonl).
+    fairness_loss : {"minimax", "capped", "confusion"}
         What G minimises against D2 (and CFGAN's D²). ``minimax`` is the papers' game: G
         maximises the adversary's cross-entropy, which is unbounded, so G can win by making
         the adversary confidently *wrong* and the two oscillate. ``confusion`` has G pull the
         adversary's prediction towards the prior (the noisy P(S), or 1/2 for CFGAN's
         s⁺/s⁻ streams); both games have the same fair fixed point, where the adversary can
-        only output the prior, but confusion's loss is bounded below there.
+        only output the prior, but confusion's loss is bounded below there. ``capped`` is
+        the minimax game with G's gain capped at the prior's entropy (G maximises
+        min(CE, H(prior))): once the adversary does no better than the prior, G gets nothing
+        for fooling it further, so it has no reason to make it confidently wrong.
     adversary_steps : int
         Updates of the fairness adversaries (D2, and D3 for FairGAN+; CFGAN's D²) per
         generator step, each on a fresh generated batch. They see generated rows only, so
@@ -114,6 +123,21 @@ class GANConfig:
         marginals (mean TVD). 0 measures the (S, Y) counts only. The anchors are every
         (X, Y) pair, and for the fairness-blind ``dpgan`` also every (X, S) pair and
         (S, Y); the fair methods leave S's dependences to their adversaries.
+    keep_best_epoch : bool
+        Release the generator of the best epoch from ``min_epochs`` on rather than the last
+        one: among epochs whose own generated rows have a risk difference (FairGAN, FairGAN+)
+        within ``selection_rd_tolerance``, the one whose generated pair marginals are closest
+        (mean TVD) to the noisy anchors; if none is within, the least unfair. Adversarial
+        training oscillates (the whole generated distribution can flip between epochs), and
+        the choice reads only the generator and the already-noisy anchors, so it costs no
+        budget.
+    selection_rd_tolerance : float
+        The risk difference of generated rows that counts as fair for ``keep_best_epoch``.
+    generator_ema : float, optional
+        By default .99 for FairGAN (whose λ = 16 makes the game oscillate) and 0 for the
+        others. 0 releases G's own weights; a decay d in (0, 1) releases their exponential moving
+        average over generator steps (w̄ ← d·w̄ + (1 − d)·w), which damps the adversarial
+        oscillation. Post-processing of G's (already DP) weights: no budget.
     patience, plateau_tol, min_epochs :
         Early stop when the generated one-way marginals move less than ``plateau_tol`` (TVD)
         for ``patience`` epochs in a row, after ``min_epochs``.
@@ -131,7 +155,7 @@ class GANConfig:
     max_grad_norm: float = 1.0
     group_clipping: bool = False
     count_noise_ratio: float = 10.0
-    fairness_weight: float = 4.0
+    fairness_weight: float | None = None
     fairness_loss: str = "minimax"
     adversary_steps: int = 1
     classifier_weight: float = 1.0
@@ -144,12 +168,21 @@ class GANConfig:
     temperature: float = 0.5
     marginal_share: float = 0.25
     anchor_weight: float = 2.0
+    keep_best_epoch: bool = False
+    generator_ema: float | None = None
+    selection_rd_tolerance: float = 0.03
     patience: int = 3
     plateau_tol: float = 0.005
     min_epochs: int = 5
     device: str = "auto"
 
     def __post_init__(self) -> None:
+        for name, value in _METHOD_DEFAULTS.get(self.method, {}).items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        for name, value in _DEFAULTS.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         object.__setattr__(self, "redlining", tuple(self.redlining))
         object.__setattr__(self, "context", tuple(self.context))
         if self.method not in GAN_METHODS:
@@ -157,9 +190,9 @@ class GANConfig:
         if self.classifier_fairness not in _CLASSIFIER_FAIRNESS:
             raise ValueError(f"classifier_fairness must be one of {list(_CLASSIFIER_FAIRNESS)}"
                              f", got {self.classifier_fairness!r}")
-        if self.fairness_loss not in ("confusion", "minimax"):
-            raise ValueError(f"fairness_loss must be 'confusion' or 'minimax', got "
-                             f"{self.fairness_loss!r}")
+        if self.fairness_loss not in ("minimax", "capped", "confusion"):
+            raise ValueError(f"fairness_loss must be 'minimax', 'capped' or 'confusion', "
+                             f"got {self.fairness_loss!r}")
         if self.effect not in _EFFECTS:
             raise ValueError(f"effect must be one of {list(_EFFECTS)}, got {self.effect!r}")
         for name in ("epochs", "batch_size", "noise_dim", "hidden", "discriminator_hidden",
@@ -172,10 +205,16 @@ class GANConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        for name in ("fairness_weight", "classifier_weight", "plateau_tol", "anchor_weight"):
+        for name in ("fairness_weight", "classifier_weight", "plateau_tol", "anchor_weight",
+                     "selection_rd_tolerance"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        if not 0 <= self.generator_ema < 1:
+            raise ValueError(f"generator_ema must be in [0, 1), got {self.generator_ema!r}")
+        if self.keep_best_epoch and self.generator_ema > 0:
+            raise ValueError("keep_best_epoch scores G's own weights each epoch; it cannot be "
+                             "combined with generator_ema > 0 (set generator_ema=0)")
         if not 0 < self.marginal_share < 1:
             raise ValueError(f"marginal_share must be in (0, 1), got {self.marginal_share!r}")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -437,6 +476,7 @@ def _check_inputs(config: GANConfig, domain: Domain, protected: str, outcome: st
 class _Adversary:
     net: nn.Module
     optimiser: torch.optim.Optimizer
+    outputs: int
 
 
 def _adam(module: nn.Module, lr: float) -> torch.optim.Optimizer:
@@ -467,6 +507,9 @@ class _Trainer:
         d = config.discriminator_hidden
         self.d1 = mlp([layout.width, d, d, 1], generator=init, leaky=True).to(device)
         self.g_opt = _adam(self.generator, config.learning_rate)
+        self.ema = (_copy_state(self.generator) if config.generator_ema > 0 else None)
+        if self.ema is not None:
+            self.ema = {k: v.to(device) for k, v in self.ema.items()}
         self.d1_opt = _adam(self.d1, config.learning_rate)
         s_size, y_size = domain.size(protected), domain.size(outcome)
         self.not_s = layout.columns([a for a in domain if a != protected])
@@ -475,7 +518,7 @@ class _Trainer:
 
         def adversary(name: str, width: int, out: int, hidden: int) -> None:
             net = mlp([width, hidden, out], generator=init, leaky=True).to(device)
-            self.adversaries[name] = _Adversary(net, _adam(net, config.learning_rate))
+            self.adversaries[name] = _Adversary(net, _adam(net, config.learning_rate), out)
 
         if config.method in ("fairgan", "fairgan-plus"):
             adversary("D2", len(self.not_s), s_size, d)
@@ -596,6 +639,14 @@ class _Trainer:
             return F.binary_cross_entropy_with_logits(out[:, 0], target.to(out.dtype))
         return F.cross_entropy(out, target)
 
+    def _prior_entropy(self, name: str) -> torch.Tensor:
+        """Cross-entropy of an adversary that can only say the prior."""
+        if self.adversaries[name].outputs == 1:  # CFGAN's D²: s⁺ vs s⁻ streams, 1/2 each
+            return torch.tensor(math.log(2.0), device=self.device)
+        prior = torch.as_tensor(self.marginals[self.protected], dtype=torch.float32,
+                                device=self.device)
+        return -(prior * torch.log(prior.clamp_min(1e-12))).sum()
+
     def _confusion_loss(self, name: str, inputs: torch.Tensor) -> torch.Tensor:
         """Cross-entropy of the adversary's prediction against the prior: smallest when the
         adversary can say nothing beyond P(S)."""
@@ -664,6 +715,10 @@ class _Trainer:
         for name, inputs, target in terms:
             if cfg.fairness_loss == "confusion":
                 g_loss = g_loss + cfg.fairness_weight * self._confusion_loss(name, inputs)
+            elif cfg.fairness_loss == "capped":
+                gain = torch.minimum(self._adversary_loss(name, inputs, target),
+                                     self._prior_entropy(name))
+                g_loss = g_loss - cfg.fairness_weight * gain
             else:
                 g_loss = g_loss - cfg.fairness_weight * self._adversary_loss(name, inputs,
                                                                              target)
@@ -673,6 +728,13 @@ class _Trainer:
             g_loss = g_loss + cfg.anchor_weight * self.anchor_loss(values)
         g_loss.backward()
         self.g_opt.step()
+        if self.ema is not None:
+            with torch.no_grad():
+                for name, value in self.generator.state_dict().items():
+                    if value.dtype.is_floating_point:
+                        self.ema[name].lerp_(value, 1.0 - cfg.generator_ema)
+                    else:
+                        self.ema[name].copy_(value)
         # Gradients of the discriminators from G's step are discarded by their zero_grad.
         return float(g_loss.detach())
 
@@ -685,6 +747,21 @@ class _Trainer:
             joint = values[a].T @ values[b] / n
             total = total + 0.5 * (joint - target).abs().sum()
         return total / len(self.anchors)
+
+    def epoch_score(self, n: int = 4096) -> dict[str, float]:
+        """Post-noise checkpoint scores of the current generator (see ``keep_best_epoch``)."""
+        with torch.no_grad():
+            values = self.generate(n)
+            out: dict[str, float] = {}
+            if self.anchors:
+                out["anchor_tvd"] = float(self.anchor_loss(values))
+            if self.config.method in ("fairgan", "fairgan-plus"):
+                s = values[self.protected].argmax(1)
+                positive = values[self.outcome][:, -1]
+                rates = [float(positive[s == k].mean()) for k in range(values[
+                    self.protected].shape[1]) if bool((s == k).any())]
+                out["generated_rd"] = max(rates) - min(rates) if rates else 0.0
+        return out
 
     def marginal_snapshot(self, n: int = 2048) -> np.ndarray:
         with torch.no_grad():
@@ -777,8 +854,9 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         Exact discrete Gaussian noise for the (S, Y) counts (``--discrete-noise``). DP-SGD's
         gradient noise stays floating-point Gaussian: gradients are not integers.
     progress : callable, optional
-        Called after each epoch with ``(epoch, epochs, {"generator_loss", "marginal_shift"})``;
-        both are functions of post-noise quantities only.
+        Called after each epoch with ``(epoch, epochs, {"generator_loss", "marginal_shift",
+        ...})`` plus the epoch scores (``anchor_tvd``, ``generated_rd``); all are functions of
+        post-noise quantities only.
     """
     config = config or GANConfig()
     parsed_dag = _check_inputs(config, domain, protected, outcome, dag)
@@ -826,6 +904,8 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     previous = trainer.marginal_snapshot()
     calm = 0
     steps_run = 0
+    best: tuple[tuple[float, float], int, dict[str, torch.Tensor],
+                dict[str, torch.Tensor] | None] | None = None
     for epoch in range(1, config.epochs + 1):
         g_losses = []
         for _ in range(steps_per_epoch):
@@ -838,14 +918,30 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         shift = _max_block_tvd(previous, current, layout)
         previous = current
         info = {"epoch": float(epoch), "generator_loss": float(np.mean(g_losses)),
-                "marginal_shift": shift}
+                "marginal_shift": shift, **trainer.epoch_score()}
         history.append(info)
+        if config.keep_best_epoch and epoch >= min(config.min_epochs, config.epochs):
+            # Fair enough first, then closest to the noisy anchors; ties go to the later
+            # epoch (with no anchors and no fairness score: the last one).
+            rd = info.get("generated_rd", 0.0)
+            key = (max(rd - config.selection_rd_tolerance, 0.0), info.get("anchor_tvd", 0.0))
+            if best is None or key <= best[0]:
+                eta_now = getattr(trainer, "eta", None)
+                best = (key, epoch, _copy_state(trainer.generator),
+                        _copy_state(eta_now) if eta_now is not None else None)
         if progress is not None:
             progress(epoch, config.epochs, info)
         calm = calm + 1 if shift < config.plateau_tol else 0
         if epoch >= config.min_epochs and calm >= config.patience:
             break
     del real
+    generator_state = (_copy_state(trainer.generator) if trainer.ema is None
+                       else {k: v.detach().cpu().clone() for k, v in trainer.ema.items()})
+    eta = getattr(trainer, "eta", None)
+    eta_state = _copy_state(eta) if eta is not None else None
+    released_epoch = len(history)
+    if best is not None:
+        _, released_epoch, generator_state, eta_state = best
     privacy = {
         "dp_sgd": {"noise_multiplier": sigma, "max_grad_norm": config.max_grad_norm,
                    "sample_rate": sample_rate, "steps": steps, "steps_run": steps_run,
@@ -853,28 +949,29 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                    "group_clipping": config.group_clipping,
                    "count_noise_multiplier": (config.count_noise_ratio * sigma
                                               if config.group_clipping else None),
-                   "sampling": "Poisson", "trained_on_real_rows": ["D1"]},
+                   "sampling": "Poisson", "trained_on_real_rows": ["D1"],
+                   "released_epoch": released_epoch,
+                   "epoch_selection": ("fair within tolerance, then lowest anchor TVD"
+                                       if config.keep_best_epoch else "last")},
         "marginals": {"mechanism": "discrete gaussian" if discrete_noise else "gaussian",
                       "sigma": marginal_sigma,
                       "attributes": [protected, outcome],
                       "anchor_pairs": [list(p) for p in pairs]},
     }
-    eta = getattr(trainer, "eta", None)
     return FittedGAN(
         config=config, domain=domain, protected=protected, outcome=outcome,
         marginals=marginals, expected_rows=round(n_hat), privacy=privacy, dag=parsed_dag,
-        generator_state={k: v.detach().cpu().numpy()
-                         for k, v in trainer.generator.state_dict().items()},
-        classifier_state=({k: v.detach().cpu().numpy() for k, v in eta.state_dict().items()}
-                          if eta is not None else None),
+        generator_state={k: v.numpy() for k, v in generator_state.items()},
+        classifier_state=({k: v.numpy() for k, v in eta_state.items()}
+                          if eta_state is not None else None),
         history=history)
+
+
+def _copy_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
 
 
 def _max_block_tvd(a: np.ndarray, b: np.ndarray, layout: OneHotLayout) -> float:
     return max(0.5 * float(np.abs(a[layout.span(x)] - b[layout.span(x)]).sum())
                for x in layout.domain)
 
-
-def with_method(config: GANConfig, method: str) -> GANConfig:
-    """``config`` with another method (for benchmarks comparing variants)."""
-    return replace(config, method=method)
