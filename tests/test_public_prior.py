@@ -114,3 +114,27 @@ def test_release_spreads_rare_categories_by_the_prior_and_says_so(tmp_path):
     counts = released.value_counts()
     assert "teal" not in counts and "lime" not in counts  # zero prior weight
     assert counts.get("gold", 0) > counts.get("plum", 0)  # 18 : 2
+
+
+def test_library_synthesizer_spreads_merged_buckets_by_its_prior():
+    from privfair.core.domain import Roles
+    from privfair.synth.synthesizer import FairSynthesizer
+
+    domain = Domain(("a", "y"), (6, 2))
+    rng = np.random.default_rng(3)
+    a = np.repeat(np.arange(6), [5000, 4000, 3, 1, 0, 2])
+    data = pd.DataFrame({"a": a, "y": rng.integers(0, 2, a.size)})
+    roles = Roles(protected=(), admissible=(), outcome=("y",))
+    kwargs = {"domain": domain, "roles": roles, "epsilon": 0.5, "delta": 1e-6}
+    synth = FairSynthesizer(**kwargs, prior={"a": [1, 1, 0, 6, 3, 1]})
+    synth.fit(data, rng=np.random.default_rng(0))
+    assert synth.compression_.spread_rule("a") == "public prior"
+    sample = synth.sample(20_000, rng=np.random.default_rng(1))
+    assert not (np.asarray(sample["a"]) == 2).any()  # zero prior weight: never drawn
+    plain = FairSynthesizer(**kwargs).fit(data, rng=np.random.default_rng(0))
+    assert plain.compression_.spread_rule("a") != "public prior"
+    for prior, message in (({"b": [1, 1]}, "'b' is not in the declared domain"),
+                           ({"a": [1, 1]}, "'a' needs 6 weights"),
+                           ({"a": [0] * 6}, "not all 0")):
+        with pytest.raises(ValueError, match=message):
+            FairSynthesizer(**kwargs, prior=prior)

@@ -349,6 +349,24 @@ def _check_settings(*, epsilon: float, delta: float, method: str, sample_mode: s
     zcdp_rho(epsilon=epsilon, delta=delta)  # validates both, with named errors
 
 
+def _check_prior(prior: Mapping[str, Sequence[float]] | None,
+                 domain: Domain) -> dict[str, tuple[float, ...]] | None:
+    if prior is None:
+        return None
+    out = {}
+    for name, weights in prior.items():
+        if name not in domain:
+            raise ValueError(f"prior: attribute {name!r} is not in the declared domain")
+        values = tuple(float(w) for w in weights)
+        if len(values) != domain.size(name):
+            raise ValueError(f"prior: {name!r} needs {domain.size(name)} weights (one per "
+                             f"code), got {len(values)}")
+        if not all(np.isfinite(w) and w >= 0 for w in values) or sum(values) <= 0:
+            raise ValueError(f"prior: {name!r} weights must be finite, >= 0 and not all 0")
+        out[name] = values
+    return out
+
+
 class FairSynthesizer:
     """Differentially private synthetic data with a justifiably fair model structure.
 
@@ -379,6 +397,10 @@ class FairSynthesizer:
     small_n_fallback : bool
         Tree methods: when the noisy total is too small for the tree's 2-way marginals to
         carry signal (:func:`tree_signal`), spend their ρ on the one-way marginals instead.
+    prior : mapping of str to sequence of float, optional
+        Public weights per attribute (one non-negative weight per code, as a contract's
+        ``prior:``), used to spread a merged rare-category bucket when sampling instead of
+        spreading it uniformly. Public knowledge only: never derive it from the data.
 
     Attributes
     ----------
@@ -391,8 +413,10 @@ class FairSynthesizer:
         discrete_noise: bool = False, max_search_nodes: int = 200_000, tol: float = 1e-6,
         max_iters: int = 10_000, require_fair: bool = True, max_model_size_mb: float = 80.0,
         small_n_fallback: bool = True, max_time_s: float | None = None,
+        prior: Mapping[str, Sequence[float]] | None = None,
     ) -> None:
         _check_settings(epsilon=epsilon, delta=delta, method=method, sample_mode="iid")
+        self.prior = _check_prior(prior, domain)
         roles.check(domain, fair=method in FAIR_METHODS)
         self.domain, self.roles = domain, roles
         self.epsilon, self.delta, self.method = epsilon, delta, method
@@ -449,7 +473,7 @@ class FairSynthesizer:
             rho_tree=0.0 if independent or not self.small_n_fallback
             else split.select + split.measure,
             rng=rng, ledger=ledger, discrete=self.discrete_noise, compress=self.compress,
-            threshold=self.compress_threshold)
+            threshold=self.compress_threshold, prior=self.prior)
         self.compression_ = self.one_way_.compression
         if independent or self.tree_signal_.fallback:
             self.structure_ = independent_structure(
