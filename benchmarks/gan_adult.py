@@ -93,7 +93,7 @@ def main() -> None:
                                     outcome=outcome),
                 "sigma": dp["noise_multiplier"], "clip": dp["max_grad_norm"],
                 "q": dp["sample_rate"], "steps": dp["steps"], "steps_run": dp["steps_run"],
-                "epochs_run": len(fitted.history), "released_epoch": dp.get("released_epoch"),
+                "epochs_run": len(fitted.history),
                 "history": [{k: round(v, 4) for k, v in h.items()} for h in fitted.history],
                 "fit_seconds": round(seconds, 1),
                 "fit_cpu_seconds": round(cpu, 1),

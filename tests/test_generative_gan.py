@@ -323,56 +323,20 @@ def test_adversary_steps_train_the_adversary_more_often(table, monkeypatch):
         gan.GANConfig(adversary_steps=0)
 
 
-def test_confusion_loss_is_smallest_when_the_adversary_can_only_say_the_prior():
+def test_capped_gain_stops_at_the_entropy_of_the_prior():
     prior = [0.3, 0.7]
-    trainer = gan._Trainer(tiny("fairgan", fairness_loss="confusion"), DOMAIN, "s", "y", None,
+    trainer = gan._Trainer(tiny("fairgan", fairness_loss="capped"), DOMAIN, "s", "y", None,
                            {"s": prior, "y": [0.5, 0.5]}, torch.Generator().manual_seed(0),
                            torch.device("cpu"), 50.0)
-
-    class Constant(torch.nn.Module):
-        def __init__(self, logits):
-            super().__init__()
-            self.logits = torch.tensor(logits)
-
-        def forward(self, x):
-            return self.logits.expand(x.shape[0], -1)
-
-    inputs = torch.zeros((7, len(trainer.not_s)))
     entropy = -sum(p * np.log(p) for p in prior)
-    trainer.adversaries["D2"].net = Constant(np.log(prior).astype(np.float32))
-    assert float(trainer._confusion_loss("D2", inputs)) == pytest.approx(entropy, rel=1e-6)
-    for wrong in ([0.0, 0.0], [2.0, -2.0], [-3.0, 3.0]):
-        trainer.adversaries["D2"].net = Constant(np.array(wrong, dtype=np.float32))
-        assert float(trainer._confusion_loss("D2", inputs)) > entropy + 1e-3
-    # capped minimax: G's gain stops at the prior's entropy.
     assert float(trainer._prior_entropy("D2")) == pytest.approx(entropy, rel=1e-6)
+    cfgan = gan._Trainer(tiny("cfgan", fairness_loss="capped"), DOMAIN, "s", "y",
+                         gan.parse_dag(DAG, DOMAIN, protected=("s",), outcome=("y",)),
+                         {"s": prior, "y": [0.5, 0.5]}, torch.Generator().manual_seed(0),
+                         torch.device("cpu"), 50.0)
+    assert float(cfgan._prior_entropy("D2")) == pytest.approx(np.log(2), rel=1e-6)
     with pytest.raises(ValueError, match="fairness_loss must be"):
         gan.GANConfig(fairness_loss="hinge")
-
-
-@pytest.mark.parametrize("keep_best", [True, False])
-def test_released_generator_is_the_best_scored_epoch(table, monkeypatch, keep_best):
-    """keep_best_epoch releases, from min_epochs on, the epoch closest to the noisy anchors
-    among those fair within the tolerance (ties: the later one); without it, the last."""
-    snapshots = []
-    original = gan._Trainer.epoch_score
-
-    def epoch_score(self, n=4096):
-        snapshots.append(gan._copy_state(self.generator))
-        return original(self, n)
-
-    monkeypatch.setattr(gan._Trainer, "epoch_score", epoch_score)
-    result, _ = fit(table, "fairgan", epochs=7, min_epochs=3, patience=99,
-                    keep_best_epoch=keep_best, selection_rd_tolerance=0.05, generator_ema=0.0)
-    history = result.history
-    assert len(history) == len(snapshots) == 7
-    assert all({"anchor_tvd", "generated_rd"} <= set(h) for h in history)
-    keys = {i + 1: (max(h["generated_rd"] - 0.05, 0.0), h["anchor_tvd"])
-            for i, h in enumerate(history) if i + 1 >= 3}
-    expected = max(e for e, k in keys.items() if k == min(keys.values())) if keep_best else 7
-    assert result.privacy["dp_sgd"]["released_epoch"] == expected
-    for k, v in snapshots[expected - 1].items():
-        np.testing.assert_array_equal(result.generator_state[k], v.numpy())
 
 
 def test_generator_ema_releases_the_moving_average_of_the_weights(table, monkeypatch):
@@ -389,6 +353,8 @@ def test_generator_ema_releases_the_moving_average_of_the_weights(table, monkeyp
     monkeypatch.setattr(gan._Trainer, "__init__", init)
     result, _ = fit(table, "fairgan", generator_ema=decay)
     assert len(raw) == result.privacy["dp_sgd"]["steps_run"] + 1
+    assert result.privacy["dp_sgd"]["released_weights"] == "moving average (decay 0.6)"
+    assert all({"anchor_tvd", "generated_rd"} <= set(h) for h in result.history)
     expected = {k: v.double().clone() for k, v in raw[0].items()}
     for state in raw[1:]:
         for k in expected:
@@ -400,7 +366,5 @@ def test_generator_ema_releases_the_moving_average_of_the_weights(table, monkeyp
                for k in expected)
     with pytest.raises(ValueError, match="generator_ema must be in"):
         gan.GANConfig(generator_ema=1.0)
-    with pytest.raises(ValueError, match="keep_best_epoch .* generator_ema"):
-        gan.GANConfig(method="fairgan", keep_best_epoch=True)
     assert gan.GANConfig(method="fairgan").fairness_weight == 16.0
     assert gan.GANConfig(method="dpgan").generator_ema == 0.0

@@ -84,16 +84,14 @@ class GANConfig:
         4 for the others, not the paper's 1: with ~1,200 generator steps (the defaults on
         Adult), λ = 1 leaves the non-private FairGAN at RD(D) = .22, λ = 4 at .11 and
         λ = 16 (with ``generator_ema`` .99) at .02 (benchmarks/results/gan_fairgan_tuning.jsonl).
-    fairness_loss : {"minimax", "capped", "confusion"}
-        What G minimises against D2 (and CFGAN's D²). ``minimax`` is the papers' game: G
-        maximises the adversary's cross-entropy, which is unbounded, so G can win by making
-        the adversary confidently *wrong* and the two oscillate. ``confusion`` has G pull the
-        adversary's prediction towards the prior (the noisy P(S), or 1/2 for CFGAN's
-        s⁺/s⁻ streams); both games have the same fair fixed point, where the adversary can
-        only output the prior, but confusion's loss is bounded below there. ``capped`` is
-        the minimax game with G's gain capped at the prior's entropy (G maximises
-        min(CE, H(prior))): once the adversary does no better than the prior, G gets nothing
-        for fooling it further, so it has no reason to make it confidently wrong.
+    fairness_loss : {"minimax", "capped"}
+        What G maximises against D2 (and CFGAN's D²). ``minimax`` is the papers' game: the
+        adversary's cross-entropy, which is unbounded, so G can win by making the adversary
+        confidently *wrong* and the two oscillate. ``capped`` caps G's gain at the entropy of
+        the prior (the noisy P(S), or 1/2 for CFGAN's s⁺/s⁻ streams), min(CE, H(prior)):
+        once the adversary does no better than the prior, fooling it further earns nothing.
+        Same fair fixed point; on Adult it kept utility but left RD(D) higher at equal λ
+        (benchmarks/results/gan_fairgan_tuning.jsonl), so it is not the default.
     adversary_steps : int
         Updates of the fairness adversaries (D2, and D3 for FairGAN+; CFGAN's D²) per
         generator step, each on a fresh generated batch. They see generated rows only, so
@@ -123,16 +121,6 @@ class GANConfig:
         marginals (mean TVD). 0 measures the (S, Y) counts only. The anchors are every
         (X, Y) pair, and for the fairness-blind ``dpgan`` also every (X, S) pair and
         (S, Y); the fair methods leave S's dependences to their adversaries.
-    keep_best_epoch : bool
-        Release the generator of the best epoch from ``min_epochs`` on rather than the last
-        one: among epochs whose own generated rows have a risk difference (FairGAN, FairGAN+)
-        within ``selection_rd_tolerance``, the one whose generated pair marginals are closest
-        (mean TVD) to the noisy anchors; if none is within, the least unfair. Adversarial
-        training oscillates (the whole generated distribution can flip between epochs), and
-        the choice reads only the generator and the already-noisy anchors, so it costs no
-        budget.
-    selection_rd_tolerance : float
-        The risk difference of generated rows that counts as fair for ``keep_best_epoch``.
     generator_ema : float, optional
         By default .99 for FairGAN (whose λ = 16 makes the game oscillate) and 0 for the
         others. 0 releases G's own weights; a decay d in (0, 1) releases their exponential moving
@@ -168,9 +156,7 @@ class GANConfig:
     temperature: float = 0.5
     marginal_share: float = 0.25
     anchor_weight: float = 2.0
-    keep_best_epoch: bool = False
     generator_ema: float | None = None
-    selection_rd_tolerance: float = 0.03
     patience: int = 3
     plateau_tol: float = 0.005
     min_epochs: int = 5
@@ -190,8 +176,8 @@ class GANConfig:
         if self.classifier_fairness not in _CLASSIFIER_FAIRNESS:
             raise ValueError(f"classifier_fairness must be one of {list(_CLASSIFIER_FAIRNESS)}"
                              f", got {self.classifier_fairness!r}")
-        if self.fairness_loss not in ("minimax", "capped", "confusion"):
-            raise ValueError(f"fairness_loss must be 'minimax', 'capped' or 'confusion', "
+        if self.fairness_loss not in ("minimax", "capped"):
+            raise ValueError(f"fairness_loss must be 'minimax' or 'capped', "
                              f"got {self.fairness_loss!r}")
         if self.effect not in _EFFECTS:
             raise ValueError(f"effect must be one of {list(_EFFECTS)}, got {self.effect!r}")
@@ -205,16 +191,12 @@ class GANConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        for name in ("fairness_weight", "classifier_weight", "plateau_tol", "anchor_weight",
-                     "selection_rd_tolerance"):
+        for name in ("fairness_weight", "classifier_weight", "plateau_tol", "anchor_weight"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
         if not 0 <= self.generator_ema < 1:
             raise ValueError(f"generator_ema must be in [0, 1), got {self.generator_ema!r}")
-        if self.keep_best_epoch and self.generator_ema > 0:
-            raise ValueError("keep_best_epoch scores G's own weights each epoch; it cannot be "
-                             "combined with generator_ema > 0 (set generator_ema=0)")
         if not 0 < self.marginal_share < 1:
             raise ValueError(f"marginal_share must be in (0, 1), got {self.marginal_share!r}")
         if self.device not in ("auto", "cpu", "cuda"):
@@ -647,17 +629,6 @@ class _Trainer:
                                 device=self.device)
         return -(prior * torch.log(prior.clamp_min(1e-12))).sum()
 
-    def _confusion_loss(self, name: str, inputs: torch.Tensor) -> torch.Tensor:
-        """Cross-entropy of the adversary's prediction against the prior: smallest when the
-        adversary can say nothing beyond P(S)."""
-        out = self.adversaries[name].net(inputs)
-        if out.shape[1] == 1:
-            return F.binary_cross_entropy_with_logits(out[:, 0], torch.full_like(out[:, 0],
-                                                                                 0.5))
-        prior = torch.as_tensor(self.marginals[self.protected], dtype=out.dtype,
-                                device=out.device)
-        return -(prior * F.log_softmax(out, dim=1)).sum(1).mean()
-
     def _d3_terms(self, values: Mapping[str, torch.Tensor], eta_probs: torch.Tensor
                   ) -> tuple[torch.Tensor, torch.Tensor] | None:
         s = values[self.protected].argmax(1)
@@ -713,9 +684,7 @@ class _Trainer:
         logit = self.d1(self.rows(values))
         g_loss = F.binary_cross_entropy_with_logits(logit, torch.ones_like(logit))
         for name, inputs, target in terms:
-            if cfg.fairness_loss == "confusion":
-                g_loss = g_loss + cfg.fairness_weight * self._confusion_loss(name, inputs)
-            elif cfg.fairness_loss == "capped":
+            if cfg.fairness_loss == "capped":
                 gain = torch.minimum(self._adversary_loss(name, inputs, target),
                                      self._prior_entropy(name))
                 g_loss = g_loss - cfg.fairness_weight * gain
@@ -749,7 +718,9 @@ class _Trainer:
         return total / len(self.anchors)
 
     def epoch_score(self, n: int = 4096) -> dict[str, float]:
-        """Post-noise checkpoint scores of the current generator (see ``keep_best_epoch``)."""
+        """What the training history records of the current generator, all post-noise: the
+        mean TVD of its pair marginals to the noisy anchors and, for FairGAN and FairGAN+,
+        the risk difference of its own generated rows."""
         with torch.no_grad():
             values = self.generate(n)
             out: dict[str, float] = {}
@@ -904,8 +875,6 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     previous = trainer.marginal_snapshot()
     calm = 0
     steps_run = 0
-    best: tuple[tuple[float, float], int, dict[str, torch.Tensor],
-                dict[str, torch.Tensor] | None] | None = None
     for epoch in range(1, config.epochs + 1):
         g_losses = []
         for _ in range(steps_per_epoch):
@@ -920,15 +889,6 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         info = {"epoch": float(epoch), "generator_loss": float(np.mean(g_losses)),
                 "marginal_shift": shift, **trainer.epoch_score()}
         history.append(info)
-        if config.keep_best_epoch and epoch >= min(config.min_epochs, config.epochs):
-            # Fair enough first, then closest to the noisy anchors; ties go to the later
-            # epoch (with no anchors and no fairness score: the last one).
-            rd = info.get("generated_rd", 0.0)
-            key = (max(rd - config.selection_rd_tolerance, 0.0), info.get("anchor_tvd", 0.0))
-            if best is None or key <= best[0]:
-                eta_now = getattr(trainer, "eta", None)
-                best = (key, epoch, _copy_state(trainer.generator),
-                        _copy_state(eta_now) if eta_now is not None else None)
         if progress is not None:
             progress(epoch, config.epochs, info)
         calm = calm + 1 if shift < config.plateau_tol else 0
@@ -939,9 +899,6 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                        else {k: v.detach().cpu().clone() for k, v in trainer.ema.items()})
     eta = getattr(trainer, "eta", None)
     eta_state = _copy_state(eta) if eta is not None else None
-    released_epoch = len(history)
-    if best is not None:
-        _, released_epoch, generator_state, eta_state = best
     privacy = {
         "dp_sgd": {"noise_multiplier": sigma, "max_grad_norm": config.max_grad_norm,
                    "sample_rate": sample_rate, "steps": steps, "steps_run": steps_run,
@@ -950,9 +907,9 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                    "count_noise_multiplier": (config.count_noise_ratio * sigma
                                               if config.group_clipping else None),
                    "sampling": "Poisson", "trained_on_real_rows": ["D1"],
-                   "released_epoch": released_epoch,
-                   "epoch_selection": ("fair within tolerance, then lowest anchor TVD"
-                                       if config.keep_best_epoch else "last")},
+                   "released_weights": ("moving average (decay "
+                                        f"{config.generator_ema})" if trainer.ema is not None
+                                        else "last step")},
         "marginals": {"mechanism": "discrete gaussian" if discrete_noise else "gaussian",
                       "sigma": marginal_sigma,
                       "attributes": [protected, outcome],
