@@ -119,7 +119,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--contract", default="adult", choices=["adult", "adult_pse_dr"])
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
+                        help="override GANConfig fields for every variant, e.g. "
+                             "fairness_weight=16")
     args = parser.parse_args()
+    overrides = {}
+    for item in args.set:
+        field_name, _, value = item.partition("=")
+        overrides[field_name] = type(getattr(GANConfig(), field_name))(value)
     frame, contract = load_codes(args.contract)
     domain = contract.domain()
     joint_cells = math.prod(domain.size(a) for a in domain)
@@ -137,7 +144,7 @@ def main() -> None:
             epsilon = math.inf if eps_text == "inf" else float(eps_text)
             ledger = PrivacyLedger(epsilon_budget=1e6 if math.isinf(epsilon) else epsilon,
                                    delta=1e-9)
-            config = GANConfig(**VARIANTS[variant])
+            config = GANConfig(**{**VARIANTS[variant], **overrides})
             start = time.perf_counter()
             fitted = fit_gan(real, domain, protected="sex", outcome="income", ledger=ledger,
                              rng=np.random.default_rng(args.seed), config=config,
@@ -155,7 +162,7 @@ def main() -> None:
                 row.update(four_classifiers(synthetic, held_out, domain, args.seed))
             print(row, file=sys.stderr, flush=True)
             rows.append(row)
-    emit({"benchmark": "cfgan_adult", "contract": args.contract,
+    emit({"benchmark": "cfgan_adult", "contract": args.contract, "overrides": overrides,
           "attributes": list(domain.attributes), "joint_cells": joint_cells,
           "redlining": list(REDLINING), "delta": 1e-9,
           "load_avg": list(os.getloadavg()), "rows": rows}, args.out)

@@ -367,4 +367,7 @@ def test_generator_ema_releases_the_moving_average_of_the_weights(table, monkeyp
     with pytest.raises(ValueError, match="generator_ema must be in"):
         gan.GANConfig(generator_ema=1.0)
     assert gan.GANConfig(method="fairgan").fairness_weight == 16.0
+    assert gan.GANConfig(method="cfgan", effect="te").fairness_weight == 16.0
+    assert gan.GANConfig(method="cfgan", effect="se").fairness_weight == 4.0
+    assert gan.GANConfig(method="fairgan", fairness_weight=2.0).fairness_weight == 2.0
     assert gan.GANConfig(method="dpgan").generator_ema == 0.0

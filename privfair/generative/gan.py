@@ -61,9 +61,11 @@ _EFFECTS = ("te", "se", "ce")
 
 Progress = Callable[[int, int, Mapping[str, float]], None]
 
-# Settings whose default depends on the method (a ``None`` field takes these).
+# Settings whose default depends on the method, or on (method, effect) for CFGAN; a ``None``
+# field takes these (benchmarks/results/gan_fairgan_tuning.jsonl, cfgan_table71_*.json).
 _METHOD_DEFAULTS: dict[str, dict[str, float]] = {
-    "fairgan": {"fairness_weight": 16.0, "generator_ema": 0.99}}
+    "fairgan": {"fairness_weight": 16.0, "generator_ema": 0.99},
+    "cfgan:te": {"fairness_weight": 16.0}}
 _DEFAULTS: dict[str, float] = {"fairness_weight": 4.0, "generator_ema": 0.0}
 
 
@@ -81,9 +83,12 @@ class GANConfig:
         Expected Poisson batch size b; the sampling rate is q = b / n̂ with n̂ the noisy count.
     fairness_weight : float, optional
         λ, the weight of D2 (FairGAN, FairGAN+) or D² (CFGAN). By default 16 for FairGAN and
-        4 for the others, not the paper's 1: with ~1,200 generator steps (the defaults on
-        Adult), λ = 1 leaves the non-private FairGAN at RD(D) = .22, λ = 4 at .11 and
-        λ = 16 (with ``generator_ema`` .99) at .02 (benchmarks/results/gan_fairgan_tuning.jsonl).
+        CFGAN's total effect, 4 for the others, not the paper's 1. With ~1,200 generator
+        steps (the defaults on Adult), λ = 1 leaves the non-private FairGAN at RD(D) = .22,
+        λ = 4 at .11 and λ = 16 (with ``generator_ema`` .99) at .02
+        (benchmarks/results/gan_fairgan_tuning.jsonl). CFGAN(TE) on the binarised Adult
+        leaves TE at .08 with λ = 4 and .02 with λ = 16; CFGAN(SE) removes the indirect
+        effect at λ = 4 already, and λ = 16 doubles its χ² (cfgan_table71_*.json).
     fairness_loss : {"minimax", "capped"}
         What G maximises against D2 (and CFGAN's D²). ``minimax`` is the papers' game: the
         adversary's cross-entropy, which is unbounded, so G can win by making the adversary
@@ -163,9 +168,10 @@ class GANConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
-        for name, value in _METHOD_DEFAULTS.get(self.method, {}).items():
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
+        for key in (self.method, f"{self.method}:{self.effect}"):
+            for name, value in _METHOD_DEFAULTS.get(key, {}).items():
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, value)
         for name, value in _DEFAULTS.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
