@@ -65,7 +65,7 @@ from tasks._common import report  # noqa: E402
 
 #: The contracts packaged with privfair (the form offers them by name); any other value is a
 #: path to a contract YAML.
-PackagedContract = Literal["adult", "adult_safes", "compas", "example_open_domain"]
+PackagedContract = Literal["adult", "adult_pse_dr", "adult_safes", "compas", "example_open_domain"]
 
 #: Flow parameters: the operator's choices. Everything else of ReleaseParams is internal.
 PUBLIC_PARAMS = ("contract", "data", "epsilon", "delta", "method", "n_rows", "sample_mode",
