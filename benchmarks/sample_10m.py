@@ -35,12 +35,23 @@ def adult_mst():
     return synth, contract
 
 
-def rows_arguments(doc: str) -> argparse.Namespace:
-    """``--rows`` (10M), ``--chunk`` (1M rows per part) and ``--out``."""
+def adult_contract():
+    """The packaged Adult contract (what the generated rows' codes follow)."""
+    from privfair.pipeline.contracts import load_contract
+    from privfair.pipeline.datasets import contract_path
+
+    return load_contract(contract_path("adult"))
+
+
+def rows_arguments(doc: str, extra=None) -> argparse.Namespace:
+    """``--rows`` (10M), ``--chunk`` (1M rows per part) and ``--out``; ``extra(parser)``
+    adds a script's own options."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--chunk", type=int, default=1_000_000)
     parser.add_argument("--out", type=Path)
+    if extra is not None:
+        extra(parser)
     return parser.parse_args()
 
 
