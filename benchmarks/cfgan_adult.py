@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import emit
+from _common import emit, gan_overrides
 
 REDLINING = ("marital-status",)
 VARIANTS = {"dpgan": {"method": "dpgan"}, "fairgan": {"method": "fairgan"},
@@ -123,10 +123,7 @@ def main() -> None:
                         help="override GANConfig fields for every variant, e.g. "
                              "fairness_weight=16")
     args = parser.parse_args()
-    overrides = {}
-    for item in args.set:
-        field_name, _, value = item.partition("=")
-        overrides[field_name] = type(getattr(GANConfig(), field_name))(value)
+    overrides = gan_overrides(args.set)
     frame, contract = load_codes(args.contract)
     domain = contract.domain()
     joint_cells = math.prod(domain.size(a) for a in domain)

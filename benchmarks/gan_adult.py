@@ -21,6 +21,7 @@ import sys
 import time
 
 import numpy as np
+from _common import gan_overrides
 from _gan_metrics import classifier_scores, marginal_tvd
 
 
@@ -48,10 +49,7 @@ def main() -> None:
     parser.add_argument("--set", nargs="*", default=[], metavar="FIELD=VALUE",
                         help="override GANConfig fields, e.g. fairness_weight=8")
     args = parser.parse_args()
-    overrides = {}
-    for item in args.set:
-        field_name, _, value = item.partition("=")
-        overrides[field_name] = type(getattr(GANConfig(), field_name))(value)
+    overrides = gan_overrides(args.set)
     if args.threads:
         import torch
 

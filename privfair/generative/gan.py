@@ -495,9 +495,8 @@ class _Trainer:
         d = config.discriminator_hidden
         self.d1 = mlp([layout.width, d, d, 1], generator=init, leaky=True).to(device)
         self.g_opt = _adam(self.generator, config.learning_rate)
-        self.ema = (_copy_state(self.generator) if config.generator_ema > 0 else None)
-        if self.ema is not None:
-            self.ema = {k: v.to(device) for k, v in self.ema.items()}
+        self.ema = ({k: v.detach().clone() for k, v in self.generator.state_dict().items()}
+                    if config.generator_ema > 0 else None)
         self.d1_opt = _adam(self.d1, config.learning_rate)
         s_size, y_size = domain.size(protected), domain.size(outcome)
         self.not_s = layout.columns([a for a in domain if a != protected])
