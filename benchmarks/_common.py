@@ -15,7 +15,7 @@ if str(ROOT) not in sys.path:
 
 def load_codes(name: str):
     """An embedded dataset discretised by its packaged contract: (codes, contract)."""
-    from privfair.pipeline.datasets import load_codes as load
+    from privfair.contracts.datasets import load_codes as load
 
     return load(name)
 

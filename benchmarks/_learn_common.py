@@ -13,9 +13,9 @@ from _common import ROOT  # noqa: F401  (puts the repository on sys.path)
 
 def adult_model_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """``(X, y, s, row_l1_bound)`` of complete-case Adult."""
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.datasets import contract_path, load_dataset
-    from privfair.pipeline.model_features import FeatureEncoding
+    from privfair.contracts.datasets import contract_path, load_dataset
+    from privfair.contracts.model_features import FeatureEncoding
+    from privfair.contracts.schema import load_contract
 
     contract = load_contract(contract_path("adult"))
     frame = load_dataset("adult")

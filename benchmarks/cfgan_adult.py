@@ -107,11 +107,11 @@ def effects(codes: dict, domain, dag, seed: int) -> dict:
 def main() -> None:
     from _gan_metrics import classifier_scores
 
+    from privfair.contracts.datasets import load_codes
     from privfair.core.accounting import PrivacyLedger
     from privfair.evaluation.evaluate import train_test_split
     from privfair.generative.dag import parse_dag
     from privfair.generative.gan import GANConfig, fit_gan
-    from privfair.pipeline.datasets import load_codes
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS))

@@ -61,8 +61,8 @@ ALPHAS = [1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64))
 
 def export(directory: Path) -> None:
     """Write the project's Adult split as codes (project venv: imports privfair)."""
+    from privfair.contracts.datasets import load_codes
     from privfair.evaluation.evaluate import train_test_split
-    from privfair.pipeline.datasets import load_codes
 
     frame, contract = load_codes("adult")
     domain = contract.domain()

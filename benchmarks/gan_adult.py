@@ -33,11 +33,11 @@ def _progress(label):
 
 
 def main() -> None:
+    from privfair.contracts.datasets import load_codes
     from privfair.core.accounting import PrivacyLedger
     from privfair.evaluation.evaluate import train_test_split
     from privfair.generative.gan import GANConfig, fit_gan
-    from privfair.pipeline.datasets import load_codes
-    from privfair.pipeline.gan_stages import data_fairness
+    from privfair.release.gan.stages import data_fairness
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--methods", nargs="+", default=["dpgan", "fairgan"])

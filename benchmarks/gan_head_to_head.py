@@ -64,9 +64,9 @@ def sex_contract(folder: Path) -> Path:
 def worker(contract: str, method: str, epsilon: float, seed: int) -> dict:
     from dataclasses import replace
 
+    from privfair.contracts.schema import load_contract
+    from privfair.contracts.tot_settings import tot_setting
     from privfair.evaluation.evaluate import evaluate_cell, load_embedded
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.tot_settings import tot_setting
 
     sex = load_contract(contract)
     data = replace(load_embedded("adult"), name="adult_sex", roles=sex.roles(),

@@ -34,7 +34,7 @@ def main() -> int:
     results = run_all(names=args.mechanism, scale=args.scale, cathist_release=legacy)
     print(json.dumps({
         "seconds": round(time.perf_counter() - start, 1),
-        "cathist_implementation": args.legacy_cathist or "privfair.pipeline.cathist",
+        "cathist_implementation": args.legacy_cathist or "privfair.domains.cathist",
         "all_passed": all(r.passed for r in results),
         "results": [r.to_dict() for r in results],
     }, indent=2))

@@ -37,8 +37,8 @@ def adult_mst():
 
 def adult_contract():
     """The packaged Adult contract (what the generated rows' codes follow)."""
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.datasets import contract_path
+    from privfair.contracts.datasets import contract_path
+    from privfair.contracts.schema import load_contract
 
     return load_contract(contract_path("adult"))
 

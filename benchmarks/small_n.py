@@ -30,8 +30,8 @@ def load(rows: int, attributes: int, concentration: float):
     import pandas as pd
     from gen_table import write
 
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.discretize import discretize
+    from privfair.contracts.encoding import discretize
+    from privfair.contracts.schema import load_contract
 
     with tempfile.TemporaryDirectory() as tmp:
         info = write(Path(tmp), rows, attributes, seed=0, concentration=concentration)

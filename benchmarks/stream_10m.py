@@ -40,7 +40,7 @@ def generate(path: Path, rows: int, *, chunk: int = 1_000_000, seed: int = 0) ->
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from privfair.pipeline.datasets import default_dataset_path
+    from privfair.contracts.datasets import default_dataset_path
 
     start = time.perf_counter()
     source = pq.read_table(default_dataset_path())
@@ -56,9 +56,11 @@ def generate(path: Path, rows: int, *, chunk: int = 1_000_000, seed: int = 0) ->
 
 def stages(data: Path, work: Path, batch_size: int) -> dict:
     """Run the private-side stages on ``data``; called in a fresh process."""
-    from privfair.pipeline import artefacts, ingest, private_stages
-    from privfair.pipeline.datasets import default_contract_path
-    from privfair.pipeline.plan import ReleaseParams, initial_ledger, preflight
+    from privfair.contracts.datasets import default_contract_path
+    from privfair.release import ingest
+    from privfair.release.table import private as private_stages
+    from privfair.release.table.plan import ReleaseParams, initial_ledger, preflight
+    from privfair.store import artefacts
 
     timings: dict[str, float] = {}
 

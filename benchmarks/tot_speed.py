@@ -34,10 +34,10 @@ import time
 import numpy as np
 import pandas as pd
 
+from privfair.contracts.datasets import load_dataset
 from privfair.core.domain import Domain
 from privfair.core.errors import DomainError
 from privfair.fair.tot import TOTransform, safes_adult_distortion
-from privfair.pipeline.datasets import load_dataset
 
 TARGET_S = 5.0
 

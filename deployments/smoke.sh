@@ -103,7 +103,7 @@ from prefect.client.schemas.filters import (DeploymentFilter, DeploymentFilterNa
                                             FlowRunFilter, FlowRunFilterState,
                                             FlowRunFilterStateType)
 
-from privfair.pipeline.store import list_releases
+from privfair.store.registry import list_releases
 
 store, contract = Path(sys.argv[1]), sys.argv[2]
 rows = list_releases(store)

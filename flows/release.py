@@ -4,11 +4,11 @@ load -> validate input -> (DP domains: CatHist, DP quantile bins) -> discretize 
 1-way -> select fair structure -> measure selected (or, for AIM, the interleaved rounds)
 -> estimate -> sample -> optional fairness transform (TOT) -> validate output -> publish
 
-The flow only composes tasks (``tasks/``) around the stage modules of :mod:`privfair.pipeline`
-(``plan``, ``ingest``, ``private_stages``, ``post_noise``, ``publish``) and posts the UI
-artifacts: a markdown summary, the ledger as a table, a link to ``report.html``, and progress
-(AIM rounds, estimation). The private staging folder is removed as soon as the last private
-task ends, whatever happens.
+The flow only composes tasks (``tasks/``) around the stage modules of :mod:`privfair.release`
+(``table.plan``, ``ingest``, ``table.private``, ``table.post_noise``, ``table.publish``) and
+posts the UI artifacts: a markdown summary, the ledger as a table, a link to ``report.html``,
+and progress (AIM rounds, estimation). The private staging folder is removed as soon as the
+last private task ends, whatever happens.
 
 Parameters are flat, so ``prefect deployment run privfair-release/ad-hoc --param
 epsilon=0.5`` works and the UI form shows only what an operator chooses. Internal settings
@@ -43,21 +43,21 @@ from prefect.artifacts import (  # noqa: E402
 from pydantic import Field, ValidationError  # noqa: E402
 
 from privfair.generative import GAN_METHODS  # noqa: E402
-from privfair.pipeline import manifest as lib  # noqa: E402
-from privfair.pipeline.artefacts import (  # noqa: E402
-    FileRef,
-    Workspace,
-    load_ledger,
-    load_structure,
-)
-from privfair.pipeline.plan import (  # noqa: E402
+from privfair.release.table import manifest as lib  # noqa: E402
+from privfair.release.table.plan import (  # noqa: E402
     Method,
     ReleaseInputError,
     ReleaseParams,
     initial_ledger,
     params_error_line,
 )
-from privfair.pipeline.store import release_unspent, reserve_run  # noqa: E402
+from privfair.store.artefacts import (  # noqa: E402
+    FileRef,
+    Workspace,
+    load_ledger,
+    load_structure,
+)
+from privfair.store.registry import release_unspent, reserve_run  # noqa: E402
 from privfair.synth.aim import MIN_FIT_SHARE  # noqa: E402
 from privfair.synth.synthesizer import AIM_METHODS  # noqa: E402
 from tasks import ops, post_noise, private, public  # noqa: E402
@@ -147,7 +147,7 @@ def release_params(args: dict[str, Any]) -> ReleaseParams:
               else {"work_dir": os.environ.get("PRIVFAIR_WORK_DIR", ".privfair")})
     contract = args.get("contract")
     if contract in PackagedContract.__args__:
-        from privfair.pipeline.datasets import contract_path
+        from privfair.contracts.datasets import contract_path
 
         contract = str(contract_path(contract))
     try:

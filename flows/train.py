@@ -2,7 +2,7 @@
 
 Typed parameters mirror ``privfair train``; there is no seed parameter (Prefect stores flow
 parameters, and whoever knows a seed can remove the noise). The in-process equivalent, without
-Prefect, is :func:`privfair.pipeline.train.run_train`.
+Prefect, is :func:`privfair.release.model.train.run_train`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ if _ROOT not in sys.path:
 from prefect import flow, get_run_logger  # noqa: E402
 from prefect.artifacts import create_markdown_artifact  # noqa: E402
 
-from privfair.pipeline.train import ModelKind, TrainParams  # noqa: E402
+from privfair.release.model.train import ModelKind, TrainParams  # noqa: E402
 from tasks import train as tasks  # noqa: E402
 
 

@@ -264,7 +264,7 @@ def _add_discover_command(sub: Any) -> None:
 
 
 def _add_model_commands(sub: Any) -> None:
-    # Kept literal so --help imports nothing; privfair.pipeline.train.MODELS is the source.
+    # Kept literal so --help imports nothing; privfair.release.model.train.MODELS is the source.
     models = ("pflr", "pflr-star", "privlr", "dpsgd", "dpsgd-f", "naive")
     tr = sub.add_parser("train", help="publish a DP (and fair) classifier as a model release",
                         description="Train PFLR/PFLR*/PrivLR (functional mechanism) or "
@@ -316,7 +316,7 @@ def _stderr_console() -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
-    from privfair.pipeline.plan import params_error_line
+    from privfair.release.table.plan import params_error_line
 
     return " ".join(params_error_line(exc).split())
 
@@ -328,7 +328,7 @@ def _is_bad_input(exc: BaseException) -> bool:
 
 
 def _params(args: argparse.Namespace) -> Any:
-    from privfair.pipeline.plan import ReleaseParams
+    from privfair.release.table.plan import ReleaseParams
 
     return ReleaseParams(
         contract=args.contract, data=args.data, epsilon=args.epsilon, delta=args.delta,
@@ -360,7 +360,7 @@ def cmd_release(args: argparse.Namespace) -> int:
     # Through Prefect without PREFECT_API_URL: the temporary API server boots from here on,
     # while the library loads and the input is checked (issue 15); bad input below stops it.
     server = None if args.no_prefect else _flows_module("flows.temporary_server").start()
-    from privfair.pipeline.plan import preflight
+    from privfair.release.table.plan import preflight
 
     params = _params(args)  # refuses bad numbers/methods before anything is imported
     plan = preflight(params)  # refuses a bad contract, store or budget before any private read
@@ -372,7 +372,7 @@ def cmd_release(args: argparse.Namespace) -> int:
             bar.update(task, description=stage, completed=fraction)
 
         if args.no_prefect:
-            from privfair.pipeline.runner import run_release
+            from privfair.release.table.runner import run_release
 
             final = run_release(params, progress=progress)
         else:
@@ -382,7 +382,7 @@ def cmd_release(args: argparse.Namespace) -> int:
 
 
 def _warn_unreviewed(contract: Any) -> None:
-    from privfair.pipeline.contract_tools import review_warning
+    from privfair.contracts.tools import review_warning
 
     warning = review_warning(contract)
     if warning:
@@ -447,11 +447,11 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.datasets import default_contract_path, embedded_dataset_for
-    from privfair.pipeline.discretize import iter_discretized_batches
-    from privfair.pipeline.ingest import code_type
-    from privfair.pipeline.plan import open_columns
+    from privfair.contracts.datasets import default_contract_path, embedded_dataset_for
+    from privfair.contracts.encoding import iter_discretized_batches
+    from privfair.contracts.schema import load_contract
+    from privfair.release.ingest import code_type
+    from privfair.release.table.plan import open_columns
 
     contract = load_contract(args.contract or default_contract_path())
     if open_columns(contract):
@@ -487,8 +487,8 @@ def cmd_discretize(args: argparse.Namespace) -> int:
 
 
 def cmd_contract_check(args: argparse.Namespace) -> int:
+    from privfair.contracts.schema import load_contract
     from privfair.core.accounting import zcdp_rho
-    from privfair.pipeline.contracts import load_contract
 
     contract = load_contract(args.path)
     roles = contract.role_spec
@@ -507,7 +507,7 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
 
 
 def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any) -> int:
-    from privfair.pipeline.contract_tools import check_data, review_warning
+    from privfair.contracts.tools import check_data, review_warning
 
     warning = review_warning(contract)
     if warning:
@@ -527,7 +527,7 @@ def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any
 
 
 def cmd_contract_draft(args: argparse.Namespace) -> int:
-    from privfair.pipeline.contract_tools import draft_contract
+    from privfair.contracts.tools import draft_contract
 
     out = Path(args.out) if args.out else None
     if out is not None and out.exists():
@@ -545,7 +545,7 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_releases_list(args: argparse.Namespace) -> int:
-    from privfair.pipeline.store import list_releases
+    from privfair.store.registry import list_releases
 
     rows = list_releases(args.store, args.dataset)
     if args.json:
@@ -570,7 +570,7 @@ def cmd_releases_list(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
-    from privfair.pipeline.store import lifetime_ledgers
+    from privfair.store.registry import lifetime_ledgers
 
     ledgers = lifetime_ledgers(args.store, args.dataset)
     if args.json:
@@ -599,8 +599,8 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_raise(args: argparse.Namespace) -> int:
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.store import raise_budget
+    from privfair.contracts.schema import load_contract
+    from privfair.store.registry import raise_budget
 
     book = raise_budget(load_contract(args.contract), epsilon=args.epsilon, delta=args.delta,
                         reason=args.reason)
@@ -610,7 +610,7 @@ def cmd_ledger_raise(args: argparse.Namespace) -> int:
 
 
 def cmd_store_check(args: argparse.Namespace) -> int:
-    from privfair.pipeline.store_check import check_store
+    from privfair.store.check import check_store
 
     report = check_store(args.out, repair=args.repair, work_dir=args.work_dir)
     for line in report.repaired:
@@ -622,7 +622,7 @@ def cmd_store_check(args: argparse.Namespace) -> int:
 
 
 def cmd_store_gc(args: argparse.Namespace) -> int:
-    from privfair.pipeline.housekeeping import RUN_TIME_LIMIT_S, collect_garbage
+    from privfair.store.gc import RUN_TIME_LIMIT_S, collect_garbage
 
     if not args.older_than >= 0:
         raise UsageError(f"--older-than must be a number of days >= 0, got {args.older_than}")
@@ -737,7 +737,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from privfair.pipeline.train import TrainParams, preflight_train, run_train
+    from privfair.release.model.train import TrainParams, preflight_train, run_train
 
     params = TrainParams(
         contract=args.contract, data=args.data, model=args.model, epsilon=args.epsilon,
@@ -750,7 +750,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_discover(args: argparse.Namespace) -> int:
-    from privfair.pipeline.discover import DiscoverParams, preflight_discover, run_discover
+    from privfair.release.graph.discover import DiscoverParams, preflight_discover, run_discover
 
     params = DiscoverParams(
         contract=args.contract, data=args.data, method=args.method, epsilon=args.epsilon,
@@ -772,7 +772,7 @@ def _run_with_progress(run: Any, params: Any) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from privfair.pipeline.train import predict
+    from privfair.release.model.train import predict
 
     scored = predict(args.release, args.data)
     if args.out is None:

@@ -1,4 +1,4 @@
-"""Thin Prefect tasks around :mod:`privfair.pipeline.release` (the library never imports Prefect).
+"""Thin Prefect tasks around :mod:`privfair.release` (the library never imports Prefect).
 
 * :mod:`tasks.private` — stages that read the private data or true counts. They take and
   return only file references (path + sha256) or post-noise artefacts, never persist a result

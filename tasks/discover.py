@@ -10,7 +10,7 @@ from typing import Any
 
 from prefect import task
 
-from privfair.pipeline.discover import DiscoverParams, preflight_discover, run_discover
+from privfair.release.graph.discover import DiscoverParams, preflight_discover, run_discover
 from tasks._common import report, retry_on_io_error
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from privfair.core.errors import PrivfairError
-from privfair.pipeline.housekeeping import RUN_TIME_LIMIT_S
+from privfair.store.gc import RUN_TIME_LIMIT_S
 
 #: Loggers whose records repeat a refusal with its traceback.
 ENGINE_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine",

@@ -11,10 +11,10 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import INPUTS, NO_CACHE, TASK_SOURCE
 
-from privfair.pipeline import gan_stages
-from privfair.pipeline import post_noise as lib
-from privfair.pipeline.artefacts import FileRef
-from privfair.pipeline.contracts import Contract
+from privfair.contracts.schema import Contract
+from privfair.release.gan import stages as gan_stages
+from privfair.release.table import post_noise as lib
+from privfair.store.artefacts import FileRef
 from tasks._common import RESULTS_DIR, ProgressArtifact
 
 CACHED = {"cache_policy": INPUTS + TASK_SOURCE, "persist_result": True,
@@ -74,7 +74,7 @@ def validate_output(synthetic: FileRef, contract: Contract,
 def validation_records(synthetic: FileRef, contract: Contract, store: str, fingerprint: str,
                        run_id: str, n_rows: int | None) -> dict[str, Any]:
     """Opt-in (``data_docs``): the contract's GX suites and this run's output Data Docs."""
-    from privfair.pipeline.data_docs import validation_records as records
+    from privfair.contracts.data_docs import validation_records as records
 
     return records(synthetic, contract, store=store, fingerprint=fingerprint, run_id=run_id,
                    n_rows=n_rows)

@@ -11,10 +11,12 @@ from typing import Any
 from prefect import task
 from prefect.cache_policies import NO_CACHE
 
-from privfair.pipeline import gan_stages, ingest, private_stages
-from privfair.pipeline.artefacts import FileRef
-from privfair.pipeline.contracts import Contract
-from privfair.pipeline.plan import ReleasePlan
+from privfair.contracts.schema import Contract
+from privfair.release import ingest
+from privfair.release.gan import stages as gan_stages
+from privfair.release.table import private as private_stages
+from privfair.release.table.plan import ReleasePlan
+from privfair.store.artefacts import FileRef
 from tasks._common import ProgressArtifact, retry_on_io_error
 
 PRIVATE = {"persist_result": False, "cache_policy": NO_CACHE}

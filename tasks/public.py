@@ -9,10 +9,10 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from privfair.core.errors import PrivfairError
-from privfair.pipeline import plan as lib
-from privfair.pipeline.artefacts import FileRef
-from privfair.pipeline.plan import ReleaseParams, ReleasePlan
-from privfair.pipeline.publish import publish as publish_release
+from privfair.release.table import plan as lib
+from privfair.release.table.plan import ReleaseParams, ReleasePlan
+from privfair.release.table.publish import publish as publish_release
+from privfair.store.artefacts import FileRef
 from tasks._common import retry_on_io_error
 
 
@@ -21,7 +21,7 @@ def preflight(params: ReleaseParams) -> ReleasePlan:
     """Refuse bad input and an exhausted lifetime budget before any private read.
 
     Nothing private has been read yet, so any ``ValueError`` here is bad input: it becomes a
-    :class:`~privfair.pipeline.plan.ReleaseInputError` (a refusal, logged as one line).
+    :class:`~privfair.release.table.plan.ReleaseInputError` (a refusal, logged as one line).
     """
     try:
         return lib.preflight(params)

@@ -10,7 +10,7 @@ from typing import Any
 
 from prefect import task
 
-from privfair.pipeline.train import TrainParams, model_card, preflight_train, run_train
+from privfair.release.model.train import TrainParams, model_card, preflight_train, run_train
 from tasks._common import report, retry_on_io_error
 
 

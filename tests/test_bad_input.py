@@ -15,8 +15,8 @@ import pytest
 from conftest import TOY_CONTRACT
 from test_cli import release_argv, run_cli
 
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.store import read_lifetime_ledger, registry_ledger_path
+from privfair.contracts.schema import load_contract
+from privfair.store.registry import read_lifetime_ledger, registry_ledger_path
 
 
 def _contract(tmp_path: Path, text: str, name: str = "bad") -> Path:

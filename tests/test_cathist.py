@@ -9,9 +9,10 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from privfair.contracts.datasets import load_dataset
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import BudgetExceededError
-from privfair.pipeline.cathist import (
+from privfair.domains.cathist import (
     CatHistResult,
     WordUniverse,
     cathist,
@@ -19,7 +20,6 @@ from privfair.pipeline.cathist import (
     f_fidelity,
     outside_probability,
 )
-from privfair.pipeline.datasets import load_dataset
 
 ADULT_TRAIN_ROWS = 32_561  # adult.data; the embedded file appends adult.test after it
 ENGLISH_WORDS = 171_000  # the paper's domain for sex (1.71e5)
@@ -253,9 +253,9 @@ def test_fidelity_tends_to_one_for_large_epsilon(
 def test_release_serves_as_the_open_column_domain() -> None:
     import pandas as pd
 
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.datasets import contract_path
-    from privfair.pipeline.discretize import discretize
+    from privfair.contracts.datasets import contract_path
+    from privfair.contracts.encoding import discretize
+    from privfair.contracts.schema import load_contract
 
     contract = load_contract(contract_path("example_open_domain"))
     spec = contract.column("gender").open_domain

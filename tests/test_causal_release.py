@@ -10,11 +10,11 @@ import pytest
 
 from privfair.causal.coarsen import REST, coarsen
 from privfair.cli import main
+from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.domain import Domain
 from privfair.core.errors import DomainError
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.store import read_lifetime_ledger
+from privfair.store.registry import read_lifetime_ledger
 from tests.conftest import SECRET_PREFIX, TOY_CONTRACT
 
 
@@ -99,7 +99,7 @@ def test_discover_reserves_before_reading_and_stays_charged_after_noise(
         toy_contract, toy_parquet, tmp_path, monkeypatch):
     """Rule 5: the search's ρ is reserved before the first private read; a run that fails
     after drawing noise stays charged, one that fails before gets its reservation back."""
-    from privfair.pipeline import discover
+    from privfair.release.graph import discover
 
     store, contract = tmp_path / "store", load_contract(toy_contract)
     rho = zcdp_rho(epsilon=1.0, delta=1e-6)

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from privfair.cli import main
-from privfair.pipeline.contract_tools import check_data, draft_contract, suggest_edges
-from privfair.pipeline.contracts import load_contract, parse_contract
+from privfair.contracts.schema import load_contract, parse_contract
+from privfair.contracts.tools import check_data, draft_contract, suggest_edges
 
 OCCUPATIONS = ["Handlers equip cleaners etc ", "Adm support incl clerical ", "Sales ",
                "Not in universe or children ", "Precision production craft & repair "]

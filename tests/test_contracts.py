@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from privfair.contracts.datasets import contract_path, default_contract_path
+from privfair.contracts.schema import Contract, load_contract, parse_contract
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import ContractError, DomainError
-from privfair.pipeline.contracts import Contract, load_contract, parse_contract
-from privfair.pipeline.datasets import contract_path, default_contract_path
 
 ROOT = Path(__file__).resolve().parents[1]
 CANONICAL = ROOT / "data_contracts"
@@ -99,8 +99,8 @@ def test_pse_dr_view_binarises_the_eleven_cfgan_attributes() -> None:
     that parses with sex exogenous and income the sink, and every embedded row mapped."""
     import pandas as pd
 
+    from privfair.contracts.datasets import embedded_dataset_for, load_codes
     from privfair.generative.dag import parse_dag
-    from privfair.pipeline.datasets import embedded_dataset_for, load_codes
 
     codes, contract = load_codes("adult_pse_dr")
     domain = contract.domain()

@@ -10,16 +10,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from privfair.core.errors import DomainError
-from privfair.pipeline.contracts import Contract, load_contract, parse_contract
-from privfair.pipeline.datasets import (
+from privfair.contracts.datasets import (
     contract_path,
     dataset_path,
     default_contract_path,
     default_dataset_path,
     load_dataset,
 )
-from privfair.pipeline.discretize import decode, discretize, iter_discretized_batches
+from privfair.contracts.encoding import decode, discretize, iter_discretized_batches
+from privfair.contracts.schema import Contract, load_contract, parse_contract
+from privfair.core.errors import DomainError
 
 SECRET = "SECRET-VALUE-7731"
 

@@ -11,8 +11,8 @@ from test_tot_contract import CREDIT, TOT_BLOCK, credit_frame
 
 from privfair.cli import main
 from privfair.evaluation.evaluate import NOT_PRIVATE
-from privfair.pipeline.plan import ReleaseParams
-from privfair.pipeline.runner import run_release
+from privfair.release.table.plan import ReleaseParams
+from privfair.release.table.runner import run_release
 
 
 @pytest.fixture
@@ -101,8 +101,8 @@ def test_score_a_published_release_against_the_real_table(credit, tmp_path, caps
 
 
 def test_privileged_group_of_a_non_binary_protected_column(credit, tmp_path, capsys):
+    from privfair.contracts.schema import parse_contract
     from privfair.evaluation.evaluate import privileged_codes
-    from privfair.pipeline.contracts import parse_contract
 
     contract, data = credit
     text = CREDIT.replace("protected: [sex]", "protected: [sex, checking]").replace(

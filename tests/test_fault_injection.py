@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from test_release_store import params
 
-from privfair.pipeline import publish
-from privfair.pipeline.artefacts import StoreError
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.runner import run_release
-from privfair.pipeline.store import list_releases, read_lifetime_ledger
-from privfair.pipeline.store_check import check_store
+from privfair.contracts.schema import load_contract
+from privfair.release.table.runner import run_release
+from privfair.store import publication
+from privfair.store.artefacts import StoreError
+from privfair.store.check import check_store
+from privfair.store.registry import list_releases, read_lifetime_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE_COMMIT = ["intent", "files", "rename", "ledger"]
@@ -45,7 +45,7 @@ def test_enospc_at_each_publication_step(step, toy_contract, toy_parquet, tmp_pa
             raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(publish, "_reached", full_disk)
+        m.setattr(publication, "_reached", full_disk)
         with pytest.raises((OSError, StoreError)) as caught:
             run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50))
     _no_private_leftovers(work)
@@ -81,13 +81,13 @@ def _killed_run(script: str, where: str, contract: Path, data: Path,
 
 _KILLER = """
 import os, signal, sys
-from privfair.pipeline import publish
-from privfair.pipeline.runner import run_release
+from privfair.store import publication
+from privfair.release.table.runner import run_release
 step = sys.argv[1]
 def die(at):
     if at == step:
         os.kill(os.getpid(), signal.SIGKILL)
-publish._reached = die
+publication._reached = die
 run_release(dict(contract=sys.argv[2], data=sys.argv[3], out=sys.argv[4], work_dir=sys.argv[5],
                  epsilon=1.0, delta=1e-9, max_iters=50))
 """
@@ -119,7 +119,7 @@ def test_sigkill_during_publication_is_recovered(step, toy_contract, toy_parquet
 
 _STAGE_KILLER = """
 import os, signal, sys
-from privfair.pipeline import runner
+from privfair.release.table import runner
 stage = sys.argv[1]
 real = getattr(runner, stage)
 def die(*a, **k):

@@ -19,10 +19,10 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 
 from flows.release import release, run_local  # noqa: E402
 from privfair.cli import main  # noqa: E402
-from privfair.pipeline import post_noise as post_noise_lib  # noqa: E402
-from privfair.pipeline.artefacts import FileRef, StoreError  # noqa: E402
-from privfair.pipeline.plan import ReleaseInputError, ReleaseParams  # noqa: E402
-from privfair.pipeline.store import list_releases  # noqa: E402
+from privfair.release.table import post_noise as post_noise_lib  # noqa: E402
+from privfair.release.table.plan import ReleaseInputError, ReleaseParams  # noqa: E402
+from privfair.store.artefacts import FileRef, StoreError  # noqa: E402
+from privfair.store.registry import list_releases  # noqa: E402
 from tasks import post_noise, private, public  # noqa: E402
 
 
@@ -237,7 +237,7 @@ def test_flow_parameter_max_time_s_reaches_the_aim_rounds(prefect_harness, toy_c
     from prefect.client.orchestration import get_client
 
     from privfair.core.accounting import zcdp_rho
-    from privfair.pipeline import post_noise as lib
+    from privfair.release.table import post_noise as lib
 
     fits = []
     original = lib.estimate

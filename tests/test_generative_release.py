@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("torch")
 
 from privfair.generative.dag import CausalGraphError  # noqa: E402
-from privfair.pipeline.plan import preflight  # noqa: E402
-from privfair.pipeline.runner import run_release  # noqa: E402
+from privfair.release.table.plan import preflight  # noqa: E402
+from privfair.release.table.runner import run_release  # noqa: E402
 
 GRAPH = {"nodes": ["age", "sex", "race", "edu", "hours", "income"],
          "edges": [["sex", "edu"], ["edu", "income"], ["hours", "income"], ["sex", "hours"],
@@ -67,9 +67,9 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
     else:
         assert graph is None
     # The lifetime composes the release's Rényi curve (DP-SGD has no ρ of its own).
+    from privfair.contracts.schema import load_contract
     from privfair.core.accounting import RDP_ORDERS
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.store import read_lifetime_ledger
+    from privfair.store.registry import read_lifetime_ledger
 
     (release,) = read_lifetime_ledger(tmp_path / "store", load_contract(toy_contract)).releases
     assert len(release["rdp"]) == len(RDP_ORDERS) and release["rho"] > 0
@@ -96,8 +96,8 @@ def test_cfgan_takes_the_graph_declared_in_the_contract(toy_contract, toy_parque
     """Issue 12 item 3: the DAG comes from the contract's causal_graph section when no file is
     given, and the plan records where it came from; a graph naming an unknown column is
     refused when the contract is parsed."""
+    from privfair.contracts.schema import load_contract
     from privfair.core.errors import ContractError
-    from privfair.pipeline.contracts import load_contract
 
     declared = tmp_path / "with_graph.yaml"
     declared.write_text(toy_contract.read_text() + (
@@ -138,7 +138,7 @@ def test_gan_tasks_keep_private_results_out_of_storage():
 @pytest.mark.prefect
 def test_flow_release_with_a_gan(prefect_harness, toy_contract, toy_parquet, tmp_path):
     from flows.release import run_local
-    from privfair.pipeline.plan import ReleaseParams
+    from privfair.release.table.plan import ReleaseParams
 
     final = run_local(ReleaseParams(**params(toy_contract, toy_parquet, tmp_path, "fairgan",
                                              group_clipping=True)))
@@ -152,7 +152,7 @@ def test_fairgan_plus_releases_its_classifier_as_a_model(toy_contract, toy_parqu
                                                         toy_frame):
     """Issue 12 item 4: η is released as a model (the `privfair train` format) inside the
     release folder, hashed in the release manifest, and `predict` reads it."""
-    from privfair.pipeline.train import predict
+    from privfair.release.model.train import predict
 
     final = run_release(params(toy_contract, toy_parquet, tmp_path, "fairgan-plus",
                                release_classifier=True))
@@ -178,10 +178,10 @@ def test_classifier_weights_follow_the_contract_encoding(toy_contract):
     import numpy as np
     import torch
 
+    from privfair.contracts.model_features import FeatureEncoding
+    from privfair.contracts.schema import load_contract
     from privfair.generative.nets import OneHotLayout
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.gan_stages import classifier_record
-    from privfair.pipeline.model_features import FeatureEncoding
+    from privfair.release.gan.stages import classifier_record
 
     contract = load_contract(toy_contract)
     domain = contract.domain()
@@ -211,7 +211,7 @@ def test_classifier_weights_follow_the_contract_encoding(toy_contract):
 
 
 def test_release_classifier_is_refused_for_other_methods(toy_contract, toy_parquet, tmp_path):
-    from privfair.pipeline.plan import ReleaseInputError
+    from privfair.release.table.plan import ReleaseInputError
 
     with pytest.raises(ReleaseInputError, match="only method 'fairgan-plus'") as info:
         preflight(params(toy_contract, toy_parquet, tmp_path, "fairgan",

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from privfair.pipeline.artefacts import Workspace
-from privfair.pipeline.housekeeping import WorkDirError, collect_garbage
+from privfair.store.artefacts import Workspace
+from privfair.store.gc import WorkDirError, collect_garbage
 
 DAY = 86_400.0
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.store import list_releases, read_lifetime_ledger
-from privfair.pipeline.store_check import check_store
+from privfair.contracts.schema import load_contract
+from privfair.store.check import check_store
+from privfair.store.registry import list_releases, read_lifetime_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -30,7 +30,7 @@ from prefect_server import alive, uvicorn_children  # noqa: E402
 
 _PAUSED_CLI = """
 import pathlib, sys, time
-from privfair.pipeline import private_stages
+from privfair.release.table import private as private_stages
 real = private_stages.measure_one_way
 def measured_then_paused(*args, **kwargs):
     out = real(*args, **kwargs)  # noise drawn, and charged to the lifetime ledger

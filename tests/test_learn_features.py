@@ -2,10 +2,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privfair.contracts.datasets import contract_path, load_dataset
+from privfair.contracts.model_features import FeatureEncoding
+from privfair.contracts.schema import load_contract
 from privfair.core.errors import DomainError
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.datasets import contract_path, load_dataset
-from privfair.pipeline.model_features import FeatureEncoding
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,15 @@ from conftest import TOY_CONTRACT
 from test_release_store import params
 
 from privfair.cli import main
+from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError
-from privfair.pipeline import publish, runner
-from privfair.pipeline.artefacts import StoreError
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.runner import run_release
-from privfair.pipeline.store import read_lifetime_ledger, registry_ledger_path
-from privfair.pipeline.store_check import check_store
+from privfair.release.table import runner
+from privfair.release.table.runner import run_release
+from privfair.store import publication
+from privfair.store.artefacts import StoreError
+from privfair.store.check import check_store
+from privfair.store.registry import read_lifetime_ledger, registry_ledger_path
 
 
 def write_contract(tmp_path: Path, name: str, text: str) -> Path:
@@ -162,9 +163,9 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
 
     # A kill cannot run the rollback: keep the rename, the intent and a private staging dir.
     with monkeypatch.context() as m:
-        m.setattr(publish, "_reached", die)
-        m.setattr(publish.shutil, "rmtree", lambda *a, **k: None)
-        m.setattr(publish.Path, "unlink", lambda *a, **k: None)
+        m.setattr(publication, "_reached", die)
+        m.setattr(publication.shutil, "rmtree", lambda *a, **k: None)
+        m.setattr(publication.Path, "unlink", lambda *a, **k: None)
         m.setattr(runner.Workspace, "cleanup_private", lambda self: None)
         with pytest.raises(Killed):
             run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
@@ -204,8 +205,8 @@ def test_a_concurrent_reservation_takes_the_budget_before_any_read(toy_contract,
                                                                     tmp_path, monkeypatch):
     """Item 4: a run that has reserved (and is still reading) holds its ρ: a concurrent run
     that does not fit is refused before its first private read."""
-    from privfair.pipeline.plan import preflight
-    from privfair.pipeline.store import reserve_run
+    from privfair.release.table.plan import preflight
+    from privfair.store.registry import reserve_run
 
     first = preflight(params(toy_contract, toy_parquet, tmp_path, epsilon=2.5, delta=1e-6,
                              seed=None))
@@ -225,7 +226,7 @@ def test_a_stale_catalog_row_is_refused_in_one_line_then_repaired(toy_contract, 
     """Item 8: a catalog row no ledger entry backs (left by a crash) no longer breaks every
     later release with a ConstraintException: the run is refused naming the row, and
     ``store check --repair`` removes it."""
-    from privfair.pipeline.store import catalog
+    from privfair.store.registry import catalog
 
     store = tmp_path / "releases"
     run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))

@@ -15,10 +15,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from flows.release import PackagedContract, release, release_params  # noqa: E402
+from privfair.contracts.datasets import CONTRACTS_DIR, contract_path  # noqa: E402
 from privfair.core.errors import BudgetExceededError  # noqa: E402
-from privfair.pipeline.datasets import CONTRACTS_DIR, contract_path  # noqa: E402
-from privfair.pipeline.manifest import ledger_rows, summary_markdown  # noqa: E402
-from privfair.pipeline.plan import ReleaseInputError  # noqa: E402
+from privfair.release.table.manifest import ledger_rows, summary_markdown  # noqa: E402
+from privfair.release.table.plan import ReleaseInputError  # noqa: E402
 from tasks import ops, post_noise  # noqa: E402
 
 
@@ -126,7 +126,7 @@ def test_summary_markdown_has_a_header_row_and_the_run_link():
 
 
 def test_preflight_value_errors_are_refusals(monkeypatch):
-    from privfair.pipeline import plan
+    from privfair.release.table import plan
     from tasks import public
 
     def bad(params):

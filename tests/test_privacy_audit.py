@@ -37,7 +37,7 @@ def test_epsilon_lower_bound_grows_with_evidence_and_honours_delta() -> None:
 def _random_word_cathist(counts, *, universe_values, tolerance, epsilon, rng) -> set[str]:
     """CatHist as the pipeline ran it before issue 10: threshold tau on noisy active counts,
     outside labels as random 12-letter words instead of values of the declared universe."""
-    from privfair.pipeline.cathist import cathist_threshold, outside_probability
+    from privfair.domains.cathist import cathist_threshold, outside_probability
 
     n = len(universe_values)
     tau = cathist_threshold(epsilon=epsilon, domain_size=n, tolerance=tolerance)

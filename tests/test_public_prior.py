@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privfair.contracts.schema import parse_contract
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.domain import Domain
 from privfair.core.errors import ContractError
-from privfair.pipeline.contracts import parse_contract
 from privfair.synth.measure import compress_domain, measure_marginals
 from privfair.synth.sampling import decompress
 
@@ -90,7 +90,7 @@ def test_a_prior_is_part_of_the_fingerprint():
 
 
 def test_release_spreads_rare_categories_by_the_prior_and_says_so(tmp_path):
-    from privfair.pipeline.runner import run_release
+    from privfair.release.table.runner import run_release
 
     rng = np.random.default_rng(3)
     n = 3000

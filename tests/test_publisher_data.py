@@ -9,16 +9,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privfair.pipeline import ingest
-from privfair.pipeline.contracts import parse_contract
-from privfair.pipeline.discretize import (
+from privfair.contracts.encoding import (
     STRIP_CHARS,
     discretize,
     iter_discretized_batches,
     normalize_text,
 )
-from privfair.pipeline.plan import ReleaseParams
-from privfair.pipeline.runner import run_release
+from privfair.contracts.schema import parse_contract
+from privfair.release import ingest
+from privfair.release.table.plan import ReleaseParams
+from privfair.release.table.runner import run_release
 
 SMALL = """
 name: small

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from privfair.core.accounting import PrivacyLedger
-from privfair.pipeline.quantiles import dp_quantile_edges
+from privfair.domains.quantiles import dp_quantile_edges
 
 
 def test_dp_quantiles_land_near_the_true_quantiles_and_charge_the_ledger():

@@ -13,13 +13,16 @@ import pandas as pd
 import pytest
 from conftest import SECRET_PREFIX
 
+from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError, ContractError
-from privfair.pipeline import artefacts, ingest, plan, post_noise, private_stages, publish, runner
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.plan import ReleaseParams
-from privfair.pipeline.runner import run_release
-from privfair.pipeline.store import lifetime_ledgers, list_releases
+from privfair.release import ingest
+from privfair.release.table import plan, post_noise, runner
+from privfair.release.table import private as private_stages
+from privfair.release.table.plan import ReleaseParams
+from privfair.release.table.runner import run_release
+from privfair.store import artefacts, publication
+from privfair.store.registry import lifetime_ledgers, list_releases
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,7 +156,7 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
                                                       monkeypatch):
     """Issue 10.4/10.8: a fault at any stage leaves the store as it was, and a run that drew
     noise stays charged in the lifetime ledger ("spent, not published")."""
-    from privfair.pipeline.store import read_lifetime_ledger, store_problems
+    from privfair.store.registry import read_lifetime_ledger, store_problems
 
     store, work = tmp_path / "releases", tmp_path / "work"
     contract = load_contract(toy_contract)
@@ -178,13 +181,13 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
     def boom(*a, **k):
         raise Injected("injected fault")
 
-    import privfair.pipeline.report
+    import privfair.reporting.report
 
     # The runner calls each stage by the name it imported, so faults are injected there.
     targets = [(runner, name) for name in STAGES] + [
-        (privfair.pipeline.report, "build_report"),  # inside publish, folder half-written
-        (publish.os, "rename"),                      # the rename step
-        (publish, "record_published"),               # the commit point itself
+        (privfair.reporting.report, "build_report"),  # inside publish, folder half-written
+        (publication.os, "rename"),                      # the rename step
+        (publication, "record_published"),               # the commit point itself
     ]
     for module, name in targets:
         spent = read_lifetime_ledger(store, contract).rho_spent
@@ -224,7 +227,7 @@ def test_dataset_name_must_be_a_folder_name(tmp_path, toy_parquet):
 
 
 def test_open_domain_column_is_released_with_cathist(tmp_path):
-    from privfair.pipeline.datasets import contract_path
+    from privfair.contracts.datasets import contract_path
 
     rng = np.random.default_rng(0)
     n = 6000
@@ -253,7 +256,7 @@ def test_open_domain_column_is_released_with_cathist(tmp_path):
 
 
 def test_open_domain_column_without_other_bucket_is_refused(tmp_path, toy_parquet):
-    from privfair.pipeline.datasets import contract_path
+    from privfair.contracts.datasets import contract_path
 
     text = contract_path("example_open_domain").read_text().replace(
         'out_of_domain: "other:(other)"\n    nulls: "as:(other)"', "out_of_domain: refuse")
@@ -293,7 +296,7 @@ def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
 
 
 def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
-    from privfair.pipeline.validation import validate_frames
+    from privfair.contracts.validation import validate_frames
 
     contract = load_contract(toy_contract)
     good = toy_frame.drop(columns=["secret_name"]).astype({"age": float, "hours": float})
@@ -310,15 +313,15 @@ def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
 
 
 def test_library_never_imports_prefect():
-    code = ("import sys, privfair, privfair.pipeline.runner, privfair.pipeline.report, "
-            "privfair.pipeline.validation, "
+    code = ("import sys, privfair, privfair.release.table.runner, privfair.reporting.report, "
+            "privfair.contracts.validation, "
             "privfair.cli; assert 'prefect' not in sys.modules, 'prefect imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
 def test_fair_aim_release_with_tot_transform_on_the_safes_view(tmp_path):
-    from privfair.pipeline.datasets import contract_path, embedded_dataset_for
+    from privfair.contracts.datasets import contract_path, embedded_dataset_for
 
     contract = contract_path("adult_safes")
     p = ReleaseParams(contract=str(contract), epsilon=1.0, delta=1e-9, method="aim-fair",
@@ -367,7 +370,7 @@ def test_dp_bins_are_published_by_the_release(tmp_path):
 ''').replace("name: compas", "name: compas_dp_bins")
     contract = tmp_path / "compas_dp_bins.yaml"
     contract.write_text(text)
-    from privfair.pipeline.datasets import dataset_path
+    from privfair.contracts.datasets import dataset_path
 
     p = ReleaseParams(contract=str(contract), data=str(dataset_path("compas")), epsilon=2.0,
                       delta=1e-9, method="prefair-greedy", seed=5, insecure_seed=True,

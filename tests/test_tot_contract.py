@@ -9,14 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privfair.contracts.datasets import contract_path
+from privfair.contracts.schema import load_contract, parse_contract
+from privfair.contracts.tot_settings import tot_setting
 from privfair.core.errors import ContractError
 from privfair.fair.tot import safes_adult_distortion, safes_compas_distortion
-from privfair.pipeline import plan
-from privfair.pipeline.contracts import load_contract, parse_contract
-from privfair.pipeline.datasets import contract_path
-from privfair.pipeline.plan import ReleaseParams
-from privfair.pipeline.runner import run_release
-from privfair.pipeline.tot_settings import tot_setting
+from privfair.release.table import plan
+from privfair.release.table.plan import ReleaseParams
+from privfair.release.table.runner import run_release
 
 
 def all_pairs(contract, columns):

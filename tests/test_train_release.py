@@ -7,12 +7,11 @@ import yaml
 from pydantic import ValidationError
 
 from privfair.cli import main
+from privfair.contracts.datasets import contract_path, load_dataset
+from privfair.contracts.schema import load_contract
 from privfair.core.accounting import RDP_ORDERS, rdp_epsilon, subsampled_gaussian_rdp
 from privfair.core.errors import BudgetExceededError, DomainError
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.datasets import contract_path, load_dataset
-from privfair.pipeline.store import LifetimeLedger, list_releases
-from privfair.pipeline.train import (
+from privfair.release.model.train import (
     TrainParams,
     decision_function,
     lifetime_epsilon,
@@ -21,6 +20,7 @@ from privfair.pipeline.train import (
     rho_reservation,
     run_train,
 )
+from privfair.store.registry import LifetimeLedger, list_releases
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +64,7 @@ def test_pflr_star_release_round_trips_through_predict(adult_file, tmp_path):
     with np.load(folder / "weights.npz", allow_pickle=False) as npz:
         coef = npz["coef"]
     contract = load_contract(folder / "contract.yaml")
-    from privfair.pipeline.model_features import FeatureEncoding
+    from privfair.contracts.model_features import FeatureEncoding
 
     x = FeatureEncoding.from_dict(manifest["features"]).transform(rows, contract)
     logits = decision_function({"coef": coef}, x)
@@ -172,7 +172,7 @@ def test_successive_model_releases_share_the_registry_ledger(adult_file, tmp_pat
                    "insecure_seed": True,
                    "out": str(store), "holdout": 0.0})
     contract = load_contract(contract_path("adult"))
-    from privfair.pipeline.store import read_lifetime_ledger
+    from privfair.store.registry import read_lifetime_ledger
 
     book = read_lifetime_ledger(store, contract)  # cross-checks store, catalog and registry
     assert [r["version"] for r in book.releases] == ["v1", "v2"]
@@ -191,13 +191,13 @@ def test_model_run_reserves_before_reading_and_stays_charged_after_noise(
         adult_file, tmp_path, monkeypatch):
     """Rule 5: a model run holds the dataset's remaining ρ before its first private read;
     a failure after noise stays charged, and publication charges the exact ρ instead."""
-    from privfair.pipeline import train
-    from privfair.pipeline.store import read_lifetime_ledger
+    from privfair.release.model import train
+    from privfair.store.registry import read_lifetime_ledger
 
     store, contract = tmp_path / "store", load_contract(contract_path("adult"))
     budget = read_lifetime_ledger(store, contract).rho_budget
     seen: list[float] = []
-    real_read = train._read_private
+    real_read = train.read_private
 
     def watch_read(plan):
         seen.append(read_lifetime_ledger(None, contract).rho_spent)
@@ -209,7 +209,7 @@ def test_model_run_reserves_before_reading_and_stays_charged_after_noise(
     params = {"model": "privlr", "epsilon": 2.0, "data": str(adult_file), "out": str(store),
               "holdout": 0.0}
     with monkeypatch.context() as patched:  # not undo(): it would drop the test registry
-        patched.setattr(train, "_read_private", watch_read)
+        patched.setattr(train, "read_private", watch_read)
         patched.setattr(train, "_train_functional", crash)
         with pytest.raises(RuntimeError):
             run_train(params)

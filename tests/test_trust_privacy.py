@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from privfair.core.accounting import PrivacyLedger
-from privfair.pipeline.cathist import (
+from privfair.domains.cathist import (
     ValueListUniverse,
     WordUniverse,
     cathist,
@@ -67,9 +67,9 @@ def test_cathist_never_releases_values_outside_the_declared_universe() -> None:
 
 def test_contract_declaring_only_a_size_is_refused_at_preflight(tmp_path) -> None:
     """Item 2: the contract must say how to draw from the universe, not only its size."""
+    from privfair.contracts.datasets import contract_path
     from privfair.core.errors import ContractError
-    from privfair.pipeline import plan
-    from privfair.pipeline.datasets import contract_path
+    from privfair.release.table import plan
 
     text = contract_path("example_open_domain").read_text().replace(
         '      universe:\n        words: {alphabet: "abcdefghijklmnopqrstuvwxyz-", max_length: 12}\n',
@@ -97,7 +97,7 @@ def test_contract_declaring_only_a_size_is_refused_at_preflight(tmp_path) -> Non
 def test_dp_bins_ledger_does_not_record_the_row_count(rows: int) -> None:
     """Item 1: the quantile mechanism has n + 1 candidates; the ledger (and so the manifest,
     report and Prefect artifact) must not record n + 1 as its query count."""
-    from privfair.pipeline.quantiles import dp_quantile_edges
+    from privfair.domains.quantiles import dp_quantile_edges
 
     ledger = PrivacyLedger(rho_budget=1.0)
     values = np.random.default_rng(rows).uniform(0, 100, size=rows)
@@ -135,8 +135,8 @@ def test_discrete_gaussian_ignores_seeded_generators_and_accepts_a_test_source()
 def test_fixed_seed_needs_the_insecure_flag_and_is_fingerprinted(tmp_path) -> None:
     """Item 3: a seed without insecure_seed is refused before any read; with it, the plan
     records the test mode and a keyed fingerprint (equal for equal seeds, never the seed)."""
-    from privfair.pipeline import plan
-    from privfair.pipeline.randomness import SEED_KEY_FILE, seed_fingerprint
+    from privfair.release.seeds import SEED_KEY_FILE, seed_fingerprint
+    from privfair.release.table import plan
 
     base = {"out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w"), "seed": 12345}
     with pytest.raises(plan.ReleaseInputError, match="insecure_seed"):
@@ -163,8 +163,8 @@ def test_fair_method_with_an_unfair_built_structure_is_refused(tmp_path, toy_con
     """Item 12: the pipeline refused nothing when a fair method's graph failed the check
     (it only recorded it). A selector that returns a protected-outcome edge is refused."""
     from privfair.core.errors import FairnessViolationError
-    from privfair.pipeline import private_stages
-    from privfair.pipeline.runner import run_release
+    from privfair.release.table import private as private_stages
+    from privfair.release.table.runner import run_release
     from privfair.synth.structure import SelectedStructure, check_fairness
 
     def unfair_select(tables, model, roles, *, method, **_):
@@ -185,7 +185,7 @@ def test_tot_discrimination_is_rechecked_against_eta() -> None:
     """Item 12: with --fairness tot the manifest describes the transform's own check (its
     achieved discrimination against eta) beside the model graph's; a miss is refused."""
     from privfair.core.errors import FairnessViolationError
-    from privfair.pipeline.post_noise import check_tot_discrimination
+    from privfair.release.table.post_noise import check_tot_discrimination
 
     record = {"parameters": {"discrimination": "additive", "eta": 0.05},
               "achieved_discrimination": {"max_additive_gap": 0.049, "max_ratio_gap": 0.2,
@@ -193,7 +193,7 @@ def test_tot_discrimination_is_rechecked_against_eta() -> None:
                                           "input_max_ratio_gap": 1.5}}
     check = check_tot_discrimination(record)
     assert check["passed"] and check["achieved"] == 0.049 and check["before_transform"] == 0.3
-    from privfair.pipeline.manifest import _transform_line
+    from privfair.release.table.manifest import _transform_line
 
     line = _transform_line({"name": "tot", "applied": True, "fairness_check": check, **record})
     assert "checked: discrimination 0.049 ≤ η (passed)" in line

@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 from conftest import make_toy_frame
 
-from privfair.pipeline.contracts import load_contract
-from privfair.pipeline.validation import precheck, suite_spec, validate_frames
+from privfair.contracts.schema import load_contract
+from privfair.contracts.validation import precheck, suite_spec, validate_frames
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ _VALIDATORS: dict = {}
 
 
 def _gx_verdicts(frame: pd.DataFrame, contract, *, side: str, n_rows=None) -> list[bool]:
-    from privfair.pipeline.validation import _gx_validator, gx_verdicts
+    from privfair.contracts.validation import _gx_validator, gx_verdicts
 
     key = (contract.name, side, n_rows)  # one GX context per suite keeps the test quick
     if key not in _VALIDATORS:
@@ -104,8 +104,8 @@ def test_clean_table_never_imports_great_expectations(toy_contract, tmp_path):
     frame.to_parquet(data)
     code = (
         "import sys, pandas as pd\n"
-        "from privfair.pipeline.contracts import load_contract\n"
-        "from privfair.pipeline.validation import suite_spec, validate_frames\n"
+        "from privfair.contracts.schema import load_contract\n"
+        "from privfair.contracts.validation import suite_spec, validate_frames\n"
         f"c = load_contract({str(toy_contract)!r})\n"
         f"out = validate_frames([pd.read_parquet({str(data)!r})], c, side='input')\n"
         "assert out.passed, out.checks\n"

@@ -186,7 +186,7 @@ def audit_quantiles(*, trials: int, seed: int = 2, epsilon: float = 1.0) -> Audi
     median's rank target. E is "the released edge is below 20" (the interval under the
     lower cluster, whose score the new value raises).
     """
-    from privfair.pipeline.quantiles import dp_quantile_edges
+    from privfair.domains.quantiles import dp_quantile_edges
 
     data = np.array([20.0] * 10 + [80.0] * 10)
     extended = np.concatenate([data, [0.0]])
@@ -209,7 +209,7 @@ CatHistFn = Callable[..., Any]
 
 def _current_cathist(counts: Mapping[str, int], *, universe_values: tuple[str, ...],
                      tolerance: float, epsilon: float, rng: np.random.Generator) -> set[str]:
-    from privfair.pipeline.cathist import ValueListUniverse, cathist
+    from privfair.domains.cathist import ValueListUniverse, cathist
 
     result = cathist(counts, universe=ValueListUniverse(universe_values), tolerance=tolerance,
                      epsilon=epsilon, rng=rng, ledger=_ledger())

@@ -147,7 +147,7 @@ class EvaluationData:
 
 def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
     """An embedded dataset, discretised by its contract and split 80/20 with ``split_seed``."""
-    from privfair.pipeline.datasets import load_codes
+    from privfair.contracts.datasets import load_codes
 
     codes, contract = load_codes(name)
     train, test = train_test_split(codes, rng=np.random.default_rng(split_seed))
@@ -187,9 +187,9 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
     Needs declared domains: text (CatHist) and ``dp_bins`` columns get theirs only from a
     release, so they are refused here (score a release with ``--release`` instead).
     """
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.discretize import iter_discretized_batches
-    from privfair.pipeline.tot_settings import tot_setting
+    from privfair.contracts.encoding import iter_discretized_batches
+    from privfair.contracts.schema import load_contract
+    from privfair.contracts.tot_settings import tot_setting
 
     contract = load_contract(contract_path)
     if contract.unresolved_columns:
@@ -292,7 +292,7 @@ def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation
 
     from matplotlib.figure import Figure
 
-    from privfair.pipeline.report import _png
+    from privfair.reporting.report import png
 
     results = results.copy()
     results["variant"] = results["method"] + results["eta"].map(
@@ -329,7 +329,7 @@ def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation
         summary = part.groupby(["variant", "epsilon"])[[p for p, _ in panels]].mean()
         sections += [f"<h2>{html.escape(str(dataset))}</h2>",
                      f"<img alt='trade-off curves for {html.escape(str(dataset))}' "
-                     f"src='{_png(fig)}'>",
+                     f"src='{png(fig)}'>",
                      summary.to_html(float_format=lambda v: f"{v:.4f}")]
     style = ("body{font-family:sans-serif;max-width:1200px;margin:2rem auto}"
              ".warn{background:#fff3cd;padding:.5rem}table{border-collapse:collapse}"

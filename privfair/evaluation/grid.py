@@ -87,7 +87,7 @@ class EvaluateParams(BaseModel):
         if (self.contract is None) != (self.data is None):
             raise ValueError("contract and data go together (evaluate on your own table)")
         if self.contract is not None:
-            from privfair.pipeline.contracts import load_contract
+            from privfair.contracts.schema import load_contract
 
             if self.etas and load_contract(self.contract).tot is None:
                 raise ValueError(f"etas: contract {self.contract} declares no 'tot:' block "
@@ -117,7 +117,7 @@ def dataset_names(params: EvaluateParams) -> list[str]:
     """The grid's datasets: the embedded ones, or the own contract's name."""
     if params.contract is None:
         return list(params.datasets)
-    from privfair.pipeline.contracts import load_contract
+    from privfair.contracts.schema import load_contract
 
     return [load_contract(params.contract).name]
 

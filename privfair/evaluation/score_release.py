@@ -33,8 +33,8 @@ def release_contract(manifest: dict[str, Any], contract_path: str | Path | None)
     fingerprint must match the manifest's, so the real table is encoded exactly as the
     release declared.
     """
-    from privfair.pipeline.contracts import load_contract
-    from privfair.pipeline.datasets import contract_path as packaged
+    from privfair.contracts.datasets import contract_path as packaged
+    from privfair.contracts.schema import load_contract
 
     name = manifest["contract"]["name"]
     if contract_path is None:
@@ -72,7 +72,7 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
     every real row. ``tvd3`` is left out for more than 16 columns (C(41, 3) = 10,660
     three-way marginals take minutes).
     """
-    from privfair.pipeline.discretize import iter_discretized_batches
+    from privfair.contracts.encoding import iter_discretized_batches
 
     folder = Path(release_dir)
     manifest_file = folder / "manifest.json"

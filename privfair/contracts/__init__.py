@@ -1,0 +1,1 @@
+"""Data contracts: schema, encoding, TOT settings, features, datasets, validation, tools."""

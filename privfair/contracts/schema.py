@@ -1,0 +1,1016 @@
+"""Data contracts: the owner's public declaration of a dataset, one YAML file per dataset.
+
+This module is long on purpose: it is the one schema of a contract (pydantic models, their
+validators and the resolved forms); split, a reader would have to chase one YAML key across files.
+
+A contract fixes everything that must *not* come from the private data: the columns, their
+ordered categories or bin edges, what to do with nulls and out-of-domain values, the attribute
+roles used by the fair methods, and the lifetime privacy budget. It is parsed into pydantic
+models; :func:`load_contract` turns every problem into a one-line
+:class:`~privfair.core.errors.ContractError`.
+
+File layout
+-----------
+.. code-block:: yaml
+
+    name: adult
+    dataset_id: uci-adult     # optional: keys the lifetime ledger (default: the name)
+    version: "1.0.0"
+    description: UCI Adult, train + test.
+    drop: [fnlwgt]                 # raw columns that are read past and never used
+    columns:
+      - name: sex
+        type: categorical
+        categories: [Female, Male]  # codes 0..k-1 in this order
+        aliases: {F: Female}        # raw value -> declared category
+        nulls: refuse               # or "as:<category>"
+        out_of_domain: refuse       # or "other:<category>"
+        prior: [0.49, 0.51]         # optional public weights (spread merged rare categories)
+      - name: age
+        type: numeric
+        integer: true               # values are whole numbers
+        bins: [17, 22, 27, 90]      # edges, see below
+        labels: [17-21, 22-26, 27-90]   # optional; generated when left out
+        lower: 17                   # optional declared range, defaults to the outer edges
+        upper: 90
+        out_of_domain: clamp        # or refuse / "other:<label>"
+      - name: gender_text
+        type: text
+        open_domain:                                  # released with CatHist
+          universe: {words: {alphabet: "abcdefghijklmnopqrstuvwxyz", max_length: 12}}
+          tolerance: 0.9                              # or universe: {values: [word list]}
+        out_of_domain: "other:(other)"                # open bucket appended to the release
+    roles:
+      protected: [sex]
+      admissible: [age]
+      outcome: [income]
+      free: []                      # optional; unlisted columns are free
+    budget: {epsilon: 1.0, delta: 1.0e-6}
+
+Bin convention
+--------------
+Edges ``e_0 < e_1 < ... < e_k`` (strictly increasing; ``-.inf``/``.inf`` allowed at the ends)
+declare ``k`` bins. Bin ``i`` is the half-open interval ``[e_i, e_{i+1})`` for ``i < k-1``; the
+last bin ``[e_{k-1}, e_k]`` is closed, so a finite top edge belongs to it. A value is in the
+domain when it is a number in ``[lower, upper]`` (and a whole number when ``integer: true``).
+With ``clamp``, numbers below ``lower`` or above ``upper`` go to the nearest bin. With
+``integer: true``, ``[0, 1, 5000]`` declares the bins ``{0}`` and ``1..4999`` exactly, which is
+how a point bin such as "capital-gain = 0" is written with strictly increasing edges.
+
+Generated labels: for integer columns ``"a-b"`` (``"a"`` for one value, ``">=a"`` / ``"<=b"``
+for open ends), otherwise interval notation ``"[a, b)"`` / ``"[a, b]"``.
+
+Categorical values in YAML must be strings; plain integers are accepted and read as their
+decimal text (``0`` -> ``"0"``), but YAML booleans and floats (``yes``, ``1.5``) are refused so
+that ``yes``/``no`` categories are not silently turned into ``True``/``False``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from privfair.contracts.tot_settings import DistortionSpec, TOTSpec
+from privfair.core.domain import Domain, Roles
+from privfair.core.errors import ContractError, DomainError
+
+__all__ = [
+    "BudgetSpec",
+    "CausalGraphSpec",
+    "ColumnSpec",
+    "Contract",
+    "OpenDomainSpec",
+    "UniverseSpec",
+    "Policy",
+    "RolesSpec",
+    "load_contract",
+    "parse_contract",
+]
+
+OpenCategories = Mapping[str, Sequence[str]]
+
+
+class Policy(NamedTuple):
+    """A parsed ``nulls`` or ``out_of_domain`` policy.
+
+    Attributes
+    ----------
+    kind : {"refuse", "clamp", "other", "as"}
+        What to do.
+    category : str or None
+        The declared category (or bin label) that receives the values, for ``other``/``as``.
+    """
+
+    kind: str
+    category: str | None = None
+
+
+class _Strict(BaseModel):
+    # Unknown keys are refused (typos must not silently drop a declaration) and parsed
+    # contracts are immutable.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _as_category(value: Any, *, what: str) -> str:
+    """Read one YAML scalar as a category string, refusing YAML's surprising conversions."""
+    if isinstance(value, bool) or value is None or isinstance(value, float):
+        raise ValueError(
+            f"{what} must be strings; got the YAML {type(value).__name__} {value!r} "
+            "(quote values such as yes, no, null or 1.5)"
+        )
+    if isinstance(value, int):
+        return str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be strings; got {type(value).__name__}")
+    return value
+
+
+class WordUniverseSpec(_Strict):
+    """Every word over ``alphabet`` of ``min_length`` to ``max_length`` characters."""
+
+    alphabet: str = Field(min_length=2)
+    max_length: int = Field(ge=1, le=64)
+    min_length: int = Field(1, ge=1)
+
+
+class UniverseSpec(_Strict):
+    """How CatHist draws values from outside the data: exactly one of ``values``, ``words``.
+
+    Attributes
+    ----------
+    values : tuple of str, optional
+        An enumerable universe (e.g. an English word list).
+    words : WordUniverseSpec, optional
+        A generated universe: all words over an alphabet within a length range, enumerated
+        shortest first, then in the alphabet's order.
+    """
+
+    values: tuple[str, ...] | None = Field(None, min_length=1)
+    words: WordUniverseSpec | None = None
+
+    @field_validator("values", mode="before")
+    @classmethod
+    def _values_are_strings(cls, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            return tuple(_as_category(v, what="universe values") for v in value)
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> UniverseSpec:
+        if (self.values is None) == (self.words is None):
+            raise ValueError("universe: declare exactly one of 'values' (a list) or 'words' "
+                             "({alphabet, max_length})")
+        if self.words is not None:
+            self.build()  # refuses an alphabet with repeats or an oversized universe
+        return self
+
+    def build(self) -> Any:
+        """The :class:`~privfair.domains.cathist.Universe` this declares."""
+        from privfair.domains.cathist import ValueListUniverse, WordUniverse
+
+        if self.values is not None:
+            return ValueListUniverse(self.values)
+        assert self.words is not None
+        return WordUniverse(alphabet=self.words.alphabet, max_length=self.words.max_length,
+                            min_length=self.words.min_length)
+
+
+class OpenDomainSpec(_Strict):
+    """Declared universe of an open-domain (text) column, released with CatHist.
+
+    Attributes
+    ----------
+    size : int, optional
+        Number of possible values ``n`` (e.g. 1.71e5 English words). With a ``universe`` it
+        is that universe's size (and, if given, must match it).
+    tolerance : float
+        ``rho_tol`` in (0, 1): the probability that no value from outside the active domain
+        is released. Higher means a higher threshold.
+    universe : UniverseSpec, optional
+        Where values outside the data are drawn from. A release needs it; a contract that
+        declares only ``size`` parses (drafts) but is refused at preflight.
+    """
+
+    size: int | None = Field(None, ge=1)
+    tolerance: float = Field(gt=0.0, lt=1.0)
+    universe: UniverseSpec | None = None
+
+    @model_validator(mode="after")
+    def _size_matches_universe(self) -> OpenDomainSpec:
+        if self.universe is None:
+            if self.size is None:
+                raise ValueError("open_domain needs a 'universe' (values or words) or a 'size'")
+            return self
+        size = self.universe.build().size
+        if self.size is not None and self.size != size:
+            raise ValueError(f"size: {self.size} does not match the declared universe, which "
+                             f"has {size} values; drop size or correct it")
+        object.__setattr__(self, "size", size)
+        return self
+
+
+class ColumnSpec(_Strict):
+    """One declared column.
+
+    Attributes
+    ----------
+    name : str
+        Column name in the raw data.
+    type : {"categorical", "numeric", "text"}
+        Categorical: a closed list of ``categories``. Numeric: binned by ``bins``.
+        Text: an open domain whose categories are released with CatHist.
+    categories : tuple of str, optional
+        Ordered categories of a categorical column; codes are ``0 .. k-1`` in this order.
+    aliases : dict of str to str
+        Raw value -> declared category, applied before matching (categorical only).
+    bins : tuple of float, optional
+        Strictly increasing bin edges of a numeric column (see the module docstring).
+    labels : tuple of str, optional
+        Bin labels of a numeric column; generated from the edges when left out.
+    lower, upper : float, optional
+        Declared range of a numeric column; default to the outer edges.
+    integer : bool
+        Numeric values are whole numbers; a fractional value is out of domain.
+    open_domain : OpenDomainSpec, optional
+        Universe of a text column.
+    dp_bins : int, optional
+        Instead of ``bins``: this many bins whose inner edges are DP quantiles released by
+        the first release (charged to its ledger); needs finite ``lower`` and ``upper``.
+    out_of_domain : str
+        ``"refuse"``, ``"clamp"`` (numeric only) or ``"other:<category>"``.
+    nulls : str
+        ``"refuse"`` or ``"as:<category>"``.
+    description : str, optional
+        Free text for people; shown in the release report and manifest.
+    normalize : {"none", "strip"}, optional
+        Text normalization of raw values before matching (and before CatHist counts them);
+        defaults to the contract's ``normalize``. ``strip`` removes leading and trailing
+        whitespace (:data:`privfair.contracts.encoding.STRIP_CHARS`).
+    rename : str, optional
+        The column's name in the released table (``name`` is the raw data's); roles and
+        every other key still use ``name``.
+    label : str, optional
+        A human-readable title, shown with the description in the report and manifest.
+    prior : tuple of float, optional
+        Public weights of the declared categories (or bins), one each in declared order
+        (e.g. shares from a census; any non-negative scale). Releases use them only to
+        spread a bucket of rare categories merged for the noise back over its categories
+        (uniformly without a prior); they never read the private data. Not for text or
+        ``dp_bins`` columns, whose categories are not declared.
+    """
+
+    name: str = Field(min_length=1)
+    type: Literal["categorical", "numeric", "text"]
+    description: str | None = None
+    categories: tuple[str, ...] | None = None
+    aliases: dict[str, str] = Field(default_factory=dict)
+    bins: tuple[float, ...] | None = None
+    labels: tuple[str, ...] | None = None
+    lower: float | None = None
+    upper: float | None = None
+    integer: bool = False
+    open_domain: OpenDomainSpec | None = None
+    dp_bins: int | None = Field(None, ge=2, le=1000)
+    out_of_domain: str = "refuse"
+    nulls: str = "refuse"
+    normalize: Literal["none", "strip"] | None = None
+    rename: str | None = Field(None, min_length=1)
+    label: str | None = Field(None, min_length=1)
+    prior: tuple[float, ...] | None = None
+
+    @field_validator("categories", "labels", mode="before")
+    @classmethod
+    def _strings(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [_as_category(v, what="categories and labels") for v in value]
+        return value
+
+    @field_validator("aliases", mode="before")
+    @classmethod
+    def _alias_strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                _as_category(k, what="alias keys"): _as_category(v, what="alias targets")
+                for k, v in value.items()
+            }
+        return value
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _name_string(cls, value: Any) -> Any:
+        return _as_category(value, what="column names") if value is not None else value
+
+    @model_validator(mode="after")
+    def _check(self) -> ColumnSpec:
+        {"categorical": self._check_categorical, "numeric": self._check_numeric,
+         "text": self._check_text}[self.type]()
+        self._check_policies()
+        self._check_prior()
+        return self
+
+    def _check_prior(self) -> None:
+        if self.prior is None:
+            return
+        if self.type == "text" or self.dp_bins is not None:
+            raise ValueError("prior: a text or dp_bins column has no declared categories to "
+                             "weigh; remove the prior")
+        k = len(self.declared_labels())
+        if len(self.prior) != k:
+            raise ValueError(f"prior: {len(self.prior)} weights for {k} "
+                             f"{'categories' if self.type == 'categorical' else 'bins'}; "
+                             "expected one weight each, in declared order")
+        if not all(math.isfinite(w) and w >= 0 for w in self.prior) or sum(self.prior) <= 0:
+            raise ValueError("prior: weights must be finite numbers >= 0, not all zero")
+
+    def _forbid(self, *fields: str) -> None:
+        for f in fields:
+            value = getattr(self, f)
+            if value not in (None, False, {}):
+                raise ValueError(f"key {f!r} is not allowed for a {self.type} column")
+
+    def _check_categorical(self) -> None:
+        self._forbid("bins", "labels", "lower", "upper", "integer", "open_domain", "dp_bins")
+        if self.categories is None:
+            raise ValueError("a categorical column needs a 'categories' list")
+        _check_labels(self.categories, what="categories")
+        declared = set(self.categories)
+        for raw, target in self.aliases.items():
+            if target not in declared:
+                raise ValueError(f"alias {raw!r} -> {target!r}: target is not a declared category")
+            if raw in declared:
+                raise ValueError(
+                    f"alias {raw!r} is itself a declared category; an alias must be a raw value "
+                    "that is not a category"
+                )
+
+    def _check_numeric(self) -> None:
+        self._forbid("categories", "aliases", "open_domain")
+        if self.dp_bins is not None:
+            self._forbid("bins", "labels")
+            if self.lower is None or self.upper is None or not (
+                    math.isfinite(self.lower) and math.isfinite(self.upper)
+                    and self.lower < self.upper):
+                raise ValueError("dp_bins needs finite declared 'lower' < 'upper' (the range "
+                                 "the DP quantiles are searched in)")
+            return
+        if self.bins is None:
+            raise ValueError("a numeric column needs a 'bins' list of edges, or 'dp_bins'")
+        edges = self.bins
+        if len(edges) < 2:
+            raise ValueError(f"bins: {len(edges)} edge(s); expected at least 2 edges (one bin)")
+        if any(math.isnan(e) for e in edges):
+            raise ValueError("bins: edges must be numbers, not NaN")
+        if any(math.isinf(e) for e in edges[1:-1]):
+            raise ValueError("bins: only the first and last edge may be infinite")
+        for i, (a, b) in enumerate(zip(edges, edges[1:], strict=False)):
+            if not a < b:
+                raise ValueError(
+                    f"bins: edges must be strictly increasing; edge {i + 1} ({b:g}) is not "
+                    f"greater than edge {i} ({a:g})"
+                )
+        lower = edges[0] if self.lower is None else self.lower
+        upper = edges[-1] if self.upper is None else self.upper
+        if not edges[0] <= lower <= upper <= edges[-1]:
+            raise ValueError(
+                f"lower/upper: [{lower:g}, {upper:g}] must lie inside the bin edges "
+                f"[{edges[0]:g}, {edges[-1]:g}] with lower <= upper"
+            )
+        if self.labels is not None and len(self.labels) != len(edges) - 1:
+            raise ValueError(
+                f"labels: {len(self.labels)} labels for {len(edges) - 1} bins; expected one "
+                "label per bin"
+            )
+        # Generating the labels also checks that every integer bin holds a whole number.
+        generated = _generated_labels(edges, integer=self.integer)
+        _check_labels(generated if self.labels is None else self.labels, what="labels")
+
+    def _check_text(self) -> None:
+        self._forbid("categories", "aliases", "bins", "labels", "lower", "upper", "integer",
+                     "dp_bins")
+        if self.open_domain is None:
+            raise ValueError(
+                "a text column needs 'open_domain: {universe: ..., tolerance: rho_tol}' (its "
+                "categories are released with CatHist)"
+            )
+
+    def _check_policies(self) -> None:
+        ood = _parse_policy(self.out_of_domain, allowed=("refuse", "clamp", "other"),
+                            key="out_of_domain")
+        nulls = _parse_policy(self.nulls, allowed=("refuse", "as"), key="nulls")
+        if ood.kind == "clamp" and self.type != "numeric":
+            raise ValueError(
+                f"out_of_domain: clamp needs a numeric column; use refuse or other:<category> "
+                f"for a {self.type} column"
+            )
+        if self.type == "text":
+            bucket = ood.category if ood.kind == "other" else None
+            if nulls.kind == "as" and nulls.category != bucket:
+                raise ValueError(
+                    "nulls: a text column can only map nulls to its out_of_domain other bucket "
+                    "(its other categories are not known before the CatHist release)"
+                )
+            return
+        if self.dp_bins is not None:
+            if ood.kind == "other" or nulls.kind == "as":
+                raise ValueError("a dp_bins column has no bin labels before its release; use "
+                                 "out_of_domain: refuse or clamp, and nulls: refuse")
+            return
+        known = set(self.declared_labels())
+        for key, policy in (("out_of_domain", ood), ("nulls", nulls)):
+            if policy.category is not None and policy.category not in known:
+                raise ValueError(
+                    f"{key}: {policy.category!r} is not a declared "
+                    f"{'category' if self.type == 'categorical' else 'bin label'}"
+                )
+
+    # --- derived, public ------------------------------------------------------------------
+
+    @property
+    def out_of_domain_policy(self) -> Policy:
+        """The parsed ``out_of_domain`` policy."""
+        return _parse_policy(self.out_of_domain, allowed=("refuse", "clamp", "other"),
+                             key="out_of_domain")
+
+    @property
+    def null_policy(self) -> Policy:
+        """The parsed ``nulls`` policy."""
+        return _parse_policy(self.nulls, allowed=("refuse", "as"), key="nulls")
+
+    @property
+    def edges(self) -> tuple[float, ...]:
+        """Bin edges of a numeric column."""
+        if self.bins is None:
+            if self.dp_bins is not None:
+                raise DomainError(f"column {self.name!r}: its dp_bins edges are released by a "
+                                  "release run (DP quantiles); none are known yet")
+            raise ContractError(f"column {self.name!r}: a {self.type} column has no bin edges")
+        return tuple(self.bins)
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """Declared ``(lower, upper)`` range of a numeric column."""
+        if self.bins is None and self.dp_bins is not None:
+            return (self.lower, self.upper)
+        edges = self.edges
+        return (edges[0] if self.lower is None else self.lower,
+                edges[-1] if self.upper is None else self.upper)
+
+    def declared_labels(self) -> list[str]:
+        """Labels known from the contract alone (empty for a text column)."""
+        if self.type == "categorical":
+            return list(self.categories or [])
+        if self.type == "numeric":
+            if self.labels is not None:
+                return list(self.labels)
+            return _generated_labels(self.edges, integer=self.integer)
+        return []
+
+    def open_bucket(self) -> str | None:
+        """The ``other`` bucket of a text column, appended after its released categories."""
+        ood = self.out_of_domain_policy
+        return ood.category if self.type == "text" and ood.kind == "other" else None
+
+
+class RolesSpec(_Strict):
+    """Attribute roles. Columns not listed anywhere are free."""
+
+    protected: tuple[str, ...] = ()
+    admissible: tuple[str, ...] = ()
+    outcome: tuple[str, ...] = ()
+    free: tuple[str, ...] = ()
+
+
+class CausalGraphSpec(_Strict):
+    """A causal DAG over the declared columns, declared by the publisher (CFGAN's graph).
+
+    ``edges`` are directed ``[parent, child]`` pairs; ``undirected`` pairs are oriented by the
+    public constraints (protected attributes exogenous, the outcome a sink) when a release
+    uses the graph. Columns in no edge are isolated nodes.
+    """
+
+    edges: tuple[tuple[str, str], ...] = ()
+    undirected: tuple[tuple[str, str], ...] = ()
+
+    def as_mapping(self) -> dict[str, Any]:
+        return {"edges": [list(e) for e in self.edges],
+                "undirected": [list(e) for e in self.undirected]}
+
+
+class BudgetSpec(_Strict):
+    """Lifetime privacy budget of the dataset, in (epsilon, delta)-DP."""
+
+    epsilon: float = Field(gt=0.0, allow_inf_nan=False)
+    delta: float = Field(gt=0.0, lt=1.0)
+
+
+class Contract(_Strict):
+    """A parsed data contract. Build it with :func:`load_contract` or :func:`parse_contract`."""
+
+    name: str = Field(min_length=1)
+    version: str = Field(min_length=1)
+    # The dataset's stable identity: it keys the lifetime privacy ledger (the registry), so a
+    # renamed contract or a new release folder still draws on the same budget. Default: name.
+    dataset_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+    description: str = ""
+    columns: tuple[ColumnSpec, ...] = Field(min_length=1)
+    drop: tuple[str, ...] = ()
+    # Stored as ``role_spec`` (YAML key ``roles``) so that ``roles()`` can return a
+    # :class:`~privfair.core.domain.Roles` as the rest of the library expects.
+    role_spec: RolesSpec = Field(default_factory=RolesSpec, alias="roles")
+    budget: BudgetSpec
+    # Default text normalization of every column (see ColumnSpec.normalize).
+    normalize: Literal["none", "strip"] = "none"
+    # False in a draft written by `privfair contract draft` until the publisher has reviewed
+    # the domains it copied from data; `contract check` warns while it is False.
+    reviewed: bool | None = None
+    # TOT's setting for this dataset (privfair.contracts.tot_settings); optional.
+    tot: TOTSpec | None = None
+    # A causal DAG over the columns (CFGAN); checked against the domain when a release uses it.
+    causal_graph: CausalGraphSpec | None = None
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _version_text(cls, value: Any) -> Any:
+        # `version: 1` and `version: 1.2` are natural YAML; keep them as text.
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return str(value)
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Contract:
+        names = [c.name for c in self.columns]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"columns: names {dupes} are declared more than once")
+        if len(set(self.drop)) != len(self.drop):
+            raise ValueError("drop: a column is listed twice")
+        both = sorted(set(self.drop) & set(names))
+        if both:
+            raise ValueError(f"drop: {both} are also declared under columns; pick one")
+        self._check_roles(set(names))
+        self._check_normalized()
+        if self.causal_graph is not None:
+            pairs = self.causal_graph.edges + self.causal_graph.undirected
+            unknown = sorted({n for pair in pairs for n in pair} - set(names))
+            if unknown:
+                raise ValueError(f"causal_graph: {unknown} are not declared columns; expected "
+                                 f"edges between {names}")
+        from privfair.contracts.tot_settings import check_tot_spec
+
+        check_tot_spec(self)
+        released = [c.rename or c.name for c in self.columns]
+        clash = sorted({n for n in released if released.count(n) > 1})
+        if clash:
+            raise ValueError(f"columns: released names {clash} are used more than once; "
+                             "change a 'rename'")
+        return self
+
+    def released_names(self) -> dict[str, str]:
+        """Raw column name -> its name in the released table (``rename`` or ``name``)."""
+        return {c.name: c.rename or c.name for c in self.columns}
+
+    def column_notes(self) -> list[dict[str, Any]]:
+        """Public per-column notes for the manifest and report: names, label, description."""
+        return [{"name": c.name, "released_as": c.rename or c.name, "type": c.type,
+                 "label": c.label, "description": c.description} for c in self.columns]
+
+    def normalization(self, column: str) -> str:
+        """The text normalization (``"none"`` or ``"strip"``) that applies to ``column``."""
+        spec = self.column(column)
+        return spec.normalize if spec.normalize is not None else self.normalize
+
+    def _check_normalized(self) -> None:
+        from privfair.contracts.encoding import STRIP_CHARS
+
+        for spec in self.columns:
+            if self.normalization(spec.name) != "strip":
+                continue
+            for value in [*(spec.categories or ()), *spec.aliases]:
+                if value != value.strip(STRIP_CHARS):
+                    raise ValueError(
+                        f"column {spec.name!r}: {value!r} has leading or trailing whitespace, "
+                        "which normalize: strip removes from raw values; write it stripped")
+
+    def _check_roles(self, names: set[str]) -> None:
+        lists = {k: getattr(self.role_spec, k) for k in ("protected", "admissible", "outcome", "free")}
+        for role, members in lists.items():
+            if len(set(members)) != len(members):
+                raise ValueError(f"roles.{role}: a column is listed twice")
+            unknown = [m for m in members if m not in names]
+            if unknown:
+                dropped = [m for m in unknown if m in self.drop]
+                hint = f" ({dropped} are dropped)" if dropped else ""
+                raise ValueError(
+                    f"roles.{role}: {unknown} are not declared columns{hint}; expected names "
+                    "from 'columns'"
+                )
+        keys = list(lists)
+        for i, a in enumerate(keys):
+            for b in keys[i + 1:]:
+                overlap = sorted(set(lists[a]) & set(lists[b]))
+                if overlap:
+                    raise ValueError(
+                        f"roles: {overlap} are both {a} and {b}; the roles must not overlap"
+                    )
+        if lists["outcome"] and not lists["admissible"]:
+            raise ValueError(
+                "roles: an outcome is declared but no admissible attribute; a justifiably fair "
+                "release is impossible (declare at least one admissible column)"
+            )
+
+    # --- public API -------------------------------------------------------------------------
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """Declared column names, in declared order (the order of every code table)."""
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> ColumnSpec:
+        """The declaration of column ``name``."""
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise DomainError(
+            f"column {name!r} is not declared in contract {self.name!r}; expected one of "
+            f"{list(self.column_names)}"
+        )
+
+    def priors(self) -> dict[str, tuple[float, ...]]:
+        """Declared public prior weights, by column (only columns that declare one)."""
+        return {c.name: c.prior for c in self.columns if c.prior is not None}
+
+    def labels(self, column: str, *, open_categories: OpenCategories | None = None) -> list[str]:
+        """Ordered labels of ``column``; code ``i`` means ``labels[i]``.
+
+        Parameters
+        ----------
+        column : str
+            A declared column.
+        open_categories : mapping of str to sequence of str, optional
+            Released categories of text (open-domain) columns, e.g.
+            ``{"gender": cathist_result.categories}``. The column's ``other`` bucket, if
+            declared, is appended when not already released.
+        """
+        spec = self.column(column)
+        if spec.type != "text":
+            return spec.declared_labels()
+        released = _released(self, spec, open_categories)
+        bucket = spec.open_bucket()
+        if bucket is not None and bucket not in released:
+            released.append(bucket)
+        if not released:
+            raise DomainError(
+                f"column {column!r}: CatHist released no categories and no out_of_domain other "
+                "bucket is declared; expected at least one category"
+            )
+        return released
+
+    def domain(self, *, open_categories: OpenCategories | None = None) -> Domain:
+        """The declared :class:`~privfair.core.domain.Domain` (sizes from the contract alone).
+
+        Raises
+        ------
+        DomainError
+            If a text column has no released categories in ``open_categories``.
+        """
+        _check_open_keys(self, open_categories)
+        return Domain(self.column_names,
+                      tuple(len(self.labels(c, open_categories=open_categories))
+                            for c in self.column_names))
+
+    def roles(self) -> Roles:
+        """Protected/admissible/outcome roles as a :class:`~privfair.core.domain.Roles`.
+
+        The declared block itself, with its optional ``free`` list, is :attr:`role_spec`.
+        """
+        spec = self.role_spec
+        return Roles(tuple(spec.protected), tuple(spec.admissible), tuple(spec.outcome))
+
+    def free_columns(self) -> tuple[str, ...]:
+        """Columns with no protected/admissible/outcome role, in declared order."""
+        spec = self.role_spec
+        used = set(spec.protected) | set(spec.admissible) | set(spec.outcome)
+        return tuple(c for c in self.column_names if c not in used)
+
+    @property
+    def unresolved_columns(self) -> list[str]:
+        """Columns whose domain a release must first publish with DP: text and dp_bins."""
+        return [c.name for c in self.columns if c.type == "text" or c.dp_bins is not None]
+
+    def with_released_bins(self, released: Mapping[str, Sequence[float]]) -> Contract:
+        """This contract with each ``dp_bins`` column given its released (DP) bin edges."""
+        if all(c.dp_bins is None for c in self.columns):
+            return self  # nothing to resolve (frozen, so sharing it is safe); no YAML round trip
+        raw = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        for column in raw["columns"]:
+            if column.get("dp_bins") is None:
+                continue
+            if column["name"] not in released:
+                raise ContractError(f"column {column['name']!r}: no released bin edges")
+            column.pop("dp_bins")
+            column["bins"] = [float(e) for e in released[column["name"]]]
+        return parse_contract(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
+                              source=f"{self.name} (released bins)")
+
+    def with_released_categories(self, released: Mapping[str, Sequence[str]]) -> Contract:
+        """This contract with each open-domain text column turned categorical.
+
+        ``released`` maps a text column to the categories CatHist released for it (post-DP,
+        so public); the column's declared "other" bucket is appended after them, and values
+        not released go there. The result is what every later stage of a release uses.
+        """
+        if all(c.type != "text" for c in self.columns):
+            return self  # nothing to resolve (frozen, so sharing it is safe); no YAML round trip
+        raw = self.model_dump(by_alias=True, exclude_none=True, mode="json")
+        for column in raw["columns"]:
+            name = column["name"]
+            if column["type"] != "text":
+                continue
+            if name not in released:
+                raise ContractError(f"column {name!r}: no released categories were given")
+            spec = self.column(name)
+            other = spec.open_bucket()
+            categories = [c for c in released[name] if c != other]
+            if other is not None:
+                categories.append(other)
+            if not categories:
+                raise ContractError(f"column {name!r}: CatHist released no category and no "
+                                    "'other' bucket is declared")
+            column.pop("open_domain", None)
+            column.update(type="categorical", categories=categories)
+        return parse_contract(yaml.safe_dump(raw, sort_keys=False, allow_unicode=True),
+                              source=f"{self.name} (released categories)")
+
+    def fingerprint(self) -> str:
+        """sha256 of a canonical JSON dump of the parsed contract.
+
+        Comments, key order and YAML spelling do not change it; any declared value does.
+        """
+        dump = self.model_dump(mode="python", by_alias=True)
+        if dump.get("dataset_id") is None:  # contracts without one keep their fingerprint
+            dump.pop("dataset_id", None)
+        # Likewise for keys added later, left at their defaults.
+        for key, default in (("normalize", "none"), ("reviewed", None), ("tot", None),
+                             ("causal_graph", None)):
+            if dump.get(key, default) == default:
+                dump.pop(key, None)
+        for column in dump["columns"]:
+            for key in ("normalize", "rename", "label", "prior"):
+                if column.get(key) is None:
+                    column.pop(key, None)
+        text = json.dumps(dump, sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=False, allow_nan=True)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _parse_policy(text: str, *, allowed: tuple[str, ...], key: str) -> Policy:
+    head, sep, tail = text.partition(":")
+    head = head.strip()
+    if head in ("other", "as"):
+        if head not in allowed:
+            raise ValueError(f"{key}: {text!r}; expected one of {_policy_forms(allowed)}")
+        if not sep or not tail.strip():
+            raise ValueError(f"{key}: {head!r} must name a category, e.g. '{head}:<category>'")
+        return Policy(head, tail.strip())
+    if sep or head not in allowed:
+        raise ValueError(f"{key}: {text!r}; expected one of {_policy_forms(allowed)}")
+    return Policy(head)
+
+
+def _policy_forms(allowed: tuple[str, ...]) -> str:
+    return ", ".join(f"{a}:<category>" if a in ("other", "as") else a for a in allowed)
+
+
+def _check_labels(labels: Sequence[str], *, what: str) -> None:
+    if not labels:
+        raise ValueError(f"{what}: the list is empty; expected at least one")
+    if any(not lab for lab in labels):
+        raise ValueError(f"{what}: empty strings are not allowed")
+    seen: set[str] = set()
+    for lab in labels:
+        if lab in seen:
+            raise ValueError(f"{what}: {lab!r} is listed twice")
+        seen.add(lab)
+
+
+def _fmt_edge(x: float) -> str:
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return f"{x:g}"
+
+
+def _generated_labels(edges: Sequence[float], *, integer: bool) -> list[str]:
+    """Labels for bins ``[e_i, e_{i+1})`` (last one closed); see the module docstring."""
+    k = len(edges) - 1
+    labels: list[str] = []
+    for i in range(k):
+        a, b = edges[i], edges[i + 1]
+        last = i == k - 1
+        if not integer:
+            labels.append(f"[{_fmt_edge(a)}, {_fmt_edge(b)}{']' if last else ')'}")
+            continue
+        lo = None if math.isinf(a) else math.ceil(a)
+        hi = None if math.isinf(b) else (math.floor(b) if last else math.ceil(b) - 1)
+        if lo is not None and hi is not None and lo > hi:
+            raise ValueError(
+                f"bins: bin {i} [{a:g}, {b:g}{']' if last else ')'} holds no whole number but "
+                "the column is integer"
+            )
+        if lo is None and hi is None:
+            labels.append("any")
+        elif lo is None:
+            labels.append(f"<={hi}")
+        elif hi is None:
+            labels.append(f">={lo}")
+        else:
+            labels.append(str(lo) if lo == hi else f"{lo}-{hi}")
+    return labels
+
+
+def _released(contract: Contract, spec: ColumnSpec, open_categories: OpenCategories | None
+              ) -> list[str]:
+    if open_categories is None or spec.name not in open_categories:
+        raise DomainError(
+            f"column {spec.name!r} is an open-domain text column with no released categories; "
+            f"release them with CatHist and pass open_categories={{{spec.name!r}: "
+            "result.categories}"
+        )
+    values = open_categories[spec.name]
+    if isinstance(values, str):
+        raise DomainError(f"open_categories[{spec.name!r}]: expected a list of strings, got a str")
+    released = [str(v) for v in values]
+    if len(set(released)) != len(released):
+        raise DomainError(f"open_categories[{spec.name!r}]: categories must be unique")
+    return released
+
+
+def _check_open_keys(contract: Contract, open_categories: OpenCategories | None) -> None:
+    if not open_categories:
+        return
+    for key in open_categories:
+        spec = contract.column(key)
+        if spec.type != "text":
+            raise DomainError(
+                f"open_categories[{key!r}]: column is {spec.type}; only text (open-domain) "
+                "columns take released categories"
+            )
+
+
+# --- YAML reading --------------------------------------------------------------------------
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: object, line: int) -> None:
+        super().__init__(key, line)
+        self.key = key
+        self.line = line
+
+
+class _ContractLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys and reads ``1e-6``/``2.94e10`` as floats.
+
+    PyYAML follows YAML 1.1, where a float needs a dot and a signed exponent, so ``1e-6`` would
+    be read as a string; contracts are written by people, so we accept the YAML 1.2 spelling.
+    """
+
+
+_ContractLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*)(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in seen:
+                raise _DuplicateKey(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        except TypeError:
+            continue  # unhashable key: let PyYAML report it
+    return loader.construct_mapping(node, deep=True)
+
+
+_ContractLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+# Sub-models reached by a validation error location, to list the allowed keys.
+_MODEL_AT: dict[tuple[str, ...], type[BaseModel]] = {
+    (): Contract,
+    ("columns", "*"): ColumnSpec,
+    ("columns", "*", "open_domain"): OpenDomainSpec,
+    ("columns", "*", "open_domain", "universe"): UniverseSpec,
+    ("columns", "*", "open_domain", "universe", "words"): WordUniverseSpec,
+    ("roles",): RolesSpec,
+    ("budget",): BudgetSpec,
+    ("tot",): TOTSpec,
+    ("tot", "distortion"): DistortionSpec,
+}
+
+
+def _path_text(loc: Sequence[Any]) -> str:
+    parts: list[str] = []
+    for item in loc:
+        if isinstance(item, int) and parts:
+            parts[-1] = f"{parts[-1]}[{item}]"
+        else:
+            parts.append(str(item))
+    return ".".join(parts)
+
+
+def _loc_text(loc: tuple[Any, ...], data: Any) -> str:
+    """``columns[3].bins`` -> ``column 'age' (columns[3]).bins`` when the name is known."""
+    if len(loc) >= 2 and loc[0] == "columns" and isinstance(loc[1], int):
+        try:
+            name = data["columns"][loc[1]]["name"]
+        except (KeyError, IndexError, TypeError):
+            name = None
+        if isinstance(name, str):
+            rest = _path_text(loc[2:])
+            return f"column {name!r} (columns[{loc[1]}])" + (f".{rest}" if rest else "")
+    return _path_text(loc)
+
+
+def _format_error(err: Mapping[str, Any], data: Any) -> str:
+    loc = tuple(err.get("loc", ()))
+    if err["type"] == "extra_forbidden":
+        parent = loc[:-1]
+        pattern = tuple("*" if isinstance(p, int) else p for p in parent)
+        model = _MODEL_AT.get(pattern)
+        keys = sorted(f.alias or n for n, f in model.model_fields.items()) if model else []
+        allowed = f"; expected one of {keys}" if keys else ""
+        where = _loc_text(parent, data) or "top level"
+        return f"{where}: unknown key {loc[-1]!r}{allowed}"
+    if err["type"] == "missing":
+        where = _loc_text(loc[:-1], data) or "top level"
+        return f"{where}: missing required key {loc[-1]!r}"
+    msg = str(err["msg"]).removeprefix("Value error, ").replace("\n", " ")
+    where = _loc_text(loc, data)
+    return f"{where}: {msg}" if where else msg
+
+
+def parse_contract(text: str, *, source: str = "<string>") -> Contract:
+    """Parse contract YAML text.
+
+    Parameters
+    ----------
+    text : str
+        The YAML document.
+    source : str
+        Where it came from, for error messages.
+
+    Raises
+    ------
+    ContractError
+        With a one-line message naming the problem.
+    """
+    try:
+        data = yaml.load(text, Loader=_ContractLoader)  # noqa: S506 - a SafeLoader subclass
+    except _DuplicateKey as dup:
+        raise ContractError(
+            f"contract {source}: duplicate key {dup.key!r} at line {dup.line}"
+        ) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None)
+        detail = f": {problem}" if problem else ""
+        raise ContractError(f"contract {source}: YAML syntax error{where}{detail}") from None
+    if not isinstance(data, dict):
+        raise ContractError(
+            f"contract {source}: expected a mapping with keys name, version, columns, roles, "
+            "budget at the top level"
+        )
+    try:
+        return Contract.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False, include_input=False)
+        more = f" (+{len(errors) - 1} more)" if len(errors) > 1 else ""
+        raise ContractError(f"contract {source}: {_format_error(errors[0], data)}{more}") from None
+
+
+def load_contract(path: str | Path) -> Contract:
+    """Read and validate the contract at ``path``.
+
+    Raises
+    ------
+    ContractError
+        If the file cannot be read, is not valid YAML, or declares something inconsistent.
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ContractError(f"contract {path}: cannot read the file ({exc.strerror})") from None
+    return parse_contract(text, source=str(path))

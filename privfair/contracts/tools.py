@@ -1,0 +1,504 @@
+"""The publisher's local contract tools: draft a contract from a file, check a file against one.
+
+This module is long on purpose: `contract draft` and `contract check --data` share one scan
+of the publisher's file and one set of suggestions.
+
+Both read the private table and show what is in it (category lists, offending values and their
+counts). They are the data owner's own diagnostics, run on their machine: nothing here is part of
+a release, charged to a ledger or written to the release store. A draft's domains are copied from
+data, and every domain of a contract is public in every release, so a draft says so at the top
+and stays ``reviewed: false`` (``contract check`` keeps warning) until the publisher has checked
+it against the codebook.
+
+Both use the release's own reading rules: the file is read literally (no glob), a pandas index
+stored in Parquet is not a column, CSV fields are text, and categories are matched with
+:func:`privfair.contracts.encoding.match_text` after the column's ``normalize`` rule.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from privfair.contracts.encoding import (
+    STRIP_CHARS,
+    as_text,
+    hidden_index_columns,
+    literal_file,
+    match_text,
+)
+from privfair.contracts.schema import ColumnSpec, Contract, parse_contract
+
+__all__ = ["ColumnProblem", "DataCheck", "check_data", "draft_contract", "review_warning"]
+
+_NUMERIC = re.compile(r"^(U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?|FLOAT|DOUBLE|REAL|DECIMAL.*)$")
+_INTEGER = re.compile(r"^U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?$")
+_TRIM = "'" + STRIP_CHARS.replace("'", "''") + "'"
+
+
+def review_warning(contract: Contract) -> str | None:
+    """The warning ``contract check`` prints while a drafted contract is not reviewed."""
+    if contract.reviewed is not False:
+        return None
+    return (f"contract {contract.name!r} is a draft (reviewed: false): its category lists and "
+            "bin edges were copied from data and are PUBLIC in every release; review each "
+            "against the codebook, then set 'reviewed: true'")
+
+
+# --- reading --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Source:
+    con: Any
+    sql: str
+    csv: bool
+    types: dict[str, str]
+
+
+@contextmanager
+def _open(path: str | Path) -> Iterator[_Source]:
+    import duckdb
+
+    from privfair.release.ingest import source_sql
+
+    with literal_file(path) as literal:
+        lit = Path(literal)
+        csv = lit.suffix == ".csv"
+        hidden = set() if csv else set(hidden_index_columns(lit))
+        con = duckdb.connect()
+        try:
+            sql = source_sql(lit)
+            try:
+                described = con.execute(f"DESCRIBE SELECT * FROM {sql}").fetchall()
+            except duckdb.Error as exc:
+                kind = str(exc).splitlines()[0].split(":")[0] if str(exc) else "error"
+                raise ValueError(f"data file {path} cannot be read ({kind})") from None
+            types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
+            if csv:
+                # CSV is parsed once, not once per query (DuckDB spills to disk if needed).
+                con.execute(f"CREATE TEMP TABLE source AS SELECT * FROM {sql}")
+                sql = "source"
+            yield _Source(con, sql, csv, types)
+        finally:
+            con.close()
+
+
+def _q(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+# --- check ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ColumnProblem:
+    """One way a column of the data breaks the contract.
+
+    Attributes
+    ----------
+    column : str
+        The column.
+    problem : str
+        What is wrong, in words.
+    rows : int
+        Rows affected (0 for a column-level problem).
+    examples : tuple of (str, int)
+        Offending values and their counts, most frequent first (private: shown locally only).
+    fixes : tuple of str
+        Suggested contract edits.
+    """
+
+    column: str
+    problem: str
+    rows: int = 0
+    examples: tuple[tuple[str, int], ...] = ()
+    fixes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DataCheck:
+    """Every problem found in one file against one contract."""
+
+    contract: str
+    rows: int
+    problems: tuple[ColumnProblem, ...] = field(default_factory=tuple)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    @property
+    def failing_columns(self) -> list[str]:
+        return list(dict.fromkeys(p.column for p in self.problems))
+
+    def lines(self) -> list[str]:
+        """A human-readable report (it quotes private values: keep it local)."""
+        if self.passed:
+            return [f"data fits contract {self.contract!r}: {self.rows} rows, no problem found"]
+        out = [f"data breaks contract {self.contract!r} in {len(self.failing_columns)} "
+               f"column(s) ({self.rows} rows read):"]
+        for p in self.problems:
+            share = f": {p.rows} of {self.rows} rows" if p.rows else ""
+            out.append(f"  column {p.column!r}: {p.problem}{share}")
+            if p.examples:
+                shown = ", ".join(f"{v!r} ({n})" for v, n in p.examples)
+                out.append(f"    values: {shown}")
+            out.extend(f"    fix: {fix}" for fix in p.fixes)
+        return out
+
+
+def check_data(contract: Contract, data_path: str | Path, *, max_examples: int = 8
+               ) -> DataCheck:
+    """Check a data file against ``contract``, reporting every failing column at once.
+
+    The publisher's local diagnostic: it reads the private file, quotes offending values with
+    their counts, and writes nothing.
+    """
+    problems: list[ColumnProblem] = []
+    with _open(data_path) as src:
+        rows = int(src.con.execute(f"SELECT count(*) FROM {src.sql}").fetchone()[0])
+        present = set(src.types)
+        for name in contract.column_names:
+            if name not in present:
+                close = difflib.get_close_matches(name, list(present), n=3, cutoff=0.6)
+                hint = (f"the data has {close}; rename the column, or set the contract's name "
+                        "to the data's") if close else "add the column to the data, or remove "\
+                    "its declaration"
+                problems.append(ColumnProblem(name, "declared but missing from the data",
+                                              fixes=(hint,)))
+        known = set(contract.column_names) | set(contract.drop)
+        for name in src.types:
+            if name not in known:
+                problems.append(ColumnProblem(
+                    name, "in the data but not declared",
+                    fixes=("declare it under columns, or list it under drop",)))
+        for spec in contract.columns:
+            if spec.name not in present:
+                continue
+            if spec.type == "numeric":
+                problems.extend(_check_numeric(src, spec, max_examples))
+            else:
+                problems.extend(_check_text(src, contract, spec, max_examples))
+    return DataCheck(contract.name, rows, tuple(problems))
+
+
+def _top(frame: pd.DataFrame, mask: np.ndarray, k: int) -> tuple[tuple[str, int], ...]:
+    part = frame[mask].sort_values("n", ascending=False, kind="stable").head(k)
+    return tuple((str(v), int(n)) for v, n in zip(part["v"], part["n"], strict=True))
+
+
+def _null_problem(spec: ColumnSpec, nulls: int) -> list[ColumnProblem]:
+    if not nulls or spec.null_policy.kind != "refuse":
+        return []
+    fix = ('add a category such as "(missing)" and set nulls: "as:(missing)"'
+           if spec.type == "categorical" else
+           'set out_of_domain: "other:(other)" and nulls: "as:(other)"' if spec.type == "text"
+           else "fill them in the data, or declare the column categorical with a "
+                '"(missing)" category')
+    return [ColumnProblem(spec.name, "holds nulls and its nulls policy is refuse", nulls,
+                          fixes=(fix,))]
+
+
+def _check_text(src: _Source, contract: Contract, spec: ColumnSpec, k: int
+                ) -> list[ColumnProblem]:
+    kind = src.types[spec.name]
+    if not src.csv and kind != "VARCHAR" and not _NUMERIC.match(kind) and kind != "BOOLEAN":
+        return [ColumnProblem(spec.name, f"has type {kind}, which cannot hold categories",
+                              fixes=("convert it to text in the data, or list it under drop",))]
+    col = _q(spec.name)
+    frame = src.con.execute(
+        f"SELECT {col} AS v, count(*) AS n FROM {src.sql} GROUP BY 1").df()
+    null = frame["v"].isna().to_numpy()
+    nulls = int(frame["n"][null].sum())
+    labels = [] if spec.type == "text" else contract.labels(spec.name)
+    problems = _null_problem(spec, nulls)
+    if spec.type == "text" or spec.out_of_domain_policy.kind != "refuse":
+        return problems
+    codes = match_text(contract, spec.name, frame["v"])
+    bad = (codes < 0) & ~null
+    if not bad.any():
+        return problems
+    raw = as_text(frame["v"][bad])
+    keys = {**{c: c for c in labels}, **spec.aliases}
+    fixes = []
+    stripped = [v for v in raw if v.strip(STRIP_CHARS) in keys]
+    if stripped and contract.normalization(spec.name) == "none":
+        fixes.append(f"normalize: strip (on the column or the contract): {len(stripped)} "
+                     "value(s) differ from a category only by leading/trailing whitespace")
+    folded = {c.strip(STRIP_CHARS).casefold(): c for c in labels}
+    aliases = {v: folded[v.strip(STRIP_CHARS).casefold()] for v in raw
+               if v not in stripped and v.strip(STRIP_CHARS).casefold() in folded}
+    if aliases:
+        shown = dict(list(aliases.items())[:5])
+        fixes.append(f"aliases: {shown} (they differ from a category only in case)")
+    if len(stripped) + len(aliases) < len(raw):
+        other = next((c for c in labels if c.casefold() in ("other", "(other)")), "<category>")
+        fixes.append("add the values to categories, map them with aliases, or set "
+                     f'out_of_domain: "other:{other}"')
+    return problems + [ColumnProblem(
+        spec.name, f"{int(bad.sum())} distinct value(s) are not declared categories or aliases",
+        int(frame["n"][bad].sum()), _top(frame, bad, k), tuple(fixes))]
+
+
+def _check_numeric(src: _Source, spec: ColumnSpec, k: int) -> list[ColumnProblem]:
+    kind = src.types[spec.name]
+    col = _q(spec.name)
+    if src.csv:
+        value = f"TRY_CAST(trim({col}) AS DOUBLE)"
+        empty = f"({col} IS NULL OR trim({col}) = '')"
+    elif _NUMERIC.match(kind):
+        value, empty = f"CAST({col} AS DOUBLE)", f"({col} IS NULL)"
+    else:
+        return [ColumnProblem(spec.name, f"has type {kind} but is declared numeric",
+                              fixes=("declare it categorical, or convert it to numbers in the "
+                                     "data",))]
+    nulls, nonnum = src.con.execute(
+        f"SELECT count(*) FILTER (WHERE {empty}), "
+        f"count(*) FILTER (WHERE NOT {empty} AND {value} IS NULL) FROM {src.sql}").fetchone()
+    problems = _null_problem(spec, int(nulls))
+    if nonnum:
+        examples = src.con.execute(
+            f"SELECT CAST({col} AS VARCHAR), count(*) AS n FROM {src.sql} WHERE NOT {empty} "
+            f"AND {value} IS NULL GROUP BY 1 ORDER BY n DESC, 1 LIMIT {int(k)}").fetchall()
+        problems.append(ColumnProblem(
+            spec.name, "holds values that are not numbers", int(nonnum),
+            tuple((str(v), int(n)) for v, n in examples),
+            ("clean them in the data, or declare the column categorical",)))
+    if spec.out_of_domain_policy.kind != "refuse":
+        return problems
+    lower, upper = spec.bounds
+    cond = [f"x < {lower!r}" if math.isfinite(lower) else "false",
+            f"x > {upper!r}" if math.isfinite(upper) else "false", "isinf(x)"]
+    if spec.integer:
+        cond.append("(isfinite(x) AND x <> trunc(x))")
+    where = " OR ".join(cond)
+    outside = src.con.execute(
+        f"SELECT x, count(*) AS n FROM (SELECT {value} AS x FROM {src.sql}) "
+        f"WHERE x IS NOT NULL AND ({where}) GROUP BY 1 ORDER BY n DESC, 1").fetchall()
+    if outside:
+        seen = [x for x, _ in outside if math.isfinite(x)]
+        span = f" (the data reaches [{min(seen):g}, {max(seen):g}])" if seen else ""
+        kind_text = "whole numbers" if spec.integer else "numbers"
+        problems.append(ColumnProblem(
+            spec.name, f"holds values outside the declared range ({kind_text} in "
+                       f"[{lower:g}, {upper:g}]){span}",
+            sum(int(n) for _, n in outside), tuple((f"{x:g}", int(n)) for x, n in outside[:k]),
+            ("widen bins (or lower/upper), or set out_of_domain: clamp",)))
+    return problems
+
+
+# --- draft ----------------------------------------------------------------------------------
+
+_HEADER = """\
+# DRAFT data contract written by `privfair contract draft` from {source}.
+#
+# REVIEW BEFORE ANY RELEASE. The category lists and bin edges below were copied from the
+# data, and every domain in a contract is PUBLIC in every release: a category held by one
+# person discloses that person. Check each list against the codebook: remove values that must
+# not be published, add valid values that this file happens not to hold, merge rare ones
+# (aliases or out_of_domain: "other:<category>"). Then:
+#   - declare the roles (protected, admissible, outcome) and the lifetime budget;
+#   - for each text (open_domain) column, declare the universe of possible values from the
+#     codebook as open_domain.universe ({{values: [...]}} or {{words: {{alphabet, max_length}}}}),
+#     never a list or count taken from this file (a release refuses a bare size);
+#   - set `reviewed: true` (`privfair contract check` warns until you do).
+"""
+
+
+def draft_contract(data_path: str | Path, *, max_categories: int = 50,
+                   name: str | None = None, bins: int = 5) -> str:
+    """A draft contract (YAML text) for a CSV/Parquet file.
+
+    Parameters
+    ----------
+    data_path : str or Path
+        The private table.
+    max_categories : int
+        Text columns with at most this many distinct (whitespace-stripped) values become
+        categorical with a sorted category list, the others open-domain text; whole-number
+        columns with at most this many distinct values (codes, flags) become categorical,
+        the others numeric with suggested bins.
+    name : str, optional
+        Contract name; defaults to the file's stem.
+    bins : int
+        Suggested number of bins of numeric columns (round-number edges near quantiles).
+
+    Returns
+    -------
+    str
+        YAML that :func:`~privfair.contracts.schema.parse_contract` accepts, with
+        ``reviewed: false`` and a header saying what to review.
+    """
+    if isinstance(max_categories, bool) or not isinstance(max_categories, int) \
+            or max_categories < 1:
+        raise ValueError(f"--max-categories must be an integer >= 1, got {max_categories!r}")
+    path = Path(data_path)
+    columns: list[dict[str, Any]] = []
+    drop: list[str] = []
+    with _open(path) as src:
+        numeric_csv = _csv_numeric_columns(src)
+        for col, kind in src.types.items():
+            spec = _draft_column(src, col, kind, max_categories, bins,
+                                 csv_numeric=numeric_csv.get(col, False))
+            if spec is None:
+                drop.append(col)
+            else:
+                columns.append(spec)
+    stem = name or re.sub(r"[^A-Za-z0-9_.-]+", "_", path.name.split(".")[0]).strip("._-")
+    doc: dict[str, Any] = {
+        "name": stem or "dataset", "version": "0.1.0",
+        "description": f"Draft from {path.name}; review every domain before a release.",
+        "reviewed": False, "normalize": "strip", "columns": columns}
+    if drop:
+        doc["drop"] = drop
+    doc["roles"] = {"protected": [], "admissible": [], "outcome": []}
+    doc["budget"] = {"epsilon": 1.0, "delta": 1.0e-7}
+    notes = {c["name"]: c.pop("review") for c in columns if "review" in c}
+    body = yaml.dump(doc, Dumper=_DraftDumper, sort_keys=False, allow_unicode=True, width=100)
+    for col, note in notes.items():
+        # A comment, not a description: descriptions are published in the report.
+        entry = yaml.dump([{"name": col}], Dumper=_DraftDumper, width=100).splitlines()[0]
+        body = body.replace(entry + "\n", f"# REVIEW {col}: {note}\n{entry}\n", 1)
+    text = _HEADER.format(source=path.name) + body
+    parse_contract(text, source=f"draft of {path.name}")  # the draft must be a valid contract
+    return text
+
+
+class _DraftDumper(yaml.SafeDumper):
+    """Lists of scalars (categories, bins) on one line, as people write contracts."""
+
+
+def _represent_list(dumper: yaml.SafeDumper, data: list[Any]) -> Any:
+    flow = all(not isinstance(v, dict | list) for v in data)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", data, flow_style=flow)
+
+
+_DraftDumper.add_representer(list, _represent_list)
+
+
+def _csv_numeric_columns(src: _Source) -> dict[str, bool]:
+    """CSV columns (all text) whose non-blank values all read as numbers: one scan."""
+    if not src.csv or not src.types:
+        return {}
+    parts = []
+    for name in src.types:
+        col = _q(name)
+        parts += [f"count(*) FILTER (WHERE trim({col}) <> '' AND "
+                  f"TRY_CAST(trim({col}) AS DOUBLE) IS NULL)",
+                  f"count(*) FILTER (WHERE trim({col}) <> '')"]
+    row = src.con.execute(f"SELECT {', '.join(parts)} FROM {src.sql}").fetchone()
+    return {name: row[2 * i + 1] > 0 and row[2 * i] == 0 for i, name in enumerate(src.types)}
+
+
+def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
+                  csv_numeric: bool = False) -> dict[str, Any] | None:
+    col = _q(name)
+    if src.csv:
+        numeric = csv_numeric
+        value = f"TRY_CAST(trim({col}) AS DOUBLE)"
+    elif _NUMERIC.match(kind):
+        numeric, value = True, f"CAST({col} AS DOUBLE)"
+    elif kind == "BOOLEAN":
+        # The encoder reads booleans as "True"/"False" (discretize.as_text).
+        nulls = src.con.execute(f"SELECT count(*) FILTER (WHERE {col} IS NULL) FROM {src.sql}"
+                                ).fetchone()[0]
+        spec = {"name": name, "type": "categorical", "categories": ["False", "True"]}
+        if nulls:
+            spec.update(categories=["False", "True", "(missing)"], nulls="as:(missing)")
+        return spec
+    elif kind == "VARCHAR":
+        numeric, value = False, col
+    else:
+        return None  # dates, blobs, nested: not releasable as declared; listed under drop
+    if numeric:
+        return _draft_numeric(src, name, value, k, bins, integer_type=bool(_INTEGER.match(kind)))
+    text = f"trim(CAST({col} AS VARCHAR), {_TRIM})"
+    frame = src.con.execute(
+        f"SELECT {text} AS v, count(*) AS n FROM {src.sql} GROUP BY 1 LIMIT {k + 2}").df()
+    null = frame["v"].isna()
+    values = sorted(str(v) for v in frame["v"][~null])
+    spec: dict[str, Any] = {"name": name}
+    if len(values) > k:
+        spec.update(type="text", open_domain={"size": 1_000_000, "tolerance": 0.9},
+                    out_of_domain="other:(other)", nulls="as:(other)")
+        return spec
+    categories = [v if v else "(blank)" for v in values]
+    spec.update(type="categorical", categories=categories)
+    if "" in values:
+        spec["aliases"] = {"": "(blank)"}
+    if null.any():
+        spec["categories"] = categories + ["(missing)"]
+        spec["nulls"] = "as:(missing)"
+    return spec
+
+
+def _draft_numeric(src: _Source, name: str, value: str, k: int, bins: int, *,
+                   integer_type: bool) -> dict[str, Any]:
+    row = src.con.execute(
+        f"SELECT min(x), max(x), count(DISTINCT x), bool_and(x = trunc(x)), "
+        f"quantile_cont(x, {[i / bins for i in range(1, bins)]}), count(*) FILTER (WHERE x IS "
+        f"NULL) FROM (SELECT {value} AS x FROM {src.sql} WHERE isfinite({value}))").fetchone()
+    lo, hi, distinct, whole, quantiles, _ = row
+    spec: dict[str, Any] = {"name": name}
+    if lo is None:  # no numbers at all
+        spec.update(type="categorical", categories=["(missing)"], nulls="as:(missing)")
+        return spec
+    whole = bool(whole) or integer_type
+    nulls = src.con.execute(f"SELECT count(*) FILTER (WHERE {value} IS NULL) FROM {src.sql}"
+                            ).fetchone()[0]
+    if whole and distinct <= k:  # few whole values: codes (industry, 0/1 flags), not amounts
+        found = src.con.execute(
+            f"SELECT DISTINCT {value} AS x FROM {src.sql} WHERE {value} IS NOT NULL ORDER BY 1"
+        ).fetchall()
+        cats = [str(int(x)) for (x,) in found]
+        spec.update(type="categorical", categories=cats)
+        if nulls:
+            spec.update(categories=[*cats, "(missing)"], nulls="as:(missing)")
+        return spec
+    edges = suggest_edges(float(lo), float(hi), [float(q) for q in quantiles or []],
+                          integer=whole)
+    spec.update(type="numeric", integer=whole, bins=edges, out_of_domain="clamp")
+    if nulls:
+        spec["review"] = (f"{nulls} null(s): a bin cannot hold nulls; fill them, or declare the "
+                          'column categorical with a "(missing)" category')
+    return spec
+
+
+def suggest_edges(lo: float, hi: float, quantiles: list[float], *, integer: bool
+                  ) -> list[float | int]:
+    """Round-number bin edges near the given quantiles, covering ``[lo, hi]``.
+
+    The step is half a power of ten below the range (ages 17..90 give steps of 5). A mass at
+    the minimum (a zero-inflated column such as capital gain) gets its own point bin.
+    """
+    span = hi - lo
+    if span <= 0:
+        step = 1.0
+    else:
+        step = 10.0 ** (math.floor(math.log10(span)) - 1)
+        if span / step > 40:
+            step *= 5
+    if integer:
+        step = max(step, 1.0)
+    first = math.floor(lo / step) * step
+    last = math.ceil(hi / step) * step
+    if last <= first:
+        last = first + step
+    inner = sorted({round(q / step) * step for q in quantiles})
+    edges = [first] + [e for e in inner if first < e < last] + [last]
+    if integer and any(q <= lo for q in quantiles) and lo + 1 < edges[1]:
+        edges.insert(1, lo + 1)
+        edges[0] = lo
+    clean = [int(e) if integer or float(e).is_integer() else round(e, 10) for e in edges]
+    return sorted(set(clean))

@@ -1,0 +1,1 @@
+"""DP domains learnt from the private data: CatHist category lists and DP quantile bins."""

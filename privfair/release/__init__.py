@@ -1,0 +1,1 @@
+"""Releases: seeds, preflight checks and ingest, then table, GAN, model and graph kinds."""

@@ -1,0 +1,125 @@
+"""Data-free refusals of a release request (issue 10.4, 10.9, 10.10), run by
+:func:`privfair.release.table.plan.preflight` before the run's ρ is reserved.
+
+Numbers that break the accounting (ε that overflows or vanishes, δ that underflows), TOT's η
+without TOT, a plan whose marginals cannot fit in memory (estimated from the declared
+domain, naming the cliques at fault), store and work-folder names that cannot work, and a
+catalog another process holds: each is refused with one line, before any private read.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from privfair.contracts.schema import Contract
+from privfair.core.domain import Domain
+from privfair.core.errors import PrivfairError
+from privfair.store.artefacts import StoreError
+
+#: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
+MAX_EPSILON = 100.0
+#: ε below this is numerically indistinguishable from no release at all.
+MIN_EPSILON = 1e-6
+#: δ below this underflows 1/δ-style terms (the manifest would hold Infinity).
+MIN_DELTA = 1e-50
+#: Bytes held per marginal cell: true counts, noisy counts, model potentials, a working copy.
+BYTES_PER_CELL = 32
+#: Bytes per synthetic cell while sampling and decoding (codes, labels, a working copy).
+BYTES_PER_SAMPLED_CELL = 24
+#: Store file names (and suffixes) that a dataset folder may not take.
+RESERVED_NAMES = ("catalog.duckdb", "lifetime_ledger.json", "releases")
+RESERVED_SUFFIXES = (".duckdb", ".wal", ".lock", ".json", ".tmp")
+_ODD_PATH = re.compile(r"[?*\[\]\x00-\x1f\x7f]")
+
+
+class PlanTooLargeError(PrivfairError, ValueError):
+    """The plan cannot fit in memory; the message names the cliques or the parameter."""
+
+
+def memory_limit() -> int:
+    """Bytes a plan may use: ``$PRIVFAIR_MEMORY_GB``, else half the machine's memory."""
+    env = os.environ.get("PRIVFAIR_MEMORY_GB")
+    if env:
+        return int(float(env) * 2**30)
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX
+        return 8 * 2**30
+
+
+def check_numbers(*, epsilon: float, delta: float, eta: float | None,
+                  fairness_transform: str) -> None:
+    if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
+        raise ValueError(f"epsilon: {epsilon:g} is outside [{MIN_EPSILON:g}, {MAX_EPSILON:g}]; "
+                         "expected a privacy level the accounting can represent")
+    if delta < MIN_DELTA:
+        raise ValueError(f"delta: {delta:g} is below {MIN_DELTA:g}; expected a delta the "
+                         "accounting can represent (e.g. 1e-9)")
+    if eta is not None and fairness_transform != "tot":
+        raise ValueError("eta: given without --fairness tot; expected eta only with the TOT "
+                         "transform")
+    if eta is not None and not 0 < eta <= 1:
+        raise ValueError(f"eta: {eta:g}; expected a discrimination bound in (0, 1]")
+
+
+def check_memory(domain: Domain, *, n_rows: int | None, limit: int | None = None) -> None:
+    """Refuse a plan whose pair marginals or synthetic table cannot fit in ``limit`` bytes."""
+    limit = memory_limit() if limit is None else limit
+    sizes = {a: int(domain.size(a)) for a in domain}
+    heavy = sorted(((sizes[a] * sizes[b], a, b)
+                    for a, b in itertools.combinations(sizes, 2)
+                    if sizes[a] * sizes[b] * BYTES_PER_CELL > limit), reverse=True)
+    if heavy:
+        named = ", ".join(f"({a}, {b}): {cells:.3g} cells" for cells, a, b in heavy[:3])
+        more = f" and {len(heavy) - 3} more" if len(heavy) > 3 else ""
+        raise PlanTooLargeError(
+            f"plan needs about {heavy[0][0] * BYTES_PER_CELL / 2**30:.3g} GiB for clique "
+            f"{named}{more}, over the {limit / 2**30:.3g} GiB limit (PRIVFAIR_MEMORY_GB); "
+            "coarsen or drop these columns")
+    if n_rows is not None and n_rows * len(sizes) * BYTES_PER_SAMPLED_CELL > limit:
+        raise PlanTooLargeError(
+            f"n_rows: {n_rows:g} rows of {len(sizes)} columns need about "
+            f"{n_rows * len(sizes) * BYTES_PER_SAMPLED_CELL / 2**30:.3g} GiB, over the "
+            f"{limit / 2**30:.3g} GiB limit (PRIVFAIR_MEMORY_GB); ask for fewer rows")
+
+
+def check_folders(*, out: str, store: Path, contract: Contract, work_dir: str) -> None:
+    """Store and work-folder names that cannot work, an unwritable dataset folder, a held
+    catalog."""
+    if _ODD_PATH.search(out):
+        raise StoreError(f"--out {out!r} holds a wildcard or control character; expected a "
+                         "plain folder path")
+    name = contract.name
+    if name.lower() in RESERVED_NAMES or name.lower().endswith(RESERVED_SUFFIXES):
+        raise StoreError(f"contract name {name!r} is reserved by the release store; choose "
+                         "another name")
+    folder = store / name
+    if folder.exists() and (not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK)):
+        raise StoreError(f"dataset folder {folder} is not a writable folder; fix its "
+                         "permissions or choose another --out")
+    work = Path(work_dir).expanduser()
+    probe = work
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is" if probe == work else f"has a parent {probe} that is"
+        raise StoreError(f"--work-dir {work} {what} a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise StoreError(f"--work-dir {work}: folder {probe} is not writable")
+    if (store / "catalog.duckdb").is_file():
+        from privfair.store.registry import catalog
+
+        with catalog(store, read_only=True, wait=1.0):
+            pass
+
+
+def check_release_request(params: Any, contract: Contract, domain: Domain, store: Path) -> None:
+    """Every data-free refusal of a table release, in the order a user fixes them."""
+    check_numbers(epsilon=params.epsilon, delta=params.delta, eta=params.eta,
+                  fairness_transform=params.fairness_transform)
+    check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
+    check_memory(domain, n_rows=params.n_rows)

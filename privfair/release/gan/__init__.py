@@ -1,0 +1,1 @@
+"""GAN table releases: the private training and post-noise sampling stages."""

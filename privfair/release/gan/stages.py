@@ -1,0 +1,280 @@
+"""GAN release stages (``--method dpgan | fairgan | fairgan-plus | cfgan``).
+
+* :func:`check_gan_request` (public, in preflight): roles and the CFGAN causal graph, from a
+  publisher's file, checked against the contract before any private read.
+* :func:`train_gan` (private side): the only stage that reads codes; it charges the release
+  ledger for the (S, Y) counts and for DP-SGD on D1 before training, and returns the trained
+  generator, a post-noise artefact.
+* :func:`sample_gan` (post-noise): samples the synthetic codes and measures data fairness on
+  them (RD(D), BER of a linear classifier predicting S), which is post-processing.
+
+Torch is imported only when a GAN stage runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfair.contracts.schema import Contract
+from privfair.core.domain import Domain
+from privfair.generative import GAN_METHODS
+from privfair.release.ingest import code_batches
+from privfair.release.seeds import stage_rng
+from privfair.store.artefacts import FileRef, load_ledger, save_ledger, write_artefact
+
+__all__ = ["GAN_METHODS", "check_gan_request", "data_fairness", "load_causal_graph",
+           "sample_gan", "train_gan"]
+
+#: |RD(D)| at or below this counts as statistical parity of the released table (Xu ch. 6).
+PARITY_THRESHOLD = 0.05
+
+
+def load_causal_graph(path: str | Path) -> dict[str, Any]:
+    """Read a causal graph declaration (YAML or JSON: nodes, edges, undirected)."""
+    import yaml
+
+    from privfair.generative.dag import CausalGraphError
+
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise CausalGraphError(f"causal graph file {file} does not exist")
+    try:
+        raw = yaml.safe_load(file.read_text())
+    except yaml.YAMLError as exc:
+        raise CausalGraphError(f"causal graph file {file} is not YAML/JSON: "
+                               f"{str(exc).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise CausalGraphError(f"causal graph file {file}: expected a mapping with nodes and "
+                               "edges")
+    return raw
+
+
+def _roles(contract: Contract, method: str) -> tuple[str, str]:
+    from privfair.core.errors import RoleError
+
+    roles = contract.roles()
+    if not roles.protected or not roles.outcome:
+        raise RoleError(f"method {method!r} needs a protected and an outcome attribute in the "
+                        "contract's roles")
+    return roles.protected[0], roles.outcome[0]
+
+
+def check_gan_request(contract: Contract, domain: Domain, method: str,
+                      causal_graph: Mapping[str, Any] | None, *,
+                      release_classifier: bool = False) -> dict[str, Any] | None:
+    """Public checks of a GAN release; returns the checked causal graph (CFGAN) or None."""
+    from privfair.generative.dag import CausalGraphError, parse_dag
+    from privfair.release.table.plan import ReleaseInputError
+
+    protected, outcome = _roles(contract, method)
+    if release_classifier:
+        if method != "fairgan-plus":
+            raise ReleaseInputError(f"release_classifier: only method 'fairgan-plus' trains a "
+                                    f"classifier, got method {method!r}")
+        _classifier_encoding(contract, protected, outcome)
+    if method != "cfgan":
+        return None
+    if causal_graph is None:
+        raise CausalGraphError("method 'cfgan' needs a causal graph: a causal_graph section in "
+                               "the contract or --causal-graph, a YAML/JSON file with the DAG "
+                               "over the contract's attributes")
+    if domain.size(protected) != 2:
+        raise CausalGraphError(f"method 'cfgan': protected attribute {protected!r} must be "
+                               f"binary, it has {domain.size(protected)} categories")
+    dag = parse_dag(causal_graph, domain, protected=(protected,), outcome=(outcome,))
+    return dag.to_dict()
+
+
+def _classifier_encoding(contract: Contract, protected: str, outcome: str) -> Any:
+    """The model-release encoding of η's inputs: every column but S and Y, one-hot."""
+    from privfair.contracts.model_features import FeatureEncoding
+    from privfair.release.table.plan import ReleaseInputError
+
+    encoding = FeatureEncoding.from_contract(contract, outcome=outcome, group=protected)
+    if encoding.excluded:
+        raise ReleaseInputError(
+            f"release_classifier: columns {list(encoding.excluded)} have no domain in the "
+            "contract alone (text or dp_bins), so η cannot be released as a model")
+    if contract.domain().size(outcome) != 2:
+        raise ReleaseInputError(f"release_classifier: outcome {outcome!r} must be binary")
+    return encoding
+
+
+def classifier_record(fitted: Any, contract: Contract) -> dict[str, Any]:
+    """FairGAN+'s η as a model release's weights and encoding (post-processing: η saw only
+    generated rows).
+
+    η is linear on the one-hot blocks of every attribute but S and Y, in domain order, with
+    two outputs; its positive-class logit is ``(w₁ − w₀)·x + (b₁ − b₀)``, which is the
+    ``coef`` layout (features, then the intercept) that ``privfair predict`` reads.
+    """
+    encoding = _classifier_encoding(contract, fitted.protected, fitted.outcome)
+    state = fitted.classifier_state
+    weight, bias = np.asarray(state["0.weight"]), np.asarray(state["0.bias"])
+    coef = np.concatenate([weight[1] - weight[0], [bias[1] - bias[0]]]).astype(float)
+    if coef.size != encoding.dimension:  # pragma: no cover - same contract, same order
+        raise ValueError("release_classifier: η's inputs do not match the contract encoding")
+    return {"coef": coef.tolist(), "features": encoding.to_dict()
+            | {"names": list(encoding.feature_names)},
+            "model": "fairgan-plus η (linear, trained on generated rows only)",
+            "classifier_fairness": fitted.config.classifier_fairness}
+
+
+def _read_codes(codes: FileRef, domain: Domain, batch_size: int) -> dict[str, np.ndarray]:
+    parts: dict[str, list[np.ndarray]] = {a: [] for a in domain}
+    for batch in code_batches(codes, batch_size=batch_size):
+        for a in domain:
+            parts[a].append(batch[a])
+    return {a: np.concatenate(v) if v else np.zeros(0, dtype=np.int64)
+            for a, v in parts.items()}
+
+
+def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str | Path, *,
+              method: str, causal_graph: Mapping[str, Any] | None, epochs: int | None,
+              group_clipping: bool, seed: int | None, batch_size: int = 200_000,
+              discrete: bool = False, progress: Callable[[int, int], None] | None = None) -> tuple[FileRef, FileRef]:
+    """Train the GAN's D1 with DP-SGD on the codes; returns (generator artefact, ledger)."""
+    from privfair.generative.gan import GANConfig, fit_gan
+
+    domain = contract.domain()
+    protected, outcome = _roles(contract, method)
+    config = GANConfig(method=method, group_clipping=group_clipping,
+                       **({"epochs": epochs} if epochs is not None else {}))
+    dag = None
+    if causal_graph is not None and method == "cfgan":
+        # Re-declare the oriented edges as undirected so the artefact keeps saying which
+        # orientations came from the public constraints.
+        oriented = [list(e) for e in causal_graph.get("oriented_from_undirected", [])]
+        dag = {"nodes": causal_graph["nodes"],
+               "edges": [e for e in causal_graph["edges"] if list(e) not in oriented],
+               "undirected": oriented}
+    book = load_ledger(ledger)
+    fitted = fit_gan(_read_codes(codes, domain, batch_size), domain, protected=protected,
+                     outcome=outcome, ledger=book, rng=stage_rng(seed, "gan"), config=config,
+                     dag=dag, discrete_noise=discrete, progress=(lambda e, n, info: progress(e, n)) if progress else None)
+    if causal_graph is not None and method == "cfgan":
+        fitted.privacy["causal_graph_source"] = causal_graph.get("source", "declared")
+    return (write_artefact(artefacts, "gan-generator", fitted.to_bytes(), "npz"),
+            save_ledger(book, artefacts))
+
+
+def data_fairness(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str,
+                  outcome: str, rng: np.random.Generator) -> dict[str, Any]:
+    """RD(D) and the BER of a linear classifier predicting S from X (Xu §6.4.2).
+
+    RD(D) = P(Y = last code | S = last code) − P(Y = last code | S = first code) for binary
+    S (signed, as in ch. 6), the largest gap between groups otherwise. BER is 1 − balanced
+    accuracy of a logistic regression on one-hot X (every attribute but S and Y), fitted on
+    70% of the table and scored on the rest; 0.5 is the fairest value.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import balanced_accuracy_score
+
+    s = np.asarray(codes[protected])
+    positive = np.asarray(codes[outcome]) == domain.size(outcome) - 1
+    rates = [float(positive[s == k].mean()) if np.any(s == k) else float("nan")
+             for k in range(domain.size(protected))]
+    finite = [r for r in rates if np.isfinite(r)]
+    rd = (rates[-1] - rates[0] if len(rates) == 2
+          else (max(finite) - min(finite) if finite else float("nan")))
+    features = [a for a in domain if a not in (protected, outcome)]
+    n = len(s)
+    x = np.zeros((n, sum(domain.size(a) for a in features)), dtype=np.float32)
+    start = 0
+    for a in features:
+        x[np.arange(n), start + np.asarray(codes[a])] = 1.0
+        start += domain.size(a)
+    order = rng.permutation(n)
+    cut = int(0.7 * n)
+    train, test = order[:cut], order[cut:]
+    ber = float("nan")
+    if len(np.unique(s[train])) > 1 and len(test) > 0:
+        clf = LogisticRegression(max_iter=500).fit(x[train], s[train])
+        ber = 1.0 - float(balanced_accuracy_score(s[test], clf.predict(x[test])))
+    return {"rd": rd, "positive_rate_by_group": rates, "ber": ber,
+            "ber_classifier": "logistic regression on one-hot X, 70/30 split of the release"}
+
+
+def _causal_effects(fitted: Any, codes: Mapping[str, np.ndarray],
+                    rng: np.random.Generator) -> dict[str, Any]:
+    """TE and the path-specific effect CFGAN targets, estimated on the released table."""
+    from privfair.generative.effects import causal_effect
+
+    dag, config = fitted.dag, fitted.config
+    kwargs = {"protected": fitted.protected, "outcome": fitted.outcome, "rng": rng}
+    out: dict[str, Any] = {
+        "estimator": "truncated factorisation on the DAG, CPTs counted from the released "
+                     "table, ancestral sampling",
+        "total_effect": causal_effect(codes, fitted.domain, dag, **kwargs)}
+    if config.effect == "se":
+        paths = dag.path_edges(fitted.protected, fitted.outcome,
+                               through=config.redlining or None)
+        out["path_specific_effect"] = causal_effect(codes, fitted.domain, dag, paths=paths,
+                                                    **kwargs)
+        out["paths"] = sorted([list(e) for e in paths])
+    return out
+
+
+def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
+               n_rows: int | None, delta: float, seed: int | None,
+               release_classifier: bool = False) -> tuple[FileRef, dict[str, Any]]:
+    """Sample synthetic codes from the trained generator (post-processing).
+
+    Returns the codes artefact and the manifest record: DP-SGD parameters, the accountant's
+    ε for them alone, the DAG (CFGAN) and the data-fairness measures of the released table.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfair.generative.calibration import subsampled_gaussian_epsilon
+    from privfair.generative.gan import FittedGAN
+
+    fitted = FittedGAN.load(generator.open_checked())
+    domain = fitted.domain
+    n = fitted.expected_rows if n_rows is None else int(n_rows)
+    rng = stage_rng(seed, "sample")
+    codes = fitted.sample(n, rng=rng)
+    table = pa.table({a: codes[a].astype(np.int64) for a in domain})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
+    fairness = data_fairness(codes, domain, protected=fitted.protected, outcome=fitted.outcome,
+                             rng=rng)
+    dp = dict(fitted.privacy["dp_sgd"])
+    dp["epsilon_dp_sgd_alone"] = subsampled_gaussian_epsilon(
+        noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"],
+        steps=dp["steps"], delta=delta)
+    dp["epsilon_dp_sgd_alone_delta"] = delta
+    if fitted.dag is not None:
+        fairness["causal_effects"] = _causal_effects(fitted, codes, rng)
+    passed = bool(np.isfinite(fairness["rd"]) and abs(fairness["rd"]) <= PARITY_THRESHOLD)
+    edges = fitted.dag.to_dict()["edges"] if fitted.dag else []
+    record = {
+        "method": {"gan": fitted.config.to_dict(), "dp_sgd": dp,
+                   "marginals": fitted.privacy["marginals"],
+                   "training_history": fitted.history,
+                   "estimated_total": float(fitted.expected_rows)},
+        "structure": {"method": fitted.config.method, "edges": edges,
+                      "causal_graph": ({**fitted.dag.to_dict(), "source": fitted.privacy.get(
+                                        "causal_graph_source", "declared by the publisher"),
+                                        "cost_budget": False}
+                                       if fitted.dag else None)},
+        "fairness_check": {
+            "passed": passed,
+            "criterion": (f"statistical parity of the released table, |RD(D)| <= "
+                          f"{PARITY_THRESHOLD} (measured on the synthetic rows; "
+                          "post-processing)"),
+            "violations": [],
+            "data_fairness": fairness,
+            "protected": fitted.protected, "outcome": fitted.outcome,
+        },
+    }
+    if release_classifier and fitted.classifier_state is not None:
+        record["classifier"] = classifier_record(fitted, contract)
+    return ref, json.loads(json.dumps(record, default=float))

@@ -1,0 +1,1 @@
+"""Graph releases: DP causal discovery published as a graph (privfair discover)."""

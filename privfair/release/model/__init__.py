@@ -1,0 +1,1 @@
+"""Model releases: DP classifiers trained, published and scored (privfair train / predict)."""

@@ -1,0 +1,1 @@
+"""Table releases: plan, private and post-noise stages, manifest, publish, runner."""

@@ -1,0 +1,211 @@
+"""The release manifest and its summaries (markdown for Prefect artifacts, ledger rows).
+
+Only public settings and post-DP quantities go in; the seed never does.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from privfair.contracts.schema import Contract
+from privfair.core.accounting import PrivacyLedger
+from privfair.release.table.plan import ReleasePlan
+from privfair.store.artefacts import (
+    utc_now,
+)
+from privfair.store.registry import (
+    LifetimeLedger,
+    code_version,
+)
+from privfair.synth.structure import SelectedStructure
+from privfair.synth.synthesizer import (
+    AIM_METHODS,
+    OneWayModel,
+)
+
+log = logging.getLogger(__name__)
+
+FORMAT = "privfair-release/1"
+
+
+def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
+                   one_way: OneWayModel | None, structure: SelectedStructure | None,
+                   model: Mapping[str, Any] | None, contract: Contract, n_rows: int,
+                   input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
+                   lifetime: LifetimeLedger, fairness_transform: Mapping[str, Any] | None = None,
+                   orchestrator: Mapping[str, Any] | None = None,
+                   generative: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The release manifest: only public settings and post-DP quantities.
+
+    A GAN release (``generative``) records its DP-SGD parameters, the accountant's ε, the
+    causal graph (CFGAN) and the data-fairness measures of the released table instead of a
+    graphical model's structure and estimation.
+    """
+    if generative is None:
+        report = model.get("report") or {}
+        method = {
+            "compress": plan.method not in AIM_METHODS,
+            "compression": one_way.compression.to_dict(),
+            "estimation": {"max_iters": plan.max_iters, **report},
+            "estimated_total": float(model["total"]),
+        }
+        structure_record, fairness = structure.to_dict(), structure.fairness.to_dict()
+    else:
+        method = dict(generative["method"])
+        structure_record = dict(generative["structure"])
+        fairness = dict(generative["fairness_check"])
+    return {
+        "format": FORMAT,
+        "dataset": plan.dataset,
+        "version": version,
+        "started_at": plan.started_at,
+        "published_at": utc_now(),
+        "guarantee": {
+            "epsilon": plan.epsilon,
+            "delta": plan.delta,
+            "rho": plan.rho,
+            "spent": ledger.guarantee(),
+        },
+        "ledger": [asdict(e) for e in ledger.entries],
+        "lifetime": {
+            "epsilon_budget": lifetime.epsilon_budget,
+            "delta_budget": lifetime.delta_budget,
+            "rho_budget": lifetime.rho_budget,
+            # The run's reservation is already in the ledger (issue 10.4): count it once.
+            "rho_spent_after": lifetime.rho_spent + (
+                plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
+        },
+        "method": {
+            "name": plan.method,
+            "budget_split": dict(plan.split),
+            "discrete_noise": plan.discrete_noise,
+            **method,
+        },
+        "parameters": {
+            "epsilon": plan.epsilon, "delta": plan.delta, "method": plan.method,
+            "n_rows": plan.n_rows, "sample_mode": plan.sample_mode,
+            "discrete_noise": plan.discrete_noise,
+            "fairness_transform": plan.fairness_transform,
+            "data_source": ("embedded default dataset" if plan.data_source == "embedded"
+                            else "operator-supplied file (path and hash not recorded)"),
+        },
+        "structure": structure_record,
+        "fairness_check": fairness,
+        # Both fairness claims, each checked on what was built: the model graph, and the
+        # post-processing transform (its re-checked discrimination bound) when one ran.
+        "fairness": {"model_graph": fairness,
+                     "transform": (fairness_transform or {}).get("fairness_check")},
+        "fairness_transform": dict(fairness_transform or {"name": "none", "applied": False}),
+        "sampling": {"mode": plan.sample_mode, "n_rows": n_rows},
+        "seed_policy": plan.seed_policy,
+        # Test mode only: a keyed fingerprint (never the seed) so reuse can be refused.
+        "insecure_seed": {"used": plan.seeded, "fingerprint": plan.seed_fingerprint},
+        "validation": {"input": dict(input_validation), "output": dict(output_validation)},
+        "contract": {"name": contract.name, "version": contract.version,
+                     "fingerprint": plan.declared_contract_fingerprint,
+                     # differs when the release published DP domains (see the ledger)
+                     "resolved_fingerprint": plan.contract_fingerprint,
+                     "description": contract.description},
+        # raw name, released name (rename:), label and description of each column
+        "columns": contract.column_notes(),
+        "domain": {"attributes": list(contract.column_names),
+                   "sizes": contract.domain().to_dict(),
+                   "labels": {c: contract.labels(c) for c in contract.column_names}},
+        "roles": contract.roles().to_dict(),
+        "code_version": code_version(),
+        # the run that produced the release (e.g. Prefect flow run id and UI link), if any
+        "orchestrator": dict(orchestrator) if orchestrator else None,
+    }
+
+
+# --- summaries for the orchestrator (Prefect artifacts) and the CLI -----------------------
+
+
+def read_manifest(release_dir: str | Path) -> dict[str, Any]:
+    return json.loads((Path(release_dir) / "manifest.json").read_text())
+
+
+def _sig4(x: float | None) -> str:
+    return "" if x is None else f"{float(x):.4g}"
+
+
+def ledger_rows(manifest: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The release's ledger as table rows, with a total row (post-DP accounting only).
+
+    Numbers are strings to 4 significant digits so the UI's table keeps every column in view.
+    """
+    rows = [{"step": e["name"], "mechanism": e["mechanism"], "rho": _sig4(e["rho"]),
+             "sigma": _sig4(e.get("sigma")), "epsilon": _sig4(e.get("epsilon")),
+             "queries": str(int(e["queries"]))}
+            for e in manifest["ledger"]]
+    spent = manifest["guarantee"]["spent"]
+    rows.append({"step": "total", "mechanism": "zCDP composition", "rho": _sig4(spent["rho"]),
+                 "sigma": "", "epsilon": _sig4(spent.get("epsilon")), "queries": str(sum(
+                     int(e["queries"]) for e in manifest["ledger"]))})
+    return rows
+
+
+def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> str:
+    """Markdown summary of a release: guarantee, method, structure, fairness, validation."""
+    g, m = manifest["guarantee"], manifest["method"]
+    fairness, validation = manifest["fairness_check"], manifest["validation"]
+    edges = ", ".join(f"`{a}`–`{b}`" for a, b in manifest["structure"]["edges"]) or "none"
+    life = manifest["lifetime"]
+    verdict = "passed" if fairness["passed"] else "FAILED"
+    lines = [
+        f"# privfair release `{manifest['dataset']}` {manifest['version']}",
+        "",
+        f"Folder: `{release_dir}`",
+        "",
+        "| Item | Value |",
+        "|---|---|",
+        f"| Guarantee | ({g['epsilon']:g}, {g['delta']:.3g})-DP, ρ = {g['rho']:.4g} zCDP "
+        f"(add/remove one row) |",
+        # An RDP ledger (DP-SGD) has no ρ; its ε at δ is the spent budget.
+        (f"| ρ spent | {g['spent']['rho']:.4g} |" if g["spent"].get("rho") is not None
+         else f"| ε spent | {g['spent']['epsilon']:.4g} at δ = {g['delta']:.3g} (RDP) |"),
+        f"| Lifetime ρ after this release | {life['rho_spent_after']:.4g} of "
+        f"{life['rho_budget']:.4g} (ε = {life['epsilon_budget']:g}, "
+        f"δ = {life['delta_budget']:g}) |",
+        f"| Method | {m['name']} (discrete noise: {m['discrete_noise']}) |",
+        f"| Structure | {edges} |",
+        f"| Fairness check | {verdict}: {fairness['criterion']} |",
+        f"| Fairness transform | {_transform_line(manifest['fairness_transform'])} |",
+        f"| Input validation | {'passed' if validation['input'].get('passed') else 'FAILED'} |",
+        f"| Output validation | {'passed' if validation['output'].get('passed') else 'FAILED'} |",
+        f"| Rows | {manifest['sampling']['n_rows']} ({manifest['sampling']['mode']}) |",
+        f"| Contract | {manifest['contract']['name']} {manifest['contract']['version']} "
+        f"(`{manifest['contract']['fingerprint'][:16]}`) |",
+        f"| Seed policy | {manifest['seed_policy']} |",
+        *_run_line(manifest.get("orchestrator")),
+        "",
+        "Every value above is public accounting or post-DP output; no private count appears.",
+    ]
+    return "\n".join(lines)
+
+
+# --- the stage runner (no Prefect) ----------------------------------------------------------
+
+
+def _run_line(orchestrator: Mapping[str, Any] | None) -> list[str]:
+    if not orchestrator:
+        return []
+    run = orchestrator.get("flow_run_name") or orchestrator.get("flow_run_id")
+    link = f"[{run}]({orchestrator['ui_url']})" if orchestrator.get("ui_url") else f"`{run}`"
+    return [f"| Flow run | {link} |"]
+
+
+def _transform_line(record: Mapping[str, Any]) -> str:
+    if not record.get("applied"):
+        return "none"
+    parameters = record.get("parameters", {})
+    check = record.get("fairness_check")
+    checked = (f"; checked: discrimination {check['achieved']:.3g} ≤ η "
+               f"({'passed' if check['passed'] else 'FAILED'})" if check else "")
+    return (f"{record['name']} (η = {parameters.get('eta')}, "
+            f"{parameters.get('discrimination')}; post-processing, no privacy cost{checked})")

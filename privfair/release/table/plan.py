@@ -1,0 +1,374 @@
+"""Public side of a release: parameters, the checked plan, and preflight.
+
+Everything here runs before any private read. :func:`preflight` refuses bad input and an
+exhausted lifetime budget with one line and parses the contract once; later stages receive
+the parsed, frozen :class:`~privfair.contracts.schema.Contract` through the plan.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from privfair.contracts.schema import Contract, load_contract
+from privfair.core.accounting import PrivacyLedger, zcdp_rho
+from privfair.core.errors import ContractError, PrivfairError
+from privfair.generative import GAN_METHODS
+from privfair.release.checks import check_release_request
+from privfair.release.seeds import check_seed_policy, seed_fingerprint
+from privfair.store.artefacts import (
+    FileRef,
+    StoreError,
+    new_run_id,
+    save_ledger,
+    utc_now,
+)
+from privfair.store.registry import (
+    mark_noise_drawn,
+    read_lifetime_ledger,
+)
+from privfair.synth.synthesizer import (
+    FAIR_METHODS,
+    METHODS,
+    BudgetSplit,
+)
+
+log = logging.getLogger(__name__)
+
+#: The release methods the table pipeline offers (the Prefect form renders them as a choice).
+Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "independent",
+                 "dpgan", "fairgan", "fairgan-plus", "cfgan"]
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+class ReleaseInputError(PrivfairError, ValueError):
+    """The private input cannot be released as given (unreadable, wrong columns, ...)."""
+
+
+class InputValidationError(ReleaseInputError):
+    """The input breaks its contract; the message names columns and checks, never values."""
+
+
+class OutputValidationError(PrivfairError):
+    """The synthetic table breaks the contract; nothing is published."""
+
+
+# --- parameters -----------------------------------------------------------------------------
+
+
+class ReleaseParams(BaseModel):
+    """Everything a release needs; the Prefect UI renders this model as the run form.
+
+    Validation here refuses ε ≤ 0, δ outside (0, 1), unknown methods and sample modes before
+    anything is read.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    contract: str | None = Field(
+        None, description="Data contract YAML. Empty: the embedded Adult contract.")
+    data: str | None = Field(
+        None, description="Private table, CSV or Parquet. Empty: the embedded Adult data.")
+    epsilon: float = Field(1.0, gt=0, allow_inf_nan=False,
+                           description="ε of this release's (ε, δ)-DP guarantee.")
+    delta: float = Field(1e-9, gt=0, lt=1, description="δ of this release's guarantee.")
+    method: Method = Field("prefair-greedy", description="Structure selector.")
+    seed: int | None = Field(
+        None, ge=0,
+        description="For tests and demos only, and only with insecure_seed: whoever knows the "
+                    "seed can remove the noise, and two releases with one seed cancel it. "
+                    "Leave empty in production (fresh OS entropy). The manifest records the "
+                    "test mode and a keyed fingerprint, never the seed.")
+    insecure_seed: bool = Field(
+        False, description="Test mode: allow a fixed seed (recorded as such in the manifest; "
+                           "the store refuses a second release with the same seed).")
+    n_rows: int | None = Field(
+        None, ge=1, description="Synthetic rows. Empty: the noisy estimated total.")
+    sample_mode: Literal["iid", "round"] = Field("iid", description="Sampling mode.")
+    out: str = Field("releases", description="Release store folder.")
+    discrete_noise: bool = Field(
+        False, description="Exact discrete Gaussian noise (recommended for production).")
+    fairness_transform: Literal["none", "tot"] = Field(
+        "none", description="Post-processing fairness transform of the synthetic table: 'tot' "
+                            "is Calmon et al.'s optimised pre-processing (SAFES); no privacy "
+                            "cost.")
+    eta: float | None = Field(
+        None, gt=0, allow_inf_nan=False,
+        description="TOT discrimination bound η (required with fairness_transform='tot').")
+    discrimination: Literal["additive", "ratio"] = Field(
+        "additive", description="TOT discrimination control: |q(ŷ|g)−q(ŷ|g')| ≤ η or the "
+                                "ratio form q(ŷ|g) ≤ (1+η)·q(ŷ|g').")
+    distortion: str = Field(
+        "safes-adult", description="TOT distortion function (registered name).")
+    work_dir: str = Field(
+        ".privfair", description="Project-local working folder (private staging, post-noise "
+                                 "artefacts, Prefect result storage); created mode 0700.")
+    batch_size: int = Field(200_000, ge=1, description="Rows per streamed batch.")
+    max_iters: int = Field(10_000, ge=1, description="Estimation iteration cap.")
+    engine: Literal["local", "dask"] = Field(
+        "local", description="Where the measurement stages count: in this process, or per "
+        "row group on a Dask cluster (summed here; noise drawn once, here).")
+    dask_address: str | None = Field(
+        None, description="engine 'dask': scheduler address (default: a LocalCluster).")
+    data_docs: bool = Field(
+        False, description="Also keep the contract's Great Expectations suites and Data Docs "
+        "of the synthetic table in the store (imports GX: ~4 s). The contract checks run "
+        "either way.")
+    max_time_s: float | None = Field(
+        None, gt=0, description="AIM methods: time budget in seconds; when it has passed, a "
+        "final round spends the rest of the budget, so the run still ends with a release.")
+    causal_graph: str | None = Field(
+        None, description="cfgan: YAML/JSON file declaring the causal DAG over the contract's "
+                          "attributes (nodes, edges; undirected edges oriented by the roles).")
+    gan_epochs: int | None = Field(
+        None, ge=1, description="GAN methods: training epochs. Empty: the shipped default.")
+    group_clipping: bool = Field(
+        False, description="GAN methods: DPSGD-F per-group clipping bounds for D1.")
+    release_classifier: bool = Field(
+        False, description="fairgan-plus: also release the co-trained fair classifier η as a "
+        "model (classifier/ in the release folder; `privfair predict` reads it).")
+
+
+def params_error_line(exc: Exception) -> str:
+    """One line naming the first problem of a pydantic ``ValidationError`` (or any error)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors(include_url=False, include_input=False)[0]
+        except Exception:  # pragma: no cover - not a pydantic error after all
+            return str(exc).splitlines()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "parameters"
+        return f"invalid {where}: {first['msg']}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+#: Share of a release's ρ spent on publishing domains (CatHist categories of open-domain
+#: columns, DP quantile edges of ``dp_bins`` columns) when the contract has such columns.
+DOMAIN_SHARE = 0.1
+
+
+def open_columns(contract: Contract) -> list[str]:
+    return [c.name for c in contract.columns if c.type == "text"]
+
+
+def _check_open_domains(contract: Contract) -> None:
+    """Open-domain columns need an "other" bucket for the values CatHist does not release."""
+    for name in open_columns(contract):
+        if contract.column(name).open_bucket() is None:
+            raise ContractError(
+                f"contract {contract.name!r}: open-domain column {name!r} needs "
+                "out_of_domain: \"other:<label>\" for the values CatHist does not release")
+        spec = contract.column(name).open_domain
+        if spec is None or spec.universe is None:
+            # CatHist draws outside values from the declared universe; a bare size cannot be
+            # sampled, and drawing from anything else breaks its privacy guarantee.
+            raise ContractError(
+                f"contract {contract.name!r}: open-domain column {name!r} needs "
+                "open_domain.universe: {values: [...]} or {words: {alphabet, max_length}}")
+
+
+# --- plan and preflight ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReleasePlan:
+    """The public, checked settings of one run; never holds the seed or private values."""
+
+    run_id: str
+    dataset: str
+    #: The parsed contract (frozen); after the DP-domain stage, its resolved form.
+    contract: Contract
+    contract_path: str
+    contract_fingerprint: str
+    contract_version: str
+    declared_contract_fingerprint: str
+    data_path: str
+    data_source: str
+    store: str
+    work_dir: str
+    epsilon: float
+    delta: float
+    rho: float
+    split: dict[str, float]
+    method: str
+    n_rows: int | None
+    sample_mode: str
+    discrete_noise: bool
+    fairness_transform: str
+    eta: float | None
+    discrimination: str
+    distortion: str
+    batch_size: int
+    max_iters: int
+    seeded: bool
+    started_at: str
+    #: Insecure test mode only: keyed fingerprint of the seed (seeds.seed_fingerprint).
+    seed_fingerprint: str | None = None
+    #: AIM methods: time budget (seconds) of the rounds.
+    max_time_s: float | None = None
+    #: Keep GX suites and output Data Docs in the store (opt-in: GX costs ~4 s to import).
+    data_docs: bool = False
+    #: Counting engine of the measurement stages ("local" or "dask") and the Dask scheduler.
+    engine: str = "local"
+    dask_address: str | None = None
+    #: GAN methods: the checked causal DAG (cfgan), epochs, DPSGD-F clipping.
+    causal_graph: dict[str, Any] | None = None
+    gan_epochs: int | None = None
+    group_clipping: bool = False
+    release_classifier: bool = False
+
+    @property
+    def seed_policy(self) -> str:
+        if self.seeded:
+            return ("INSECURE test mode: fixed operator-supplied seed; the seed is not recorded "
+                    "(whoever knows it can remove the noise)")
+        return "fresh OS entropy for every noise draw and sample; no seed exists"
+
+
+DATASET_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def check_store_writable(store: Path) -> None:
+    """Refuse a store that cannot be created or written, without creating anything."""
+    probe = store
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        what = "is" if probe == store else f"has a parent {probe} that is"
+        raise StoreError(f"release store {store} {what} a file, not a folder; choose another --out")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise StoreError(f"release store {store}: folder {probe} is not writable")
+
+
+def resolve_data(params: ReleaseParams, contract: Contract) -> tuple[Path, str]:
+    if params.data is None:
+        from privfair.contracts.datasets import embedded_dataset_for
+
+        embedded = embedded_dataset_for(contract.name)
+        if embedded is None:
+            raise ReleaseInputError(f"contract {contract.name!r} describes no embedded "
+                                    "dataset; pass --data")
+        return embedded, "embedded"
+    path = Path(params.data).expanduser()
+    if not path.exists():
+        raise ReleaseInputError(f"data file {path} does not exist")
+    if not path.is_file():
+        raise ReleaseInputError(f"data path {path} is not a file")
+    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise ReleaseInputError(
+            f"data file {path}: unsupported extension {path.suffix!r}; expected .csv or .parquet")
+    return path.resolve(), "file"
+
+
+def resolve_contract(params: ReleaseParams) -> Path:
+    if params.contract is None:
+        from privfair.contracts.datasets import default_contract_path
+
+        return default_contract_path()
+    return Path(params.contract).expanduser().resolve()
+
+
+def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
+    """Check everything that can be checked without reading private data.
+
+    Refuses (one-line error, nothing written): invalid parameters, a bad contract, a missing
+    data file, an unwritable store, and a release that would exceed the dataset's lifetime
+    budget.
+    """
+    params = params if isinstance(params, ReleaseParams) else ReleaseParams.model_validate(
+        params)
+    check_seed_policy(params.seed, params.insecure_seed, error=ReleaseInputError)
+    contract_path = resolve_contract(params)
+    contract = load_contract(contract_path)
+    _check_open_domains(contract)
+    if not DATASET_NAME.fullmatch(contract.name):
+        raise ContractError(
+            f"contract {contract_path}: name {contract.name!r} cannot name a release folder; "
+            "expected letters, digits, '.', '_' or '-' (not starting with '.')")
+    # Open-domain and dp_bins columns get their domains from DP later; only names matter here.
+    shape = contract.with_released_categories({c: [] for c in open_columns(contract)})
+    shape = shape.with_released_bins({c.name: [c.lower, c.upper] for c in shape.columns
+                                      if c.dp_bins is not None})
+    domain, roles = shape.domain(), contract.roles()
+    if params.method not in METHODS + GAN_METHODS:  # pragma: no cover - the Literal refuses it
+        raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
+    roles.check(domain, fair=params.method in FAIR_METHODS)
+    causal_graph = None
+    if params.method in GAN_METHODS:
+        from privfair.release.gan.stages import check_gan_request, load_causal_graph
+
+        declared = (load_causal_graph(params.causal_graph) if params.causal_graph
+                    else contract.causal_graph.as_mapping() if contract.causal_graph
+                    else None)
+        causal_graph = check_gan_request(contract, domain, params.method, declared,
+                                         release_classifier=params.release_classifier)
+        if causal_graph is not None:
+            causal_graph["source"] = (f"file {params.causal_graph} (--causal-graph)"
+                                      if params.causal_graph else "the contract's causal_graph")
+    elif params.release_classifier:
+        raise ReleaseInputError(f"release_classifier: only method 'fairgan-plus' trains a "
+                                f"classifier, got method {params.method!r}")
+    if params.fairness_transform == "tot":
+        from privfair.contracts.tot_settings import preflight_tot, tot_setting
+
+        if not roles.protected or not roles.outcome:
+            raise ReleaseInputError("fairness_transform 'tot' needs protected and outcome "
+                                    "attributes in the contract's roles")
+        try:  # columns, distortion and program size, from the declared domain alone
+            preflight_tot(contract, tot_setting(contract, distortion=params.distortion,
+                                                discrimination=params.discrimination,
+                                                eta=params.eta))
+        except ValueError as exc:
+            raise ReleaseInputError(str(exc)) from None
+    data_path, source = resolve_data(params, contract)
+    store = Path(params.out).expanduser().resolve()
+    check_store_writable(store)
+    check_release_request(params, contract, domain, store)  # numbers, folders, memory
+    rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
+    read_lifetime_ledger(store, contract).check(rho=rho)
+    domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
+    split = ({"domains": domains_rho, "gan": rho - domains_rho} if params.method in GAN_METHODS
+             else {"domains": domains_rho,
+                   **asdict(BudgetSplit.for_method(params.method, rho - domains_rho))})
+    return ReleasePlan(
+        run_id=new_run_id(), dataset=contract.name, contract=contract,
+        contract_path=str(contract_path),
+        contract_fingerprint=contract.fingerprint(), contract_version=contract.version,
+        declared_contract_fingerprint=contract.fingerprint(),
+        data_path=str(data_path), data_source=source, store=str(store),
+        work_dir=str(Path(params.work_dir).resolve()), epsilon=params.epsilon,
+        delta=params.delta, rho=rho, split=split, method=params.method,
+        n_rows=params.n_rows, sample_mode=params.sample_mode,
+        discrete_noise=params.discrete_noise, fairness_transform=params.fairness_transform,
+        eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
+        batch_size=params.batch_size, max_iters=params.max_iters,
+        seeded=params.seed is not None, started_at=utc_now(), causal_graph=causal_graph,
+        seed_fingerprint=None if params.seed is None else seed_fingerprint(
+            params.seed, work_dir=params.work_dir),
+        gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
+        release_classifier=params.release_classifier,
+        max_time_s=params.max_time_s, engine=params.engine, dask_address=params.dask_address,
+        data_docs=params.data_docs,
+    )
+
+
+def initial_ledger(plan: ReleasePlan, artefacts: str | Path) -> FileRef:
+    """The empty per-release ledger holding exactly this release's ρ (post-noise artefact).
+
+    Called right before the first noise draw: it records in the lifetime ledger that the run
+    draws noise, so the run stays charged whatever happens after (issue 10.4).
+    """
+    mark_noise_drawn(plan)
+    ledger = PrivacyLedger(rho_budget=plan.rho, delta=plan.delta)
+    return save_ledger(ledger, artefacts)

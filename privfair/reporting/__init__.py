@@ -1,0 +1,1 @@
+"""Self-contained HTML reports of releases."""

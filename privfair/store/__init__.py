@@ -1,0 +1,1 @@
+"""The release store: privacy registry, artefacts, publication protocol, check and gc."""

@@ -1,0 +1,133 @@
+"""``privfair store check [--repair]``: reconcile release folders, ledgers and the catalog.
+
+A store is consistent when every ``vN`` release folder, every catalog row and every
+``publish`` entry of the lifetime ledgers (for this store) agree, no publication is
+half-done (``.intent-*``/``.tmp-*``), and no private file is left in the working folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from privfair.store.publication import delete_row, recover_store
+from privfair.store.registry import (
+    cancel_reservation,
+    fold,
+    list_releases,
+    read_chain,
+    read_ledger_file,
+    registry_ledger_path,
+    registry_root,
+    store_problems,
+)
+
+
+@dataclass
+class StoreReport:
+    problems: list[str] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)
+
+    @property
+    def consistent(self) -> bool:
+        return not self.problems
+
+
+def _datasets(store: Path) -> list[tuple[str, str]]:
+    """(folder name, dataset id) of every dataset in the store."""
+    names = {p.name for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")} \
+        if store.is_dir() else set()
+    names |= {str(r["dataset"]) for r in list_releases(store)}
+    out = []
+    for name in sorted(names):
+        ident = name
+        copy = store / name / "lifetime_ledger.json"
+        if copy.is_file():
+            with contextlib.suppress(ValueError):
+                ident = str(read_ledger_file(copy).get("dataset_id") or name)
+        out.append((name, ident))
+    # Datasets whose runs reserved budget for this store but never published there.
+    known = {ident for _, ident in out}
+    root = registry_root()
+    for path in sorted(root.glob("*/lifetime_ledger.json")) if root.is_dir() else []:
+        if path.parent.name in known:
+            continue
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            raw = read_ledger_file(path)
+            if any(p.get("store") == str(store) for p in raw.get("pending", [])):
+                out.append((str(raw.get("dataset") or path.parent.name), path.parent.name))
+    return out
+
+
+def _pid_alive(pid: Any, host: Any) -> bool:
+    if host != socket.gethostname() or not isinstance(pid, int):
+        return True  # cannot tell: assume it still runs
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def check_store(store: str | Path, *, repair: bool = False,
+                work_dir: str | Path | None = None) -> StoreReport:
+    """Problems of ``store`` (and of ``work_dir``'s private staging); with ``repair``, fix
+    what can be fixed safely and report what is left."""
+    store = Path(store).expanduser().resolve()
+    report = StoreReport()
+    for name, ident in _datasets(store):
+        folder = store / name
+        leftovers = sorted(p.name for p in folder.glob(".intent-*")) + sorted(
+            p.name for p in folder.glob(".tmp-*")) if folder.is_dir() else []
+        if repair and leftovers:
+            report.repaired += recover_store(store, name)
+        else:
+            report.problems += [f"{name}: unfinished publication {n}" for n in leftovers]
+        chain = read_chain(registry_ledger_path(ident))
+        book = fold(chain, name, ident)
+        for problem in store_problems(store, book):
+            if repair and problem.startswith("catalog row") and not (
+                    folder / problem.split()[3]).is_dir():
+                version = problem.split()[3]
+                delete_row(store, name, version)
+                report.repaired.append(f"removed the stale catalog row {name} {version}")
+            else:
+                report.problems.append(problem)
+        here = str(store)
+        for r in book.releases:
+            if r.get("store") != here:
+                continue
+            version = str(r.get("version"))
+            if not (folder / version).is_dir():
+                report.problems.append(f"ledger entry {ident} {version} has no release folder")
+            elif not any(row["version"] == version for row in list_releases(store, name)):
+                report.problems.append(f"release {name} {version} has no catalog row")
+        for p in book.pending:
+            if p.get("store") != here:
+                continue
+            if p["state"] != "reserved" or _pid_alive(p.get("pid"), p.get("host")):
+                continue  # a run that drew noise stays charged; a live run is not stale
+            if repair and cancel_reservation(ident, name, p["run_id"],
+                                             reason="store check --repair: the run died "
+                                                    "before drawing noise"):
+                report.repaired.append(f"gave back the reservation of dead run {p['run_id']}")
+            else:
+                report.problems.append(f"{ident}: run {p['run_id']} died holding a reservation "
+                                       "(charged; it drew no noise)")
+    if work_dir is not None:
+        staging = Path(work_dir).expanduser().resolve() / "staging"
+        for run in sorted(staging.iterdir()) if staging.is_dir() else []:
+            if repair:
+                shutil.rmtree(run, ignore_errors=True)
+                report.repaired.append(f"removed private staging {run}")
+            else:
+                report.problems.append(f"private staging left by a killed run: {run}")
+    return report
+

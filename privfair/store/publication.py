@@ -1,0 +1,175 @@
+"""Publication of a release folder into the store: a small protocol that recovers from a kill.
+
+Under the dataset's store lock:
+
+1. **intent**: ``<store>/<dataset>/.intent-vN.json`` names the version, the run and the staged
+   folder (and, once written, the ledger and catalog records);
+2. **files**: everything is written into ``.tmp-vN-…`` (mode 0700);
+3. **rename**: the staged folder becomes ``vN``;
+4. **ledger**: a ``publish`` entry in the lifetime ledger: *the commit point*;
+5. **catalog**: the catalog row, then the store's copy of the ledger;
+6. the intent record is removed.
+
+A failure before step 4 removes the folder and the intent (no write is needed, so a full disk
+cannot block it); the run's noise stays charged by its reservation. A kill leaves the intent:
+:func:`recover_store` (run at the next start, by ``privfair store check --repair`` and before
+every publication) rolls it forward if the ledger has the ``publish`` entry and back otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from privfair.store.artefacts import atomic_write, json_bytes
+from privfair.store.registry import (
+    CATALOG_COLUMNS,
+    LifetimeLedger,
+    StoreError,
+    catalog,
+    fold,
+    locked,
+    read_chain,
+    record_published,
+    registry_ledger_path,
+    write_store_copy,
+)
+
+log = logging.getLogger(__name__)
+
+
+# --- the protocol ------------------------------------------------------------------------------
+
+
+def _reached(step: str) -> None:
+    """A publication step is about to run (fault-injection tests raise or kill here)."""
+    log.debug("publication step: %s", step)
+
+
+def _intent_path(folder: Path, version: str) -> Path:
+    return folder / f".intent-{version}.json"
+
+
+def write_intent(folder: Path, version: str, **record: Any) -> Path:
+    _reached("intent")
+    path = _intent_path(folder, version)
+    atomic_write(path, json_bytes({"version": version, **{k: str(v) if isinstance(v, Path)
+                                                          else v for k, v in record.items()}}))
+    return path
+
+
+def commit_publication(*, store: Path, contract_budget: tuple[float, float], ident: str,
+                       dataset: str, version: str, staged: Path, final: Path, intent: Path,
+                       release: Mapping[str, Any], catalog_row: list[Any]) -> LifetimeLedger:
+    """Steps 3–6 of the protocol, for a fully written ``staged`` folder (any release kind)."""
+    write_intent(final.parent, version, run_id=release.get("run_id"), staged=staged,
+                 ident=ident, release=dict(release), catalog_row=catalog_row)
+    try:
+        _reached("rename")
+        os.chmod(staged, 0o755)
+        os.rename(staged, final)
+        _reached("ledger")
+        book = record_published(ident=ident, name=dataset, budget=contract_budget,
+                                store=store, releases=[dict(release)])
+    except BaseException:
+        shutil.rmtree(staged, ignore_errors=True)
+        shutil.rmtree(final, ignore_errors=True)
+        intent.unlink(missing_ok=True)
+        raise
+    # Committed: from here a failure leaves the intent for recovery to roll forward.
+    try:
+        _reached("catalog")
+        _insert_row(store, catalog_row)
+        write_store_copy(store, book)
+        _reached("done")
+    except Exception as exc:
+        raise StoreError(f"{final} is published and charged, but the store could not be "
+                         f"updated ({exc}); `privfair store check --out {store} --repair` "
+                         "completes it") from exc
+    intent.unlink(missing_ok=True)
+    return book
+
+
+def _insert_row(store: Path, row: list[Any]) -> None:
+    with catalog(store) as con:
+        con.execute("DELETE FROM releases WHERE dataset = ? AND version = ?", [row[0], row[1]])
+        con.execute(f"INSERT INTO releases ({', '.join(CATALOG_COLUMNS)}) VALUES "
+                    f"({', '.join('?' * len(CATALOG_COLUMNS))})", row)
+
+
+def delete_row(store: Path, dataset: str, version: str) -> None:
+    if (store / "catalog.duckdb").is_file():
+        with catalog(store) as con:
+            con.execute("DELETE FROM releases WHERE dataset = ? AND version = ?",
+                        [dataset, version])
+
+
+def recover_store(store: Path, dataset: str, *, locked_already: bool = False) -> list[str]:
+    """Finish or undo the publications a killed run left in ``store/dataset``; returns what
+    was done. Staged folders without an intent record (older crashes) are removed."""
+    folder = store / dataset
+    if not folder.is_dir() or not any(p.name.startswith((".intent-", ".tmp-"))
+                                      for p in folder.iterdir()):
+        return []
+    if not locked_already:
+        with locked(folder):
+            return recover_store(store, dataset, locked_already=True)
+    done: list[str] = []
+    for path in sorted(folder.glob(".intent-*.json")):
+        try:
+            record = json.loads(path.read_text())
+        except ValueError:
+            record = {"version": path.name[len(".intent-"):-len(".json")]}
+        version = str(record["version"])
+        final = folder / version
+        ident = record.get("ident")
+        chain = read_chain(registry_ledger_path(ident)) if ident else []
+        book = fold(chain, dataset, ident or dataset)
+        here = str(store.resolve())
+        committed = any(r.get("version") == version and r.get("store") == here
+                        for r in book.releases)
+        if committed and final.is_dir() and record.get("catalog_row"):
+            _insert_row(store, record["catalog_row"])
+            write_store_copy(store, book)
+            done.append(f"completed the publication of {dataset} {version}")
+        else:
+            shutil.rmtree(final, ignore_errors=True)
+            delete_row(store, dataset, version)
+            done.append(f"rolled back the unfinished publication of {dataset} {version}")
+        if record.get("staged"):
+            shutil.rmtree(record["staged"], ignore_errors=True)
+        path.unlink(missing_ok=True)
+    for tmp in sorted(folder.glob(".tmp-*")):
+        shutil.rmtree(tmp, ignore_errors=True)
+        done.append(f"removed the staged folder {tmp.name}")
+    for line in done:
+        log.warning("store recovery: %s", line)
+    return done
+
+
+# --- the commit point of a release of any kind ----------------------------------------------
+
+
+def commit_release(*, store: Path, dataset: str, version: str, staged: Path, final: Path,
+                   lifetime: Mapping[str, Any], catalog_row: Sequence[Any]) -> None:
+    """Rename ``staged`` to ``final``, append its ``publish`` entry, add the catalog row.
+
+    ``lifetime`` is the caller's view of the ledger (``LifetimeLedger.to_dict()``) with the
+    new release appended to ``releases``. A failure before the ledger entry removes the
+    folder; after it, recovery completes the catalog.
+    """
+    release = dict(next(r for r in reversed(lifetime["releases"])
+                        if r.get("version") == version))
+    budget = lifetime["budget"]
+    ident = str(lifetime.get("dataset_id") or dataset)
+    intent = write_intent(final.parent, version, staged=staged, ident=ident)
+    commit_publication(store=store, contract_budget=(float(budget["epsilon"]),
+                                                     float(budget["delta"])),
+                       ident=ident, dataset=dataset, version=version, staged=staged,
+                       final=final, intent=intent, release=release,
+                       catalog_row=list(catalog_row))
