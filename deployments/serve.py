@@ -19,7 +19,7 @@ if str(ROOT) not in sys.path:
 
 from prefect import serve  # noqa: E402
 
-from flows.release import release  # noqa: E402
+from flows.kinds import release  # noqa: E402
 
 #: AIM methods' time budget (seconds) in both deployments: well inside the flow timeout, so
 #: an AIM run ends with a release (its last round spends the rest of ρ) instead of timing

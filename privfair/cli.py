@@ -76,58 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"privfair {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    rel = sub.add_parser("release", help="publish a DP synthetic release",
-                         description="Run the release pipeline (Prefect flow by default).")
-    rel.add_argument("--contract", help="data contract YAML (default: embedded Adult contract)")
-    rel.add_argument("--data", help="private table, CSV or Parquet (default: embedded Adult)")
-    rel.add_argument("--epsilon", type=float, required=True, help="epsilon of (epsilon, delta)-DP")
-    rel.add_argument("--delta", type=float, required=True, help="delta of (epsilon, delta)-DP")
-    rel.add_argument("--method", choices=(*METHODS, *GAN_METHODS), default="prefair-greedy",
-                     help="structure selector, or a DP GAN (dpgan, fairgan, fairgan-plus, "
-                          "cfgan) (default: prefair-greedy)")
-    rel.add_argument("--causal-graph", help="cfgan: YAML/JSON file with the causal DAG")
-    rel.add_argument("--gan-epochs", type=int, help="GAN methods: training epochs")
-    rel.add_argument("--release-classifier", action="store_true",
-                     help="fairgan-plus: also release the fair classifier η as a model "
-                          "(classifier/ in the release; read by `privfair predict`)")
-    rel.add_argument("--group-clipping", action="store_true",
-                     help="GAN methods: DPSGD-F per-group clipping bounds for D1")
-    rel.add_argument("--seed", type=int, help="testing only, with --insecure-seed: whoever "
-                                              "knows the seed can remove the noise")
-    rel.add_argument("--insecure-seed", action="store_true",
-                     help="test mode: allow --seed (recorded in the manifest; the store "
-                          "refuses a second release with the same seed)")
-    rel.add_argument("--out", default="releases", help="release store folder (default: releases)")
-    rel.add_argument("--n-rows", type=int, help="synthetic rows (default: noisy estimated total)")
-    rel.add_argument("--sample-mode", choices=("iid", "round"), default="iid")
-    rel.add_argument("--fairness", choices=("none", "tot"), default="none",
-                     help="post-processing fairness transform of the synthetic table "
-                          "(tot: Calmon et al./SAFES; no privacy cost)")
-    rel.add_argument("--eta", type=float, help="TOT discrimination bound (with --fairness tot)")
-    rel.add_argument("--distortion", default="safes-adult",
-                     help="TOT distortion function: safes-adult, safes-adult-text, safes-compas; "
-                          "ignored when the contract declares a 'tot:' block (its features, "
-                          "distortion and constraint are used)")
-    rel.add_argument("--discrimination", choices=("additive", "ratio"), default="additive",
-                     help="TOT discrimination control form")
-    rel.add_argument("--discrete-noise", action="store_true",
-                     help="exact discrete Gaussian noise (recommended for production)")
-    rel.add_argument("--work-dir", default=".privfair",
-                     help="private working folder, mode 0700 (default: .privfair)")
-    rel.add_argument("--batch-size", type=int, default=200_000, help="rows per streamed batch")
-    rel.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
-                     help="aim/aim-fair: time budget; then one final round spends the rest")
-    rel.add_argument("--engine", choices=("local", "dask"), default="local",
-                     help="count marginals here, or per row group on Dask (noise drawn here)")
-    rel.add_argument("--dask-address", default=None,
-                     help="--engine dask: scheduler address (default: a LocalCluster)")
-    rel.add_argument("--data-docs", action="store_true",
-                     help="also keep the contract's Great Expectations suites and Data Docs of "
-                          "the synthetic table in the store (imports GX, ~4 s); the contract "
-                          "checks run either way")
-    rel.add_argument("--no-prefect", action="store_true",
-                     help="run the same stages in-process, without Prefect")
-    rel.set_defaults(func=cmd_release)
+    from privfair.release.kinds import FAMILIES
+
+    for family in FAMILIES:
+        _add_publishing_command(sub, family)
 
     disc = sub.add_parser("discretize", help="write the integer codes of a table (owner's view)",
                           description="Map a table onto its contract's codes (private output).")
@@ -233,9 +185,26 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run the same grid in-process (threads), without Prefect")
     ev.set_defaults(func=cmd_evaluate)
 
-    _add_model_commands(sub)
-    _add_discover_command(sub)
+    _add_model_commands(sub, skip={f.command for f in FAMILIES})
+    if "discover" not in {f.command for f in FAMILIES}:
+        _add_discover_command(sub)
     return parser
+
+
+def _add_publishing_command(sub: Any, family: Any) -> None:
+    """A publishing command's parser, generated from its kinds' parameter model."""
+    from privfair.cli_options import add_options
+
+    p = sub.add_parser(family.command, help=family.description,
+                       description=f"{family.description[:1].upper()}{family.description[1:]} "
+                                   "(through a Prefect flow by default).")
+    add_options(p, family.params)
+    p.add_argument("--no-prefect", action="store_true",
+                   help="run the same stages in-process, without Prefect")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check everything and print the cost without reading data or "
+                        "charging anything")
+    p.set_defaults(func=cmd_publish, family=family.command)
 
 
 def _add_discover_command(sub: Any) -> None:
@@ -263,7 +232,13 @@ def _add_discover_command(sub: Any) -> None:
     dc.set_defaults(func=cmd_discover)
 
 
-def _add_model_commands(sub: Any) -> None:
+def _add_model_commands(sub: Any, *, skip: set[str]) -> None:
+    if "train" not in skip:
+        _add_train_command(sub)
+    _add_predict_and_audit(sub)
+
+
+def _add_train_command(sub: Any) -> None:
     # Kept literal so --help imports nothing; privfair.release.model.train.MODELS is the source.
     models = ("pflr", "pflr-star", "privlr", "dpsgd", "dpsgd-f", "naive")
     tr = sub.add_parser("train", help="publish a DP (and fair) classifier as a model release",
@@ -291,6 +266,8 @@ def _add_model_commands(sub: Any) -> None:
     tr.add_argument("--out", default="releases", help="release store folder (default: releases)")
     tr.set_defaults(func=cmd_train)
 
+
+def _add_predict_and_audit(sub: Any) -> None:
     pr = sub.add_parser("predict", help="score new rows with a model release")
     pr.add_argument("--release", required=True, help="model release folder")
     pr.add_argument("--data", required=True, help="rows to score, CSV or Parquet")
@@ -316,31 +293,17 @@ def _stderr_console() -> Any:
 
 
 def _one_line(exc: BaseException) -> str:
-    from privfair.release.table.plan import params_error_line
+    from privfair.release.options import params_error_line
 
-    return " ".join(params_error_line(exc).split())
+    # A note says what a failed run left charged (privfair.release.protocol).
+    notes = [str(n) for n in getattr(exc, "__notes__", ())]
+    return " ".join("; ".join([params_error_line(exc), *notes]).split())
 
 
 def _is_bad_input(exc: BaseException) -> bool:
     from privfair.core.errors import PrivfairError
 
     return isinstance(exc, PrivfairError | ValueError | OSError | UsageError)
-
-
-def _params(args: argparse.Namespace) -> Any:
-    from privfair.release.table.plan import ReleaseParams
-
-    return ReleaseParams(
-        contract=args.contract, data=args.data, epsilon=args.epsilon, delta=args.delta,
-        method=args.method, seed=args.seed, insecure_seed=args.insecure_seed,
-        n_rows=args.n_rows, sample_mode=args.sample_mode,
-        out=args.out, discrete_noise=args.discrete_noise, work_dir=args.work_dir,
-        batch_size=args.batch_size, max_time_s=args.max_time, engine=args.engine,
-        dask_address=args.dask_address, data_docs=args.data_docs,
-        fairness_transform=args.fairness, eta=args.eta,
-        distortion=args.distortion, discrimination=args.discrimination,
-        causal_graph=args.causal_graph, gan_epochs=args.gan_epochs,
-        group_clipping=args.group_clipping, release_classifier=args.release_classifier)
 
 
 def _progress() -> Any:
@@ -356,15 +319,25 @@ def _progress() -> Any:
 # --- commands -------------------------------------------------------------------------------
 
 
-def cmd_release(args: argparse.Namespace) -> int:
+def cmd_publish(args: argparse.Namespace) -> int:
+    """``release``, ``train``, ``discover``, ``embed``: one protocol, two drivers."""
+    from privfair.cli_options import options_from_args
+    from privfair.release.kinds import family as family_of
+
+    family = family_of(args.family)
     # Through Prefect without PREFECT_API_URL: the temporary API server boots from here on,
     # while the library loads and the input is checked (issue 15); bad input below stops it.
-    server = None if args.no_prefect else _flows_module("flows.temporary_server").start()
-    from privfair.release.table.plan import preflight
+    server = None if args.no_prefect or args.dry_run else \
+        _flows_module("flows.temporary_server").start()
+    from privfair.release.protocol import plan_release, run_release
 
-    params = _params(args)  # refuses bad numbers/methods before anything is imported
-    plan = preflight(params)  # refuses a bad contract, store or budget before any private read
-    _warn_unreviewed(plan.contract)
+    options = family.params.model_validate(options_from_args(family.params, args))
+    planned = plan_release(family.kind_for(options), options)  # no data read, nothing charged
+    _warn_unreviewed(planned.plan.contract)
+    _stderr_console().print(_cost_line(planned), markup=False)
+    if args.dry_run:
+        print("dry run: nothing was read or charged", flush=True)
+        return 0
     with _progress() as bar:
         task = bar.add_task("preflight", total=1.0)
 
@@ -372,13 +345,24 @@ def cmd_release(args: argparse.Namespace) -> int:
             bar.update(task, description=stage, completed=fraction)
 
         if args.no_prefect:
-            from privfair.release.table.runner import run_release
-
-            final = run_release(params, progress=progress)
+            final = run_release(planned.kind, options, progress=progress)
         else:
-            final = _run_flow(params, progress, server)
+            final = _run_flow(options, progress, server, command=family.command)
     print(final, flush=True)
     return 0
+
+
+def _cost_line(planned: Any) -> str:
+    """The run's cost in the lifetime ledger's unit and its share of the lifetime budget."""
+    from privfair.store.registry import read_lifetime_ledger, rho_reservation
+
+    lifetime = read_lifetime_ledger(planned.plan.store, planned.plan.contract)
+    cost = planned.cost
+    rho = cost.rho if cost.rho is not None else rho_reservation(lifetime, cost.rdp)
+    share = rho / lifetime.rho_budget if lifetime.rho_budget else float("nan")
+    return (f"cost: rho {rho:.6g} of dataset {planned.plan.dataset!r}'s lifetime "
+            f"{lifetime.rho_budget:.6g} ({100 * share:.1f} %; {lifetime.rho_remaining:.6g} "
+            f"left before this run)")
 
 
 def _warn_unreviewed(contract: Any) -> None:
@@ -408,15 +392,15 @@ def _flows_module(name: str) -> Any:
         return importlib.import_module(name)
 
 
-def _run_flow(params: Any, progress: Any, server: Any) -> Path:
-    """The release flow in this process; ``server``: a booting temporary server, or None."""
+def _run_flow(params: Any, progress: Any, server: Any, *, command: str) -> Path:
+    """A publishing flow in this process; ``server``: a booting temporary server, or None."""
     import logging
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     import contextlib
 
     temporary = _flows_module("flows.temporary_server")
-    run_local = _flows_module("flows.release").run_local
+    run_local = _flows_module("flows.kinds").run_local
     listeners = _flows_module("tasks._common").PROGRESS_LISTENERS
     if server is None and not temporary.configured_api_url():
         temporary.prefect_server_dies_with_this_process()  # Prefect may start its own server
@@ -432,7 +416,8 @@ def _run_flow(params: Any, progress: Any, server: Any) -> Path:
         handler.setLevel(max(handler.level, logging.WARNING))
     try:
         with server.serving() if server is not None else contextlib.nullcontext():
-            final = run_local(params)  # the seed stays in-process, never a flow parameter
+            # the seed stays in-process, never a flow parameter
+            final = run_local(params, command=command)
     finally:
         for handler, level in zip(consoles, levels, strict=True):
             handler.removeFilter(_not_a_refusal)

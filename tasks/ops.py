@@ -126,8 +126,11 @@ def slot_name(dataset: str) -> str:
 
 
 @contextlib.contextmanager
-def dataset_slot(dataset: str) -> Iterator[None]:
-    """Hold the dataset's one-slot global concurrency limit for the ``with`` body."""
+def dataset_slot(dataset: str, *, log: Any = None) -> Iterator[None]:
+    """Hold the dataset's one-slot global concurrency limit for the ``with`` body.
+
+    ``log(line)`` hears that the run waits when another run of the dataset holds the slot.
+    """
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
     from prefect.concurrency.sync import concurrency
@@ -142,6 +145,10 @@ def dataset_slot(dataset: str) -> Iterator[None]:
             with contextlib.suppress(ObjectAlreadyExists):
                 client.create_global_concurrency_limit(
                     GlobalConcurrencyLimitCreate(name=name, limit=1))
+        limit = client.read_global_concurrency_limit_by_name(name)
+        if log is not None and limit.active_slots >= limit.limit:
+                log(f"waiting for concurrency slot {name!r}: another release of "
+                    f"{dataset!r} holds it")
     with concurrency(name, occupy=1, strict=True):
         yield
 
@@ -179,3 +186,39 @@ def ledger_lines(entries: list[Mapping[str, Any]]) -> list[str]:
 def fmt(x: float | None, digits: int = 4) -> str:
     """A number to ``digits`` significant digits (``-`` for None)."""
     return "-" if x is None else f"{float(x):.{digits}g}"
+
+
+def ledger_lines_of(ledger: Any, *, seen: Any = None) -> list[str]:
+    """Public lines for the entries a stage added to the run's ledger file."""
+    from dataclasses import asdict
+
+    from privfair.store.artefacts import load_ledger
+
+    before = len(load_ledger(seen).entries) if seen is not None else 0
+    return ledger_lines([asdict(e) for e in load_ledger(ledger).entries[before:]])
+
+
+def post_release_artifacts(folder: Any, manifest: Mapping[str, Any], *, markdown: str) -> None:
+    """The release's Prefect artifacts: its public summary, its ledger, a link to it."""
+    from pathlib import Path
+
+    from prefect.artifacts import (
+        create_link_artifact,
+        create_markdown_artifact,
+        create_table_artifact,
+    )
+
+    folder = Path(folder)
+    title = f"{manifest.get('dataset')} {manifest.get('version')}"
+    create_markdown_artifact(key="privfair-release", markdown=markdown, description=title)
+    rows = [{k: v for k, v in e.items() if k in ("name", "mechanism", "rho", "sigma",
+                                                  "epsilon", "queries")}
+            for e in manifest.get("ledger", []) if isinstance(e, Mapping)]
+    if rows:
+        create_table_artifact(key="privfair-release-ledger", table=rows,
+                              description=f"privacy ledger of {title}")
+    report = folder / "report.html"
+    create_link_artifact(key="privfair-release-link",
+                         link=(report if report.is_file() else folder).as_uri(),
+                         link_text=f"{title} ({folder})",
+                         description="the published release (public)")

@@ -69,7 +69,7 @@ def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp
     """Same counts, same seeded noise: the synthetic table is byte-identical."""
     import json
 
-    from privfair.release.table.runner import run_release
+    from privfair.release.kinds import release_table as run_release
 
     distributed = pytest.importorskip("distributed")
 

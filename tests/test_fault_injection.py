@@ -15,7 +15,7 @@ import pytest
 from test_release_store import params
 
 from privfair.contracts.schema import load_contract
-from privfair.release.table.runner import run_release
+from privfair.release.kinds import release_table as run_release
 from privfair.store import publication
 from privfair.store.artefacts import StoreError
 from privfair.store.check import check_store
@@ -45,7 +45,7 @@ def test_enospc_at_each_publication_step(step, toy_contract, toy_parquet, tmp_pa
             raise OSError(errno.ENOSPC, "No space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(publication, "_reached", full_disk)
+        m.setattr(publication, "reached", full_disk)
         with pytest.raises((OSError, StoreError)) as caught:
             run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50))
     _no_private_leftovers(work)
@@ -82,12 +82,12 @@ def _killed_run(script: str, where: str, contract: Path, data: Path,
 _KILLER = """
 import os, signal, sys
 from privfair.store import publication
-from privfair.release.table.runner import run_release
+from privfair.release.kinds import release_table as run_release
 step = sys.argv[1]
 def die(at):
     if at == step:
         os.kill(os.getpid(), signal.SIGKILL)
-publication._reached = die
+publication.reached = die
 run_release(dict(contract=sys.argv[2], data=sys.argv[3], out=sys.argv[4], work_dir=sys.argv[5],
                  epsilon=1.0, delta=1e-9, max_iters=50))
 """

@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 
 from privfair.generative.dag import CausalGraphError  # noqa: E402
 from privfair.release.table.plan import preflight  # noqa: E402
-from privfair.release.table.runner import run_release  # noqa: E402
+from privfair.release.kinds import release_table as run_release  # noqa: E402
 
 GRAPH = {"nodes": ["age", "sex", "race", "edu", "hours", "income"],
          "edges": [["sex", "edu"], ["edu", "income"], ["hours", "income"], ["sex", "hours"],

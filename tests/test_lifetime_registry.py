@@ -16,7 +16,7 @@ from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError
 from privfair.release.table import runner
-from privfair.release.table.runner import run_release
+from privfair.release.kinds import release_table as run_release
 from privfair.store import publication
 from privfair.store.artefacts import StoreError
 from privfair.store.check import check_store
@@ -163,7 +163,7 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
 
     # A kill cannot run the rollback: keep the rename, the intent and a private staging dir.
     with monkeypatch.context() as m:
-        m.setattr(publication, "_reached", die)
+        m.setattr(publication, "reached", die)
         m.setattr(publication.shutil, "rmtree", lambda *a, **k: None)
         m.setattr(publication.Path, "unlink", lambda *a, **k: None)
         m.setattr(runner.Workspace, "cleanup_private", lambda self: None)

@@ -14,7 +14,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
-from privfair.release.table.runner import run_release
+from privfair.release.kinds import release_table as run_release
 
 # Fields that are noisy outputs, post-processing of them, or clocks. Each is a prefix of a
 # flattened manifest path.

@@ -18,7 +18,7 @@ from privfair.contracts.encoding import (
 from privfair.contracts.schema import parse_contract
 from privfair.release import ingest
 from privfair.release.table.plan import ReleaseParams
-from privfair.release.table.runner import run_release
+from privfair.release.kinds import release_table as run_release
 
 SMALL = """
 name: small

@@ -20,7 +20,7 @@ from privfair.release import ingest
 from privfair.release.table import plan, post_noise, runner
 from privfair.release.table import private as private_stages
 from privfair.release.table.plan import ReleaseParams
-from privfair.release.table.runner import run_release
+from privfair.release.kinds import release_table as run_release
 from privfair.store import artefacts, publication
 from privfair.store.registry import lifetime_ledgers, list_releases
 

@@ -16,7 +16,7 @@ from privfair.core.errors import ContractError
 from privfair.fair.tot import safes_adult_distortion, safes_compas_distortion
 from privfair.release.table import plan
 from privfair.release.table.plan import ReleaseParams
-from privfair.release.table.runner import run_release
+from privfair.release.kinds import release_table as run_release
 
 
 def all_pairs(contract, columns):

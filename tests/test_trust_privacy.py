@@ -164,7 +164,7 @@ def test_fair_method_with_an_unfair_built_structure_is_refused(tmp_path, toy_con
     (it only recorded it). A selector that returns a protected-outcome edge is refused."""
     from privfair.core.errors import FairnessViolationError
     from privfair.release.table import private as private_stages
-    from privfair.release.table.runner import run_release
+    from privfair.release.kinds import release_table as run_release
     from privfair.synth.structure import SelectedStructure, check_fairness
 
     def unfair_select(tables, model, roles, *, method, **_):

@@ -23,6 +23,10 @@ class ContractError(PrivfairError, ValueError):
     """A data contract (YAML declaration of a dataset) is malformed or inconsistent."""
 
 
+class ReleaseInputError(PrivfairError, ValueError):
+    """A release request cannot go ahead as given; the message names the parameter."""
+
+
 class BudgetExceededError(PrivfairError):
     """A step would spend more privacy budget than the ledger has left."""
 

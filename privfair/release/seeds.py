@@ -1,69 +1,60 @@
-"""Randomness of a release: one independent generator per stage.
+"""Randomness of a release: one independent generator per kind and stage.
 
 Production runs draw every stage's generator from fresh OS entropy (numpy seeds an unseeded
 ``default_rng`` from ``secrets``-grade OS randomness), and the exact discrete Gaussian takes
 its integers from ``random.SystemRandom``. A fixed seed exists only as an explicit, recorded
-test mode (``ReleaseParams.insecure_seed``): whoever knows it can remove the noise, and two
-releases with one seed cancel it. The seed itself is never recorded; :func:`seed_fingerprint`
-gives a keyed fingerprint that lets the store refuse a second release with the same seed.
+test mode (``insecure_seed``): whoever knows it can remove the noise, and two releases with
+one seed cancel it. The seed itself is never recorded; :func:`seed_fingerprint` gives a
+fingerprint keyed by the dataset's secret in the privacy registry, so a second release of the
+dataset with the same seed is refused whoever runs it and from whatever folder.
+
+Spawn keys: the table and gan kinds keep the one-element keys of their stages (so a seeded
+table release is the same as before the protocol existed); every other kind's stages get
+two-element keys ``(kind, stage)``, so no two kinds or stages ever share a stream.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
-import secrets
-from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, Field
 
-__all__ = ["SEED_KEY_FILE", "seed_fingerprint", "stage_rng"]
+from privfair.store.registry import seed_key
 
-_STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
-               "domains": 7, "gan": 8}
+__all__ = ["KIND_KEYS", "STAGE_KEYS", "check_seed_policy", "kind_rng", "seed_fingerprint",
+           "stage_rng"]
 
-#: The secret HMAC key for seed fingerprints, inside the private work dir (mode 0600).
-SEED_KEY_FILE = "seed-fingerprint.key"
+#: Spawn keys of the table and gan kinds' stages.
+STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
+              "domains": 7, "gan": 8}
+#: First spawn-key element of the other kinds; their stages follow in declaration order.
+KIND_KEYS = {"model": 20, "graph": 30, "embedding": 40}
 
 
 def stage_rng(seed: int | None, stage: str) -> np.random.Generator:
-    """An independent generator per stage: seeded streams for tests, OS entropy otherwise."""
+    """A table/gan stage's generator: seeded streams for tests, OS entropy otherwise."""
     if seed is None:
         return np.random.default_rng()
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(_STAGE_KEYS[stage],)))
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(STAGE_KEYS[stage],)))
 
 
-def _seed_key(work_dir: Path) -> bytes:
-    path = work_dir / SEED_KEY_FILE
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        pass
-    work_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    key = secrets.token_bytes(32)
-    tmp = work_dir / f".{SEED_KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(key)
-    try:
-        os.link(tmp, path)  # first writer wins; a concurrent run reads the winner's key
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink()
-    return path.read_bytes()
+def kind_rng(seed: int | None, kind: str, stage: str, *,
+             stages: tuple[str, ...]) -> np.random.Generator:
+    """The generator of ``stage`` of a kind declared with :data:`KIND_KEYS`.
 
-
-class SeedOptions(BaseModel):
-    """The test-mode seed of model and graph release parameters (see
-    :func:`check_seed_policy`)."""
-
-    seed: int | None = Field(None, ge=0, description="Tests and demos only, with "
-                             "insecure_seed; never recorded.")
-    insecure_seed: bool = Field(False, description="Test mode: allow a fixed seed (recorded "
-                                "as such in the manifest).")
+    ``stage`` must be one of the kind's ``stages`` (its ``seed_stages``); its position there
+    is the second spawn-key element.
+    """
+    if seed is None:
+        return np.random.default_rng()
+    if kind not in KIND_KEYS:
+        return stage_rng(seed, stage)
+    if stage not in stages:
+        raise ValueError(f"kind {kind!r} declares no random stage {stage!r}; expected one of "
+                         f"{list(stages)}")
+    return np.random.default_rng(np.random.SeedSequence(
+        seed, spawn_key=(KIND_KEYS[kind], stages.index(stage) + 1)))
 
 
 def check_seed_policy(seed: int | None, insecure_seed: bool, *,
@@ -76,15 +67,15 @@ def check_seed_policy(seed: int | None, insecure_seed: bool, *,
                     "empty for fresh OS entropy")
 
 
-def seed_fingerprint(seed: int, *, work_dir: str | Path) -> str:
+def seed_fingerprint(seed: int, *, dataset: str) -> str:
     """A keyed fingerprint of a test seed: ``"hmac-sha256:<hex>"``.
 
-    HMAC-SHA256 of the seed under a random 32-byte key kept in ``work_dir`` (created on first
-    use, mode 0600), so equal seeds give equal fingerprints within one project while the
-    fingerprint, unlike a plain hash of a small integer, cannot be inverted to the seed.
+    HMAC-SHA256 of the seed under the dataset's random 32-byte key in the privacy registry,
+    so equal seeds give equal fingerprints for one dataset while the fingerprint, unlike a
+    plain hash of a small integer, cannot be inverted to the seed.
     """
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    key = _seed_key(Path(work_dir).expanduser().resolve())
-    digest = hmac.new(key, str(int(seed)).encode("ascii"), hashlib.sha256).hexdigest()
+    digest = hmac.new(seed_key(dataset), str(int(seed)).encode("ascii"),
+                      hashlib.sha256).hexdigest()
     return f"hmac-sha256:{digest}"

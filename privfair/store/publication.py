@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 # --- the protocol ------------------------------------------------------------------------------
 
 
-def _reached(step: str) -> None:
+def reached(step: str) -> None:
     """A publication step is about to run (fault-injection tests raise or kill here)."""
     log.debug("publication step: %s", step)
 
@@ -56,7 +56,7 @@ def _intent_path(folder: Path, version: str) -> Path:
 
 
 def write_intent(folder: Path, version: str, **record: Any) -> Path:
-    _reached("intent")
+    reached("intent")
     path = _intent_path(folder, version)
     atomic_write(path, json_bytes({"version": version, **{k: str(v) if isinstance(v, Path)
                                                           else v for k, v in record.items()}}))
@@ -70,10 +70,10 @@ def commit_publication(*, store: Path, contract_budget: tuple[float, float], ide
     write_intent(final.parent, version, run_id=release.get("run_id"), staged=staged,
                  ident=ident, release=dict(release), catalog_row=catalog_row)
     try:
-        _reached("rename")
+        reached("rename")
         os.chmod(staged, 0o755)
         os.rename(staged, final)
-        _reached("ledger")
+        reached("ledger")
         book = record_published(ident=ident, name=dataset, budget=contract_budget,
                                 store=store, releases=[dict(release)])
     except BaseException:
@@ -83,10 +83,10 @@ def commit_publication(*, store: Path, contract_budget: tuple[float, float], ide
         raise
     # Committed: from here a failure leaves the intent for recovery to roll forward.
     try:
-        _reached("catalog")
+        reached("catalog")
         _insert_row(store, catalog_row)
         write_store_copy(store, book)
-        _reached("done")
+        reached("done")
     except Exception as exc:
         raise StoreError(f"{final} is published and charged, but the store could not be "
                          f"updated ({exc}); `privfair store check --out {store} --repair` "

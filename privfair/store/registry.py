@@ -31,22 +31,27 @@ import logging
 import math
 import os
 import re
+import secrets
 import socket
 import subprocess
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from privfair.contracts.schema import Contract
-from privfair.core.accounting import zcdp_epsilon, zcdp_rho
+from privfair.core.accounting import RDP_ORDERS, rdp_epsilon, zcdp_epsilon, zcdp_rdp, zcdp_rho
 from privfair.core.errors import BudgetExceededError
 from privfair.store.artefacts import StoreError, atomic_write, utc_now
 
 log = logging.getLogger(__name__)
 
 LEDGER_FORMAT = "privfair-lifetime-ledger/2"
+#: The registry file holding a dataset's secret key for test-seed fingerprints.
+SEED_KEY_FILE = "seed-fingerprint.key"
 _GENESIS = "0" * 64
 _ENTRY_KINDS = ("open", "raise", "reserve", "spend", "cancel", "publish")
 
@@ -230,7 +235,7 @@ def fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedger
         elif kind == "reserve":
             reserves[e["run_id"]] = {k: e[k] for k in (
                 "run_id", "rho", "epsilon", "delta", "method", "contract_fingerprint", "pid",
-                "host", "store", "seed_fingerprint") if k in e} | {"state": "reserved", "reserved_at": e["at"]}
+                "host", "store", "seed_fingerprint", "rdp", "release_kind") if k in e} | {"state": "reserved", "reserved_at": e["at"]}
         elif kind == "spend" and e["run_id"] in reserves:
             reserves[e["run_id"]]["state"] = "spent, not published"
         elif kind == "cancel" and e["run_id"] in reserves:
@@ -425,15 +430,39 @@ def _append(ident: str, name: str, budget: tuple[float, float], entries_in: list
     return book
 
 
-def _run_fields(plan: Any) -> dict[str, Any]:
-    fields = {"run_id": plan.run_id, "rho": float(plan.rho), "epsilon": float(plan.epsilon),
-              "delta": float(plan.delta), "method": plan.method,
-              "contract_fingerprint": plan.contract_fingerprint, "store": str(plan.store),
-              "pid": os.getpid(), "host": socket.gethostname()}
-    fingerprint = getattr(plan, "seed_fingerprint", None)
-    if fingerprint:  # a test seed: only its keyed fingerprint is recorded, never the seed
-        fields["seed_fingerprint"] = fingerprint
-    return fields
+@dataclass(frozen=True)
+class RunCharge:
+    """What one run charges a dataset's lifetime ledger (public facts only).
+
+    ``rho`` is in the ledger's unit; a kind that accounts in Rényi DP gives its ``rdp``
+    curve instead, and :func:`reserve_run` fixes its ``rho`` under the registry lock.
+    """
+
+    run_id: str
+    kind: str
+    dataset: str
+    contract: Contract
+    store: Path
+    epsilon: float
+    delta: float
+    rho: float | None
+    method: str
+    contract_fingerprint: str
+    seed_fingerprint: str | None = None
+    rdp: tuple[float, ...] | None = None
+
+    def fields(self) -> dict[str, Any]:
+        """The ``reserve`` entry's fields."""
+        fields: dict[str, Any] = {
+            "run_id": self.run_id, "rho": float(self.rho or 0.0), "epsilon": float(self.epsilon),
+            "delta": float(self.delta), "method": self.method, "release_kind": self.kind,
+            "contract_fingerprint": self.contract_fingerprint, "store": str(self.store),
+            "pid": os.getpid(), "host": socket.gethostname()}
+        if self.rdp is not None:
+            fields["rdp"] = [float(v) for v in self.rdp]
+        if self.seed_fingerprint:  # only the keyed fingerprint of a test seed, never the seed
+            fields["seed_fingerprint"] = self.seed_fingerprint
+        return fields
 
 
 def check_seed_unused(book: LifetimeLedger, fingerprint: str | None, run_id: str) -> None:
@@ -454,56 +483,71 @@ def _declared(contract: Contract) -> tuple[float, float]:
     return float(contract.budget.epsilon), float(contract.budget.delta)
 
 
-def reserve_run(plan: Any) -> LifetimeLedger:
-    """Reserve the run's ρ in the lifetime ledger; call before the first private read.
+def reserve_run(charge: RunCharge) -> RunCharge:
+    """Reserve the run's cost in the lifetime ledger; call before the first private read.
 
     Recovers a publication a killed run left in the store, checks the ledger against the
-    store, and refuses a run the remaining budget cannot pay for.
+    store, refuses a reused test seed and a run the remaining budget cannot pay for. Returns
+    the charge with its ρ fixed (an RDP cost's ρ depends on what is spent, so it is fixed
+    here, under the lock).
     """
     from privfair.store.publication import recover_store
 
-    recover_store(Path(plan.store), plan.dataset)
-    ident = dataset_id(plan.contract)
+    recover_store(charge.store, charge.dataset)
+    ident = dataset_id(charge.contract)
     with registry_lock(ident):
-        book = read_lifetime_ledger(plan.store, plan.contract)
-        if book.run_state(plan.run_id) is not None:
-            return book
-        check_seed_unused(book, getattr(plan, "seed_fingerprint", None), plan.run_id)
-        book.check(rho=plan.rho)
-        return _append(ident, plan.contract.name, _declared(plan.contract), book.entries,
-                       [("reserve", _run_fields(plan))])
+        book = read_lifetime_ledger(charge.store, charge.contract)
+        check_seed_unused(book, charge.seed_fingerprint, charge.run_id)
+        if charge.rho is None:
+            charge = replace(charge, rho=rho_reservation(
+                book, np.asarray(charge.rdp, dtype=float)))
+        if book.run_state(charge.run_id) is not None:
+            raise StoreError(f"run {charge.run_id} is already in the lifetime ledger")
+        book.check(rho=float(charge.rho))
+        _append(ident, charge.contract.name, _declared(charge.contract), book.entries,
+                [("reserve", charge.fields())])
+    return charge
 
 
-def mark_noise_drawn(plan: Any) -> LifetimeLedger:
+def mark_noise_drawn(charge: RunCharge) -> LifetimeLedger:
     """Record that the run is about to draw noise: from now on it stays charged."""
-    ident = dataset_id(plan.contract)
+    ident = dataset_id(charge.contract)
     with registry_lock(ident):
-        book = read_lifetime_ledger(None, plan.contract)
-        state = book.run_state(plan.run_id)
-        new: list[tuple[str, dict[str, Any]]] = []
-        if state is None:  # a stage driven without a reservation (library use): reserve now
-            book.check(rho=plan.rho)
-            new.append(("reserve", _run_fields(plan)))
-        if state in (None, "reserved"):
-            new.append(("spend", {"run_id": plan.run_id}))
-        if not new:
-            return book
-        return _append(ident, plan.contract.name, _declared(plan.contract), book.entries, new)
+        book = read_lifetime_ledger(None, charge.contract)
+        if book.run_state(charge.run_id) != "reserved":
+            raise StoreError(f"run {charge.run_id} holds no reservation; it may not draw noise")
+        return _append(ident, charge.contract.name, _declared(charge.contract), book.entries,
+                       [("spend", {"run_id": charge.run_id})])
 
 
-def release_unspent(plan: Any, *, reason: str = "the run failed before drawing noise") -> None:
+def release_unspent(charge: RunCharge, *,
+                    reason: str = "the run failed before drawing noise") -> None:
     """Give back the reservation of a failed run that drew no noise (else it stays charged)."""
-    ident = dataset_id(plan.contract)
+    ident = dataset_id(charge.contract)
     if not registry_ledger_path(ident).is_file():
         return
     try:
         with registry_lock(ident):
-            book = read_lifetime_ledger(None, plan.contract)
-            if book.run_state(plan.run_id) == "reserved":
-                _append(ident, plan.contract.name, _declared(plan.contract), book.entries,
-                        [("cancel", {"run_id": plan.run_id, "reason": reason})])
+            book = read_lifetime_ledger(None, charge.contract)
+            if book.run_state(charge.run_id) == "reserved":
+                _append(ident, charge.contract.name, _declared(charge.contract), book.entries,
+                        [("cancel", {"run_id": charge.run_id, "reason": reason})])
     except Exception as exc:  # the reservation stays charged: safe, and store check sees it
-        log.warning("could not give back the reservation of run %s: %s", plan.run_id, exc)
+        log.warning("could not give back the reservation of run %s: %s", charge.run_id, exc)
+
+
+def seed_key(ident: str) -> bytes:
+    """The dataset's secret key for test-seed fingerprints, held by the registry (0600).
+
+    Kept beside the dataset's ledger, never in a work or release folder, so that the same
+    seed has the same fingerprint whoever runs the release and from wherever.
+    """
+    with registry_lock(ident) as folder:
+        path = folder / SEED_KEY_FILE
+        if not path.is_file():
+            atomic_write(path, secrets.token_bytes(32))
+        os.chmod(path, 0o600)
+        return path.read_bytes()
 
 
 def cancel_reservation(ident: str, name: str, run_id: str, *, reason: str) -> bool:
@@ -730,3 +774,46 @@ def code_version() -> dict[str, Any]:
         except (OSError, subprocess.SubprocessError):
             pass
     return out
+
+
+# --- lifetime composition in Rényi DP ----------------------------------------------------------
+
+
+def release_curve(release: Mapping[str, Any]) -> np.ndarray:
+    """A release's (or pending run's) Rényi curve: its own, or ρα for a zCDP charge."""
+    if release.get("rdp") is not None:
+        curve = np.asarray(release["rdp"], dtype=float)
+        if curve.size != len(RDP_ORDERS):
+            raise StoreError("a lifetime ledger entry has an RDP curve on another grid")
+        return curve
+    return zcdp_rdp(rho=float(release["rho"]))
+
+
+def lifetime_curve(lifetime: LifetimeLedger) -> np.ndarray:
+    """Composed RDP curve of every release (and pending reservation) in ``lifetime``."""
+    total = np.zeros(len(RDP_ORDERS))
+    # Reservations of runs that have not published count as spent, like releases.
+    for release in [*lifetime.releases, *lifetime.pending]:
+        total += release_curve(release)
+    return total
+
+
+def lifetime_epsilon(lifetime: LifetimeLedger, extra: np.ndarray | None = None) -> float:
+    """ε at the lifetime δ of everything charged (plus ``extra``), composed in RDP."""
+    curve = lifetime_curve(lifetime) + (0 if extra is None else extra)
+    return rdp_epsilon(rdp=curve, delta=lifetime.delta_budget)[0]
+
+
+def rho_reservation(lifetime: LifetimeLedger, curve: np.ndarray) -> float:
+    """ρ to record for a release of RDP ``curve`` so the zCDP check of later table releases
+    stays sound: ``ρ_budget − (table ρ so far) − ρ'``, with ρ' the most zCDP that still fits
+    next to every curve."""
+    base = lifetime_curve(lifetime) + curve
+    orders = np.asarray(RDP_ORDERS)
+    lo, hi = 0.0, lifetime.rho_budget
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        fits = rdp_epsilon(rdp=base + mid * orders,
+                           delta=lifetime.delta_budget)[0] <= lifetime.epsilon_budget
+        lo, hi = (mid, hi) if fits else (lo, mid)
+    return max(0.0, lifetime.rho_budget - lifetime.rho_spent - lo)

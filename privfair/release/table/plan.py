@@ -15,24 +15,18 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from privfair.contracts.schema import Contract, load_contract
-from privfair.core.accounting import PrivacyLedger, zcdp_rho
-from privfair.core.errors import ContractError, PrivfairError
+from privfair.core.accounting import zcdp_rho
+from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.generative import GAN_METHODS
 from privfair.release.checks import check_release_request
-from privfair.release.seeds import check_seed_policy, seed_fingerprint
+from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
 from privfair.store.artefacts import (
-    FileRef,
     StoreError,
     new_run_id,
-    save_ledger,
     utc_now,
-)
-from privfair.store.registry import (
-    mark_noise_drawn,
-    read_lifetime_ledger,
 )
 from privfair.synth.synthesizer import (
     FAIR_METHODS,
@@ -50,10 +44,6 @@ Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "i
 # --- errors ---------------------------------------------------------------------------------
 
 
-class ReleaseInputError(PrivfairError, ValueError):
-    """The private input cannot be released as given (unreadable, wrong columns, ...)."""
-
-
 class InputValidationError(ReleaseInputError):
     """The input breaks its contract; the message names columns and checks, never values."""
 
@@ -65,40 +55,23 @@ class OutputValidationError(PrivfairError):
 # --- parameters -----------------------------------------------------------------------------
 
 
-class ReleaseParams(BaseModel):
-    """Everything a release needs; the Prefect UI renders this model as the run form.
+class ReleaseParams(ReleaseOptions):
+    """Everything a table or GAN release needs; the Prefect form is generated from it.
 
-    Validation here refuses ε ≤ 0, δ outside (0, 1), unknown methods and sample modes before
-    anything is read.
+    The shared fields (contract, data, ε, δ, store, seed) and their checks come from
+    :class:`~privfair.release.options.ReleaseOptions`.
     """
 
-    model_config = ConfigDict(extra="forbid")
-
-    contract: str | None = Field(
-        None, description="Data contract YAML. Empty: the embedded Adult contract.")
-    data: str | None = Field(
-        None, description="Private table, CSV or Parquet. Empty: the embedded Adult data.")
-    epsilon: float = Field(1.0, gt=0, allow_inf_nan=False,
-                           description="ε of this release's (ε, δ)-DP guarantee.")
-    delta: float = Field(1e-9, gt=0, lt=1, description="δ of this release's guarantee.")
-    method: Method = Field("prefair-greedy", description="Structure selector.")
-    seed: int | None = Field(
-        None, ge=0,
-        description="For tests and demos only, and only with insecure_seed: whoever knows the "
-                    "seed can remove the noise, and two releases with one seed cancel it. "
-                    "Leave empty in production (fresh OS entropy). The manifest records the "
-                    "test mode and a keyed fingerprint, never the seed.")
-    insecure_seed: bool = Field(
-        False, description="Test mode: allow a fixed seed (recorded as such in the manifest; "
-                           "the store refuses a second release with the same seed).")
+    delta: float = Field(1e-9, allow_inf_nan=False, json_schema_extra={"cli_required": True},
+                         description="δ of this release's guarantee, in (1e-50, 1).")
+    method: Method = Field("prefair-greedy", description="Structure selector, or a DP GAN.")
     n_rows: int | None = Field(
         None, ge=1, description="Synthetic rows. Empty: the noisy estimated total.")
     sample_mode: Literal["iid", "round"] = Field("iid", description="Sampling mode.")
-    out: str = Field("releases", description="Release store folder.")
     discrete_noise: bool = Field(
         False, description="Exact discrete Gaussian noise (recommended for production).")
     fairness_transform: Literal["none", "tot"] = Field(
-        "none", description="Post-processing fairness transform of the synthetic table: 'tot' "
+        "none", json_schema_extra={"cli": "--fairness"}, description="Post-processing fairness transform of the synthetic table: 'tot' "
                             "is Calmon et al.'s optimised pre-processing (SAFES); no privacy "
                             "cost.")
     eta: float | None = Field(
@@ -109,11 +82,10 @@ class ReleaseParams(BaseModel):
                                 "ratio form q(ŷ|g) ≤ (1+η)·q(ŷ|g').")
     distortion: str = Field(
         "safes-adult", description="TOT distortion function (registered name).")
-    work_dir: str = Field(
-        ".privfair", description="Project-local working folder (private staging, post-noise "
-                                 "artefacts, Prefect result storage); created mode 0700.")
-    batch_size: int = Field(200_000, ge=1, description="Rows per streamed batch.")
-    max_iters: int = Field(10_000, ge=1, description="Estimation iteration cap.")
+    batch_size: int = Field(200_000, ge=1, json_schema_extra=PRIVATE_FIELD,
+                            description="Rows per streamed batch.")
+    max_iters: int = Field(10_000, ge=1, json_schema_extra=PRIVATE_FIELD,
+                           description="Estimation iteration cap.")
     engine: Literal["local", "dask"] = Field(
         "local", description="Where the measurement stages count: in this process, or per "
         "row group on a Dask cluster (summed here; noise drawn once, here).")
@@ -124,7 +96,7 @@ class ReleaseParams(BaseModel):
         "of the synthetic table in the store (imports GX: ~4 s). The contract checks run "
         "either way.")
     max_time_s: float | None = Field(
-        None, gt=0, description="AIM methods: time budget in seconds; when it has passed, a "
+        None, gt=0, json_schema_extra={"cli": "--max-time"}, description="AIM methods: time budget in seconds; when it has passed, a "
         "final round spends the rest of the budget, so the run still ends with a release.")
     causal_graph: str | None = Field(
         None, description="cfgan: YAML/JSON file declaring the causal DAG over the contract's "
@@ -136,19 +108,6 @@ class ReleaseParams(BaseModel):
     release_classifier: bool = Field(
         False, description="fairgan-plus: also release the co-trained fair classifier η as a "
         "model (classifier/ in the release folder; `privfair predict` reads it).")
-
-
-def params_error_line(exc: Exception) -> str:
-    """One line naming the first problem of a pydantic ``ValidationError`` (or any error)."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors):
-        try:
-            first = errors(include_url=False, include_input=False)[0]
-        except Exception:  # pragma: no cover - not a pydantic error after all
-            return str(exc).splitlines()[0]
-        where = ".".join(str(p) for p in first.get("loc", ())) or "parameters"
-        return f"invalid {where}: {first['msg']}"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 #: Share of a release's ρ spent on publishing domains (CatHist categories of open-domain
@@ -288,7 +247,6 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     """
     params = params if isinstance(params, ReleaseParams) else ReleaseParams.model_validate(
         params)
-    check_seed_policy(params.seed, params.insecure_seed, error=ReleaseInputError)
     contract_path = resolve_contract(params)
     contract = load_contract(contract_path)
     _check_open_domains(contract)
@@ -336,7 +294,6 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     check_store_writable(store)
     check_release_request(params, contract, domain, store)  # numbers, folders, memory
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
-    read_lifetime_ledger(store, contract).check(rho=rho)
     domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
     split = ({"domains": domains_rho, "gan": rho - domains_rho} if params.method in GAN_METHODS
              else {"domains": domains_rho,
@@ -354,21 +311,8 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
         batch_size=params.batch_size, max_iters=params.max_iters,
         seeded=params.seed is not None, started_at=utc_now(), causal_graph=causal_graph,
-        seed_fingerprint=None if params.seed is None else seed_fingerprint(
-            params.seed, work_dir=params.work_dir),
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
         release_classifier=params.release_classifier,
         max_time_s=params.max_time_s, engine=params.engine, dask_address=params.dask_address,
         data_docs=params.data_docs,
     )
-
-
-def initial_ledger(plan: ReleasePlan, artefacts: str | Path) -> FileRef:
-    """The empty per-release ledger holding exactly this release's ρ (post-noise artefact).
-
-    Called right before the first noise draw: it records in the lifetime ledger that the run
-    draws noise, so the run stays charged whatever happens after (issue 10.4).
-    """
-    mark_noise_drawn(plan)
-    ledger = PrivacyLedger(rho_budget=plan.rho, delta=plan.delta)
-    return save_ledger(ledger, artefacts)

@@ -1,0 +1,127 @@
+"""One Prefect flow per release kind, generated from the kind's declaration.
+
+Every flow has the same controls: a flat typed form generated from the kind's parameter
+model (fields marked ``form: False``, such as the test seed, stay off it: Prefect stores
+flow parameters, and whoever knows a seed can remove the noise), the per-dataset
+concurrency slot, the flow timeout, the failure hooks that log a refusal as one line and emit
+an alert event, and the driver of :mod:`tasks.stages` (each stage a task, artifacts, run ↔
+release links). The work itself is :func:`privfair.release.protocol.run_release`, the same
+function ``--no-prefect`` calls.
+
+A test seed reaches an in-process run through :func:`run_local`, never through the API.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+# Prefect loads entrypoints by file path; make the repository root importable for `tasks`.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+
+from prefect import flow  # noqa: E402
+from pydantic.fields import FieldInfo  # noqa: E402
+
+from privfair.release.kinds import FLOW_KINDS, ReleaseFamily  # noqa: E402
+from privfair.release.options import ReleaseOptions, field_extra  # noqa: E402
+from privfair.release.protocol import ReleaseInputError, run_release  # noqa: E402
+from tasks import ops  # noqa: E402
+from tasks.stages import PrefectDriver  # noqa: E402
+
+#: Every setting of an in-process run (run_local): internal fields and a test seed.
+_LOCAL: contextvars.ContextVar[ReleaseOptions | None] = contextvars.ContextVar(
+    "privfair_local_release_options", default=None)
+
+ops.install_refusal_filter()
+
+
+def form_fields(model: type[ReleaseOptions]) -> dict[str, FieldInfo]:
+    """The fields of ``model`` that the Prefect form shows."""
+    return {name: info for name, info in model.model_fields.items()
+            if field_extra(info).get("form", True)}
+
+
+def _annotation(info: FieldInfo) -> Any:
+    annotation = info.annotation
+    if info.metadata:  # ge/gt/le/lt constraints: the form enforces them too
+        annotation = Annotated[annotation, *info.metadata]
+    return annotation
+
+
+def _signature(model: type[ReleaseOptions]) -> inspect.Signature:
+    params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
+                                default=info.get_default(call_default_factory=True),
+                                annotation=_annotation(info))
+              for name, info in form_fields(model).items()]
+    return inspect.Signature(params, return_annotation=str)
+
+
+def _docstring(family: ReleaseFamily) -> str:
+    lines = [f"{family.description[:1].upper()}{family.description[1:]}; returns the release "
+             "folder.", "", "Args:"]
+    for name, info in form_fields(family.params).items():
+        lines.append(f"    {name}: {' '.join((info.description or name).split())}")
+    return "\n".join(lines)
+
+
+def options_for(family: ReleaseFamily, args: dict[str, Any]) -> ReleaseOptions:
+    """The run's options: flow parameters over the local (or default) settings."""
+    local = _LOCAL.get()
+    fields = (local.model_dump() if local is not None
+              else {"work_dir": os.environ.get("PRIVFAIR_WORK_DIR", ".privfair")})
+    contract = args.get("contract")
+    if contract is not None and "/" not in contract and not contract.endswith(
+            (".yaml", ".yml")):
+        from privfair.contracts.datasets import contract_path
+
+        contract = str(contract_path(contract))
+    try:
+        return family.params.model_validate({**fields, **args, "contract": contract})
+    except ValueError as exc:
+        from privfair.release.options import params_error_line
+
+        raise ReleaseInputError(params_error_line(exc)) from None
+
+
+def make_flow(family: ReleaseFamily) -> Any:
+    """The Prefect flow of one release family (its form generated from its parameters)."""
+
+    def body(**args: Any) -> str:
+        options = options_for(family, args)
+        return str(run_release(family.kind_for(options), options, driver=PrefectDriver()))
+
+    body.__name__ = family.flow_name.replace("-", "_")
+    body.__qualname__ = body.__name__
+    body.__doc__ = _docstring(family)
+    body.__signature__ = _signature(family.params)  # type: ignore[attr-defined]
+    return flow(name=family.flow_name, persist_result=False,
+                timeout_seconds=ops.FLOW_TIMEOUT_S, on_failure=[ops.on_release_failure],
+                on_crashed=[ops.on_release_failure])(body)
+
+
+FLOWS = {family.command: make_flow(family) for family in FLOW_KINDS}
+
+
+def run_local(options: ReleaseOptions, *, command: str) -> str:
+    """Run ``command``'s flow in this process with every setting of ``options``.
+
+    Flow parameters (stored by Prefect) get only the form's fields; the seed and the internal
+    settings reach the run through a context variable, never through the API.
+    """
+    family = next(f for f in FLOW_KINDS if f.command == command)
+    args = {name: getattr(options, name) for name in form_fields(family.params)}
+    token = _LOCAL.set(options)
+    try:
+        return FLOWS[command](**args)
+    finally:
+        _LOCAL.reset(token)
+
+
+# Entrypoints for deployments: `flows/kinds.py:release`, `flows/kinds.py:train`, ...
+globals().update(FLOWS)

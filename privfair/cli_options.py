@@ -1,0 +1,62 @@
+"""Command-line options generated from a release kind's parameter model.
+
+One declaration per parameter: a field of the pydantic model (its type, default, choices and
+description) becomes one ``--kebab-case`` option. A field's ``json_schema_extra`` may give
+``cli`` (another spelling, e.g. ``--fairness`` for ``fairness_transform``) and
+``cli_required`` (the option must be given although the model has a default). Values the user
+leaves out are left out, so the model's defaults apply, and the model validates everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import types
+import typing
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+
+def _flag(name: str, info: Any) -> str:
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    return str(extra.get("cli") or "--" + name.replace("_", "-"))
+
+
+def _plain(annotation: Any) -> tuple[Any, bool]:
+    """The annotation without ``None``, and whether ``None`` was allowed."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        return (rest[0] if len(rest) == 1 else str), True
+    return annotation, False
+
+
+def add_options(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None:
+    """Add one option per field of ``model`` to ``parser`` (dest: the field's name)."""
+    for name, info in model.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        annotation, _ = _plain(info.annotation)
+        help_text = " ".join((info.description or "").split()).replace("%", "%%")
+        kwargs: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
+        if extra.get("cli_required"):
+            kwargs["required"] = True
+        if annotation is bool:
+            kwargs.update(action="store_true", default=None)
+        elif typing.get_origin(annotation) is Literal:
+            kwargs.update(choices=typing.get_args(annotation))
+        elif typing.get_origin(annotation) is list:
+            (item,) = typing.get_args(annotation)
+            kwargs.update(type=item, nargs="*")
+        elif annotation in (int, float, str):
+            kwargs.update(type=annotation)
+        else:
+            kwargs.update(type=str)
+        if info.default is not None and not extra.get("cli_required") and annotation is not bool:
+            kwargs["help"] += f" (default: {info.default})"
+        parser.add_argument(_flag(name, info), **kwargs)
+
+
+def options_from_args(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any]:
+    """The values the user gave, by field name (absent ones take the model's defaults)."""
+    return {name: getattr(args, name) for name in model.model_fields
+            if getattr(args, name, None) is not None}

@@ -1,0 +1,106 @@
+"""The parameters every release kind shares, declared once, and their data-free checks.
+
+A kind's parameter model subclasses :class:`ReleaseOptions`; the CLI's options
+(:func:`privfair.cli.options.add_options`) and the Prefect flow's form
+(``flows/kinds.py``) are generated from it. A field's ``json_schema_extra`` may say
+``{"cli": "--name"}`` (the CLI spelling, when it is not the field's name in kebab case) and
+``{"form": False}`` (kept off the Prefect form: a test seed, internal folders).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
+MAX_EPSILON = 100.0
+#: ε below this is numerically indistinguishable from no release at all.
+MIN_EPSILON = 1e-6
+#: δ below this underflows 1/δ-style terms (a manifest would hold Infinity).
+MIN_DELTA = 1e-50
+#: Characters a path parameter may not hold: wildcards and control characters.
+ODD_PATH = re.compile(r"[?*\[\]\x00-\x1f\x7f]")
+
+PRIVATE_FIELD = {"form": False}
+
+
+class ReleaseOptions(BaseModel):
+    """Parameters of every release kind: what to read, the guarantee, where to publish."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    contract: str | None = Field(
+        None, description="Data contract YAML. Empty: the embedded Adult contract.")
+    data: str | None = Field(
+        None, description="Private table, CSV or Parquet. Empty: the contract's embedded data.")
+    epsilon: float = Field(
+        1.0, allow_inf_nan=False, json_schema_extra={"cli_required": True},
+        description=f"ε of this release's (ε, δ)-DP guarantee, in [{MIN_EPSILON:g}, "
+                    f"{MAX_EPSILON:g}].")
+    delta: float = Field(
+        1e-6, allow_inf_nan=False,
+        description=f"δ of this release's guarantee, in ({MIN_DELTA:g}, 1).")
+    out: str = Field("releases", description="Release store folder.")
+    work_dir: str = Field(
+        ".privfair", json_schema_extra=PRIVATE_FIELD,
+        description="Project-local working folder (private staging, post-noise artefacts); "
+                    "created mode 0700.")
+    seed: int | None = Field(
+        None, ge=0, json_schema_extra=PRIVATE_FIELD,
+        description="Tests and demos only, with insecure_seed: whoever knows the seed can "
+                    "remove the noise. Never recorded; its keyed fingerprint is, and a second "
+                    "release of the dataset with it is refused.")
+    insecure_seed: bool = Field(
+        False, json_schema_extra=PRIVATE_FIELD,
+        description="Test mode: allow a fixed seed (recorded as such in the manifest).")
+
+    @field_validator("epsilon")
+    @classmethod
+    def _epsilon_in_range(cls, value: float) -> float:
+        if not MIN_EPSILON <= value <= MAX_EPSILON:
+            raise ValueError(f"{value:g} is outside [{MIN_EPSILON:g}, {MAX_EPSILON:g}]; "
+                             "expected a privacy level the accounting can represent")
+        return value
+
+    @field_validator("delta")
+    @classmethod
+    def _delta_in_range(cls, value: float) -> float:
+        if not MIN_DELTA < value < 1:
+            raise ValueError(f"{value:g} is outside ({MIN_DELTA:g}, 1); expected a delta the "
+                             "accounting can represent")
+        return value
+
+    @field_validator("contract", "data", "out", "work_dir")
+    @classmethod
+    def _plain_path(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value.strip():
+            raise ValueError("is empty; expected a path")
+        if ODD_PATH.search(value):
+            raise ValueError(f"{value!r} holds a wildcard or control character; expected a "
+                             "literal path")
+        return value
+
+
+def params_error_line(exc: Exception) -> str:
+    """One line naming the first problem of a pydantic ``ValidationError`` (or any error)."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors(include_url=False, include_input=False)[0]
+        except Exception:  # not a pydantic error after all
+            return " ".join(str(exc).split())
+        where = ".".join(str(p) for p in first.get("loc", ())) or "parameters"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        return f"invalid {where}: {message}"
+    return " ".join(str(exc).split())
+
+
+def field_extra(info: Any) -> dict[str, Any]:
+    """A field's ``json_schema_extra`` as a dict (empty when it has none)."""
+    extra = getattr(info, "json_schema_extra", None)
+    return dict(extra) if isinstance(extra, dict) else {}
+

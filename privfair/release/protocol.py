@@ -1,0 +1,381 @@
+"""The release protocol: the one skeleton every release kind runs through.
+
+::
+
+    parse ─► check ─► cost ─► reserve ─► private stages ─► post-noise stages ─► publish
+    (one line   (data-free:  (public   (lifetime   (read, then draw    (no private read;   (intent, 0700 tmp,
+     on bad      contract,    inputs    ledger,     noise: charged     cacheable)          rename, ledger,
+     numbers)    store, ...)  only)     seed)       from here on)                          catalog)
+
+A release kind (:class:`ReleaseKind`) is a declaration: its parameter model, its data-free
+check, its cost, its stage list and what it writes. :func:`run_release` is the only code that
+orders those steps, so a kind cannot skip one:
+
+* the run's cost is reserved in the dataset's lifetime ledger before the first stage runs,
+  never more than the kind declared, and a fixed test seed is fingerprinted with the
+  dataset's registry key and refused when a published release of the dataset used it;
+* the first stage that draws noise marks the run as charged (``spend``); a run that fails
+  before that gets its reservation back (``cancel``), one that fails after it stays charged
+  and says so;
+* the private staging folder is removed after the last private stage, whatever happens;
+* publication follows the store's protocol (:mod:`privfair.store.publication`).
+
+Two drivers iterate the same stage list: :class:`InProcess` (``--no-prefect``, the library)
+and the Prefect driver in ``flows/`` (each stage a task; stages that draw noise are never
+retried). Both call the stages' functions with the same context and state, so they publish
+the same bytes for the same test seed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+from pydantic import BaseModel
+
+from privfair.core.accounting import zcdp_rho
+from privfair.core.errors import PrivfairError, ReleaseInputError
+from privfair.release.options import ReleaseOptions, params_error_line
+from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
+from privfair.store import publication
+from privfair.store.artefacts import Workspace, json_bytes, sha256_file, utc_now
+from privfair.store.publication import commit_publication, recover_store, write_intent
+from privfair.store.registry import (
+    RunCharge,
+    check_seed_unused,
+    dataset_id,
+    locked,
+    mark_noise_drawn,
+    next_version,
+    read_lifetime_ledger,
+    release_unspent,
+    reserve_run,
+)
+
+log = logging.getLogger(__name__)
+
+#: ``progress(stage, fraction of the whole run)``.
+Progress = Callable[[str, float], None]
+#: The state a run carries from stage to stage: stage outputs by name (file references and
+#: post-noise values; never private rows).
+State = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What a run charges the lifetime ledger, computed from public inputs before any read.
+
+    ``rdp`` is the Rényi curve (on :data:`privfair.core.accounting.RDP_ORDERS`) of a kind that
+    accounts in RDP; its ρ in the lifetime ledger's unit is then fixed when it is reserved
+    (the ρ that leaves later zCDP releases exactly the room the curve leaves them). Otherwise
+    the run costs the ρ of its (ε, δ).
+    """
+
+    epsilon: float
+    delta: float
+    rdp: tuple[float, ...] | None = None
+
+    @property
+    def rho(self) -> float | None:
+        return None if self.rdp is not None else zcdp_rho(epsilon=self.epsilon,
+                                                          delta=self.delta)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a kind's run.
+
+    ``run(context, state)`` returns the new entries of the state. ``private``: it reads the
+    private data or its true counts. ``noise``: it draws noise, so the run is charged from its
+    start on (every data check that can fail must come in an earlier stage). ``cache``: it is
+    post-processing and deterministic in its inputs, so a driver may cache it.
+    """
+
+    name: str
+    run: Callable[[RunContext, State], Mapping[str, Any]]
+    private: bool = False
+    noise: bool = False
+    cache: bool = False
+    #: Where this stage starts, as a share of the whole run (for progress bars).
+    at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a kind wrote into the staged release folder (see :meth:`ReleaseKind.write`)."""
+
+    manifest: dict[str, Any]
+    #: Files written, relative to the folder (the manifest records their sha256).
+    files: Sequence[str]
+    #: The catalog's ``n_rows`` (a released, noisy count, or 0 for non-tabular kinds).
+    n_rows: int
+    fairness_passed: bool
+    #: Extra fields of the ledger's ``publish`` entry (e.g. the run's Rényi curve).
+    ledger_fields: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunContext:
+    """What every stage of one run receives besides the state: public facts only."""
+
+    kind: ReleaseKind
+    plan: Any
+    #: The insecure test seed, or None (fresh OS entropy). Never recorded.
+    seed: int | None
+    workspace: Workspace
+    charge: RunCharge
+    progress: Progress
+    #: Public log lines (stage logs in the Prefect UI, nothing on the quiet CLI).
+    say: Callable[[str], None]
+    orchestrator: dict[str, Any] | None = None
+
+    def rng(self, stage: str) -> np.random.Generator:
+        """The generator of one of this kind's stages (distinct spawn key per kind/stage)."""
+        return kind_rng(self.seed, self.kind.name, stage, stages=self.kind.seed_stages)
+
+
+class ReleaseKind(ABC):
+    """A kind of release, declared once; :func:`run_release` runs it.
+
+    A subclass sets ``name`` (the ledger's ``kind``), ``command`` (the CLI command that
+    publishes it), ``params`` (its pydantic parameter model, from which the CLI options and
+    the Prefect form are generated) and ``seed_stages`` (the names of the stages that draw
+    randomness, each given its own stream), and implements the four methods below.
+    """
+
+    name: ClassVar[str]
+    command: ClassVar[str]
+    params: ClassVar[type[ReleaseOptions]]
+    seed_stages: ClassVar[tuple[str, ...]] = ()
+    description: ClassVar[str] = ""
+
+    @abstractmethod
+    def check(self, params: Any) -> Any:
+        """Every data-free check; returns the kind's public plan.
+
+        The plan is a dataclass with at least ``run_id``, ``dataset``, ``contract``,
+        ``store``, ``work_dir``, ``method`` (the ledger's label), ``started_at`` and
+        ``seed_fingerprint`` (None; the protocol fills it in for a test seed).
+        """
+
+    @abstractmethod
+    def cost(self, plan: Any) -> Cost:
+        """What the run will charge, from public inputs only."""
+
+    @abstractmethod
+    def stages(self, plan: Any) -> list[Stage]:
+        """The run's stages, in order: private ones first, post-noise ones after."""
+
+    @abstractmethod
+    def write(self, folder: Path, context: RunContext, state: State, *, version: str,
+              lifetime: Any) -> Written:
+        """Write the release files into ``folder`` (mode 0700, not yet published)."""
+
+    def summary(self, plan: Any) -> str:
+        """One public line naming what the run will do (logged before it reserves)."""
+        return f"{self.name} release of {plan.dataset!r} ({plan.method})"
+
+    def markdown(self, folder: Path, manifest: Mapping[str, Any]) -> str:
+        """A public summary of a published release (the Prefect artifact)."""
+        guarantee = manifest.get("guarantee", {})
+        return "\n".join([
+            f"# {self.name} release {manifest.get('dataset')} {manifest.get('version')}", "",
+            f"({guarantee.get('epsilon')}, {guarantee.get('delta')})-DP; folder `{folder}`; "
+            f"files: {', '.join(sorted(manifest.get('files', {})))}."])
+
+    def parse(self, params: Any) -> ReleaseOptions:
+        """The checked parameter model; one line naming the first bad parameter."""
+        if isinstance(params, self.params):
+            return params
+        try:
+            return self.params.model_validate(
+                params.model_dump() if isinstance(params, BaseModel) else dict(params))
+        except ValueError as exc:
+            raise ReleaseInputError(params_error_line(exc)) from None
+
+
+class InProcess:
+    """The driver of ``--no-prefect`` and of library use: stages are plain calls."""
+
+    orchestrator: dict[str, Any] | None = None
+
+    @contextlib.contextmanager
+    def slot(self, dataset: str) -> Iterator[None]:
+        yield  # the store's and the registry's locks still serialise what must be
+
+    def run_stage(self, stage: Stage, context: RunContext, state: State) -> Mapping[str, Any]:
+        return stage.run(context, state)
+
+    def say(self, line: str) -> None:
+        log.info(line)
+
+    def published(self, kind: ReleaseKind, folder: Path, written: Written) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A checked request: what :func:`plan_release` found, before anything is reserved."""
+
+    kind: ReleaseKind
+    params: ReleaseOptions
+    plan: Any
+    cost: Cost
+
+
+def plan_release(kind: ReleaseKind, params: Any) -> Planned:
+    """Parse and check a request without reading data or charging anything (``--dry-run``)."""
+    options = kind.parse(params)
+    check_seed_policy(options.seed, options.insecure_seed, error=ReleaseInputError)
+    plan = kind.check(options)
+    if options.seed is not None:  # keyed by the dataset's secret in the registry
+        plan = replace(plan, seed_fingerprint=seed_fingerprint(
+            options.seed, dataset=dataset_id(plan.contract)))
+    cost = kind.cost(plan)
+    lifetime = read_lifetime_ledger(plan.store, plan.contract)
+    lifetime.check(rho=_cost_rho(cost, lifetime))
+    return Planned(kind, options, plan, cost)
+
+
+def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
+                progress: Progress | None = None) -> Path:
+    """Run one release of ``kind`` by the protocol above; returns the release folder."""
+    driver = driver or InProcess()
+    report = progress or getattr(driver, "progress", None) or (lambda stage, fraction: None)
+    report("preflight", 0.0)
+    planned = plan_release(kind, params)
+    plan, options = planned.plan, planned.params
+    driver.say(kind.summary(plan))
+    with driver.slot(plan.dataset):
+        charge = _reserve(planned)
+        workspace = Workspace.open(plan.work_dir, plan.run_id)
+        context = RunContext(kind=kind, plan=plan, seed=options.seed, workspace=workspace,
+                             charge=charge, progress=report, say=driver.say,
+                             orchestrator=driver.orchestrator)
+        stages = kind.stages(plan)
+        last_private = max((i for i, s in enumerate(stages) if s.private), default=-1)
+        state: dict[str, Any] = {}
+        drawn = False
+        try:
+            for i, stage in enumerate(stages):
+                if stage.noise and not drawn:
+                    mark_noise_drawn(charge)  # charged from here on, whatever happens
+                    drawn = True
+                report(stage.name, stage.at)
+                state.update(driver.run_stage(stage, context, state))
+                if i == last_private:
+                    workspace.cleanup_private()  # nothing below reads private data
+            report("publish", 0.95)
+            folder, written = publish(context, state)
+        except BaseException as exc:
+            release_unspent(charge)  # a run that drew no noise gets its reservation back
+            if drawn and isinstance(exc, Exception):
+                exc.add_note(_still_charged(charge))
+            raise
+        finally:
+            workspace.cleanup_private()
+    driver.published(kind, folder, written)
+    report("done", 1.0)
+    return folder
+
+
+def _cost_rho(cost: Cost, lifetime: Any) -> float:
+    if cost.rho is not None:
+        return cost.rho
+    from privfair.store.registry import rho_reservation
+
+    return rho_reservation(lifetime, np.asarray(cost.rdp, dtype=float))
+
+
+def _reserve(planned: Planned) -> RunCharge:
+    plan, cost = planned.plan, planned.cost
+    fingerprint = plan.seed_fingerprint
+    charge = RunCharge(
+        run_id=plan.run_id, kind=planned.kind.name, dataset=plan.dataset,
+        contract=plan.contract, store=Path(plan.store), epsilon=cost.epsilon,
+        delta=cost.delta, rho=cost.rho, rdp=cost.rdp, method=plan.method,
+        contract_fingerprint=plan.contract.fingerprint(), seed_fingerprint=fingerprint)
+    # The registry fixes an RDP kind's ρ under its lock (it depends on what is spent).
+    return reserve_run(charge)
+
+
+def _still_charged(charge: RunCharge) -> str:
+    try:
+        book = read_lifetime_ledger(None, charge.contract)
+        left = f" ({book.rho_remaining:.6g} of {book.rho_budget:.6g} left)"
+    except Exception:  # the note must not hide the run's own error
+        left = ""
+    return (f"the run drew noise: rho {charge.rho:.6g} stays charged to dataset "
+            f"{charge.dataset!r}{left}")
+
+
+def publish(context: RunContext, state: State) -> tuple[Path, Written]:
+    """Publish a run's release by the store's protocol; returns the folder and the record.
+
+    Under the dataset lock: finish or undo what a killed run left, check the seed again,
+    write the intent record, then the files into a 0700 temporary folder, then rename,
+    append the ledger's ``publish`` entry (the commit point) and the catalog row.
+    """
+    plan, charge = context.plan, context.charge
+    store = Path(plan.store)
+    folder = store / plan.dataset
+    folder.mkdir(parents=True, exist_ok=True)
+    with locked(folder):
+        recover_store(store, plan.dataset, locked_already=True)
+        lifetime = read_lifetime_ledger(store, plan.contract)
+        check_seed_unused(lifetime, charge.seed_fingerprint, charge.run_id)
+        if lifetime.run_state(charge.run_id) not in ("reserved", "spent, not published"):
+            raise PrivfairError(f"run {charge.run_id} holds no reservation in the lifetime "
+                                "ledger; nothing is published")
+        version = next_version(folder, lifetime)
+        final = folder / version
+        tmp = folder / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
+        intent = write_intent(folder, version, run_id=charge.run_id, staged=tmp)
+        try:
+            publication.reached("files")  # fault-injection tests stop here
+            tmp.mkdir(mode=0o700)
+            written = context.kind.write(tmp, context, state, version=version,
+                                         lifetime=lifetime)
+            manifest = written.manifest
+            manifest["files"] = {name: sha256_file(tmp / name) for name in written.files}
+            (tmp / "manifest.json").write_bytes(json_bytes(manifest))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            intent.unlink(missing_ok=True)
+            raise
+        published_at = manifest.get("published_at") or utc_now()
+        release = {"version": version, "published_at": published_at, "run_id": charge.run_id,
+                   "epsilon": charge.epsilon, "delta": charge.delta, "rho": charge.rho,
+                   "method": plan.method, "kind": context.kind.name,
+                   "contract_fingerprint": charge.contract_fingerprint,
+                   **dict(written.ledger_fields)}
+        if charge.rdp is not None:  # the lifetime composes this run by its Rényi curve
+            release["rdp"] = [float(v) for v in charge.rdp]
+        if charge.seed_fingerprint:
+            release["seed_fingerprint"] = charge.seed_fingerprint
+        row = [plan.dataset, version, str(final.relative_to(store)), published_at,
+               charge.epsilon, charge.delta, charge.rho, plan.method, int(written.n_rows),
+               charge.contract_fingerprint, bool(written.fairness_passed),
+               _orchestrator_json(context.orchestrator)]
+        commit_publication(store=store, contract_budget=(plan.contract.budget.epsilon,
+                                                         plan.contract.budget.delta),
+                           ident=dataset_id(plan.contract), dataset=plan.dataset,
+                           version=version, staged=tmp, final=final, intent=intent,
+                           release=release, catalog_row=row)
+    log.info("published %s", final)
+    return final, written
+
+
+def _orchestrator_json(record: Mapping[str, Any] | None) -> str | None:
+    import json
+
+    return json.dumps(dict(record)) if record else None
+

@@ -1,0 +1,277 @@
+"""The ``table`` release kind (MST, PreFair, AIM, independent) and the ``gan`` kind.
+
+Both read the private table the same way (load → validate → DP domains → discretize), both
+publish a synthetic table with the same files, and they differ in the stages between: the
+marginal methods measure, select and estimate; the GANs train on DP-SGD and sample their
+generator. Each stage here is a thin adapter from the protocol's ``(context, state)`` to the
+stage functions of :mod:`privfair.release.table.private`, :mod:`.post_noise`,
+:mod:`privfair.release.gan.stages` and :mod:`privfair.release.ingest`, which take the run's
+test seed and draw each stage's generator from its own spawn key
+(:func:`privfair.release.seeds.stage_rng`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from privfair.core.accounting import PrivacyLedger
+from privfair.generative import GAN_METHODS
+from privfair.release.ingest import discretize, load, validate_input
+from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.table.plan import ReleaseParams, ReleasePlan, preflight
+from privfair.store.artefacts import save_ledger
+from privfair.synth.aim import MIN_FIT_SHARE
+from privfair.synth.synthesizer import AIM_METHODS
+
+
+def current_plan(context: RunContext, state: State) -> ReleasePlan:
+    """The run's plan; after the DP-domain stage, the one bound to the released domains."""
+    return state.get("plan", context.plan)
+
+
+# --- stages shared by both kinds ------------------------------------------------------------
+
+
+def load_stage(context: RunContext, state: State) -> dict[str, Any]:
+    plan = context.plan
+    staged = load(plan.data_path, plan.contract, context.workspace.staging,
+                  batch_size=plan.batch_size)
+    checked = validate_input(staged, plan.contract, context.workspace.staging,
+                             batch_size=plan.batch_size)
+    ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
+                         context.workspace.artefacts)
+    return {"staged": staged, "input_validation": checked, "ledger": ledger}
+
+
+def domains_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.private import resolve_domains
+
+    plan, ledger = resolve_domains(state["staged"], context.plan, state["ledger"],
+                                   context.workspace.artefacts, seed=context.seed,
+                                   batch_size=context.plan.batch_size)
+    return {"plan": plan, "ledger": ledger}
+
+
+def discretize_stage(context: RunContext, state: State) -> dict[str, Any]:
+    plan = current_plan(context, state)
+    return {"codes": discretize(state["staged"], plan.contract, context.workspace.staging,
+                                batch_size=plan.batch_size)}
+
+
+def fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.post_noise import fairness_transform
+
+    plan = current_plan(context, state)
+    synthetic, transform = fairness_transform(
+        state["synthetic"], plan.contract, context.workspace.artefacts,
+        transform=plan.fairness_transform, eta=plan.eta, discrimination=plan.discrimination,
+        distortion=plan.distortion, seed=context.seed)
+    return {"synthetic": synthetic, "fairness_transform": transform}
+
+
+def validate_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.post_noise import validate_output
+
+    plan = current_plan(context, state)
+    output = validate_output(state["synthetic"], plan.contract, n_rows=plan.n_rows)
+    if plan.data_docs:  # opt-in: GX itself costs more than a small release
+        from privfair.contracts.data_docs import validation_records
+
+        output = {**output, **validation_records(
+            state["synthetic"], plan.contract, store=plan.store,
+            fingerprint=plan.contract_fingerprint, run_id=plan.run_id, n_rows=plan.n_rows)}
+    return {"output_validation": output}
+
+
+def _engine(plan: ReleasePlan) -> dict[str, Any]:
+    return {"engine": plan.engine, "dask_address": plan.dask_address}
+
+
+# --- marginal methods ----------------------------------------------------------------------
+
+
+def measure_one_way_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.private import measure_one_way
+
+    plan = current_plan(context, state)
+    one_way, ledger = measure_one_way(
+        state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
+        rho=plan.split["one_way"], seed=context.seed, discrete=plan.discrete_noise,
+        batch_size=plan.batch_size, **_engine(plan))
+    return {"one_way": one_way, "ledger": ledger}
+
+
+def select_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.private import select
+
+    plan = current_plan(context, state)
+    structure, ledger = select(
+        state["codes"], plan.contract, state["one_way"], state["ledger"],
+        context.workspace.artefacts, method=plan.method, rho=plan.split["select"],
+        seed=context.seed, batch_size=plan.batch_size, **_engine(plan))
+    return {"structure": structure, "ledger": ledger}
+
+
+def measure_selected_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.private import measure_selected
+
+    plan = current_plan(context, state)
+    selected, ledger = measure_selected(
+        state["codes"], plan.contract, state["one_way"], state["structure"], state["ledger"],
+        context.workspace.artefacts, rho=plan.split["measure"], seed=context.seed,
+        discrete=plan.discrete_noise, batch_size=plan.batch_size, **_engine(plan))
+    return {"selected": selected, "ledger": ledger}
+
+
+def aim_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.private import fit_aim
+
+    plan = current_plan(context, state)
+    started = time.monotonic()
+    one_way, structure, selected, ledger, warm = fit_aim(
+        state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
+        method=plan.method, rho=plan.rho - plan.split["domains"], seed=context.seed,
+        discrete=plan.discrete_noise, batch_size=plan.batch_size,
+        max_time_s=plan.max_time_s, return_model=True,
+        progress=lambda fraction: context.progress("AIM rounds", 0.2 + 0.5 * fraction),
+        **_engine(plan))
+    # AIM's time budget covers its final fit: whatever the rounds left of it.
+    fit_time = (None if plan.max_time_s is None else max(
+        plan.max_time_s - (time.monotonic() - started), MIN_FIT_SHARE * plan.max_time_s))
+    return {"one_way": one_way, "structure": structure, "selected": selected,
+            "ledger": ledger, "warm_start": warm, "fit_time_s": fit_time}
+
+
+def estimate_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.post_noise import estimate
+
+    plan = current_plan(context, state)
+    fit_time = state.get("fit_time_s")
+    low = 0.7 if state.get("warm_start") is not None else 0.35
+    clock = time.monotonic()
+
+    def fit_progress(iteration: int, loss: float) -> None:
+        # iterations, or the time cap when there is one: whichever is further along
+        done = iteration / plan.max_iters
+        if fit_time:
+            done = max(done, (time.monotonic() - clock) / fit_time)
+        context.progress("estimate", low + (0.8 - low) * min(done, 1.0))
+
+    model = estimate(state["one_way"], state["selected"], context.workspace.artefacts,
+                     max_iters=plan.max_iters, callback=fit_progress,
+                     warm_start=state.get("warm_start"), max_time_s=fit_time)
+    return {"model": model}
+
+
+def sample_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.table.post_noise import sample
+
+    plan = current_plan(context, state)
+    return {"synthetic": sample(state["model"], state["one_way"], context.workspace.artefacts,
+                                n_rows=plan.n_rows, mode=plan.sample_mode, seed=context.seed)}
+
+
+# --- GAN methods ----------------------------------------------------------------------------
+
+
+def train_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.gan.stages import train_gan
+
+    plan = current_plan(context, state)
+    generator, ledger = train_gan(
+        state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
+        method=plan.method, causal_graph=plan.causal_graph, epochs=plan.gan_epochs,
+        group_clipping=plan.group_clipping, seed=context.seed, batch_size=plan.batch_size,
+        discrete=plan.discrete_noise,
+        progress=lambda epoch, epochs: context.progress("train GAN (DP-SGD)",
+                                                        0.2 + 0.6 * epoch / epochs))
+    return {"generator": generator, "ledger": ledger}
+
+
+def sample_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
+    from privfair.release.gan.stages import sample_gan
+
+    plan = current_plan(context, state)
+    synthetic, generative = sample_gan(
+        state["generator"], plan.contract, context.workspace.artefacts, n_rows=plan.n_rows,
+        delta=plan.delta, seed=context.seed, release_classifier=plan.release_classifier)
+    return {"synthetic": synthetic, "generative": generative}
+
+
+# --- the kinds --------------------------------------------------------------------------------
+
+
+class TableKind(ReleaseKind):
+    """A DP synthetic table from noisy marginals (``privfair release --method mst|...``)."""
+
+    name = "table"
+    command = "release"
+    params = ReleaseParams
+    description = "publish a DP synthetic table (MST, PreFair, AIM, independent)"
+
+    def check(self, params: ReleaseParams) -> ReleasePlan:
+        return preflight(params)
+
+    def cost(self, plan: ReleasePlan) -> Cost:
+        return Cost(epsilon=plan.epsilon, delta=plan.delta)
+
+    def summary(self, plan: ReleasePlan) -> str:
+        return (f"release of {plan.dataset!r}: ε = {plan.epsilon:g}, δ = {plan.delta:g} "
+                f"(ρ = {plan.rho:.4g}), method {plan.method}")
+
+    def reading_stages(self, plan: ReleasePlan) -> list[Stage]:
+        stages = [Stage("load", load_stage, private=True, at=0.02)]
+        if plan.split["domains"]:
+            stages.append(Stage("publish DP domains", domains_stage, private=True, noise=True,
+                                at=0.12))
+        stages.append(Stage("discretize", discretize_stage, private=True, at=0.15))
+        return stages
+
+    def stages(self, plan: ReleasePlan) -> list[Stage]:
+        if plan.method in AIM_METHODS:
+            measured = [Stage("AIM rounds", aim_stage, private=True, noise=True, at=0.2)]
+        else:
+            measured = [
+                Stage("measure one-way", measure_one_way_stage, private=True, noise=True,
+                      at=0.2),
+                Stage("select structure", select_stage, private=True, noise=True, at=0.25),
+                Stage("measure selected", measure_selected_stage, private=True, noise=True,
+                      at=0.3)]
+        return [*self.reading_stages(plan), *measured,
+                Stage("estimate", estimate_stage, cache=True, at=0.35),
+                Stage("sample", sample_stage, cache=True, at=0.8),
+                Stage("fairness transform", fairness_stage, at=0.82),
+                Stage("validate output", validate_stage, at=0.85)]
+
+    def write(self, folder: Path, context: RunContext, state: State, *, version: str,
+              lifetime: Any) -> Written:
+        from privfair.release.table.publish import write_table_release
+
+        return write_table_release(folder, current_plan(context, state), state,
+                                   version=version, lifetime=lifetime,
+                                   orchestrator=context.orchestrator)
+
+
+class GanKind(TableKind):
+    """A DP synthetic table from a GAN trained with DP-SGD (``--method dpgan|fairgan|...``)."""
+
+    name = "gan"
+    description = "publish a DP synthetic table from a GAN (dpgan, FairGAN, FairGAN+, CFGAN)"
+
+    def stages(self, plan: ReleasePlan) -> list[Stage]:
+        return [*self.reading_stages(plan),
+                Stage("train GAN (DP-SGD)", train_gan_stage, private=True, noise=True, at=0.2),
+                Stage("sample", sample_gan_stage, at=0.8),
+                Stage("fairness transform", fairness_stage, at=0.82),
+                Stage("validate output", validate_stage, at=0.85)]
+
+
+TABLE = TableKind()
+GAN = GanKind()
+
+
+def table_kind_for(method: str) -> TableKind:
+    """The kind ``privfair release --method`` runs."""
+    return GAN if method in GAN_METHODS else TABLE

@@ -1,0 +1,75 @@
+"""The Prefect driver of the release protocol: each declared stage runs as a task.
+
+:class:`PrefectDriver` is what :func:`privfair.release.protocol.run_release` calls inside a
+flow run (``flows/kinds.py``). It adds what an operator needs around the same stage list that
+``--no-prefect`` runs in-process: the dataset's one-slot concurrency limit (waiting is
+logged), stage logs in public terms, a progress artifact, the run record (flow run id and UI
+link) in the manifest, and the release's artifacts. Stages that read private data or draw
+noise are never retried and persist no result; a retry of those would be a new, charged run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
+
+from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
+from tasks import ops
+from tasks._common import report
+
+
+def _stage_task(stage: Stage) -> Any:
+    # No retries and no persisted result for any stage: private ones would read or draw
+    # again, and post-noise ones are cheap next to a run (their inputs are file references
+    # in the run's 0700 work area, never private rows).
+    def body(context: RunContext, state: State) -> Mapping[str, Any]:
+        return stage.run(context, state)
+
+    return task(name=stage.name.replace(" ", "-"), retries=0, cache_policy=NO_CACHE,
+                persist_result=False, log_prints=False)(body)
+
+
+class PrefectDriver:
+    """Runs a release's stages as Prefect tasks of the current flow run."""
+
+    def __init__(self) -> None:
+        self.orchestrator = ops.orchestrator_record()
+        self._progress_id: Any = None
+
+    @contextlib.contextmanager
+    def slot(self, dataset: str) -> Iterator[None]:
+        with ops.dataset_slot(dataset, log=self.say):
+            yield
+
+    def run_stage(self, stage: Stage, context: RunContext, state: State) -> Mapping[str, Any]:
+        self.say(f"stage {stage.name}" + (" (private: reads the data)" if stage.private
+                                         else "") + (", draws noise" if stage.noise else ""))
+        out = _stage_task(stage)(context, state)
+        ledger = out.get("ledger")
+        if ledger is not None:
+            for line in ops.ledger_lines_of(ledger, seen=state.get("ledger")):
+                self.say(line)
+        return out
+
+    def say(self, line: str) -> None:
+        get_run_logger().info(line)
+
+    def progress(self, stage: str, fraction: float) -> None:
+        from prefect.artifacts import create_progress_artifact, update_progress_artifact
+
+        report(stage, fraction)
+        if self._progress_id is None:
+            self._progress_id = create_progress_artifact(
+                progress=0.0, description="release progress (all stages)")
+        update_progress_artifact(artifact_id=self._progress_id,
+                                 progress=round(100 * min(max(fraction, 0.0), 1.0), 1))
+
+    def published(self, kind: ReleaseKind, folder: Path, written: Written) -> None:
+        ops.post_release_artifacts(folder, written.manifest,
+                                   markdown=kind.markdown(folder, written.manifest))
+        self.say(f"published {folder}")
