@@ -119,14 +119,15 @@ def test_sigkill_during_publication_is_recovered(step, toy_contract, toy_parquet
 
 _STAGE_KILLER = """
 import os, signal, sys
-from privfair.release.table import runner
+from privfair.release.table import kind as runner
 stage = sys.argv[1]
 real = getattr(runner, stage)
 def die(*a, **k):
     real(*a, **k)  # the stage ran (and wrote its private files); then the process dies
     os.kill(os.getpid(), signal.SIGKILL)
 setattr(runner, stage, die)
-runner.run_release(dict(contract=sys.argv[2], data=sys.argv[3], out=sys.argv[4],
+from privfair.release.kinds import release_table
+release_table(dict(contract=sys.argv[2], data=sys.argv[3], out=sys.argv[4],
                         work_dir=sys.argv[5], epsilon=1.0, delta=1e-9, max_iters=50))
 """
 

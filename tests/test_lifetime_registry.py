@@ -15,8 +15,9 @@ from privfair.cli import main
 from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError
-from privfair.release.table import runner
 from privfair.release.kinds import release_table as run_release
+from privfair.release.table import kind as runner
+from privfair.store import artefacts as artefacts_module
 from privfair.store import publication
 from privfair.store.artefacts import StoreError
 from privfair.store.check import check_store
@@ -166,7 +167,7 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
         m.setattr(publication, "reached", die)
         m.setattr(publication.shutil, "rmtree", lambda *a, **k: None)
         m.setattr(publication.Path, "unlink", lambda *a, **k: None)
-        m.setattr(runner.Workspace, "cleanup_private", lambda self: None)
+        m.setattr(artefacts_module.Workspace, "cleanup_private", lambda self: None)
         with pytest.raises(Killed):
             run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     assert (store / "toy" / "v2").is_dir()
@@ -205,12 +206,11 @@ def test_a_concurrent_reservation_takes_the_budget_before_any_read(toy_contract,
                                                                     tmp_path, monkeypatch):
     """Item 4: a run that has reserved (and is still reading) holds its ρ: a concurrent run
     that does not fit is refused before its first private read."""
-    from privfair.release.table.plan import preflight
-    from privfair.store.registry import reserve_run
+    from privfair.release.kinds import KINDS
+    from privfair.release.protocol import plan_release, reserve
 
-    first = preflight(params(toy_contract, toy_parquet, tmp_path, epsilon=2.5, delta=1e-6,
-                             seed=None))
-    reserve_run(first)
+    reserve(plan_release(KINDS[0], params(toy_contract, toy_parquet, tmp_path, epsilon=2.5,
+                                          delta=1e-6, seed=None)))
 
     def boom(*a, **k):
         raise AssertionError("private data was read")

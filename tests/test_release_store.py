@@ -14,13 +14,14 @@ import pytest
 from conftest import SECRET_PREFIX
 
 from privfair.contracts.schema import load_contract
-from privfair.core.accounting import zcdp_rho
+from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.errors import BudgetExceededError, ContractError
 from privfair.release import ingest
-from privfair.release.table import plan, post_noise, runner
+from privfair.release.kinds import release_table as run_release
+from privfair.release.table import kind as runner
+from privfair.release.table import plan, post_noise
 from privfair.release.table import private as private_stages
 from privfair.release.table.plan import ReleaseParams
-from privfair.release.kinds import release_table as run_release
 from privfair.store import artefacts, publication
 from privfair.store.registry import lifetime_ledgers, list_releases
 
@@ -46,7 +47,7 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     store = tmp_path / "releases"
     assert final == store / "toy" / "v1"
     assert sorted(x.name for x in final.iterdir()) == [
-        "manifest.json", "report.html", "synthetic.parquet"]
+        "contract.yaml", "manifest.json", "report.html", "synthetic.parquet"]
     assert seen[0] == "preflight" and seen[-1] == "done" and "estimate" in seen
 
     # synthetic.parquet holds declared labels, not codes
@@ -149,7 +150,7 @@ def test_lifetime_budget_refused_before_any_private_read(toy_contract, toy_parqu
 
 STAGES = ["load", "validate_input", "discretize", "measure_one_way", "select",
           "measure_selected", "estimate", "sample", "fairness_transform", "validate_output",
-          "publish"]
+          "write_table_release"]
 
 
 def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet, tmp_path,
@@ -197,7 +198,7 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
                 run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50,
                                    epsilon=0.1, seed=None))
         check_consistent()
-        drew_noise = name not in ("load", "validate_input")
+        drew_noise = name not in ("load", "validate_input", "discretize")
         after = read_lifetime_ledger(store, contract)
         assert after.rho_spent == pytest.approx(spent + (rho if drew_noise else 0.0)), name
         if drew_noise:
@@ -273,7 +274,8 @@ def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
     c = run.contract
     staged = ingest.load(run.data_path, c, ws.staging)
     codes = ingest.discretize(staged, c, ws.staging)
-    led = plan.initial_ledger(run, ws.artefacts)
+    led = artefacts.save_ledger(PrivacyLedger(rho_budget=run.rho, delta=run.delta),
+                                ws.artefacts)
     one, led = private_stages.measure_one_way(codes, c, led, ws.artefacts,
                                               rho=run.split["one_way"], seed=1)
     tree, led = private_stages.select(codes, c, one, led, ws.artefacts, method="mst",
@@ -313,7 +315,7 @@ def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
 
 
 def test_library_never_imports_prefect():
-    code = ("import sys, privfair, privfair.release.table.runner, privfair.reporting.report, "
+    code = ("import sys, privfair, privfair.release.kinds, privfair.reporting.report, "
             "privfair.contracts.validation, "
             "privfair.cli; assert 'prefect' not in sys.modules, 'prefect imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,

@@ -255,7 +255,7 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
     plan, options = planned.plan, planned.params
     driver.say(kind.summary(plan))
     with driver.slot(plan.dataset):
-        charge = _reserve(planned)
+        charge = reserve(planned)
         workspace = Workspace.open(plan.work_dir, plan.run_id)
         context = RunContext(kind=kind, plan=plan, seed=options.seed, workspace=workspace,
                              charge=charge, progress=report, say=driver.say,
@@ -295,7 +295,8 @@ def _cost_rho(cost: Cost, lifetime: Any) -> float:
     return rho_reservation(lifetime, np.asarray(cost.rdp, dtype=float))
 
 
-def _reserve(planned: Planned) -> RunCharge:
+def reserve(planned: Planned) -> RunCharge:
+    """Reserve a checked request's cost in the lifetime ledger (before any private read)."""
     plan, cost = planned.plan, planned.cost
     fingerprint = plan.seed_fingerprint
     charge = RunCharge(

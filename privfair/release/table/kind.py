@@ -7,7 +7,8 @@ generator. Each stage here is a thin adapter from the protocol's ``(context, sta
 stage functions of :mod:`privfair.release.table.private`, :mod:`.post_noise`,
 :mod:`privfair.release.gan.stages` and :mod:`privfair.release.ingest`, which take the run's
 test seed and draw each stage's generator from its own spawn key
-(:func:`privfair.release.seeds.stage_rng`).
+(:func:`privfair.release.seeds.stage_rng`). The stage functions are called by the names
+imported here, so a test injects a fault into one stage by patching this module.
 """
 
 from __future__ import annotations
@@ -18,9 +19,24 @@ from typing import Any
 
 from privfair.core.accounting import PrivacyLedger
 from privfair.generative import GAN_METHODS
+from privfair.release.gan.stages import sample_gan, train_gan
 from privfair.release.ingest import discretize, load, validate_input
 from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.table.plan import ReleaseParams, ReleasePlan, preflight
+from privfair.release.table.post_noise import (
+    estimate,
+    fairness_transform,
+    sample,
+    validate_output,
+)
+from privfair.release.table.private import (
+    fit_aim,
+    measure_one_way,
+    measure_selected,
+    resolve_domains,
+    select,
+)
+from privfair.release.table.publish import write_table_release
 from privfair.store.artefacts import save_ledger
 from privfair.synth.aim import MIN_FIT_SHARE
 from privfair.synth.synthesizer import AIM_METHODS
@@ -46,8 +62,6 @@ def load_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def domains_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.private import resolve_domains
-
     plan, ledger = resolve_domains(state["staged"], context.plan, state["ledger"],
                                    context.workspace.artefacts, seed=context.seed,
                                    batch_size=context.plan.batch_size)
@@ -61,8 +75,6 @@ def discretize_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.post_noise import fairness_transform
-
     plan = current_plan(context, state)
     synthetic, transform = fairness_transform(
         state["synthetic"], plan.contract, context.workspace.artefacts,
@@ -72,8 +84,6 @@ def fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def validate_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.post_noise import validate_output
-
     plan = current_plan(context, state)
     output = validate_output(state["synthetic"], plan.contract, n_rows=plan.n_rows)
     if plan.data_docs:  # opt-in: GX itself costs more than a small release
@@ -93,8 +103,6 @@ def _engine(plan: ReleasePlan) -> dict[str, Any]:
 
 
 def measure_one_way_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.private import measure_one_way
-
     plan = current_plan(context, state)
     one_way, ledger = measure_one_way(
         state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
@@ -104,8 +112,6 @@ def measure_one_way_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def select_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.private import select
-
     plan = current_plan(context, state)
     structure, ledger = select(
         state["codes"], plan.contract, state["one_way"], state["ledger"],
@@ -115,8 +121,6 @@ def select_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def measure_selected_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.private import measure_selected
-
     plan = current_plan(context, state)
     selected, ledger = measure_selected(
         state["codes"], plan.contract, state["one_way"], state["structure"], state["ledger"],
@@ -126,8 +130,6 @@ def measure_selected_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def aim_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.private import fit_aim
-
     plan = current_plan(context, state)
     started = time.monotonic()
     one_way, structure, selected, ledger, warm = fit_aim(
@@ -145,8 +147,6 @@ def aim_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def estimate_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.post_noise import estimate
-
     plan = current_plan(context, state)
     fit_time = state.get("fit_time_s")
     low = 0.7 if state.get("warm_start") is not None else 0.35
@@ -166,8 +166,6 @@ def estimate_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def sample_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.table.post_noise import sample
-
     plan = current_plan(context, state)
     return {"synthetic": sample(state["model"], state["one_way"], context.workspace.artefacts,
                                 n_rows=plan.n_rows, mode=plan.sample_mode, seed=context.seed)}
@@ -177,8 +175,6 @@ def sample_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def train_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.gan.stages import train_gan
-
     plan = current_plan(context, state)
     generator, ledger = train_gan(
         state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
@@ -191,8 +187,6 @@ def train_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 
 def sample_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
-    from privfair.release.gan.stages import sample_gan
-
     plan = current_plan(context, state)
     synthetic, generative = sample_gan(
         state["generator"], plan.contract, context.workspace.artefacts, n_rows=plan.n_rows,
@@ -247,8 +241,6 @@ class TableKind(ReleaseKind):
 
     def write(self, folder: Path, context: RunContext, state: State, *, version: str,
               lifetime: Any) -> Written:
-        from privfair.release.table.publish import write_table_release
-
         return write_table_release(folder, current_plan(context, state), state,
                                    version=version, lifetime=lifetime,
                                    orchestrator=context.orchestrator)
