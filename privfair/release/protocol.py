@@ -346,6 +346,11 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
             written = context.kind.write(tmp, context, state, version=version,
                                          lifetime=lifetime)
             manifest = written.manifest
+            charged = written.ledger_fields.get("rho")
+            if charged is not None and float(charged) > float(charge.rho) * (1 + 1e-9):
+                raise PrivfairError(
+                    f"the run's accounting (rho {float(charged):.6g}) exceeds its declared "
+                    f"cost (rho {float(charge.rho):.6g}); nothing is published")
             manifest["files"] = {name: sha256_file(tmp / name) for name in written.files}
             (tmp / "manifest.json").write_bytes(json_bytes(manifest))
         except BaseException:
