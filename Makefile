@@ -24,10 +24,12 @@ release: $(STAMP)
 		--method prefair-greedy --out releases
 
 test: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check privfair tasks flows tests benchmarks
+	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_adult.py --out benchmarks/results/engine_adult.json

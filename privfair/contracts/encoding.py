@@ -432,3 +432,11 @@ def _apply_nulls(spec: ColumnSpec, codes: np.ndarray, null: np.ndarray,
         )
     codes[null] = labels.index(str(policy.category))
 
+
+def source_sql(path: Path) -> str:
+    """DuckDB's reader of a CSV (every column as text) or Parquet file."""
+    literal = "'" + str(path).replace("'", "''") + "'"
+    if path.suffix.lower() == ".csv":
+        # Everything as text: types are decided by the contract, not sniffed from the data.
+        return f"read_csv({literal}, header=true, all_varchar=true)"
+    return f"read_parquet({literal})"

@@ -70,7 +70,7 @@ class _Source:
 def _open(path: str | Path) -> Iterator[_Source]:
     import duckdb
 
-    from privfair.release.ingest import source_sql
+    from privfair.contracts.encoding import source_sql
 
     with literal_file(path) as literal:
         lit = Path(literal)

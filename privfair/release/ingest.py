@@ -17,7 +17,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privfair.contracts.encoding import STRIP_CHARS, hidden_index_columns, literal_file
+from privfair.contracts.encoding import (
+    STRIP_CHARS,
+    hidden_index_columns,
+    literal_file,
+    source_sql,
+)
 from privfair.contracts.schema import Contract
 from privfair.core.domain import code_dtype
 from privfair.release.table.plan import InputValidationError, ReleaseInputError
@@ -47,14 +52,6 @@ def _duckdb_error(path: Path, exc: Exception) -> ReleaseInputError:
 
 def _fmt(path: Path) -> str:
     return "CSV" if path.suffix.lower() == ".csv" else "Parquet"
-
-
-def source_sql(path: Path) -> str:
-    literal = "'" + str(path).replace("'", "''") + "'"
-    if path.suffix.lower() == ".csv":
-        # Everything as text: types are decided by the contract, not sniffed from the data.
-        return f"read_csv({literal}, header=true, all_varchar=true)"
-    return f"read_parquet({literal})"
 
 
 def _quote(name: str) -> str:

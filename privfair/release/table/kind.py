@@ -87,7 +87,7 @@ def validate_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
     output = validate_output(state["synthetic"], plan.contract, n_rows=plan.n_rows)
     if plan.data_docs:  # opt-in: GX itself costs more than a small release
-        from privfair.contracts.data_docs import validation_records
+        from privfair.release.table.data_docs import validation_records
 
         output = {**output, **validation_records(
             state["synthetic"], plan.contract, store=plan.store,
