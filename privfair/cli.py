@@ -22,7 +22,7 @@ Commands::
     privfair store gc [--work-dir DIR] [--older-than DAYS] [--dry-run]
     privfair --version
     privfair discover --contract PATH --epsilon E [--delta D] [--data PATH]
-                      [--method privpc|lapmech] [--coarsen NAME|FILE] [--out DIR]
+                      [--method privpc|lapmech|privpc-star] [--coarsen NAME|FILE] [--out DIR]
 
 Bad input (parameters, contract, data, budget, store) prints one line ``privfair: error: ...``
 on stderr and exits with code 2, with nothing written to the release store or the ledger.
@@ -186,8 +186,6 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(func=cmd_evaluate)
 
     _add_model_commands(sub, skip={f.command for f in FAMILIES})
-    if "discover" not in {f.command for f in FAMILIES}:
-        _add_discover_command(sub)
     return parser
 
 
@@ -205,31 +203,6 @@ def _add_publishing_command(sub: Any, family: Any) -> None:
                    help="check everything and print the cost without reading data or "
                         "charging anything")
     p.set_defaults(func=cmd_publish, family=family.command)
-
-
-def _add_discover_command(sub: Any) -> None:
-    dc = sub.add_parser("discover", help="publish a DP causal graph (PrivPC) as a graph release",
-                        description="Learn a causal graph (CPDAG) of the contract's data with "
-                                    "PrivPC or LapMech; publish graph.json, a report, manifest "
-                                    "and ledger.")
-    dc.add_argument("--contract", help="data contract YAML (default: embedded Adult contract)")
-    dc.add_argument("--data", help="private table, CSV or Parquet (default: embedded data)")
-    dc.add_argument("--epsilon", type=float, required=True, help="epsilon of (epsilon, delta)-DP")
-    dc.add_argument("--delta", type=float, default=1e-6, help="delta (default: 1e-6)")
-    dc.add_argument("--method", choices=("privpc", "lapmech"), default="privpc",
-                    help="search method (default: privpc)")
-    dc.add_argument("--alpha", type=float, default=0.01, help="G² test level (default: 0.01)")
-    dc.add_argument("--max-order", type=int, default=2, help="largest conditioning set")
-    dc.add_argument("--max-rows", type=int, default=10**6,
-                    help="public bound on the number of rows (default: 1e6)")
-    dc.add_argument("--coarsen", help="public grouping of categories: adult-ch4 or a YAML file "
-                                      "{column: [[labels], ...]}")
-    dc.add_argument("--seed", type=int, help="testing only, with --insecure-seed: "
-                    "whoever knows the seed can remove the noise")
-    dc.add_argument("--insecure-seed", action="store_true",
-                    help="test mode: allow --seed (recorded as such)")
-    dc.add_argument("--out", default="releases", help="release store folder (default: releases)")
-    dc.set_defaults(func=cmd_discover)
 
 
 def _add_model_commands(sub: Any, *, skip: set[str]) -> None:
@@ -732,18 +705,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         insecure_seed=args.insecure_seed, out=args.out)
     preflight_train(params)  # refuses before any private read
     return _run_with_progress(run_train, params)
-
-
-def cmd_discover(args: argparse.Namespace) -> int:
-    from privfair.release.graph.discover import DiscoverParams, preflight_discover, run_discover
-
-    params = DiscoverParams(
-        contract=args.contract, data=args.data, method=args.method, epsilon=args.epsilon,
-        delta=args.delta, alpha=args.alpha, max_order=args.max_order, max_rows=args.max_rows,
-        coarsen=args.coarsen, seed=args.seed, insecure_seed=args.insecure_seed,
-        out=args.out)
-    preflight_discover(params)  # refuses before any private read
-    return _run_with_progress(run_discover, params)
 
 
 def _run_with_progress(run: Any, params: Any) -> int:

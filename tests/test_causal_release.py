@@ -14,13 +14,15 @@ from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.domain import Domain
 from privfair.core.errors import DomainError
+from privfair.release.protocol import run_release
 from privfair.store.registry import read_lifetime_ledger
 from tests.conftest import SECRET_PREFIX, TOY_CONTRACT
 
 
 def _discover(contract: Path, data: Path, store: Path, *extra: str) -> int:
     return main(["discover", "--contract", str(contract), "--data", str(data), "--epsilon", "1",
-                 "--seed", "3", "--insecure-seed", "--out", str(store), *extra])
+                 "--seed", "3", "--insecure-seed", "--out", str(store), "--no-prefect",
+                 "--work-dir", str(store.parent / "work"), *extra])
 
 
 def test_discover_publishes_a_graph_release(toy_contract, toy_parquet, tmp_path, capsys):
@@ -58,8 +60,9 @@ def test_discover_refuses_bad_input_with_one_line(toy_contract, toy_parquet, tmp
                                                   extra, message):
     store = tmp_path / "store"
     assert _discover(toy_contract, toy_parquet, store, *extra) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and message in err
+    err = [line for line in capsys.readouterr().err.splitlines()
+           if not line.startswith("cost: ")]
+    assert len(err) == 1 and message in err[0]
     assert not store.exists() or not any(store.rglob("graph.json"))
 
 
@@ -86,9 +89,9 @@ def test_coarsen_maps_codes_by_public_groups_and_checks_the_partition():
 @pytest.mark.prefect
 def test_discover_flow_publishes_a_graph_release(prefect_harness, toy_contract, toy_parquet,
                                                  tmp_path):
-    from flows.discover import discover_graph
+    from flows.kinds import FLOWS
 
-    folder = discover_graph(epsilon=1.0, contract=str(toy_contract), data=str(toy_parquet),
+    folder = FLOWS["discover"](epsilon=1.0, contract=str(toy_contract), data=str(toy_parquet),
                             out=str(tmp_path / "store"))
     manifest = json.loads((Path(folder) / "manifest.json").read_text())
     assert folder.endswith("v1") and manifest["kind"] == "graph"
@@ -99,18 +102,19 @@ def test_discover_reserves_before_reading_and_stays_charged_after_noise(
         toy_contract, toy_parquet, tmp_path, monkeypatch):
     """Rule 5: the search's ρ is reserved before the first private read; a run that fails
     after drawing noise stays charged, one that fails before gets its reservation back."""
-    from privfair.release.graph import discover
+    from privfair.causal import privpc
+    from privfair.release.graph import kind
 
     store, contract = tmp_path / "store", load_contract(toy_contract)
     rho = zcdp_rho(epsilon=1.0, delta=1e-6)
     seen: list[float] = []
 
-    def read_then_fail(plan):
+    def read_then_fail(context, state):
         seen.append(read_lifetime_ledger(None, contract).rho_spent)
         raise OSError("disk went away")
 
     with monkeypatch.context() as patched:  # not undo(): it would drop the test registry
-        patched.setattr(discover, "_read_codes", read_then_fail)
+        patched.setattr(kind, "read_stage", read_then_fail)
         assert _discover(toy_contract, toy_parquet, store) != 0
     assert seen == [pytest.approx(rho)]  # reserved when the private read began
     assert read_lifetime_ledger(None, contract).rho_spent == 0.0  # no noise: given back
@@ -118,10 +122,11 @@ def test_discover_reserves_before_reading_and_stays_charged_after_noise(
     def noisy_then_fail(*args, **kwargs):
         raise RuntimeError("crash during the search")
 
-    monkeypatch.setattr(discover, "priv_pc", noisy_then_fail)
+    monkeypatch.setattr(privpc, "priv_pc", noisy_then_fail)
     with pytest.raises(RuntimeError):
-        discover.run_discover({"contract": str(toy_contract), "data": str(toy_parquet),
-                               "epsilon": 1.0, "out": str(store)})
+        run_release(kind.GRAPH, {"contract": str(toy_contract), "data": str(toy_parquet),
+                                 "epsilon": 1.0, "out": str(store),
+                                 "work_dir": str(tmp_path / "work")})
     assert read_lifetime_ledger(None, contract).rho_spent == pytest.approx(rho)
 
 
@@ -130,7 +135,7 @@ def test_discover_refuses_a_seed_without_the_insecure_test_mode(toy_contract, to
     """Issue 10.3 for graph releases: one line, exit 2, nothing written."""
     store = tmp_path / "store"
     code = main(["discover", "--contract", str(toy_contract), "--data", str(toy_parquet),
-                 "--epsilon", "1", "--seed", "3", "--out", str(store)])
+                 "--epsilon", "1", "--seed", "3", "--out", str(store), "--no-prefect"])
     assert code == 2
     assert "insecure_seed" in capsys.readouterr().err
     assert not store.exists()

@@ -88,7 +88,8 @@ def max_rounds(p: int, max_order: int) -> int:
 
 def distance_scores(tables: CodeTables, i: int, candidates: Sequence[int],
                     conditioners: Sequence[int], order: int, *, alpha: float,
-                    max_rows: int) -> tuple[list[tuple[int, tuple[int, ...]]], np.ndarray]:
+                    max_rows: int, replace_one: bool = False
+                    ) -> tuple[list[tuple[int, tuple[int, ...]]], np.ndarray]:
     """Scores d(ij|K) = (χ²_{1−α}(df) − G²(ij|K)) / Δ_G for every candidate j and K.
 
     K ranges over the ``order``-subsets of ``conditioners`` ∖ {j}. Δ_G is the per-record bound
@@ -96,9 +97,11 @@ def distance_scores(tables: CodeTables, i: int, candidates: Sequence[int],
     is a certified lower bound on the number of records that must be added or removed to
     flip the test (Eq. 4.1's distance, which the dissertation gives no algorithm for; a
     greedy search would only give an upper bound, and its sensitivity-1 claim would not
-    hold). The sign is the decision: d ≥ 0 iff p ≥ α (independent; erratum 1).
+    hold). The sign is the decision: d ≥ 0 iff p ≥ α (independent; erratum 1). With
+    ``replace_one`` the scale is twice Δ_G: replacing a record is removing one and adding
+    one, each between tables of at most ``max_rows`` rows.
     """
-    scale = g2_sensitivity(max_rows)
+    scale = (2.0 if replace_one else 1.0) * g2_sensitivity(max_rows)
     pairs: list[tuple[int, tuple[int, ...]]] = []
     scores: list[float] = []
     for j in candidates:
@@ -128,7 +131,7 @@ def count_quality(best: np.ndarray) -> np.ndarray:
 def priv_pc(codes: np.ndarray, domain: Domain, *, rho: float, ledger: PrivacyLedger,
             rng: np.random.Generator, alpha: float = 0.01, max_order: int = 2,
             max_rows: int = 10**6, count_share: float = 0.5,
-            roles: Roles | None = None) -> DiscoveryResult:
+            roles: Roles | None = None, replace_one: bool = False) -> DiscoveryResult:
     """PrivPC: PC-stable where each node's removals are chosen by exponential mechanisms.
 
     Parameters
@@ -158,6 +161,10 @@ def priv_pc(codes: np.ndarray, domain: Domain, *, rho: float, ledger: PrivacyLed
         Fraction of each round's ρ spent choosing β̂ (ε2 in the dissertation).
     roles : Roles, optional
         Public orientation constraints.
+    replace_one : bool
+        Scores of sensitivity 1 when one record is *replaced* (twice the add/remove scale).
+        A release that subsamples ``max_rows`` rows of a larger table without replacement
+        needs it: the subsamples of two add/remove neighbours differ by one replaced record.
 
     Notes
     -----
@@ -193,7 +200,8 @@ def priv_pc(codes: np.ndarray, domain: Domain, *, rho: float, ledger: PrivacyLed
             if len(frozen[i]) - 1 < order or not candidates:
                 continue
             pairs, scores = distance_scores(tables, i, candidates, frozen[i], order,
-                                            alpha=alpha, max_rows=max_rows)
+                                            alpha=alpha, max_rows=max_rows,
+                                            replace_one=replace_one)
             tests += len(pairs)
             best = np.array([scores[[k for k, (j, _) in enumerate(pairs) if j == c]].max()
                              for c in candidates])

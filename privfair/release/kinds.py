@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privfair.release.graph.kind import GRAPH
 from privfair.release.options import ReleaseOptions
 from privfair.release.protocol import Progress, ReleaseKind, run_release
 from privfair.release.table.kind import GAN, TABLE, table_kind_for
@@ -45,6 +46,7 @@ FAMILIES: list[ReleaseFamily] = [
     ReleaseFamily("release", TABLE.params, (TABLE, GAN),
                   "publish a DP synthetic table (MST, PreFair, AIM, independent, or a DP GAN)",
                   lambda options: table_kind_for(options.method)),  # type: ignore[attr-defined]
+    ReleaseFamily("discover", GRAPH.params, (GRAPH,), GRAPH.description, _only(GRAPH)),
 ]
 
 #: Every release kind, in the order the protocol tests run them.

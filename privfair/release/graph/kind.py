@@ -1,0 +1,479 @@
+"""The ``graph`` release kind: a DP causal graph of a contract's data (``privfair discover``).
+
+A declaration on the release protocol (:mod:`privfair.release.protocol`), which reserves the
+run's ρ, fingerprints a test seed, cancels or keeps the charge and publishes. A graph release
+lives in ``<store>/<dataset>/vN/`` beside the table and model releases of the same dataset and
+shares their lifetime ledger: ``graph.json`` (``{"nodes", "edges", "undirected"}``, the
+``causal_graph`` shape CFGAN reads), ``report.html`` (a drawing, the roles audit, the ledger),
+``ledger.json``, ``contract.yaml`` and the protocol's ``manifest.json``.
+
+Methods: PrivPC and LapMech (Xu 2021, ch. 4) on the contract's codes, optionally coarsened by
+a public grouping; PrivPC* (§4.4.3) on the contract's numeric columns, clamped to their
+declared ``[lower, upper]``.
+
+Privacy. The whole ρ of (ε, δ) is reserved (and charged once noise is drawn) whatever the
+search spends, because how much PrivPC spends depends on released outputs. PrivPC's scores
+are scaled for tables of at most ``max_rows`` rows; a larger table is never refused (a refusal
+on n would reveal n by bisection): the search reads a uniform random subset of ``max_rows``
+rows drawn without replacement, and its scores are scaled for one *replaced* record (twice
+the add/remove scale), since two add/remove neighbours' subsets differ by a replacement. The
+guarantee is then the declared (ε, δ) whether or not the table was subsampled, and nothing
+in the release says which. Nothing about the data but the mechanisms' outputs reaches the
+release folder: no row count, no test statistic, no count of tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import yaml
+from pydantic import Field, field_validator
+
+from privfair.causal.coarsen import ADULT_CH4, Groups, coarsen
+from privfair.causal.graph import unblocked_paths
+from privfair.causal.privpc import DiscoveryResult, max_rounds
+from privfair.contracts.schema import Contract, load_contract
+from privfair.core.accounting import PrivacyLedger, zcdp_rho
+from privfair.core.domain import Domain, Roles
+from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
+from privfair.release.checks import PlanTooLargeError, check_folders, memory_limit
+from privfair.release.options import ODD_PATH, ReleaseOptions
+from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.table.plan import (
+    DATASET_NAME,
+    check_store_writable,
+    resolve_contract,
+    resolve_data,
+)
+from privfair.store.artefacts import (
+    FileRef,
+    load_ledger,
+    new_run_id,
+    save_ledger,
+    stage_file,
+    utc_now,
+)
+from privfair.store.registry import code_version
+
+FORMAT = "privfair-graph-release/1"
+METHODS = ("privpc", "lapmech", "privpc-star")
+#: Built-in public groupings, by name (``--coarsen``); anything else is a YAML/JSON file.
+COARSENINGS: dict[str, Groups] = {"adult-ch4": ADULT_CH4}
+#: Bytes per cell of a contingency table the search builds (int64 counts, float64 copy).
+BYTES_PER_TABLE_CELL = 16
+#: Bytes per row the search holds (the row codes, the flat cell index, a working copy).
+BYTES_PER_ROW = 24
+#: PrivPC* standardises each numeric column to [−1, 1] by its declared bounds.
+STAR_CLIP = 1.0
+FILES = ("graph.json", "ledger.json", "contract.yaml", "report.html")
+
+
+class GraphReleaseError(PrivfairError, ValueError):
+    """A graph release cannot go ahead as asked."""
+
+
+class DiscoverParams(ReleaseOptions):
+    """Everything a graph release needs (the shared fields come from ReleaseOptions)."""
+
+    method: Literal["privpc", "lapmech", "privpc-star"] = Field(
+        "privpc", description="Search method: PrivPC or LapMech on the contract's codes, "
+                              "PrivPC* on its numeric columns.")
+    alpha: float = Field(0.01, gt=0, lt=1, allow_inf_nan=False,
+                         description="Significance level of the CI tests.")
+    max_order: int = Field(2, ge=0, le=6, description="Largest conditioning-set size.")
+    max_rows: int = Field(
+        10**6, ge=2, le=10**12,
+        description="PrivPC: public number of rows the search reads; a larger table is "
+                    "subsampled to it (never refused).")
+    coarsen: str | None = Field(
+        None, description="Public grouping of categories: a built-in name (adult-ch4) or a "
+                          "YAML/JSON file {column: [[labels], ...]}.")
+
+    @field_validator("coarsen")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        if value is not None and (not value.strip() or ODD_PATH.search(value)):
+            raise ValueError(f"{value!r}: expected a grouping name or a literal file path")
+        return value
+
+
+@dataclass(frozen=True)
+class DiscoverPlan:
+    """The checked, public settings of one graph release (never the seed)."""
+
+    run_id: str
+    dataset: str
+    contract: Contract
+    contract_path: str
+    data_path: str
+    data_source: str
+    store: str
+    work_dir: str
+    #: The ledger's label, ``graph:<search>``.
+    method: str
+    search: str
+    epsilon: float
+    delta: float
+    rho: float
+    alpha: float
+    max_order: int
+    max_rows: int
+    coarsen: str | None
+    seeded: bool
+    started_at: str
+    #: The search's nodes, in order.
+    nodes: tuple[str, ...]
+    #: PrivPC/LapMech: the (coarsened) domain of the codes; PrivPC*: None.
+    domain: Domain | None = None
+    groups: Groups = field(default_factory=dict)
+    #: PrivPC*: the declared [lower, upper] of each node.
+    bounds: tuple[tuple[float, float], ...] = ()
+    seed_fingerprint: str | None = None
+
+    @property
+    def roles(self) -> Roles:
+        """The contract's roles, restricted to the search's nodes."""
+        roles = self.contract.roles()
+        keep = set(self.nodes)
+        return Roles(*(tuple(a for a in getattr(roles, r) if a in keep)
+                       for r in ("protected", "admissible", "outcome")))
+
+
+# --- data-free checks -------------------------------------------------------------------------
+
+
+def read_groups(spec: str | None, contract: Contract) -> Groups:
+    if spec is None:
+        return {}
+    if spec in COARSENINGS:
+        return COARSENINGS[spec]
+    path = Path(spec).expanduser()
+    if not path.is_file():
+        raise GraphReleaseError(f"coarsen: {spec!r} is neither a built-in grouping "
+                                f"{sorted(COARSENINGS)} nor a file")
+    groups = yaml.safe_load(path.read_text())
+    if not isinstance(groups, dict) or not all(
+            isinstance(g, list) and all(isinstance(m, list) for m in g) for g in groups.values()):
+        raise GraphReleaseError(f"coarsen: {path} must map each column to a list of label lists")
+    unknown = sorted(set(groups) - set(contract.column_names))
+    if unknown:
+        raise GraphReleaseError(f"coarsen: columns {unknown} are not in contract "
+                                f"{contract.name!r}")
+    return groups
+
+
+def check_data_columns(path: Path, contract: Contract) -> None:
+    """Refuse, from the file's header or schema alone, a missing or undeclared column and
+    (Parquet) a numeric column stored as something else; one line naming the column."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfair.contracts.encoding import hidden_index_columns
+
+    types: dict[str, Any] = {}
+    if path.suffix.lower() == ".csv":
+        import csv
+
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            names = [h.strip() for h in next(csv.reader(fh), [])]
+    else:
+        try:
+            schema = pq.read_schema(path)
+        except Exception as exc:  # not a Parquet file: one line, not a traceback
+            raise ReleaseInputError(f"data file {path}: not a readable Parquet file "
+                                    f"({type(exc).__name__})") from None
+        hidden = set(hidden_index_columns(path))
+        names = [n for n in schema.names if n not in hidden]
+        types = {f.name: f.type for f in schema}
+    declared = list(contract.column_names)
+    missing = [c for c in declared if c not in names]
+    if missing:
+        raise ReleaseInputError(f"data file {path}: missing column(s) {missing} declared by "
+                                f"contract {contract.name!r}")
+    extra = [c for c in names if c not in declared and c not in contract.drop]
+    if extra:
+        raise ReleaseInputError(f"data file {path}: unexpected column(s) {extra} not declared "
+                                f"by contract {contract.name!r} (declare them or list them "
+                                "under 'drop')")
+    for spec in contract.columns:
+        kind = types.get(spec.name)
+        if spec.type == "numeric" and kind is not None and not (
+                pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_decimal(kind) or pa.types.is_null(kind)):
+            raise ReleaseInputError(f"data file {path}: column {spec.name!r} has type {kind} "
+                                    f"but contract {contract.name!r} declares it numeric")
+
+
+def check_search_memory(domain: Domain, *, search: str, max_order: int, max_rows: int,
+                        limit: int | None = None) -> None:
+    """Refuse a search whose largest contingency table (``max_order + 2`` attributes: the
+    pair and its largest conditioning set; LapMech: the full table) or whose rows cannot fit
+    in ``limit`` bytes, from the declared domain alone."""
+    limit = memory_limit() if limit is None else limit
+    sizes = sorted(((int(domain.size(a)), a) for a in domain), reverse=True)
+    widest = sizes if search == "lapmech" else sizes[:max_order + 2]
+    cells = math.prod(s for s, _ in widest)
+    if cells * BYTES_PER_TABLE_CELL > limit:
+        names = ", ".join(a for _, a in widest[:6]) + (", ..." if len(widest) > 6 else "")
+        what = "max_order" if search == "privpc" else "method"
+        raise PlanTooLargeError(
+            f"{what}: the search's largest contingency table ({names}) has {cells:.3g} cells, "
+            f"about {cells * BYTES_PER_TABLE_CELL / 2**30:.3g} GiB, over the "
+            f"{limit / 2**30:.3g} GiB limit (PRIVFAIR_MEMORY_GB); lower --max-order or "
+            "--coarsen the domain")
+    if search == "privpc" and max_rows * len(sizes) * BYTES_PER_ROW > limit:
+        raise PlanTooLargeError(
+            f"max_rows: {max_rows:g} rows of {len(sizes)} columns need about "
+            f"{max_rows * len(sizes) * BYTES_PER_ROW / 2**30:.3g} GiB, over the "
+            f"{limit / 2**30:.3g} GiB limit (PRIVFAIR_MEMORY_GB); lower --max-rows")
+
+
+def check_discover(params: DiscoverParams) -> DiscoverPlan:
+    """Every data-free refusal of a graph release; the plan of one that can go ahead."""
+    contract_path = resolve_contract(params)  # type: ignore[arg-type]
+    contract = load_contract(contract_path)
+    if not DATASET_NAME.fullmatch(contract.name):
+        raise ContractError(f"contract {contract_path}: name {contract.name!r} cannot name a "
+                            "release folder")
+    search = params.method
+    domain, groups, bounds = None, {}, ()
+    if search == "privpc-star":
+        nodes = tuple(c.name for c in contract.columns if c.type == "numeric")
+        if len(nodes) < 2:
+            raise ContractError(f"method privpc-star: contract {contract.name!r} declares "
+                                f"{len(nodes)} numeric column(s); expected at least 2")
+        if params.coarsen is not None:
+            raise GraphReleaseError("coarsen: groups categories, but privpc-star reads numeric "
+                                    "columns; leave coarsen empty")
+        bounds = tuple(tuple(float(b) for b in contract.column(a).bounds) for a in nodes)
+        for a, (lo, hi) in zip(nodes, bounds, strict=True):
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+                raise ContractError(f"method privpc-star: column {a!r} needs finite declared "
+                                    f"lower < upper, got [{lo:g}, {hi:g}]")
+    else:
+        unresolved = contract.unresolved_columns
+        if unresolved:
+            raise ContractError(f"contract {contract.name!r}: columns {unresolved} have no "
+                                f"declared discretisation; {search} needs declared bins or "
+                                "categories")
+        groups = read_groups(params.coarsen, contract)
+        full = contract.domain()
+        domain = coarsen(np.zeros((1, len(full)), dtype=np.int64), full, contract.labels,
+                         groups)[1]
+        nodes = tuple(domain.attributes)
+        if search == "lapmech" and np.prod(domain.sizes, dtype=float) > 2**24:
+            raise GraphReleaseError(f"method lapmech: the full table has "
+                                    f"{np.prod(domain.sizes, dtype=float):.3g} cells (> 2^24); "
+                                    "coarsen the domain or use privpc")
+        check_search_memory(domain, search=search, max_order=params.max_order,
+                            max_rows=params.max_rows)
+        contract.roles().check(domain, fair=False)
+    data_path, source = resolve_data(params, contract)  # type: ignore[arg-type]
+    check_data_columns(data_path, contract)
+    store = Path(params.out).expanduser().resolve()
+    check_store_writable(store)
+    check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
+    return DiscoverPlan(
+        run_id=new_run_id(), dataset=contract.name, contract=contract,
+        contract_path=str(contract_path), data_path=str(data_path), data_source=source,
+        store=str(store), work_dir=str(Path(params.work_dir).resolve()),
+        method=f"graph:{search}", search=search, epsilon=params.epsilon, delta=params.delta,
+        rho=zcdp_rho(epsilon=params.epsilon, delta=params.delta), alpha=params.alpha,
+        max_order=params.max_order, max_rows=params.max_rows, coarsen=params.coarsen,
+        seeded=params.seed is not None, started_at=utc_now(), nodes=nodes, domain=domain,
+        groups=groups, bounds=bounds)
+
+
+# --- stages -------------------------------------------------------------------------------------
+
+
+def _save_private(array: np.ndarray, staging: Path, name: str) -> FileRef:
+    import os
+
+    path = staging / name
+    np.save(path, array, allow_pickle=False)
+    os.chmod(path, 0o600)
+    return stage_file(path)
+
+
+def read_stage(context: RunContext, state: State) -> dict[str, Any]:
+    """Read, discretise and coarsen (or, for PrivPC*, clamp) the private rows; for PrivPC,
+    subsample a table of more than ``max_rows`` rows (private; no noise)."""
+    import pyarrow.parquet as pq
+
+    from privfair.release.ingest import discretize, load
+
+    plan: DiscoverPlan = context.plan
+    staging = context.workspace.staging
+    staged = load(plan.data_path, plan.contract, staging)
+    if plan.search == "privpc-star":
+        frame = pq.read_table(staged.open_checked(), columns=list(plan.nodes)).to_pandas()
+        values = frame.to_numpy(dtype=np.float64)
+        for k, a in enumerate(plan.nodes):
+            if np.isnan(values[:, k]).any():
+                raise ReleaseInputError(f"column {a!r}: holds nulls; privpc-star needs a number "
+                                        "in every row")
+        low, high = (np.array(b, dtype=np.float64) for b in zip(*plan.bounds, strict=True))
+        rows = np.clip(values, low, high)
+    else:
+        codes = discretize(staged, plan.contract, staging)
+        table = pq.read_table(codes.open_checked())
+        full = plan.contract.domain()
+        matrix = np.stack([table.column(a).to_numpy().astype(np.int64)
+                           for a in full.attributes], axis=1)
+        del table
+        rows = coarsen(matrix, full, plan.contract.labels, plan.groups)[0]
+        if plan.search == "privpc" and len(rows) > plan.max_rows:
+            keep = context.rng("subsample").choice(len(rows), size=plan.max_rows, replace=False)
+            rows = rows[np.sort(keep)]
+    ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
+                         context.workspace.artefacts)
+    return {"rows": _save_private(rows, staging, "graph-rows.npy"), "ledger": ledger}
+
+
+def search_stage(context: RunContext, state: State) -> dict[str, Any]:
+    """The DP search, every mechanism charged to the run's ledger (private; draws noise)."""
+    from privfair.causal import privpc
+
+    plan: DiscoverPlan = context.plan
+    ledger = load_ledger(state["ledger"])
+    rows = np.load(state["rows"].open_checked(), allow_pickle=False)
+    rng = context.rng("search")
+    common = {"rho": plan.rho, "ledger": ledger, "rng": rng, "alpha": plan.alpha,
+              "max_order": plan.max_order, "roles": plan.roles}
+    if plan.search == "privpc-star":
+        low, high = (np.array(b, dtype=np.float64) for b in zip(*plan.bounds, strict=True))
+        result = privpc.priv_pc_star(rows, plan.nodes, center=(low + high) / 2,
+                                     scale=(high - low) / 2, clip=STAR_CLIP, **common)
+    elif plan.search == "lapmech":
+        result = privpc.lap_mech(rows, plan.domain, **common)
+    else:
+        result = privpc.priv_pc(rows, plan.domain, max_rows=plan.max_rows, replace_one=True,
+                                **common)
+    del rows
+    return {"result": result, "ledger": save_ledger(ledger, context.workspace.artefacts)}
+
+
+# --- the release files ------------------------------------------------------------------------
+
+
+def _search_facts(plan: DiscoverPlan) -> dict[str, Any]:
+    facts: dict[str, Any] = {
+        "alpha": plan.alpha, "max_order": plan.max_order,
+        "orientation": "v-structures from released separating sets, then the roles "
+                       "(protected exogenous, outcomes sinks), then Meek R1-R3",
+        "neighbours": "add/remove one row",
+    }
+    if plan.search == "privpc":
+        facts.update({
+            "max_rounds": max_rounds(len(plan.nodes), plan.max_order),
+            "max_rows": plan.max_rows,
+            "rows": "the search reads at most max_rows rows: a uniform random subset of "
+                    "max_rows rows, drawn without replacement, when the table has more. Its "
+                    "scores are scaled for one replaced row (twice the add/remove scale), so "
+                    "the guarantee holds either way; the release does not say which happened",
+        })
+    elif plan.search == "lapmech":
+        facts["rows"] = "every row (Laplace noise on the full contingency table)"
+    else:
+        facts.update({
+            "rows": "every row; each numeric column clamped to its declared [lower, upper], "
+                    "standardised to [-1, 1] by those bounds",
+            "clip": STAR_CLIP,
+            "tests": "Fisher z on the noisy correlation matrix and the noisy count",
+        })
+    return facts
+
+
+def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
+                   result: DiscoveryResult, lifetime: Any) -> dict[str, Any]:
+    roles = plan.roles
+    return {
+        "format": FORMAT,
+        "kind": "graph",
+        "dataset": plan.dataset,
+        "version": version,
+        "run_id": plan.run_id,
+        "started_at": plan.started_at,
+        "published_at": utc_now(),
+        "method": plan.search,
+        "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
+                      "spent": ledger.guarantee()},
+        "ledger": [dict(e.__dict__) for e in ledger.entries],
+        "lifetime_rho_spent_after": lifetime.rho_spent + (
+            plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
+        "search": _search_facts(plan),
+        "domain": (dict(plan.domain.items()) if plan.domain is not None else
+                   {a: {"lower": lo, "upper": hi}
+                    for a, (lo, hi) in zip(plan.nodes, plan.bounds, strict=True)}),
+        "coarsening": {c: [list(g) for g in gs] for c, gs in plan.groups.items()},
+        "roles": roles.to_dict(),
+        "roles_audit": {
+            "unblocked_paths": unblocked_paths(result.graph, roles),
+            "meaning": "possibly causal protected -> outcome paths that pass through no "
+                       "admissible attribute; empty means the graph agrees with the roles",
+        },
+        "graph": result.graph.to_dict(),
+        "parameters": {"method": plan.search, "epsilon": plan.epsilon, "delta": plan.delta,
+                       "coarsen": plan.coarsen,
+                       "data_source": ("embedded default dataset" if plan.data_source ==
+                                       "embedded" else
+                                       "operator-supplied file (path and hash not recorded)")},
+        "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
+                        if plan.seeded
+                        else "fresh OS entropy for every noise draw; no seed exists"),
+        "contract": {"name": plan.contract.name, "version": plan.contract.version,
+                     "fingerprint": plan.contract.fingerprint()},
+        "code_version": code_version(),
+    }
+
+
+class GraphKind(ReleaseKind):
+    """A DP causal graph (``privfair discover --method privpc|lapmech|privpc-star``)."""
+
+    name = "graph"
+    command = "discover"
+    params = DiscoverParams
+    seed_stages = ("subsample", "search")
+    description = "publish a DP causal graph (PrivPC, LapMech or PrivPC*) as a graph release"
+
+    def check(self, params: DiscoverParams) -> DiscoverPlan:
+        return check_discover(params)
+
+    def cost(self, plan: DiscoverPlan) -> Cost:
+        return Cost(epsilon=plan.epsilon, delta=plan.delta)
+
+    def summary(self, plan: DiscoverPlan) -> str:
+        return (f"graph release of {plan.dataset!r}: ε = {plan.epsilon:g}, δ = {plan.delta:g} "
+                f"(ρ = {plan.rho:.4g}), method {plan.search}")
+
+    def stages(self, plan: DiscoverPlan) -> list[Stage]:
+        return [Stage("read", read_stage, private=True, at=0.05),
+                Stage(f"search ({plan.search})", search_stage, private=True, noise=True,
+                      at=0.2)]
+
+    def write(self, folder: Path, context: RunContext, state: State, *, version: str,
+              lifetime: Any) -> Written:
+        from privfair.release.graph.report import graph_report
+
+        plan: DiscoverPlan = context.plan
+        ledger = load_ledger(state["ledger"])
+        result: DiscoveryResult = state["result"]
+        manifest = build_manifest(plan, version=version, ledger=ledger, result=result,
+                                  lifetime=lifetime)
+        (folder / "graph.json").write_text(result.graph.to_json(), encoding="utf-8")
+        (folder / "ledger.json").write_text(json.dumps(ledger.state_dict(), indent=2,
+                                                       default=float), encoding="utf-8")
+        shutil.copyfile(plan.contract_path, folder / "contract.yaml")
+        (folder / "report.html").write_text(graph_report(manifest), encoding="utf-8")
+        return Written(manifest=manifest, files=FILES, n_rows=0,
+                       fairness_passed=not manifest["roles_audit"]["unblocked_paths"])
+
+
+GRAPH = GraphKind()
