@@ -32,7 +32,7 @@ DATA_DIR = Path(__file__).resolve().parents[1] / "data"
 CONTRACTS_DIR = DATA_DIR / "contracts"
 
 #: Names of the embedded datasets; each has a parquet file and a contract.
-DATASETS: tuple[str, ...] = ("adult", "compas")
+DATASETS: tuple[str, ...] = ("adult", "compas", "example_graph")
 
 
 def _check_name(name: str) -> None:

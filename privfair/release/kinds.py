@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from privfair.release.embedding.kind import EMBEDDING
 from privfair.release.graph.kind import GRAPH
 from privfair.release.options import ReleaseOptions
 from privfair.release.protocol import Progress, ReleaseKind, run_release
@@ -47,6 +48,8 @@ FAMILIES: list[ReleaseFamily] = [
                   "publish a DP synthetic table (MST, PreFair, AIM, independent, or a DP GAN)",
                   lambda options: table_kind_for(options.method)),  # type: ignore[attr-defined]
     ReleaseFamily("discover", GRAPH.params, (GRAPH,), GRAPH.description, _only(GRAPH)),
+    ReleaseFamily("embed", EMBEDDING.params, (EMBEDDING,), EMBEDDING.description,
+                  _only(EMBEDDING)),
 ]
 
 #: Every release kind, in the order the protocol tests run them.

@@ -293,7 +293,8 @@ def check_discover(params: DiscoverParams) -> DiscoverPlan:
 # --- stages -------------------------------------------------------------------------------------
 
 
-def _save_private(array: np.ndarray, staging: Path, name: str) -> FileRef:
+def save_private(array: np.ndarray, staging: Path, name: str) -> FileRef:
+    """An array of private rows as a 0600 ``.npy`` in the run's private staging folder."""
     import os
 
     path = staging / name
@@ -334,7 +335,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
             rows = rows[np.sort(keep)]
     ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
                          context.workspace.artefacts)
-    return {"rows": _save_private(rows, staging, "graph-rows.npy"), "ledger": ledger}
+    return {"rows": save_private(rows, staging, "graph-rows.npy"), "ledger": ledger}
 
 
 def search_stage(context: RunContext, state: State) -> dict[str, Any]:
@@ -391,23 +392,40 @@ def _search_facts(plan: DiscoverPlan) -> dict[str, Any]:
     return facts
 
 
-def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
-                   result: DiscoveryResult, lifetime: Any) -> dict[str, Any]:
-    roles = plan.roles
+def manifest_common(plan: Any, *, fmt: str, kind: str, version: str,
+                    ledger: PrivacyLedger, lifetime: Any) -> dict[str, Any]:
+    """The fields every small kind's manifest shares (graph, embedding)."""
     return {
-        "format": FORMAT,
-        "kind": "graph",
+        "format": fmt,
+        "kind": kind,
         "dataset": plan.dataset,
         "version": version,
         "run_id": plan.run_id,
         "started_at": plan.started_at,
         "published_at": utc_now(),
-        "method": plan.search,
-        "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
-                      "spent": ledger.guarantee()},
         "ledger": [dict(e.__dict__) for e in ledger.entries],
         "lifetime_rho_spent_after": lifetime.rho_spent + (
             plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
+        "data_source": ("embedded dataset" if plan.data_source == "embedded" else
+                        "operator-supplied file (path and hash not recorded)"),
+        "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
+                        if plan.seeded
+                        else "fresh OS entropy for every noise draw; no seed exists"),
+        "contract": {"name": plan.contract.name, "version": plan.contract.version,
+                     "fingerprint": plan.contract.fingerprint()},
+        "code_version": code_version(),
+    }
+
+
+def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
+                   result: DiscoveryResult, lifetime: Any) -> dict[str, Any]:
+    roles = plan.roles
+    return {
+        **manifest_common(plan, fmt=FORMAT, kind="graph", version=version, ledger=ledger,
+                          lifetime=lifetime),
+        "method": plan.search,
+        "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
+                      "spent": ledger.guarantee()},
         "search": _search_facts(plan),
         "domain": (dict(plan.domain.items()) if plan.domain is not None else
                    {a: {"lower": lo, "upper": hi}
@@ -421,16 +439,8 @@ def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
         },
         "graph": result.graph.to_dict(),
         "parameters": {"method": plan.search, "epsilon": plan.epsilon, "delta": plan.delta,
-                       "coarsen": plan.coarsen,
-                       "data_source": ("embedded default dataset" if plan.data_source ==
-                                       "embedded" else
-                                       "operator-supplied file (path and hash not recorded)")},
-        "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
-                        if plan.seeded
-                        else "fresh OS entropy for every noise draw; no seed exists"),
-        "contract": {"name": plan.contract.name, "version": plan.contract.version,
-                     "fingerprint": plan.contract.fingerprint()},
-        "code_version": code_version(),
+                       "alpha": plan.alpha, "max_order": plan.max_order,
+                       "max_rows": plan.max_rows, "coarsen": plan.coarsen},
     }
 
 

@@ -1,0 +1,1 @@
+"""Embedding releases: edge-level DP node embeddings (DPNE) of a declared graph (privfair embed)."""
