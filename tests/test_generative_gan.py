@@ -197,11 +197,20 @@ def test_budget_too_small_is_refused(table):
                     rng=np.random.default_rng(0), config=tiny("dpgan"), noise_multiplier=0.3)
 
 
-def test_group_clipping_charges_the_counts(table):
+def test_group_clipping_charges_gradients_and_counts_as_one_subsampled_gaussian(table):
+    """Issue 21.5: D1's gradients (σ) and clipped counts (σ1 = 10 σ) of one Poisson batch are
+    one subsampled Gaussian at σ_eff = (σ⁻² + σ1⁻²)^(−1/2), not two."""
+    from privfair.core.accounting import subsampled_gaussian_rdp
+
     result, ledger = fit(table, "fairgan", group_clipping=True, sigma=2.0)
-    counts = ledger.entries[-1]
-    assert counts.name == "GAN D1 clipped counts (DPSGD-F)"
-    assert counts.sigma == pytest.approx(20.0)
+    joint = ledger.entries[-1]
+    assert joint.name == "GAN D1 gradients and clipped counts (DPSGD-F, one subsampled Gaussian)"
+    assert not any("clipped counts" in e.name for e in ledger.entries[:-1])
+    sigma_eff = (2.0**-2 + 20.0**-2) ** -0.5
+    assert joint.sigma / joint.sensitivity == pytest.approx(sigma_eff)
+    assert joint.sigma == pytest.approx(2.0 * 10.0 * 1.0)  # σ · cap · C0 (tiny C0 = 1)
+    np.testing.assert_allclose(joint.rdp_curve(), subsampled_gaussian_rdp(
+        noise_multiplier=sigma_eff, sample_rate=joint.sample_rate, steps=joint.steps))
     assert result.privacy["dp_sgd"]["count_noise_multiplier"] == pytest.approx(20.0)
 
 

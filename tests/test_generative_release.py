@@ -11,8 +11,8 @@ import pytest
 pytest.importorskip("torch")
 
 from privfair.generative.dag import CausalGraphError  # noqa: E402
-from privfair.release.table.plan import preflight  # noqa: E402
 from privfair.release.kinds import release_table as run_release  # noqa: E402
+from privfair.release.table.plan import preflight  # noqa: E402
 
 GRAPH = {"nodes": ["age", "sex", "race", "edu", "hours", "income"],
          "edges": [["sex", "edu"], ["edu", "income"], ["hours", "income"], ["sex", "hours"],
@@ -120,32 +120,32 @@ def test_cfgan_takes_the_graph_declared_in_the_contract(toy_contract, toy_parque
     assert "\n" not in str(info.value)
 
 
-def test_gan_tasks_keep_private_results_out_of_storage():
-    from prefect.cache_policies import NO_CACHE
+def test_release_form_offers_the_gan_methods():
+    """The GAN kind runs under the release flow; its stages are tasks like every kind's
+    (never retried, cached or persisted: ``test_flows.py`` checks every stage of every kind)."""
+    from flows.kinds import release
+    from privfair.release.kinds import family
+    from privfair.release.table.kind import GAN
 
-    from tasks import post_noise, private
-
-    for t in (private.train_gan, post_noise.sample_gan):
-        assert t.persist_result is False, t.name
-        assert t.cache_policy is NO_CACHE, t.name
-    from flows.release import release
-
+    assert GAN in family("release").kinds
     fields = release.parameters.model_dump()["properties"]
     assert {"dpgan", "fairgan", "fairgan-plus", "cfgan"} <= set(fields["method"]["enum"])
-    assert {"causal_graph", "gan_epochs", "group_clipping"} <= set(fields)
+    assert {"causal_graph", "gan_epochs", "group_clipping", "release_classifier"} <= set(fields)
 
 
 @pytest.mark.prefect
 def test_flow_release_with_a_gan(prefect_harness, toy_contract, toy_parquet, tmp_path):
-    from flows.release import run_local
+    from flows.kinds import run_local
     from privfair.release.table.plan import ReleaseParams
 
     final = run_local(ReleaseParams(**params(toy_contract, toy_parquet, tmp_path, "fairgan",
-                                             group_clipping=True)))
+                                             group_clipping=True)), command="release")
     manifest = json.loads((Path(final) / "manifest.json").read_text())
     assert manifest["method"]["name"] == "fairgan"
-    assert [e["name"] for e in manifest["ledger"]][-1] == "GAN D1 clipped counts (DPSGD-F)"
+    assert [e["name"] for e in manifest["ledger"]][-1] == (
+        "GAN D1 gradients and clipped counts (DPSGD-F, one subsampled Gaussian)")
     assert manifest["method"]["dp_sgd"]["group_clipping"] is True
+    assert manifest["orchestrator"]["name"] == "prefect"
 
 
 def test_fairgan_plus_releases_its_classifier_as_a_model(toy_contract, toy_parquet, tmp_path,

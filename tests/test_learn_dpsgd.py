@@ -1,8 +1,15 @@
+import math
+
 import numpy as np
 import pytest
 from scipy import stats
 
-from privfair.core.accounting import PrivacyLedger
+from privfair.core.accounting import (
+    PrivacyLedger,
+    joint_noise_multiplier,
+    rdp_epsilon,
+    subsampled_gaussian_rdp,
+)
 from privfair.core.errors import BudgetExceededError
 
 torch = pytest.importorskip("torch")
@@ -104,20 +111,54 @@ def test_group_clip_bounds_follow_the_formula_and_are_clamped():
                      == torch.tensor([1.0, 0.5]))
 
 
-def test_dpsgd_f_charges_both_releases_before_training():
-    # The dissertation's unbalanced-Adult accounting: DP-SGD alone is 3.1, the counts add ~0.01.
+@pytest.mark.parametrize(("method", "counts", "per_step"), [
+    ("dpsgd-f", "clipped/unclipped counts per group", 1 + 2 * 2),
+    ("naive", "batch counts per group", 1 + 2)])
+def test_gradients_and_counts_of_one_batch_are_one_subsampled_gaussian(method, counts,
+                                                                        per_step):
+    """Issue 21.5: the gradient sum and the group counts share one Poisson batch, so they
+    are one subsampled Gaussian at σ_eff = (σ⁻² + σ1⁻²)^(−1/2), not two independently
+    sampled ones (whose amplified curves add to less than the truth)."""
     n = 36_177
-    settings = SGDSettings(method="dpsgd-f", sample_rate=256 / n, steps=20 * n // 256,
+    q, steps = 256 / n, 20 * n // 256
+    settings = SGDSettings(method=method, sample_rate=q, steps=steps,
                            expected_batch_size=256.0, noise_multiplier=1.0, clip=0.5)
     ledger = PrivacyLedger(epsilon_budget=4.0, delta=1e-6, conversion="classic")
     entries = settings.ledger_entries(groups=2)
     ledger.check_entries(*entries)
     for entry in entries:
         ledger.spend(entry)
-    assert [e.name for e in ledger.entries] == ["dpsgd-f gradients",
-                                                "dpsgd-f clipped/unclipped counts per group"]
-    assert ledger.entries[1].sigma == 10.0 and ledger.entries[0].sensitivity == 5.0
-    assert 3.100 + 0.004 < ledger.epsilon_spent() < 3.100 + 0.012
+    assert [e.name for e in ledger.entries] == [
+        f"{method} gradients and {counts} (one subsampled Gaussian)"]
+    (entry,) = ledger.entries
+    sigma_eff = (1.0**-2 + 10.0**-2) ** -0.5  # σ = 1, σ1 = 10 σ
+    assert sigma_eff == pytest.approx(0.9950371902)
+    # Noise σ C on the gradient (C = clip_cap = 5); the multiplier the curve uses is σ_eff.
+    assert entry.sigma == pytest.approx(5.0)
+    assert entry.sigma / entry.sensitivity == pytest.approx(sigma_eff)
+    assert entry.queries == steps * per_step and entry.steps == steps
+    one = subsampled_gaussian_rdp(noise_multiplier=sigma_eff, sample_rate=q, steps=steps)
+    np.testing.assert_allclose(entry.rdp_curve(), one)
+    expected, _ = rdp_epsilon(rdp=one, delta=1e-6, conversion="classic")
+    assert ledger.epsilon_spent() == pytest.approx(expected, rel=1e-9)
+    # Hand-checked value (RDP accountant, classic conversion, best order 8); the old
+    # two-query accounting said 3.100 + ~0.008 and the gradient alone is 3.1000.
+    assert ledger.epsilon_spent() == pytest.approx(3.12496, abs=1e-4)
+    gradient_only = SGDSettings(method="dpsgd", sample_rate=q, steps=steps,
+                                expected_batch_size=256.0, noise_multiplier=1.0, clip=0.5)
+    old = PrivacyLedger(epsilon_budget=4.0, delta=1e-6, conversion="classic")
+    for e in gradient_only.ledger_entries(groups=2):
+        old.spend(e)
+    assert old.epsilon_spent() == pytest.approx(3.1000, abs=1e-3)
+    assert ledger.epsilon_spent() > old.epsilon_spent() + 0.02
+
+
+def test_joint_noise_multiplier():
+    assert joint_noise_multiplier(1.0, 10.0) == pytest.approx(1 / math.sqrt(1.01))
+    assert joint_noise_multiplier(2.0, 2.0) == pytest.approx(math.sqrt(2.0))
+    assert joint_noise_multiplier(3.0) == pytest.approx(3.0)
+    with pytest.raises(ValueError):
+        joint_noise_multiplier(1.0, 0.0)
 
 
 def test_over_budget_run_is_refused_before_reading_anything():

@@ -236,6 +236,20 @@ def _subsampled_gaussian_step(noise_multiplier: float, sample_rate: float,
     return tuple(float(v) for v in accountant.rdp)
 
 
+def joint_noise_multiplier(*multipliers: float) -> float:
+    """Noise multiplier of Gaussian queries answered together on one sampled batch.
+
+    Queries ``i`` with L2 sensitivity ``Δ_i`` and noise ``σ_i Δ_i`` on the same batch are one
+    Gaussian mechanism: scaled by ``1/(σ_i Δ_i)`` each has unit noise and sensitivity
+    ``1/σ_i``, so the pair's L2 sensitivity is ``(Σ σ_i⁻²)^(1/2)`` and its multiplier
+    ``σ_eff = (Σ σ_i⁻²)^(−1/2)``. Accounting them as one subsampled Gaussian at ``σ_eff`` is
+    what the sampling allows; composing them as independently sampled queries is not.
+    """
+    if not multipliers or not all(math.isfinite(s) and s > 0 for s in multipliers):
+        raise ValueError(f"noise multipliers must be finite numbers > 0, got {multipliers!r}")
+    return math.fsum(s ** -2 for s in multipliers) ** -0.5
+
+
 def _check_subsampled_gaussian(*, noise_multiplier: float, sample_rate: float,
                                steps: int) -> None:
     if not (isinstance(noise_multiplier, int | float) and math.isfinite(noise_multiplier)

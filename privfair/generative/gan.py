@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from privfair.core.accounting import joint_noise_multiplier
 from privfair.core.domain import Domain
 from privfair.core.errors import BudgetExceededError
 from privfair.core.mechanisms import gaussian_mechanism
@@ -817,8 +818,9 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         S and Y.
     ledger : PrivacyLedger
         Charged, in this order, for the (S, Y) counts and each anchor pair's counts
-        (Gaussian mechanism), then for DP-SGD (``spend_subsampled_gaussian``; with DPSGD-F a
-        second charge for the clipped counts), all before D1 sees a row.
+        (Gaussian mechanism), then for DP-SGD (``spend_subsampled_gaussian``; with DPSGD-F the
+        gradients and the clipped counts of one batch are one charge at σ_eff), all before D1
+        sees a row.
     rng : numpy.random.Generator
         Seeds the torch Generator of every draw.
     config : GANConfig
@@ -851,14 +853,20 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     expected_batch = sample_rate * n_hat
 
     def charges(sigma: float) -> list[dict[str, Any]]:
-        out = [{"name": "GAN D1 gradients (DP-SGD)", "noise_multiplier": sigma,
-                "sample_rate": sample_rate, "steps": steps,
-                "sensitivity": config.max_grad_norm}]
-        if config.group_clipping:
-            out.append({"name": "GAN D1 clipped counts (DPSGD-F)",
-                        "noise_multiplier": config.count_noise_ratio * sigma,
-                        "sample_rate": sample_rate, "steps": steps})
-        return out
+        if not config.group_clipping:
+            return [{"name": "GAN D1 gradients (DP-SGD)", "noise_multiplier": sigma,
+                     "sample_rate": sample_rate, "steps": steps,
+                     "sensitivity": config.max_grad_norm}]
+        # DPSGD-F: the gradient sum (noise σC, sensitivity C ≤ cap·C0) and the clipped counts
+        # (noise σ1 = ratio·σ, sensitivity 1) come from the same Poisson batch: one subsampled
+        # Gaussian at σ_eff = (σ⁻² + σ1⁻²)^(−1/2), recorded with noise σC (issue 21.5).
+        ratio = config.count_noise_ratio
+        bound = GroupClipping.cap * config.max_grad_norm
+        return [{"name": "GAN D1 gradients and clipped counts (DPSGD-F, one subsampled "
+                         "Gaussian)",
+                 "noise_multiplier": joint_noise_multiplier(sigma, ratio * sigma),
+                 "sample_rate": sample_rate, "steps": steps,
+                 "sensitivity": bound * math.sqrt(1 + ratio**-2)}]
 
     sigma = (noise_multiplier if noise_multiplier is not None
              else noise_multiplier_on_ledger(ledger, charges=charges))

@@ -23,16 +23,17 @@ keeps the ``vmap`` form as the reference the tests compare against.
   reweighted by ``θ^k = (b/K)/b̃^k`` after clipping at ``C0``; the noise uses ``C = C0 max θ^k``.
 * ``sgd``: the non-private reference (same batches, no clipping, no noise, no ledger).
 
-Both noisy releases of a step are charged to the ledger as Poisson-subsampled Gaussians with the
-same ``q``: their Rényi curves add. ``b`` is the *expected* batch size ``q n``, a public number
-the caller supplies (spec §8.2: the ratio's denominator is nominal, not a noisy total).
+Both noisy releases of a step (gradient sum and group counts) are answered on the same Poisson
+batch, so they are one subsampled Gaussian with ``σ_eff = (σ⁻² + σ1⁻²)^(−1/2)`` (issue 21.5).
+``b`` is the *expected* batch size ``q n``, a public number the caller supplies (spec §8.2: the
+ratio's denominator is nominal, not a noisy total).
 
 Errata and fixes (spec §8.2, §9 item 10):
 
 * Alg. 7 line 20 prints ``G = (b̃/b)(Σ ḡ + noise)``; we use ``1/b`` as Alg. 1 and Alg. 8 do.
 * Noisy counts can be negative or tiny, which makes ``C^k`` negative or explosive. Counts are
   clamped at 0, ``b̃^k ≥ 1`` and ``m̃ ≥ 1``, and ``C^k ∈ [C0, clip_cap]`` (post-processing). The
-  ledger's gradient entry records ``clip_cap`` as the largest sensitivity; the noise always
+  ledger's entry records ``clip_cap`` as the gradient's largest sensitivity; the noise always
   scales with the ``C`` actually used, so the multiplier ``σ`` is what the accountant sees.
 
 Randomness comes from an explicit ``torch.Generator``; torch is imported inside the functions,
@@ -124,29 +125,34 @@ class SGDSettings:
         return 1 / math.sqrt(self.steps) if self.learning_rate is None else self.learning_rate
 
     def ledger_entries(self, *, groups: int) -> list[LedgerEntry]:
-        """What a run costs, as the entries it will record (none for ``sgd``)."""
-        from privfair.core.accounting import subsampled_gaussian_rdp
+        """What a run costs, as the entries it will record (none for ``sgd``).
+
+        ``dpsgd-f`` and ``naive`` release the gradient sum (noise ``σ C``, sensitivity ``C``)
+        and the per-group counts (noise ``σ1``, sensitivity 1) of the *same* Poisson batch:
+        one subsampled Gaussian with ``σ_eff = (σ⁻² + σ1⁻²)^(−1/2)``, recorded as one entry
+        (sensitivity ``C √(1 + (σ/σ1)²)``, noise ``σ C``), not two independently sampled ones.
+        """
+        from privfair.core.accounting import joint_noise_multiplier, subsampled_gaussian_rdp
 
         if self.method == "sgd":
             return []
-        sensitivity = self.clip if self.method == "dpsgd" else self.cap
-        plan = [("gradients", self.noise_multiplier, sensitivity, 1)]
-        if self.method == "dpsgd-f":
-            plan.append(("clipped/unclipped counts per group", self.sigma_counts, 1.0,
-                         2 * groups))
-        elif self.method == "naive":
-            plan.append(("batch counts per group", self.sigma_counts, 1.0, groups))
-        out = []
-        for what, sigma, sens, per_step in plan:
-            curve = subsampled_gaussian_rdp(noise_multiplier=sigma,
-                                            sample_rate=self.sample_rate, steps=self.steps)
-            out.append(LedgerEntry(
-                name=f"{self.method} {what}", mechanism="subsampled-gaussian",
-                sensitivity=float(sens), rho=self.steps / (2 * sigma**2),
-                sigma=float(sigma * sens), queries=self.steps * per_step,
-                sample_rate=float(self.sample_rate), steps=self.steps,
-                rdp=tuple(curve.tolist())))
-        return out
+        if self.method == "dpsgd":
+            what, sigma, sens, per_step = "gradients", self.noise_multiplier, self.clip, 1
+        else:
+            counts = ("clipped/unclipped counts per group" if self.method == "dpsgd-f"
+                      else "batch counts per group")
+            what = f"gradients and {counts} (one subsampled Gaussian)"
+            sigma = joint_noise_multiplier(self.noise_multiplier, self.sigma_counts)
+            sens = self.cap * math.sqrt(1 + (self.noise_multiplier / self.sigma_counts) ** 2)
+            per_step = 1 + (2 * groups if self.method == "dpsgd-f" else groups)
+        curve = subsampled_gaussian_rdp(noise_multiplier=sigma, sample_rate=self.sample_rate,
+                                        steps=self.steps)
+        return [LedgerEntry(
+            name=f"{self.method} {what}", mechanism="subsampled-gaussian",
+            sensitivity=float(sens), rho=self.steps / (2 * sigma**2),
+            sigma=float(sigma * sens), queries=self.steps * per_step,
+            sample_rate=float(self.sample_rate), steps=self.steps,
+            rdp=tuple(curve.tolist()))]
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "sample_rate": self.sample_rate, "steps": self.steps,
