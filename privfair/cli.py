@@ -16,7 +16,8 @@ Commands::
     privfair evaluate [--datasets ... | --contract C --data FILE] [grid options]
     privfair evaluate --release DIR --data FILE [--contract C]
     privfair train --model pflr|pflr-star|privlr|dpsgd|dpsgd-f|naive --epsilon E [--delta D]
-                   [--contract PATH] [--data PATH] [--group COL] [--out DIR]
+                   [--contract PATH] [--data PATH] [--group COL] [--holdout P] [--out DIR]
+                   [--no-prefect] [--dry-run]
     privfair predict --release DIR --data FILE [--out FILE]
     privfair audit [--mechanism NAME ...] [--scale F] [--json]
     privfair store gc [--work-dir DIR] [--older-than DAYS] [--dry-run]
@@ -185,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run the same grid in-process (threads), without Prefect")
     ev.set_defaults(func=cmd_evaluate)
 
-    _add_model_commands(sub, skip={f.command for f in FAMILIES})
+    _add_predict_and_audit(sub)
     return parser
 
 
@@ -203,41 +204,6 @@ def _add_publishing_command(sub: Any, family: Any) -> None:
                    help="check everything and print the cost without reading data or "
                         "charging anything")
     p.set_defaults(func=cmd_publish, family=family.command)
-
-
-def _add_model_commands(sub: Any, *, skip: set[str]) -> None:
-    if "train" not in skip:
-        _add_train_command(sub)
-    _add_predict_and_audit(sub)
-
-
-def _add_train_command(sub: Any) -> None:
-    # Kept literal so --help imports nothing; privfair.release.model.train.MODELS is the source.
-    models = ("pflr", "pflr-star", "privlr", "dpsgd", "dpsgd-f", "naive")
-    tr = sub.add_parser("train", help="publish a DP (and fair) classifier as a model release",
-                        description="Train PFLR/PFLR*/PrivLR (functional mechanism) or "
-                                    "DP-SGD/DPSGD-F/Naive on the contract's private data.")
-    tr.add_argument("--contract", help="data contract YAML (default: embedded Adult contract)")
-    tr.add_argument("--data", help="private table, CSV or Parquet (default: embedded Adult)")
-    tr.add_argument("--model", choices=models, required=True, help="which classifier")
-    tr.add_argument("--epsilon", type=float, required=True, help="epsilon of (epsilon, delta)-DP")
-    tr.add_argument("--delta", type=float, default=1e-6, help="delta (default: 1e-6)")
-    tr.add_argument("--group", help="protected column of the groups (default: the contract's "
-                                    "first protected column)")
-    tr.add_argument("--positive", help="outcome label coded 1 (default: the last declared)")
-    tr.add_argument("--holdout", type=float, default=0.2,
-                    help="share held out for the model card's (NOT private) metrics")
-    tr.add_argument("--epochs", type=int, default=20, help="DP-SGD epochs (default: 20)")
-    tr.add_argument("--batch-size", type=int, default=256, help="DP-SGD expected batch size")
-    tr.add_argument("--clip", type=float, default=0.5, help="DP-SGD base clipping bound")
-    tr.add_argument("--hidden", type=int, nargs="*", help="DP-SGD hidden layer widths")
-    tr.add_argument("--alpha", type=float, default=0.3, help="PFLR fairness weight")
-    tr.add_argument("--seed", type=int, help="testing only, with --insecure-seed: "
-                    "whoever knows the seed can remove the noise")
-    tr.add_argument("--insecure-seed", action="store_true",
-                    help="test mode: allow --seed (recorded as such)")
-    tr.add_argument("--out", default="releases", help="release store folder (default: releases)")
-    tr.set_defaults(func=cmd_train)
 
 
 def _add_predict_and_audit(sub: Any) -> None:
@@ -694,31 +660,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    from privfair.release.model.train import TrainParams, preflight_train, run_train
-
-    params = TrainParams(
-        contract=args.contract, data=args.data, model=args.model, epsilon=args.epsilon,
-        delta=args.delta, group=args.group, positive=args.positive, holdout=args.holdout,
-        epochs=args.epochs, batch_size=args.batch_size, clip=args.clip,
-        hidden=args.hidden or [], alpha=args.alpha, seed=args.seed,
-        insecure_seed=args.insecure_seed, out=args.out)
-    preflight_train(params)  # refuses before any private read
-    return _run_with_progress(run_train, params)
-
-
-def _run_with_progress(run: Any, params: Any) -> int:
-    """Run a release kind's ``run(params, progress=...)`` under a rich bar; print its folder."""
-    with _progress() as bar:
-        task = bar.add_task("preflight", total=1.0)
-        final = run(params, progress=lambda stage, fraction: bar.update(
-            task, description=stage, completed=fraction))
-    print(final, flush=True)
-    return 0
-
-
 def cmd_predict(args: argparse.Namespace) -> int:
-    from privfair.release.model.train import predict
+    from privfair.release.model.predict import predict
 
     scored = predict(args.release, args.data)
     if args.out is None:

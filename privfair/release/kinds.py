@@ -16,6 +16,7 @@ from typing import Any
 
 from privfair.release.embedding.kind import EMBEDDING
 from privfair.release.graph.kind import GRAPH
+from privfair.release.model.train import MODEL
 from privfair.release.options import ReleaseOptions
 from privfair.release.protocol import Progress, ReleaseKind, run_release
 from privfair.release.table.kind import GAN, TABLE, table_kind_for
@@ -47,6 +48,7 @@ FAMILIES: list[ReleaseFamily] = [
     ReleaseFamily("release", TABLE.params, (TABLE, GAN),
                   "publish a DP synthetic table (MST, PreFair, AIM, independent, or a DP GAN)",
                   lambda options: table_kind_for(options.method)),  # type: ignore[attr-defined]
+    ReleaseFamily("train", MODEL.params, (MODEL,), MODEL.description, _only(MODEL)),
     ReleaseFamily("discover", GRAPH.params, (GRAPH,), GRAPH.description, _only(GRAPH)),
     ReleaseFamily("embed", EMBEDDING.params, (EMBEDDING,), EMBEDDING.description,
                   _only(EMBEDDING)),
