@@ -6,9 +6,9 @@ times on D and ``n`` times on D′ and returns one scalar score per run (a stati
 the log-likelihood ratio of the two output distributions, large when the output looks like
 D′). The audit
 
-1. draws calibration runs and picks the event ``score ≥ t`` (or ``score ≤ t``, the
-   symmetric event with D and D′ swapped) whose projected lower bound at the fresh trial
-   count is the largest;
+1. draws calibration runs and picks the event ``score ≥ t`` or ``score ≤ t``, read as
+   evidence for D′ over D or (the symmetric inequality, D and D′ swapped) for D over D′,
+   whose projected lower bound at the fresh trial count is the largest;
 2. counts that one event on fresh runs, never seen by step 1, and bounds ε with
    Clopper–Pearson intervals: with 95 % confidence ``ε ≥ ln((p′_low − δ) / p_high)``.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -173,10 +173,12 @@ def epsilon_lower_bound(hits_d: int, hits_neighbour: int, trials: int, *, delta:
 
 @dataclass(frozen=True)
 class Event:
-    """``score ≥ threshold`` (``upper``) or ``score ≤ threshold`` (D and D′ swapped)."""
+    """``score ≥ threshold`` (``upper``) or ``score ≤ threshold``, and which dataset it
+    favours: D′ (``ln((P_D′(E) − δ) / P_D(E))``) or D, the symmetric inequality."""
 
     threshold: float
     upper: bool
+    favours_neighbour: bool = True
 
     def hits(self, scores: np.ndarray) -> int:
         scores = np.asarray(scores, dtype=np.float64)
@@ -185,7 +187,7 @@ class Event:
 
     def describe(self, statistic: str) -> str:
         side = ">=" if self.upper else "<="
-        swap = "" if self.upper else " (D and D' swapped)"
+        swap = "" if self.favours_neighbour else " (D and D' swapped)"
         return f"{statistic} {side} {self.threshold:.6g}{swap}"
 
 
@@ -193,9 +195,10 @@ def choose_event(scores_d: np.ndarray, scores_n: np.ndarray, *, trials: int,
                  delta: float) -> Event:
     """The event with the largest projected bound on ``trials`` fresh runs.
 
-    Calibration hit rates are projected to ``trials`` runs and bounded as the fresh counts
-    will be, so a threshold deep in a tail (tiny counts, wide intervals) loses to one that
-    the fresh runs can actually confirm.
+    Tries both tails and both roles at every threshold. Calibration hit rates are
+    projected to ``trials`` runs and bounded as the fresh counts will be, so a threshold
+    deep in a tail (tiny counts, wide intervals) loses to one that the fresh runs can
+    actually confirm.
     """
     scores_d = np.asarray(scores_d, dtype=np.float64)
     scores_n = np.asarray(scores_n, dtype=np.float64)
@@ -206,26 +209,28 @@ def choose_event(scores_d: np.ndarray, scores_n: np.ndarray, *, trials: int,
     if pooled.size > MAX_THRESHOLDS:
         pooled = pooled[np.linspace(0, pooled.size - 1, MAX_THRESHOLDS).round().astype(int)]
     sorted_d, sorted_n = np.sort(scores_d), np.sort(scores_n)
-    # ≥ t: counts from the right; ≤ t: counts from the left.
-    ge_d = sorted_d.size - np.searchsorted(sorted_d, pooled, side="left")
-    ge_n = sorted_n.size - np.searchsorted(sorted_n, pooled, side="left")
-    le_d = np.searchsorted(sorted_d, pooled, side="right")
-    le_n = np.searchsorted(sorted_n, pooled, side="right")
     scale_d, scale_n = trials / max(sorted_d.size, 1), trials / max(sorted_n.size, 1)
-    upper = _bounds(np.round(ge_d * scale_d), np.round(ge_n * scale_n), trials, delta=delta,
-                    confidence=0.95)
-    # Swapped: D plays D′'s part, so its hits are the "neighbour" hits.
-    lower = _bounds(np.round(le_n * scale_n), np.round(le_d * scale_d), trials, delta=delta,
-                    confidence=0.95)
-    i, j = int(np.argmax(upper)), int(np.argmax(lower))
-    if upper[i] >= lower[j]:
-        return Event(float(pooled[i]), True)
-    return Event(float(pooled[j]), False)
+    best, best_bound = Event(float(pooled[0]), True), -1.0
+    for upper in (True, False):
+        if upper:  # counts of score ≥ t
+            on_d = sorted_d.size - np.searchsorted(sorted_d, pooled, side="left")
+            on_n = sorted_n.size - np.searchsorted(sorted_n, pooled, side="left")
+        else:  # counts of score ≤ t
+            on_d = np.searchsorted(sorted_d, pooled, side="right")
+            on_n = np.searchsorted(sorted_n, pooled, side="right")
+        on_d, on_n = np.round(on_d * scale_d), np.round(on_n * scale_n)
+        for favours_neighbour in (True, False):
+            low, high = (on_d, on_n) if favours_neighbour else (on_n, on_d)
+            bounds = _bounds(low, high, trials, delta=delta, confidence=0.95)
+            i = int(np.argmax(bounds))
+            if bounds[i] > best_bound:
+                best, best_bound = Event(float(pooled[i]), upper, favours_neighbour), bounds[i]
+    return best
 
 
 def _count(event: Event, scores_d: np.ndarray, scores_n: np.ndarray) -> tuple[int, int]:
     """(hits on the side the event disfavours, hits on the side it favours)."""
-    if event.upper:
+    if event.favours_neighbour:
         return event.hits(scores_d), event.hits(scores_n)
     return event.hits(scores_n), event.hits(scores_d)
 
@@ -300,18 +305,3 @@ def claimed_epsilon(charge: Callable[[PrivacyLedger], Any], *, delta: float) -> 
     ledger = PrivacyLedger(rho_budget=1e12, delta=delta, accounting="rdp")
     charge(ledger)
     return float(ledger.epsilon_spent(delta))
-
-
-def split_pairs(scores: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Helper for draws that score D and D′ in one array of 2n: (first n, last n)."""
-    return scores[:n], scores[n:]
-
-
-@dataclass
-class Timer:
-    """Seconds spent, for the benchmark's per-mechanism wall time."""
-
-    start: float = field(default_factory=time.perf_counter)
-
-    def seconds(self) -> float:
-        return round(time.perf_counter() - self.start, 2)

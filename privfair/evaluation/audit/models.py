@@ -1,0 +1,349 @@
+"""Audits of the mechanisms a model release and a GAN release use: the functional mechanism
+(PrivLR, PFLR, PFLR*), DP-SGD and DPSGD-F (``learn.dpsgd.train``), and the private step
+of the GAN's discriminator D1 (``generative.gan``, ghost clipping).
+
+The gradient audits use *gradient canaries* in the style of Nasr et al. (2021): a row whose
+clipped gradient is known in advance, so the noisy update's projection on it is the
+likelihood-ratio statistic of a Gaussian mechanism. DP-SGD puts many canaries in one
+training run, as Steinke, Nasr and Jagielski (2023) do: each canary lives on its own input
+coordinate, which no other row touches, so with the clipping active the coordinates'
+updates are independent and each canary is one independent trial (the draw checks that the
+clipping stayed active). Every training run here is full-batch (``sample_rate = 1``): the
+accountant's subsampling amplification assumes the batch is secret, which a final-weights
+statistic cannot exploit, so Poisson sampling would only hide how tight the claim is.
+
+torch is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from privfair.core.accounting import PrivacyLedger
+from privfair.evaluation.audit.core import (
+    AuditResult,
+    Draw,
+    audit_mechanism,
+    claimed_epsilon,
+    fresh_ledger,
+)
+from privfair.evaluation.audit.tables import GAUSSIAN_DELTA, _looped
+
+__all__ = ["audit_d1_step", "audit_dpsgd", "audit_dpsgd_f", "audit_functional"]
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch on one thread (a decorator too): the audited models are tiny, and handing each small product to
+    a second thread costs more than the product (a D1 step: 0.75 ms on one, 5 ms on two)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+# --- the functional mechanism (PrivLR, PFLR, PFLR*) -----------------------------------------
+
+#: PFLR*'s public knobs for the audit: little of ε on the shift and a small α keep the
+#: shift's noise (α · Lap(Δ_g/ε_g)) below the coefficients', so the released linear
+#: coefficient is close to one Laplace variable whose likelihood ratio reaches its ε share.
+PFLR_STAR_SHARE = 0.1
+PFLR_STAR_ALPHA = 0.05
+
+
+def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
+                     epsilon: float = 1.0) -> AuditResult:
+    """The functional mechanism's released polynomial (``learn.functional.noisy_objective``;
+    the model's weights are its minimiser, post-processing).
+
+    Rows are one-hot over 2 features (``row_l1_bound`` 1) with a public centre 1/2. D′
+    adds the row x = e₀, y = 0, s = 1, which moves the linear coefficient 0 by
+    1/2 (+ α/2 for the fairness term) and the quadratic entry (0, 0) by 1/8: together the
+    whole L1 sensitivity. Both get Laplace noise of one scale, so the log-likelihood ratio
+    is ``Σ |z − μ_D| − |z − μ_D′|`` over the two coefficients (μ_D read from the mechanism
+    with ε = 10⁵: its polynomial to within 1e-5). Control: ε doubled.
+    """
+    from privfair.learn.functional import noisy_objective
+
+    x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    y = np.array([1.0, 0.0, 0.0, 1.0])
+    s = np.array([0.0, 1.0, 0.0, 1.0])
+    x_n = np.vstack([x, [1.0, 0.0]])
+    y_n, s_n = np.append(y, 0.0), np.append(s, 1.0)
+    star = variant == "pflr-star"
+    knobs: dict[str, Any] = {"variant": variant, "row_l1_bound": 1.0, "centre": 0.5,
+                             "alpha": PFLR_STAR_ALPHA if star else 0.3,
+                             "fairness_share": PFLR_STAR_SHARE if star else 0.5}
+
+    def release(neighbour: bool, eps: float, rng: np.random.Generator,
+                ledger: PrivacyLedger) -> np.ndarray:
+        args = (x_n, y_n, s_n) if neighbour else (x, y, s)
+        objective, _, _ = noisy_objective(*args, epsilon=eps, ledger=ledger, rng=rng,
+                                          **knobs)
+        return np.array([objective.linear[0], objective.quadratic[0, 0]])
+
+    exact = [release(n, 1e5, np.random.default_rng(0), fresh_ledger()) for n in (False, True)]
+
+    def make(noise: float) -> Draw:
+        def trial(neighbour: bool, rng: np.random.Generator) -> float:
+            z = release(neighbour, epsilon / noise, rng, fresh_ledger())
+            # Rounded: the clipped ratio is constant on whole regions, and its float residue
+            # there depends on the output's low-order bits, which differ between D and D'
+            # (floating-point Laplace noise, Mironov 2012): an event on them is a different
+            # audit, of the floating-point implementation, not of the accounting.
+            return float(np.round(np.sum(np.abs(z - exact[0]) - np.abs(z - exact[1])), 9))
+
+        return _looped(trial)
+
+    label = {"privlr": "PrivLR", "pflr": "PFLR", "pflr-star": "PFLR*"}[variant]
+    claim = claimed_epsilon(lambda ledger: release(True, epsilon, np.random.default_rng(0),
+                                                   ledger), delta=1e-9)
+    return audit_mechanism(
+        make, mechanism=f"functional mechanism ({label})", claimed_epsilon=claim, delta=0.0,
+        trials=trials, seed=seed,
+        neighbours="one-hot rows over 2 features, public centre 1/2; D' adds x = e0, y = 0, "
+                   "s = 1",
+        statistic="Laplace log-likelihood ratio of the two coefficients the row moves",
+        notes=(f"fairness_share {PFLR_STAR_SHARE}, alpha {PFLR_STAR_ALPHA}: the shift is not "
+               "released on its own, so its noise only blurs the linear coefficient"
+               if star else ""))
+
+
+# --- DP-SGD: many gradient canaries in one run ----------------------------------------------
+
+
+def _sgd_claim(settings: Any, *, delta: float) -> float:
+    """ε at ``delta`` that the ledger records for a ``learn.dpsgd.train`` run."""
+    return claimed_epsilon(
+        lambda ledger: [ledger.spend(e) for e in settings.ledger_entries(groups=1)],
+        delta=delta)
+
+
+#: Canary feature value: its gradient (σ(z) − 1)·(M e_k, 1) has norm ≥ C whenever σ(−z) ≥
+#: C / M, i.e. for |z| up to ln(M / C) ≈ 6.9, so clipping makes it exactly C·e_k (to 1e-6).
+CANARY_SCALE = 1000.0
+
+
+def _canary_run(*, settings: Any, canaries: int, base: np.ndarray, base_y: np.ndarray,
+                rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """One DP-SGD training run with ``canaries`` gradient canaries, half of them included.
+
+    Returns the scores (the canaries' own weights) of the excluded and the included ones.
+    """
+    import torch
+
+    from privfair.learn.dpsgd import train
+
+    n0, d0 = base.shape
+    included = rng.permutation(canaries) < canaries // 2
+    rows = np.zeros((n0 + int(included.sum()), d0 + canaries), dtype=np.float32)
+    rows[:n0, :d0] = base
+    rows[np.arange(n0, rows.shape[0]), d0 + np.flatnonzero(included)] = CANARY_SCALE
+    labels = np.concatenate([base_y, np.ones(int(included.sum()))])
+    groups = np.zeros(rows.shape[0], dtype=np.int64)
+    generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+    net = train(rows, labels, groups, settings=settings, n_groups=1,
+                ledger=fresh_ledger(delta=GAUSSIAN_DELTA), generator=generator)
+    weights = net.weights["layer0.weight"][0].astype(np.float64)
+    bias = float(net.weights["layer0.bias"][0])
+    logits = weights[d0:] * CANARY_SCALE + bias
+    if np.max(np.abs(logits)) > 5:
+        raise RuntimeError("canary audit: a canary's logit left [-5, 5], so its clipping may "
+                           "have lapsed; lower the learning rate")
+    # Gradient descent moves a canary's weight by +lr·C/b per step it is in the batch.
+    scores = weights[d0:] * settings.expected_batch_size / (settings.lr * settings.clip)
+    return scores[~included], scores[included]
+
+
+@_one_thread()
+def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
+                steps: int = 4, canaries: int = 2000,
+                delta: float = GAUSSIAN_DELTA) -> AuditResult:
+    """DP-SGD (``learn.dpsgd.train``, method ``dpsgd``, logistic regression), full batch.
+
+    Each run trains on 40 ordinary rows plus half of ``canaries`` gradient canaries (a row
+    with value M on a coordinate of its own, label 1). A canary's weight moves only by its
+    own clipped gradient and that coordinate's noise, so its final weight (in units of
+    lr·C/b) is ``steps`` + N(0, steps·σ²) if included and N(0, steps·σ²) if not: the
+    Gaussian mechanism the accountant charges, observed once per canary. With 4 steps at
+    σ = 2, ρ = 1/2 as for the other Gaussian audits. Control: σ halved.
+    """
+    from privfair.learn.dpsgd import SGDSettings
+
+    base_rng = np.random.default_rng(99)
+    base = np.eye(2, dtype=np.float32)[base_rng.integers(0, 2, size=40)]
+    base_y = base_rng.integers(0, 2, size=40).astype(np.float64)
+
+    def settings(noise: float) -> Any:
+        return SGDSettings(method="dpsgd", sample_rate=1.0, steps=steps,
+                           expected_batch_size=40 + canaries / 2,
+                           noise_multiplier=noise_multiplier * noise, clip=1.0,
+                           learning_rate=0.01, weight_decay=0.0)
+
+    def make(noise: float) -> Draw:
+        config = settings(noise)
+
+        def draw(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+            out_d, out_n = [], []
+            while sum(map(len, out_d)) < n:
+                d, nb = _canary_run(settings=config, canaries=canaries, base=base,
+                                    base_y=base_y, rng=rng)
+                out_d.append(d)
+                out_n.append(nb)
+            return np.concatenate(out_d)[:n], np.concatenate(out_n)[:n]
+
+        return draw
+
+    return audit_mechanism(
+        make, mechanism="DP-SGD (learn.dpsgd, gradient canaries)",
+        claimed_epsilon=_sgd_claim(settings(1.0), delta=delta),
+        delta=delta, trials=trials, seed=seed,
+        neighbours=f"40 rows plus {canaries} canaries per run, half included; each canary "
+                   "is one trial",
+        statistic="canary's own weight / (lr C / b)",
+        notes=f"{steps} full-batch steps, sigma {noise_multiplier}; "
+              f"{math.ceil(trials / (canaries // 2))} runs per fresh draw")
+
+
+@_one_thread()
+def audit_dpsgd_f(*, trials: int, seed: int = 12, noise_multiplier: float = 1.0,
+                  delta: float = GAUSSIAN_DELTA) -> AuditResult:
+    """DPSGD-F (``learn.dpsgd.train``, method ``dpsgd-f``), one full-batch step, one group.
+
+    One canary per run: the group's bound C¹ comes from noisy counts of the batch (the
+    canary among them), so canaries in one run would share it. The canary's weight is
+    normalised by the bound the run used (the public ``group_clip_trace``): in those
+    units it is 1 + N(0, σ²) if included and N(0, σ²) if not. The claim composes the
+    gradient release and the counts (σ₁ = 10 σ). Control: both σ halved.
+    """
+    import torch
+
+    from privfair.learn.dpsgd import SGDSettings, train
+
+    base_rng = np.random.default_rng(98)
+    base = np.zeros((30, 3), dtype=np.float32)
+    base[np.arange(30), base_rng.integers(0, 2, size=30)] = 1.0
+    base_y = base_rng.integers(0, 2, size=30).astype(np.float64)
+    canary = np.array([[0.0, 0.0, CANARY_SCALE]], dtype=np.float32)
+
+    def settings(noise: float) -> Any:
+        return SGDSettings(method="dpsgd-f", sample_rate=1.0, steps=1,
+                           expected_batch_size=30.0,
+                           noise_multiplier=noise_multiplier * noise, clip=1.0,
+                           learning_rate=0.01, weight_decay=0.0)
+
+    def make(noise: float) -> Draw:
+        config = settings(noise)
+
+        def trial(neighbour: bool, rng: np.random.Generator) -> float:
+            rows = np.vstack([base, canary]) if neighbour else base
+            labels = np.append(base_y, 1.0) if neighbour else base_y
+            generator = torch.Generator().manual_seed(int(rng.integers(2**62)))
+            net = train(rows, labels, np.zeros(len(rows), dtype=np.int64), settings=config,
+                        n_groups=1, ledger=fresh_ledger(delta=delta), generator=generator)
+            bound = net.group_clip_trace[0][0]
+            weight = float(net.weights["layer0.weight"][0, 2])
+            return weight * config.expected_batch_size / (config.lr * bound)
+
+        return _looped(trial)
+
+    return audit_mechanism(
+        make, mechanism="DPSGD-F (learn.dpsgd, gradient canary)",
+        claimed_epsilon=_sgd_claim(settings(1.0), delta=delta),
+        delta=delta, trials=trials, seed=seed,
+        neighbours="30 rows in one group; D' adds a canary on a coordinate of its own",
+        statistic="canary's weight / (lr C^1 / b)",
+        notes=f"one full-batch step, sigma {noise_multiplier}, count sigma 10 x")
+
+
+# --- the GAN's D1 -----------------------------------------------------------------------------
+
+
+def _d1_trainer(*, noise_dim: int = 4) -> Any:
+    """A dpgan trainer over 3 binary attributes whose D1 stays fixed and whose generated
+    batch is constant (both public), so each ``d1_private_step`` is one trial."""
+    import torch
+
+    from privfair.core.domain import Domain
+    from privfair.generative.gan import GANConfig, _Trainer
+
+    domain = Domain(("s", "x", "y"), (2, 2, 2))
+    config = GANConfig(method="dpgan", discriminator_hidden=8, hidden=8, noise_dim=noise_dim,
+                       max_grad_norm=1e-3, device="cpu")
+    trainer = _Trainer(config, domain, "s", "y", None, {"s": [0.5, 0.5]},
+                       torch.Generator().manual_seed(0), torch.device("cpu"), 8.0)
+    fixed = trainer.generate(8)
+    # The generated half of D1's step is public; a constant one leaves only the noise.
+    trainer.generate = lambda n: {k: v[:n] for k, v in fixed.items()}
+    trainer.d1_opt = torch.optim.SGD(trainer.d1.parameters(), lr=0.0)
+    return trainer
+
+
+@_one_thread()
+def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
+                  delta: float = GAUSSIAN_DELTA) -> AuditResult:
+    """One private step of the GAN's discriminator D1 (``_Trainer.d1_private_step``: ghost
+    clipping, ``noisy_sum``), full batch, with D1's weights held fixed.
+
+    D has 8 one-hot rows, D′ adds a ninth. With the clipping bound C = 1e-3 every row's
+    gradient is clipped, so the canary's contribution is exactly C·ĝ, ĝ its gradient's unit
+    direction at the fixed weights, and the projection of D1's gradient on ĝ (in units of
+    C / b) is a constant plus 1 if included, plus N(0, σ²). One step at σ = 1 is
+    ρ = 1/2. Control: σ halved.
+    """
+    import torch
+
+    trainer = _d1_trainer()
+    codes = np.array([[0, 1, 0], [1, 0, 1], [0, 0, 0], [1, 1, 1],
+                      [0, 1, 1], [1, 0, 0], [0, 0, 1], [1, 1, 0]])
+    canary_codes = np.array([[1, 1, 1]])
+    encode = trainer.layout.encode
+    real = encode({a: codes[:, k] for k, a in enumerate(trainer.domain.attributes)})
+    canary = encode({a: canary_codes[:, k] for k, a in enumerate(trainer.domain.attributes)})
+    real_n = torch.cat([real, canary])
+    group = torch.zeros(len(real_n), dtype=torch.long)
+    params = list(trainer.d1.parameters())
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(
+        trainer.d1(canary)[:, 0], torch.ones(1))
+    direction = torch.autograd.grad(loss, params)
+    norm = torch.sqrt(sum(g.pow(2).sum() for g in direction))
+    clip = trainer.config.max_grad_norm
+    if norm <= clip:
+        raise RuntimeError("D1 audit: the canary's gradient is below the clipping bound")
+    unit = [g / norm for g in direction]
+    expected_batch = 8.0
+
+    def make(noise: float) -> Draw:
+        sigma = noise_multiplier * noise
+
+        def trial(neighbour: bool, rng: np.random.Generator) -> float:
+            trainer.gen.manual_seed(int(rng.integers(2**62)))
+            trainer.d1_private_step(real_n if neighbour else real, group, sample_rate=1.0,
+                                    expected_batch=expected_batch, noise_multiplier=sigma,
+                                    clipping=None)
+            projection = sum(float((p.grad * u).sum()) for p, u in zip(params, unit,
+                                                                        strict=True))
+            return projection * expected_batch / clip
+
+        return _looped(trial)
+
+    def charge(ledger: PrivacyLedger) -> None:
+        ledger.spend_subsampled_gaussian(name="D1", noise_multiplier=noise_multiplier,
+                                         sample_rate=1.0, steps=1, sensitivity=clip)
+
+    return audit_mechanism(
+        make, mechanism="GAN D1 private step (ghost clipping)",
+        claimed_epsilon=claimed_epsilon(charge, delta=delta), delta=delta, trials=trials,
+        seed=seed, neighbours="8 one-hot rows; D' adds a ninth (the canary)",
+        statistic="D1 gradient projected on the canary's gradient / (C / b)",
+        notes="D1's weights fixed and its generated batch constant (public parts), "
+              "sample rate 1")
