@@ -65,8 +65,10 @@ def test_dask_engine_on_a_local_cluster_sums_partitions_on_the_driver(dataset):
         np.testing.assert_array_equal(got[clique], expected[clique])
 
 
-def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp_path):
-    """Same counts, same seeded noise: the synthetic table is byte-identical."""
+def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp_path,
+                                                   monkeypatch):
+    """Same counts, same seeded noise: the synthetic table is byte-identical (one registry
+    per release: a registry refuses a seed it has seen)."""
     import json
 
     from privfair.release.kinds import release_table as run_release
@@ -74,6 +76,7 @@ def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp
     distributed = pytest.importorskip("distributed")
 
     def release(engine: str, address: str | None) -> str:
+        monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / engine / "registry"))
         final = run_release({
             "contract": str(toy_contract), "data": str(toy_parquet), "epsilon": 1.0,
             "delta": 1e-9, "method": "mst", "seed": 5, "insecure_seed": True,
@@ -85,3 +88,99 @@ def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp
                                   dashboard_address=":0") as cluster:
         on_dask = release("dask", cluster.scheduler_address)
     assert on_dask == release("local", None)
+
+
+def _request(toy_contract, toy_parquet, tmp_path, address):
+    return {"contract": str(toy_contract), "data": str(toy_parquet), "epsilon": 1.0,
+            "delta": 1e-9, "method": "mst", "out": str(tmp_path / "releases"),
+            "work_dir": str(tmp_path / "work"), "engine": "dask", "dask_address": address}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize(("address", "match"), [
+    ("tcp://203.0.113.7:8786", "plain TCP to another machine"),
+    ("203.0.113.7:8786", "plain TCP to another machine"),
+    ("tls://203.0.113.7:8786", "DASK_DISTRIBUTED__COMM__TLS__CA_FILE"),
+    ("udp://127.0.0.1:8786", "expected tls://host:port"),
+    ("tcp://127.0.0.1", "expected tls://host:port"),
+    (None, "no scheduler answers"),  # a free local port: nothing listens
+])
+def test_a_bad_dask_address_is_refused_before_the_reservation(
+        address, match, toy_contract, toy_parquet, tmp_path, monkeypatch):
+    """Issue 21.6: refused by the check in one line, in well under the old 30 s, with no
+    ledger entry."""
+    from privfair.core.errors import ReleaseInputError
+    from privfair.release.kinds import release_table as run_release
+    from privfair.store.registry import registry_root
+
+    pytest.importorskip("distributed")
+    monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry"))
+    address = address or f"tcp://127.0.0.1:{_free_port()}"
+    started = time.monotonic()
+    with pytest.raises(ReleaseInputError, match=match) as info:
+        run_release(_request(toy_contract, toy_parquet, tmp_path, address))
+    assert time.monotonic() - started < 10
+    assert "\n" not in str(info.value)
+    root = registry_root()
+    assert not root.exists() or not list(root.rglob("*ledger*.json"))
+    assert not (tmp_path / "releases").exists() or not any((tmp_path / "releases").iterdir())
+
+
+def test_tls_address_with_certificates_is_checked_for_an_answer(monkeypatch):
+    import dask
+
+    from privfair.core.errors import ReleaseInputError
+    from privfair.release.table.dask_engine import check_dask_address, security
+
+    pytest.importorskip("distributed")
+    tls = {"distributed.comm.tls.ca-file": "/ca.pem", "distributed.comm.tls.client.cert":
+           "/c.pem", "distributed.comm.tls.client.key": "/k.pem"}
+    with dask.config.set(tls):
+        with pytest.raises(ReleaseInputError, match="no scheduler answers"):
+            check_dask_address(f"tls://127.0.0.1:{_free_port()}")
+        assert security("tls://example.org:8786").require_encryption
+    check_dask_address(None)
+
+
+def test_local_cluster_scratch_is_private_to_the_work_folder(tmp_path, monkeypatch):
+    """Issue 21.6: the LocalCluster's local_directory is <work_dir>/dask-scratch, 0700; no
+    world-readable dask-scratch-space appears in the system temp folder."""
+    import stat
+    import tempfile
+
+    from privfair.release.table import private
+
+    distributed = pytest.importorskip("distributed")
+    system_tmp = tmp_path / "systmp"
+    system_tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(system_tmp))
+    monkeypatch.setenv("TMPDIR", str(system_tmp))
+    work = tmp_path / "work"
+    made = []
+
+    class Cluster(distributed.LocalCluster):
+        def __init__(self, **kw):
+            made.append(kw["local_directory"])
+            super().__init__(**{**kw, "processes": False, "n_workers": 1,
+                                "threads_per_worker": 1})
+
+    monkeypatch.setattr(distributed, "LocalCluster", Cluster)
+    monkeypatch.setattr(private, "_CLUSTERS", {})
+    try:
+        with private.dask_client(None, scratch=work) as client:
+            assert client.submit(lambda: 1).result() == 1
+    finally:
+        for c in private._CLUSTERS.values():
+            cluster = c.cluster
+            c.close()
+            cluster.close()
+    assert made == [str(work / "dask-scratch")]
+    assert stat.S_IMODE((work / "dask-scratch").stat().st_mode) == 0o700
+    assert not any(p.name.startswith("dask-scratch") for p in system_tmp.iterdir())

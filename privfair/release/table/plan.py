@@ -293,6 +293,10 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     store = Path(params.out).expanduser().resolve()
     check_store_writable(store)
     check_release_request(params, contract, domain, store)  # numbers, folders, memory
+    if params.engine == "dask":  # scheme, TLS, a 2-s connect: before the reservation
+        from privfair.release.table.dask_engine import check_dask_address
+
+        check_dask_address(params.dask_address)
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
     domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
     split = ({"domains": domains_rho, "gan": rho - domains_rho} if params.method in GAN_METHODS

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import math
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -135,7 +136,8 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
 
 def count_codes(domain: Domain, cliques: Sequence[Iterable[str]], codes: FileRef, *,
                 batch_size: int = 200_000, engine: str = "local",
-                dask_address: str | None = None) -> dict[Clique, np.ndarray]:
+                dask_address: str | None = None,
+                scratch: str | Path | None = None) -> dict[Clique, np.ndarray]:
     """Exact tables of the staged codes (private): streamed here, or per row group on Dask.
 
     With ``engine="dask"`` each row group of the codes file is counted by a Dask worker and
@@ -145,30 +147,43 @@ def count_codes(domain: Domain, cliques: Sequence[Iterable[str]], codes: FileRef
     if engine == "local":
         return count_marginals(domain, cliques, code_batches(codes, batch_size=batch_size,
                                                              narrow=True))
-    with dask_client(dask_address) as client:
+    with dask_client(dask_address, scratch=scratch) as client:
         return count_marginals_parquet(domain, cliques, codes.open_checked(), engine=engine,
                                        client=client)
 
 
 @contextmanager
-def dask_client(address: str | None) -> Iterator[Any]:
-    """A client of the cluster at ``address`` (closed after use); else the current client,
-    else a LocalCluster started once per process."""
+def dask_client(address: str | None, *, scratch: str | Path | None = None) -> Iterator[Any]:
+    """A client of the cluster at ``address`` (closed after use; TLS unless it is on this
+    machine, checked again here); else the current client, else a LocalCluster started once
+    per process and scratch folder, its ``local_directory`` the 0700 folder ``scratch``."""
     try:
         from distributed import Client, LocalCluster, default_client
     except ImportError:
         raise ReleaseInputError("engine 'dask' needs the dask extra: pip install "
                                 "'privfair[dask]'") from None
+    from privfair.release.table import dask_engine
+
     if address:
-        with Client(address) as client:
+        dask_engine.check_dask_address(address)
+        with Client(address, security=dask_engine.security(address),
+                    timeout=dask_engine.CONNECT_TIMEOUT_S * 5) as client:
             yield client
         return
     try:
         client = default_client()
     except ValueError:
-        if "local" not in _CLUSTERS:
-            _CLUSTERS["local"] = Client(LocalCluster(processes=True, dashboard_address=None))
-        client = _CLUSTERS["local"]
+        folder = (dask_engine.scratch_dir(scratch) if scratch is not None
+                  else Path(tempfile.mkdtemp(prefix="privfair-dask-")))  # 0700
+        key = f"local:{folder}"
+        if key not in _CLUSTERS:
+            import dask
+
+            # The scheduler's scratch follows 'temporary-directory', the workers' the argument.
+            with dask.config.set({"temporary-directory": str(folder)}):
+                _CLUSTERS[key] = Client(LocalCluster(processes=True, dashboard_address=None,
+                                                     local_directory=str(folder)))
+        client = _CLUSTERS[key]
     yield client
 
 
@@ -192,7 +207,8 @@ def measure_one_way(codes: FileRef, contract: Contract,
     book.check(rho)
     rest = max(book.remaining - rho, 0.0)
     tables = count_codes(domain, [(a,) for a in domain], codes, batch_size=batch_size,
-                         engine=engine, dask_address=dask_address)
+                         engine=engine, dask_address=dask_address,
+                         scratch=Path(artefacts).parent)
     rng = stage_rng(seed, "one-way")
     noisy = _measure_one_way(tables, domain, rho=rho, rng=rng, ledger=book, discrete=discrete)
     model, noisy, _ = one_way_with_fallback(tables, domain, noisy, rho_tree=rest, rng=rng,
@@ -217,7 +233,8 @@ def select(codes: FileRef, contract: Contract,
     book.check(rho)
     model = load_one_way(one_way)
     tables = count_codes(domain, all_pairs(domain), codes, batch_size=batch_size,
-                         engine=engine, dask_address=dask_address)
+                         engine=engine, dask_address=dask_address,
+                         scratch=Path(artefacts).parent)
     structure = refuse_unfair(_select(tables, model, roles, method=method, rho=rho,
                                       rng=stage_rng(seed, "select"), ledger=book,
                                       max_search_nodes=max_search_nodes))
@@ -240,7 +257,7 @@ def measure_selected(codes: FileRef, contract: Contract,
     book.check(rho)
     model = load_one_way(one_way)
     tables = count_codes(domain, tree.cliques, codes, batch_size=batch_size, engine=engine,
-                         dask_address=dask_address)
+                         dask_address=dask_address, scratch=Path(artefacts).parent)
     noisy = _measure_selected(tables, model, tree, rho=rho, rng=stage_rng(seed, "measure"),
                               ledger=book, discrete=discrete)
     del tables
@@ -268,7 +285,8 @@ def fit_aim(codes: FileRef, contract: Contract,
     book = load_ledger(ledger)
     book.check(rho)
     tables = count_codes(domain, candidate_cliques(domain), codes, batch_size=batch_size,
-                         engine=engine, dask_address=dask_address)
+                         engine=engine, dask_address=dask_address,
+                         scratch=Path(artefacts).parent)
     result = run_aim(tables, domain, rho=rho, rng=stage_rng(seed, "aim"), ledger=book,
                      roles=roles, fair=method == "aim-fair", max_model_size_mb=max_model_size_mb,
                      refit=False, discrete=discrete, progress=progress,
