@@ -133,7 +133,7 @@ release_table(dict(contract=sys.argv[2], data=sys.argv[3], out=sys.argv[4],
 
 
 @pytest.mark.parametrize(("stage", "drew_noise"), [("load", False),
-                                                   ("measure_one_way", True)])
+                                                   ("measure_table", True)])
 def test_sigkill_in_a_private_stage(stage, drew_noise, toy_contract, toy_parquet, tmp_path):
     """Issue 10.4/10.8: a run SIGKILLed in a private stage leaves private staging and its
     reservation; ``store check --repair`` removes the staging, gives back the reservation of

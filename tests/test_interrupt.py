@@ -30,14 +30,14 @@ from prefect_server import alive, uvicorn_children  # noqa: E402
 
 _PAUSED_CLI = """
 import pathlib, sys, time
-from privfair.release.table import private as private_stages
-real = private_stages.measure_one_way
+from privfair.release.table import kind as table_kind
+real = table_kind.measure_table
 def measured_then_paused(*args, **kwargs):
     out = real(*args, **kwargs)  # noise drawn, and charged to the lifetime ledger
     pathlib.Path(sys.argv[1]).touch()
     time.sleep(120)  # Ctrl-C lands here
     return out
-private_stages.measure_one_way = measured_then_paused
+table_kind.measure_table = measured_then_paused
 from privfair.cli import main
 sys.exit(main(sys.argv[2:]))
 """

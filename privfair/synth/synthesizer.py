@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import math
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ import pandas as pd
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.domain import Clique, Domain, Roles, code_dtype
 from privfair.core.errors import FairnessViolationError
-from privfair.synth.aim import candidate_cliques, run_aim
+from privfair.synth.aim import MIN_FIT_SHARE, candidate_cliques, run_aim
 from privfair.synth.estimation import GraphicalModel, estimate, fit_independent
 from privfair.synth.measure import (
     Compression,
@@ -50,6 +51,10 @@ FAIR_METHODS = ("prefair-greedy", "prefair-exact", "aim-fair")
 
 Batches = Iterable[Mapping[str, np.ndarray]]
 DataLike = pd.DataFrame | Mapping[str, np.ndarray] | Callable[[], Batches]
+#: ``counter(cliques) -> {clique: true count table}``: how a fit counts the private rows.
+Counter = Callable[[Sequence[Clique]], Mapping[Clique, np.ndarray]]
+#: ``rngs(stage) -> generator``: one stream per measurement stage.
+StageRngs = Callable[[str], np.random.Generator]
 
 
 def as_batches(data: DataLike) -> Callable[[], Batches]:
@@ -427,93 +432,138 @@ class FairSynthesizer:
         self.small_n_fallback = small_n_fallback
         self.max_time_s = max_time_s
 
-    def fit(self, data: DataLike, *, rng: np.random.Generator,
+    def fit(self, data: DataLike, *, rng: np.random.Generator | StageRngs,
             ledger: PrivacyLedger | None = None,
             progress: Callable[[str, float], None] | None = None) -> FairSynthesizer:
-        """Measure the private data and fit the model.
+        """Measure the private data (:meth:`measure`) and fit the model to the measurements.
 
         ``ledger`` defaults to a fresh one holding exactly (ε, δ); pass a shared ledger to
         charge a larger budget. ``progress(stage, fraction)`` is called as work advances.
         """
         report = progress or (lambda stage, fraction: None)
-        ledger = ledger or PrivacyLedger.from_epsilon_delta(epsilon=self.epsilon,
-                                                            delta=self.delta)
-        split = BudgetSplit.for_method(self.method,
-                                       zcdp_rho(epsilon=self.epsilon, delta=self.delta))
-        # Check the whole plan before touching the data.
-        ledger.check(split.one_way + split.select + split.measure)
-
-        report("count", 0.0)
-        batches = as_batches(data)
-        if self.method in AIM_METHODS:
-            self._fit_aim(batches, rho=split.one_way + split.select + split.measure, rng=rng,
-                          ledger=ledger, report=report)
-        else:
-            self._fit_tree(batches, split=split, rng=rng, ledger=ledger, report=report)
-        if (self.require_fair and self.method in FAIR_METHODS
-                and not self.structure_.fairness.passed):
-            raise FairnessViolationError(
-                f"{self.method} built a structure that fails the fairness check: "
-                f"{self.structure_.fairness.violations}"
-            )
-        self.ledger_ = ledger
-        self.split_ = split
+        started = time.monotonic()
+        self.measure(data, rng=rng, ledger=ledger, progress=report)
+        report("estimate", 0.4)
+        fit_time = None
+        if self.warm_start_ is not None and self.max_time_s is not None:
+            # AIM's time budget covers its final fit: whatever the rounds left of it.
+            fit_time = max(self.max_time_s - (time.monotonic() - started),
+                           MIN_FIT_SHARE * self.max_time_s)
+        self.model_ = fit_model(
+            self.one_way_, self.selected_, tol=self.tol, max_iters=self.max_iters,
+            warm_start=None if self.warm_start_ is None else self.warm_start_.potentials,
+            max_time_s=fit_time,
+            callback=lambda it, loss: report(
+                "estimate", 0.4 + 0.5 * min(it / self.max_iters, 1.0)))
         report("done", 1.0)
         return self
 
-    def _fit_tree(self, batches, *, split: BudgetSplit, rng, ledger, report) -> None:
+    def measure(self, data: DataLike | None = None, *, rng: np.random.Generator | StageRngs,
+                ledger: PrivacyLedger | None = None,
+                progress: Callable[[str, float], None] | None = None,
+                counter: Counter | None = None, rho: float | None = None) -> FairSynthesizer:
+        """Every private read and every noise draw of a fit; the rest is post-processing.
+
+        This is the one measurement chain of privfair's table releases: the table kind's
+        private stage (:mod:`privfair.release.table.private`) calls it with ``counter``
+        (counts from the staged codes, possibly on Dask) and ``rng`` as a function of the
+        stage name (``"one-way"``, ``"select"``, ``"measure"``, ``"aim"``), so each stage
+        has its own stream. ``rho`` overrides the ρ of (ε, δ) (a release that spent part of
+        its budget on DP domains measures with the rest).
+
+        Sets ``one_way_`` (the fitted one-way model), ``one_way_measurements_``,
+        ``structure_``, ``selected_`` (the further measurements), ``warm_start_`` (AIM's
+        last model, a warm start for the final fit; or None), ``ledger_``, ``split_`` and ``compression_``.
+        """
+        report = progress or (lambda stage, fraction: None)
+        stage_rng = rng if callable(rng) else (lambda stage: rng)
+        ledger = ledger or PrivacyLedger.from_epsilon_delta(epsilon=self.epsilon,
+                                                            delta=self.delta)
+        rho = zcdp_rho(epsilon=self.epsilon, delta=self.delta) if rho is None else rho
+        split = BudgetSplit.for_method(self.method, rho)
+        # Check the whole plan before touching the data.
+        ledger.check(split.one_way + split.select + split.measure)
+        if counter is None:
+            batches = as_batches(data)
+
+            def counter(cliques: Sequence[Clique]) -> Mapping[Clique, np.ndarray]:
+                return count_marginals(self.domain, list(cliques), batches())
+
+        report("count", 0.0)
+        self.warm_start_ = None
+        if self.method in AIM_METHODS:
+            self._measure_aim(counter, rho=split.one_way + split.select + split.measure,
+                              rng=stage_rng("aim"), ledger=ledger, report=report)
+        else:
+            self._measure_tree(counter, split=split, stage_rng=stage_rng, ledger=ledger,
+                               report=report)
+        self.ledger_ = ledger
+        self.split_ = split
+        return self
+
+    def _measure_tree(self, counter: Counter, *, split: BudgetSplit, stage_rng: StageRngs,
+                      ledger: PrivacyLedger, report: Callable[[str, float], None]) -> None:
         independent = self.method == INDEPENDENT
-        cliques = [(a,) for a in self.domain] + ([] if independent else all_pairs(self.domain))
-        tables = count_marginals(self.domain, cliques, batches())
+        tables = counter([(a,) for a in self.domain])
         report("measure one-way", 0.1)
+        rng = stage_rng("one-way")
         one_way = measure_one_way(tables, self.domain, rho=split.one_way, rng=rng,
                                   ledger=ledger, discrete=self.discrete_noise)
-        self.one_way_, _, self.tree_signal_ = one_way_with_fallback(
+        self.one_way_, self.one_way_measurements_, self.tree_signal_ = one_way_with_fallback(
             tables, self.domain, one_way,
             rho_tree=0.0 if independent or not self.small_n_fallback
             else split.select + split.measure,
             rng=rng, ledger=ledger, discrete=self.discrete_noise, compress=self.compress,
             threshold=self.compress_threshold, prior=self.prior)
+        del tables
         self.compression_ = self.one_way_.compression
-        if independent or self.tree_signal_.fallback:
+        if independent or self.tree_signal_.fallback:  # no pair is read, nothing charged
             self.structure_ = independent_structure(
                 self.domain.attributes, self.roles,
                 method=INDEPENDENT if independent else FALLBACK_METHOD)
             self.selected_ = []
-        else:
-            report("select structure", 0.2)
-            self.structure_ = select(tables, self.one_way_, self.roles, method=self.method,
-                                     rho=split.select, rng=rng, ledger=ledger,
-                                     max_search_nodes=self.max_search_nodes)
-            report("measure 2-way", 0.3)
-            self.selected_ = measure_selected(tables, self.one_way_, self.structure_,
-                                              rho=split.measure, rng=rng, ledger=ledger,
-                                              discrete=self.discrete_noise)
-        del tables
-        report("estimate", 0.4)
-        self.model_ = fit_model(
-            self.one_way_, self.selected_, tol=self.tol, max_iters=self.max_iters,
-            callback=lambda it, loss: report(
-                "estimate", 0.4 + 0.5 * min(it / self.max_iters, 1.0)),
-        )
+            return
+        report("select structure", 0.2)
+        pairs = counter(all_pairs(self.domain))
+        self.structure_ = select(pairs, self.one_way_, self.roles, method=self.method,
+                                 rho=split.select, rng=stage_rng("select"), ledger=ledger,
+                                 max_search_nodes=self.max_search_nodes)
+        self._check_fair()
+        report("measure 2-way", 0.3)
+        self.selected_ = measure_selected(pairs, self.one_way_, self.structure_,
+                                          rho=split.measure, rng=stage_rng("measure"),
+                                          ledger=ledger, discrete=self.discrete_noise)
 
-    def _fit_aim(self, batches, *, rho: float, rng, ledger, report) -> None:
-        tables = count_marginals(self.domain, candidate_cliques(self.domain), batches())
+    def _measure_aim(self, counter: Counter, *, rho: float, rng: np.random.Generator,
+                     ledger: PrivacyLedger, report: Callable[[str, float], None]) -> None:
+        tables = counter(candidate_cliques(self.domain))
         report("AIM rounds", 0.1)
         result = run_aim(tables, self.domain, rho=rho, rng=rng, ledger=ledger,
                          roles=self.roles, fair=self.method == "aim-fair",
-                         max_model_size_mb=self.max_model_size_mb, tol=self.tol,
-                         discrete=self.discrete_noise,
-                         final_max_iters=self.max_iters, max_time_s=self.max_time_s,
-                         progress=lambda fraction: report("AIM rounds", 0.1 + 0.85 * fraction))
+                         max_model_size_mb=self.max_model_size_mb, refit=False,
+                         discrete=self.discrete_noise, max_time_s=self.max_time_s,
+                         progress=lambda fraction: report("AIM rounds", 0.1 + 0.3 * fraction))
         del tables
-        self.model_ = result.model
+        initial = result.measurements[:result.n_initial]
+        self.one_way_measurements_ = list(initial)
+        self.one_way_ = fit_one_way(initial, self.domain, compress=False)
+        self.selected_ = list(result.measurements[result.n_initial:])
+        self.warm_start_ = result.model
         self.aim_rounds_ = result.rounds
         self.compression_ = Compression.identity(self.domain)
-        cliques = result.cliques
-        self.structure_ = SelectedStructure(
-            self.method, tuple(cliques),
-            check_fairness(self.domain.attributes, list(self.model_.potentials), self.roles))
+        self.structure_ = SelectedStructure(self.method, tuple(result.cliques), check_fairness(
+            self.domain.attributes, [m.clique for m in result.measurements], self.roles))
+        self._check_fair()
+
+    def _check_fair(self) -> None:
+        """A fair method's guarantee is checked on the structure it built, never assumed."""
+        if (self.require_fair and self.method in FAIR_METHODS
+                and not self.structure_.fairness.passed):
+            protected, outcome, path = self.structure_.fairness.violations[0]
+            raise FairnessViolationError(
+                f"method {self.method!r} built a model graph that fails the fairness check: "
+                f"{protected!r} reaches {outcome!r} through {' - '.join(path)} without an "
+                "admissible attribute; nothing is published")
 
     def sample(self, n_rows: int | None = None, *, rng: np.random.Generator,
                mode: str = "iid") -> pd.DataFrame:

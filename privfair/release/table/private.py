@@ -26,8 +26,6 @@ from privfair.release.table.plan import ReleaseInputError, ReleasePlan, open_col
 from privfair.store.artefacts import (
     FileRef,
     load_ledger,
-    load_one_way,
-    load_structure,
     save_ledger,
     save_measurements,
     save_model,
@@ -35,44 +33,13 @@ from privfair.store.artefacts import (
     save_structure,
     write_artefact,
 )
-from privfair.synth.measure import all_pairs, count_marginals, count_marginals_parquet
-from privfair.synth.structure import SelectedStructure, check_fairness
-from privfair.synth.synthesizer import (
-    FALLBACK_METHOD,
-    INDEPENDENT,
-    fell_back,
-    fit_one_way,
-    independent_structure,
-    one_way_with_fallback,
-)
-from privfair.synth.synthesizer import measure_one_way as _measure_one_way
-from privfair.synth.synthesizer import measure_selected as _measure_selected
-from privfair.synth.synthesizer import select as _select
+from privfair.synth.measure import count_marginals, count_marginals_parquet
+from privfair.synth.synthesizer import FairSynthesizer
 
 log = logging.getLogger(__name__)
 
 
 # --- private side: measurements -------------------------------------------------------------
-
-
-def refuse_unfair(structure: SelectedStructure) -> SelectedStructure:
-    """A fair method's guarantee is checked on the structure it built, never assumed.
-
-    Raises
-    ------
-    FairnessViolationError
-        If ``structure.method`` is a fair method and its graph fails the check.
-    """
-    from privfair.core.errors import FairnessViolationError
-    from privfair.synth.synthesizer import FAIR_METHODS
-
-    if structure.method in FAIR_METHODS and not structure.fairness.passed:
-        protected, outcome, path = structure.fairness.violations[0]
-        raise FairnessViolationError(
-            f"method {structure.method!r} built a model graph that fails the fairness check: "
-            f"{protected!r} reaches {outcome!r} through {' - '.join(path)} without an "
-            "admissible attribute; nothing is published")
-    return structure
 
 
 def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
@@ -190,113 +157,34 @@ def dask_client(address: str | None, *, scratch: str | Path | None = None) -> It
 _CLUSTERS: dict[str, Any] = {}
 
 
-def measure_one_way(codes: FileRef, contract: Contract,
-                    ledger: FileRef, artefacts: str | Path, *, rho: float, seed: int | None,
-                    discrete: bool = False, batch_size: int = 200_000,
-                    engine: str = "local", dask_address: str | None = None
-                    ) -> tuple[FileRef, FileRef]:
-    """Count and measure every one-way marginal; returns (one-way artefact, ledger).
+def measure_table(codes: FileRef, contract: Contract, ledger: FileRef,
+                  artefacts: str | Path, *, method: str, epsilon: float, delta: float,
+                  rho: float, seed: int | None, discrete: bool = False,
+                  batch_size: int = 200_000, engine: str = "local",
+                  dask_address: str | None = None, max_time_s: float | None = None,
+                  progress: Callable[[str, float], None] | None = None,
+                  ) -> dict[str, FileRef | None]:
+    """Every measurement of a table release, through :meth:`FairSynthesizer.measure`.
 
-    The ρ this release keeps for the tree (the ledger's remainder) goes to the one-way
-    marginals too when the noisy total is too small for 2-way marginals to carry signal
-    (:func:`privfair.synth.synthesizer.tree_signal`); :func:`select` then sees the fallback in
-    the ledger and selects no pair.
+    The library's estimator is the one chain: this stage gives it the staged codes (counted
+    here, or per row group on Dask) and one generator per measurement stage, and saves what it
+    measured as post-noise artefacts: ``one_way``, ``structure``, ``selected`` (the further
+    measurements), ``ledger`` and, for AIM, ``warm_start`` (its last model).
     """
     domain = contract.domain()
     book = load_ledger(ledger)
-    book.check(rho)
-    rest = max(book.remaining - rho, 0.0)
-    tables = count_codes(domain, [(a,) for a in domain], codes, batch_size=batch_size,
-                         engine=engine, dask_address=dask_address,
-                         scratch=Path(artefacts).parent)
-    rng = stage_rng(seed, "one-way")
-    noisy = _measure_one_way(tables, domain, rho=rho, rng=rng, ledger=book, discrete=discrete)
-    model, noisy, _ = one_way_with_fallback(tables, domain, noisy, rho_tree=rest, rng=rng,
-                                            ledger=book, discrete=discrete,
-                                            prior=contract.priors())
-    del tables
-    return save_one_way(model, noisy, artefacts), save_ledger(book, artefacts)
+    synth = FairSynthesizer(domain=domain, roles=contract.roles(), epsilon=epsilon,
+                            delta=delta, method=method, discrete_noise=discrete,
+                            prior=contract.priors(), max_time_s=max_time_s)
 
+    def counter(cliques: Sequence[Clique]) -> dict[Clique, np.ndarray]:
+        return count_codes(domain, list(cliques), codes, batch_size=batch_size, engine=engine,
+                           dask_address=dask_address, scratch=Path(artefacts).parent)
 
-def select(codes: FileRef, contract: Contract,
-           one_way: FileRef, ledger: FileRef, artefacts: str | Path, *, method: str,
-           rho: float, seed: int | None, max_search_nodes: int = 200_000,
-           batch_size: int = 200_000, engine: str = "local",
-           dask_address: str | None = None) -> tuple[FileRef, FileRef]:
-    """DP structure selection over all pairs; returns (structure, ledger)."""
-    domain, roles = contract.domain(), contract.roles()
-    book = load_ledger(ledger)
-    if method == INDEPENDENT or fell_back(book):  # no pair is read, nothing charged
-        return save_structure(independent_structure(
-            domain.attributes, roles, method=INDEPENDENT if method == INDEPENDENT
-            else FALLBACK_METHOD), artefacts), ledger
-    book.check(rho)
-    model = load_one_way(one_way)
-    tables = count_codes(domain, all_pairs(domain), codes, batch_size=batch_size,
-                         engine=engine, dask_address=dask_address,
-                         scratch=Path(artefacts).parent)
-    structure = refuse_unfair(_select(tables, model, roles, method=method, rho=rho,
-                                      rng=stage_rng(seed, "select"), ledger=book,
-                                      max_search_nodes=max_search_nodes))
-    del tables
-    return save_structure(structure, artefacts), save_ledger(book, artefacts)
-
-
-def measure_selected(codes: FileRef, contract: Contract,
-                     one_way: FileRef, structure: FileRef, ledger: FileRef,
-                     artefacts: str | Path, *, rho: float, seed: int | None,
-                     discrete: bool = False, batch_size: int = 200_000,
-                     engine: str = "local", dask_address: str | None = None
-                     ) -> tuple[FileRef, FileRef]:
-    """Measure the selected 2-way marginals; returns (measurements, ledger)."""
-    domain = contract.domain()
-    tree = load_structure(structure)
-    if not tree.cliques:  # the independence baseline: no pair to measure, nothing charged
-        return save_measurements([], artefacts), ledger
-    book = load_ledger(ledger)
-    book.check(rho)
-    model = load_one_way(one_way)
-    tables = count_codes(domain, tree.cliques, codes, batch_size=batch_size, engine=engine,
-                         dask_address=dask_address, scratch=Path(artefacts).parent)
-    noisy = _measure_selected(tables, model, tree, rho=rho, rng=stage_rng(seed, "measure"),
-                              ledger=book, discrete=discrete)
-    del tables
-    return save_measurements(noisy, artefacts), save_ledger(book, artefacts)
-
-
-def fit_aim(codes: FileRef, contract: Contract,
-            ledger: FileRef, artefacts: str | Path, *, method: str, rho: float,
-            seed: int | None, discrete: bool = False, max_model_size_mb: float = 80.0,
-            batch_size: int = 200_000, progress: Callable[[float], None] | None = None,
-            max_time_s: float | None = None, engine: str = "local",
-            dask_address: str | None = None, return_model: bool = False,
-            ) -> tuple[FileRef, ...]:
-    """AIM (or fair AIM) with the whole budget: selection and measurement interleave.
-
-    Returns the same artefacts as the tree path, so estimation and sampling are shared:
-    (initial one-way measurements, structure, round measurements, ledger); with
-    ``return_model`` also the last round's model (post-noise), a warm start that spares the
-    final fit most of its iterations. ``max_time_s`` bounds the rounds and leaves
-    :data:`privfair.synth.aim.FINAL_FIT_SHARE` of it to that final fit.
-    """
-    from privfair.synth.aim import candidate_cliques, run_aim
-
-    domain, roles = contract.domain(), contract.roles()
-    book = load_ledger(ledger)
-    book.check(rho)
-    tables = count_codes(domain, candidate_cliques(domain), codes, batch_size=batch_size,
-                         engine=engine, dask_address=dask_address,
-                         scratch=Path(artefacts).parent)
-    result = run_aim(tables, domain, rho=rho, rng=stage_rng(seed, "aim"), ledger=book,
-                     roles=roles, fair=method == "aim-fair", max_model_size_mb=max_model_size_mb,
-                     refit=False, discrete=discrete, progress=progress,
-                     max_time_s=max_time_s)
-    del tables
-    initial = result.measurements[:result.n_initial]
-    rounds = result.measurements[result.n_initial:]
-    one_way = fit_one_way(initial, domain, compress=False)
-    structure = refuse_unfair(SelectedStructure(method, tuple(result.cliques), check_fairness(
-        domain.attributes, [m.clique for m in result.measurements], roles)))
-    refs = (save_one_way(one_way, initial, artefacts), save_structure(structure, artefacts),
-            save_measurements(rounds, artefacts), save_ledger(book, artefacts))
-    return (*refs, save_model(result.model, artefacts)) if return_model else refs
+    synth.measure(rng=lambda stage: stage_rng(seed, stage), ledger=book, counter=counter,
+                  rho=rho, progress=progress)
+    warm = save_model(synth.warm_start_, artefacts) if synth.warm_start_ is not None else None
+    return {"one_way": save_one_way(synth.one_way_, synth.one_way_measurements_, artefacts),
+            "structure": save_structure(synth.structure_, artefacts),
+            "selected": save_measurements(synth.selected_, artefacts),
+            "ledger": save_ledger(book, artefacts), "warm_start": warm}
