@@ -226,13 +226,6 @@ def read_private(plan: Any) -> pd.DataFrame:
     return frame
 
 
-def seeded_rng(seed: int | None, key: int) -> np.random.Generator:
-    """A generator of spawn key ``key`` (kinds not yet on the protocol)."""
-    if seed is None:
-        return np.random.default_rng()
-    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(key,)))
-
-
 def holdout_mask(rng: np.random.Generator, n: int, holdout: float) -> np.ndarray:
     """Which rows are held out: each independently with probability ``holdout`` (adding a
     person never moves another one between training and held-out rows); none at 0."""
@@ -261,6 +254,9 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
     x = plan.encoding.transform(frame, plan.contract)
     y, groups = plan.encoding.labels_and_groups(frame, plan.contract)
     del frame
+    if not len(x) == len(y) == len(groups):  # encoding must keep or drop whole rows
+        raise ModelReleaseError("the encoded features, labels and groups have different "
+                                "numbers of rows; nothing was drawn")
     held = holdout_mask(context.rng("split"), len(x), plan.params.holdout)
     staging = context.workspace.staging
     rows = {}
