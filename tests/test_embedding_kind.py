@@ -117,6 +117,24 @@ def test_self_loops_and_repeated_edges_are_read_as_a_simple_graph(tmp_path, caps
     assert _embed(tmp_path / "store", "--data", str(data)) == 0
 
 
+@pytest.mark.parametrize(("name", "value"), [
+    ("epsilon", "1e300"), ("epsilon", "1e-300"), ("epsilon", "nan"), ("delta", "5e-324"),
+    ("delta", "1"), ("dim", "0"), ("regularization", "0"), ("out", "rel*")])
+def test_bad_numbers_are_refused_in_one_line_before_anything(tmp_path, capsys, name, value):
+    flag = "--" + name.replace("_", "-")
+    args = ["embed", "--contract", str(EXAMPLE), "--epsilon", "1", "--no-prefect",
+            "--out", str(tmp_path / "store"), "--work-dir", str(tmp_path / "work")]
+    if flag in args:
+        args[args.index(flag) + 1] = value
+    else:
+        args += [flag, value]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"invalid {name}" in err[0], err
+    assert not (tmp_path / "store").exists()
+    assert read_lifetime_ledger(None, load_contract(EXAMPLE)).entries == []
+
+
 @pytest.mark.prefect
 def test_embed_flow_publishes(prefect_harness, tmp_path):
     from flows.kinds import FLOWS

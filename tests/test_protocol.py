@@ -210,7 +210,9 @@ BAD_NUMBERS = [("epsilon", "1e-300"), ("epsilon", "1e300"), ("epsilon", "nan"),
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.command)
 def test_bad_numbers_and_paths_are_refused_in_one_line(family, name, value, toy_contract,
                                                        toy_parquet, tmp_path, capsys):
-    kind = next(k for k in family.kinds if k.name in CASES)
+    kind = next((k for k in family.kinds if k.name in CASES), None)
+    if kind is None:  # no request on the toy data (embed: tests/test_embedding_kind.py)
+        pytest.skip(f"no toy case for {family.command}")
     params = {**request_for(kind, toy_contract, toy_parquet, tmp_path), name: value}
     code = main([*cli_args(kind, params), "--no-prefect"])
     err = capsys.readouterr().err.strip().splitlines()
