@@ -143,7 +143,7 @@ def timed(command: list[str], env: dict[str, str]) -> dict:
 #: What the Prefect-path profile reports: (label, file suffix, function).
 _PHASES = (
     ("privfair command (cli main)", "/privfair/cli.py", "main"),
-    ("import flows.release (prefect, tasks)", "/flows/release.py", "<module>"),
+    ("import flows.kinds (prefect, tasks)", "/flows/kinds.py", "<module>"),
     ("import prefect", "/prefect/__init__.py", "<module>"),
     ("import prefect.server.api.server (ephemeral only)", "/prefect/server/api/server.py",
      "<module>"),
@@ -151,7 +151,7 @@ _PHASES = (
     ("wait for Prefect's temporary server", "/prefect/server/api/server.py", "start"),
     ("wait for privfair's temporary server", "/flows/temporary_server.py", "wait"),
     ("flow run (engine + body)", "/prefect/flow_engine.py", "run_flow"),
-    ("flow body", "/flows/release.py", "_release"),
+    ("flow body", "/flows/kinds.py", "body"),
     ("task runs (engine + functions)", "/prefect/task_engine.py", "run_task_sync"),
     ("task functions", "/prefect/task_engine.py", "call_task_fn"),
 )
@@ -176,7 +176,7 @@ def profile(case: str, table: Path, work: Path, env: dict[str, str]) -> dict:
             stages[func] = max(stages.get(func, 0.0), cum)
     phases = {label: round(_cum(rows, suffix, func), 3) for label, suffix, func in _PHASES}
     if phases["task runs (engine + functions)"]:
-        phases["task engine overhead (13 tasks)"] = round(
+        phases["task engine overhead (one task per stage)"] = round(
             phases["task runs (engine + functions)"] - phases["task functions"], 3)
         phases["flow engine overhead"] = round(
             phases["flow run (engine + body)"] - phases["flow body"], 3)

@@ -1,7 +1,8 @@
 """Notify on failed or budget-refused releases: a notification block + a Prefect automation.
 
-The release flow's ``on_failure``/``on_crashed`` hook (``tasks/ops.py``) emits one event per
-failed run: ``privfair.release.refused`` (bad input, exhausted lifetime budget, broken
+Every publishing flow's ``on_failure``/``on_crashed`` hook (``privfair-release``,
+``privfair-train``, ... of ``flows/kinds.py``; ``tasks/ops.py``) emits one event per failed
+run: ``privfair.release.refused`` (bad input, exhausted lifetime budget, broken
 contract) or ``privfair.release.failed`` (anything else), with a public one-line message
 (refusals name parameters and columns, never values; other failures give only the error
 type). This script creates the automation ``privfair-release-alert`` that sends every such

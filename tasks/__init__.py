@@ -1,10 +1,10 @@
-"""Thin Prefect tasks around :mod:`privfair.release` (the library never imports Prefect).
+"""Thin Prefect layer around :mod:`privfair.release` (the library never imports Prefect).
 
-* :mod:`tasks.private` — stages that read the private data or true counts. They take and
-  return only file references (path + sha256) or post-noise artefacts, never persist a result
-  (``persist_result=False``) and never cache (``NO_CACHE``).
-* :mod:`tasks.post_noise` — stages after the last measurement. ``estimate`` and ``sample``
-  cache on ``INPUTS + TASK_SOURCE``: their inputs are content-addressed post-noise artefacts.
-* :mod:`tasks.public` — preflight and publish; only ``load`` and ``publish`` retry, and only on
-  I/O errors.
+* :mod:`tasks.stages` — the Prefect driver of the release protocol: every stage of every
+  release kind runs as a task that never retries, caches or persists a result
+  (``retries=0``, ``NO_CACHE``, ``persist_result=False``); stages pass file references and
+  post-noise values only.
+* :mod:`tasks.ops` — refusals as one line, failure events, the per-dataset concurrency slot,
+  the run record and the release's artifacts.
+* :mod:`tasks.evaluate` — the evaluation grid's cell tasks.
 """

@@ -1,7 +1,7 @@
 """Evaluation tasks: one grid cell, and the output folder.
 
 Evaluation reads the real data, so these tasks never persist a result and never cache
-(``persist_result=False``, ``NO_CACHE``), like :mod:`tasks.private`. A cell task takes only
+(``persist_result=False``, ``NO_CACHE``), like :mod:`tasks.stages`. A cell task takes only
 the dataset *name* and loads the split itself (once per process), so it runs the same on the
 thread pool and on Dask workers without shipping data frames around.
 """

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -42,21 +43,29 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-#: The flow whose refusals the filter shortens (other flows in one process keep theirs).
+#: The table release's flow; every publishing command has one (``privfair-<command>``).
 RELEASE_FLOW = "privfair-release"
+
+
+def release_flow_names() -> frozenset[str]:
+    """The flows whose refusals the filter shortens: one per publishing command (other
+    flows in one process, such as ``privfair-evaluate``, keep theirs)."""
+    kinds = sys.modules.get("privfair.release.kinds")  # loaded wherever a release flow runs
+    return frozenset({RELEASE_FLOW, *(f.flow_name for f in getattr(kinds, "FAMILIES", ()))})
 
 
 class RefusalTracebackFilter(logging.Filter):
     """Drop engine ERROR records that repeat a refusal; the failure hook logs one line.
 
-    Only records of release runs: their ``flow_name`` is the release flow's, or unknown for
+    Only records of release runs: their ``flow_name`` is a publishing flow's, or unknown for
     the process-level records of a served or worker run (one flow run per process).
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, "privfair_refusal", False):
             return True
-        if getattr(record, "flow_name", "<unknown>") not in (RELEASE_FLOW, "<unknown>"):
+        flow_name = getattr(record, "flow_name", "<unknown>")
+        if flow_name != "<unknown>" and flow_name not in release_flow_names():
             return True
         exc = record.exc_info[1] if record.exc_info else None
         if is_refusal(exc):

@@ -1,15 +1,23 @@
-"""The Prefect flow and tasks. Only a few flow runs, through one session-scoped harness."""
+"""The Prefect flows of the release protocol (``flows/kinds.py``, ``tasks/stages.py``).
+
+Static checks of every flow and every stage task need no server; the few flow runs share the
+session-scoped harness.
+"""
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
+import os
+import re
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 from conftest import SECRET_PREFIX
+from kind_cases import CASES
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -17,69 +25,73 @@ if str(ROOT) not in sys.path:
 
 from prefect.cache_policies import NO_CACHE  # noqa: E402
 
-from flows.release import release, run_local  # noqa: E402
+from flows.kinds import FLOWS, release, run_local  # noqa: E402
 from privfair.cli import main  # noqa: E402
-from privfair.release.table import post_noise as post_noise_lib  # noqa: E402
+from privfair.release import protocol  # noqa: E402
+from privfair.release.kinds import KINDS  # noqa: E402
+from privfair.release.table import kind as table_kind  # noqa: E402
 from privfair.release.table.plan import ReleaseInputError, ReleaseParams  # noqa: E402
-from privfair.store.artefacts import FileRef, StoreError  # noqa: E402
 from privfair.store.registry import list_releases  # noqa: E402
-from tasks import post_noise, private, public  # noqa: E402
+from tasks import ops  # noqa: E402
+from tasks.stages import _stage_task  # noqa: E402
+
+#: The kinds with a small request in kind_cases.py (a new kind adds one there).
+COVERED = [kind for kind in KINDS if kind.name in CASES]
 
 
 def params(contract, data, tmp_path, **kw) -> ReleaseParams:
     base = {"contract": str(contract), "data": str(data), "epsilon": 1.0, "delta": 1e-9,
-            "method": "prefair-greedy", "seed": 5, "insecure_seed": True, "out": str(tmp_path / "releases"),
-            "work_dir": str(tmp_path / "work")}
+            "method": "prefair-greedy", "seed": 5, "insecure_seed": True,
+            "out": str(tmp_path / "releases"), "work_dir": str(tmp_path / "work")}
     base.update(kw)
     return ReleaseParams(**base)
 
 
-def test_task_policies_keep_private_results_out_of_storage():
-    """Static: private tasks never persist or cache; only estimate/sample cache."""
-    for t in (private.load, private.validate_input, private.discretize,
-              private.measure_one_way, private.select, private.measure_selected,
-              public.preflight, public.publish, post_noise.fairness_transform,
-              post_noise.validate_output):
-        assert t.persist_result is False, t.name
-        assert t.cache_policy is NO_CACHE, t.name
-    for t in (post_noise.estimate, post_noise.sample):
-        assert t.persist_result is True
-        assert {type(p).__name__ for p in t.cache_policy.policies} == {"Inputs", "TaskSource"}
-    assert private.load.retries == 2 and public.publish.retries == 2
-    assert all(t.retries == 0 for t in (private.discretize, private.select,
-                                        post_noise.estimate, post_noise.sample))
+@pytest.mark.parametrize("kind", COVERED, ids=lambda k: k.name)
+def test_stage_tasks_never_retry_cache_or_persist(kind, toy_contract, toy_parquet, tmp_path):
+    """Every stage of every kind, as the Prefect driver runs it: a retry of a private stage
+    would be a second, charged run, and no stage result may land in result storage."""
+    case = CASES[kind.name]
+    planned = protocol.plan_release(kind, case.params(toy_contract, toy_parquet, tmp_path))
+    stages = kind.stages(planned.plan)
+    assert stages and any(s.private for s in stages) and any(s.noise for s in stages)
+    for stage in stages:
+        t = _stage_task(stage)
+        assert t.retries == 0, stage.name
+        assert t.persist_result is False, stage.name
+        assert t.cache_policy is NO_CACHE, stage.name
+        assert t.name == stage.name.replace(" ", "-")
 
 
-def test_only_io_errors_are_retried():
-    from types import SimpleNamespace
-
-    from tasks._common import retry_on_io_error
-
-    def state(exc):
-        return SimpleNamespace(data=exc)
-
-    assert retry_on_io_error(None, None, state(OSError("disk hiccup")))
-    assert not retry_on_io_error(None, None, state(ReleaseInputError("missing column")))
-    assert not retry_on_io_error(None, None, state(StoreError("store is a file")))
-    assert not retry_on_io_error(None, None, state(RuntimeError("bug")))
-
-
-def test_release_params_schema_renders_a_form():
+def test_release_form_is_flat_and_renders():
     """Flat parameters: the operator's choices only; no seed, no internal settings."""
     fields = release.parameters.model_dump()["properties"]
     assert set(fields) >= {"contract", "data", "epsilon", "delta", "method", "n_rows",
                            "sample_mode", "out", "discrete_noise", "fairness_transform", "eta",
                            "discrimination", "distortion", "max_time_s", "engine",
                            "dask_address", "data_docs"}
-    assert not set(fields) & {"seed", "work_dir", "batch_size", "max_iters"}
+    assert not set(fields) & {"seed", "insecure_seed", "work_dir", "batch_size", "max_iters"}
     assert {"mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair"} <= set(
         fields["method"]["enum"])
     assert fields["fairness_transform"]["enum"] == ["none", "tot"]
-    assert fields["epsilon"]["exclusiveMinimum"] == 0
     assert "ε" in fields["epsilon"]["description"]
     assert fields["engine"]["enum"] == ["local", "dask"]
     assert fields["data_docs"]["default"] is False  # GX Data Docs are opt-in
     assert "time budget" in fields["max_time_s"]["description"]
+
+
+@pytest.mark.parametrize("command", sorted(FLOWS))
+def test_every_form_is_flat_described_and_seedless(command):
+    flow = FLOWS[command]
+    schema = flow.parameters.model_dump()
+    fields = schema["properties"]
+    assert fields and not set(fields) & {"seed", "insecure_seed", "work_dir"}
+    for name, field in fields.items():
+        assert field.get("description"), f"{command}: {name} has no description"
+        # flat: scalars, choices and lists of scalars only (the UI renders them as inputs)
+        assert "$ref" not in json.dumps(field) and "allOf" not in field, (command, name)
+    assert schema.get("definitions", {}) == {}
+    assert flow.description
 
 
 def test_deployments_expose_the_aim_time_budget():
@@ -95,23 +107,22 @@ def test_deployments_expose_the_aim_time_budget():
     spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
     declared = {d["name"]: d.get("parameters", {}) for d in spec["deployments"]}
     assert set(served) == set(declared) == {"monthly-adult", "ad-hoc"}
+    assert {d["entrypoint"] for d in spec["deployments"]} == {"flows/kinds.py:release"}
     for name, deployment in served.items():
+        assert deployment.flow_name == "privfair-release"
         assert deployment.parameters["max_time_s"] == AIM_TIME_BUDGET_S
         assert declared[name]["max_time_s"] == AIM_TIME_BUDGET_S
         schema = deployment._parameter_openapi_schema.model_dump()["properties"]
         assert {"max_time_s", "engine", "dask_address"} <= set(schema)
+        assert "seed" not in schema
 
 
-def _decode_results(folder: Path) -> list[tuple[bytes, object]]:
-    import cloudpickle
+def _prefect_files() -> list[Path]:
+    """Every file Prefect wrote as results (the default local storage and the home)."""
+    from prefect.settings import PREFECT_HOME, PREFECT_LOCAL_STORAGE_PATH
 
-    out = []
-    for path in folder.rglob("*"):
-        if path.is_file():
-            raw = path.read_bytes()
-            payload = json.loads(raw)
-            out.append((raw, cloudpickle.loads(base64.b64decode(payload["result"]))))
-    return out
+    roots = {Path(PREFECT_LOCAL_STORAGE_PATH.value()), Path(PREFECT_HOME.value()) / "storage"}
+    return [p for root in roots if root.exists() for p in root.rglob("*") if p.is_file()]
 
 
 @pytest.mark.prefect
@@ -122,13 +133,18 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     caplog.set_level(logging.INFO, logger="prefect.flow_runs")
-    final = Path(run_local(params(toy_contract, toy_parquet, tmp_path, data_docs=True)))
+    before = set(_prefect_files())
+    final = Path(run_local(params(toy_contract, toy_parquet, tmp_path, data_docs=True),
+                           command="release"))
     assert final == tmp_path / "releases" / "toy" / "v1"
     assert (final / "synthetic.parquet").is_file()
-    # stage logs in public terms
+    # stage logs in public terms: the stages, each mechanism's ρ and σ, the release folder
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "prefect.flow_runs")
-    assert "charged ρ = " in text and "σ = " in text and "selected 5 cliques" in text
-    assert "sampled " in text and " synthetic rows" in text
+    assert "stage load (private: reads the data)" in text
+    assert re.search(r"^stage [\w -]+ \(private: reads the data\), draws noise$", text, re.M)
+    assert "charged ρ = " in text and "σ = " in text and "over " in text
+    assert f"published {final}" in text
+    assert SECRET_PREFIX not in text
     # opted in: GX suites beside the contract fingerprint, output Data Docs linked from the
     # report
     manifest = json.loads((final / "manifest.json").read_text())
@@ -142,14 +158,21 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
     assert f"href='{output['data_docs']}'" in (final / "report.html").read_text()
     # the run is recorded in the manifest and the catalog; the seed is no flow parameter
     run = manifest["orchestrator"]
+    assert run["name"] == "prefect"
     assert json.loads(list_releases(tmp_path / "releases")[0]["orchestrator"]) == run
     with get_client(sync_client=True) as client:
         flow_run = client.read_flow_run(run["flow_run_id"])
         limit = client.read_global_concurrency_limit_by_name("privfair-release-toy")
-    assert flow_run.name == run["flow_run_name"] and "seed" not in flow_run.parameters
+        tasks = client.read_task_runs()
+    assert flow_run.name == run["flow_run_name"]
+    assert not {"seed", "insecure_seed", "work_dir"} & set(flow_run.parameters)
     assert flow_run.parameters["epsilon"] == 1.0 and limit.limit == 1
-    # the CLI runs the same flow; the same seed and data reuse the cached estimate and sample
-    # (in another registry and store: one registry refuses a second release of a seed)
+    assert limit.active_slots == 0  # released
+    names = {t.name.rsplit("-", 1)[0] for t in tasks if t.flow_run_id == flow_run.id}
+    assert {"load", "discretize", "estimate", "sample", "validate-output"} <= names
+    assert all(t.state.is_completed() for t in tasks if t.flow_run_id == flow_run.id)
+    # the CLI runs the same flow (in another registry and store: one registry refuses a
+    # second release of a seed) and publishes the same table
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry-2"))
     code = main(["release", "--contract", str(toy_contract), "--data", str(toy_parquet),
                  "--epsilon", "1", "--delta", "1e-9", "--method", "prefair-greedy", "--seed",
@@ -157,42 +180,40 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
                  str(tmp_path / "work")])
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert out.strip().splitlines()[-1] == str(tmp_path / "releases-2" / "toy" / "v1")
+    again = tmp_path / "releases-2" / "toy" / "v1"
+    assert out.strip().splitlines()[-1] == str(again)
     assert [r["version"] for r in list_releases(tmp_path / "releases-2")] == ["v1"]
+    assert (again / "synthetic.parquet").read_bytes() == (
+        final / "synthetic.parquet").read_bytes()
 
+    # result storage stays clean: no stage persists a result; the private staging is gone
     work = tmp_path / "work"
-    results = work / "prefect-results"
-    assert results.stat().st_mode & 0o777 == 0o700
-    decoded = _decode_results(results)
-    assert len(decoded) == 2  # estimate + sample, nothing from the private side
+    assert set(_prefect_files()) == before
+    assert not (work / "prefect-results").exists() or not any(
+        p.is_file() for p in (work / "prefect-results").rglob("*"))
+    assert list((work / "staging").iterdir()) == []
     true_counts = [json.dumps(toy_frame[c].value_counts().sort_index().tolist())
                    for c in ("sex", "race", "edu", "income")]
-    for raw, value in decoded:
-        assert isinstance(value, FileRef)
-        assert Path(value.path).parent == work / "artefacts"
-        for needle in (SECRET_PREFIX, "PAR1", "staging", "codes.parquet", str(toy_parquet)):
-            assert needle.encode() not in raw and needle not in value.path
-        for counts in true_counts:
-            assert counts.encode() not in raw
-    assert list((work / "staging").iterdir()) == []
+    for path in [*work.rglob("*"), *Path(os.environ["PREFECT_HOME"]).rglob("*")]:
+        if path.is_file() and path.suffix not in (".db", ".db-wal", ".db-shm"):
+            raw = path.read_bytes()
+            assert SECRET_PREFIX.encode() not in raw, path
+            assert not any(c.encode() in raw for c in true_counts), path
 
     with get_client(sync_client=True) as client:
         artifacts = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
-            any_=["privfair-release", "privfair-release-ledger"])))
-        progress = [a for a in client.read_artifacts() if a.type == "progress"]
-        link = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(
-            any_=["privfair-release-report"])))
-    assert any(a.data.endswith(f"({(final / 'report.html').as_uri()})") for a in link)
-    kinds = {a.key: a for a in artifacts}
-    assert "Guarantee" in kinds["privfair-release"].data
-    assert "| Item | Value |" in kinds["privfair-release"].data
-    assert "Fairness check | passed" in kinds["privfair-release"].data
-    table = kinds["privfair-release-ledger"].data
+            any_=["privfair-release", "privfair-release-ledger", "privfair-release-link"])))
+        progress = [a for a in client.read_artifacts() if a.type == "progress"
+                    and a.flow_run_id == flow_run.id]
+    mine = {a.key: a for a in artifacts if a.flow_run_id == flow_run.id}
+    assert set(mine) == {"privfair-release", "privfair-release-ledger", "privfair-release-link"}
+    assert "toy v1" in mine["privfair-release"].data
+    assert mine["privfair-release-link"].data.endswith(f"({(final / 'report.html').as_uri()})")
+    table = mine["privfair-release-ledger"].data
     table = json.loads(table) if isinstance(table, str) else table
-    assert table[-1]["step"] == "total"
-    assert all(len(r["rho"].replace(".", "").lstrip("0").split("e")[0]) <= 4 for r in table)
-    assert int(table[-1]["queries"]) == sum(int(r["queries"]) for r in table[:-1]) > 0
-    assert progress and any(float(a.data) == 100.0 for a in progress)
+    assert [r["name"] for r in table] == [e["name"] for e in manifest["ledger"]]
+    assert all(r["rho"] > 0 for r in table)
+    assert progress and float(progress[0].data) == 100.0
 
 
 @pytest.mark.prefect
@@ -208,25 +229,77 @@ def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_
         raise Injected("injected in sample")
 
     with monkeypatch.context() as m:
-        m.setattr(post_noise_lib, "sample", boom)
-        with pytest.raises(Injected):
-            run_local(params(toy_contract, toy_parquet, tmp_path))
-    assert store_snapshot(store) == {}
+        m.setattr(table_kind, "sample", boom)
+        with pytest.raises(Injected) as info:
+            run_local(params(toy_contract, toy_parquet, tmp_path), command="release")
+    assert any("stays charged" in note for note in getattr(info.value, "__notes__", []))
+    assert not any(p.is_dir() and p.name[1:].isdigit() for p in store.rglob("v*"))
     assert list((tmp_path / "work" / "staging").iterdir()) == []
-    assert Path(run_local(params(toy_contract, toy_parquet, tmp_path))).name == "v1"
+    assert Path(run_local(params(toy_contract, toy_parquet, tmp_path),
+                          command="release")).name == "v1"
 
     before = store_snapshot(store)
     bad = tmp_path / "bad.parquet"
     toy_frame.drop(columns=["income"]).to_parquet(bad, index=False)
     caplog.clear()
     with pytest.raises(ReleaseInputError, match=r"missing column\(s\) \['income'\]"):
-        run_local(params(toy_contract, bad, tmp_path, seed=None))
+        run_local(params(toy_contract, bad, tmp_path, seed=None, insecure_seed=False),
+                  command="release")
     assert store_snapshot(store) == before
     # a refusal is one ERROR line, without a traceback
     errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
     refused = [r for r in errors if "release refused: ReleaseInputError" in r.getMessage()]
     assert len(refused) == 1, [r.getMessage() for r in errors]
     assert not any(r.exc_info or "Traceback" in r.getMessage() for r in errors)
+
+
+@pytest.mark.prefect
+@pytest.mark.parametrize("command", sorted({k.command for k in COVERED}))
+def test_every_flow_refuses_in_one_line(prefect_harness, command, toy_contract, toy_parquet,
+                                        tmp_path, caplog, store_snapshot):
+    """A request missing a column the kind reads: refused before any read, one ERROR line."""
+    from kind_cases import without_column
+
+    from privfair.release.kinds import family
+
+    kind = next(k for k in family(command).kinds if k.name in CASES)
+    case = CASES[kind.name]
+    bad = without_column(toy_parquet, case.column, tmp_path)
+    options = family(command).params.model_validate(case.params(toy_contract, bad, tmp_path))
+    caplog.clear()
+    with pytest.raises(ReleaseInputError) as info:
+        run_local(options, command=command)
+    assert "\n" not in str(info.value) and case.column in str(info.value)
+    assert store_snapshot(tmp_path / "releases") == {}
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    refused = [r for r in errors if "release refused: " in r.getMessage()]
+    assert len(refused) == 1, [r.getMessage() for r in errors]
+    assert not any(r.exc_info or "Traceback" in r.getMessage() for r in errors)
+
+
+@pytest.mark.prefect
+def test_dataset_slot_is_held_and_waiting_is_logged(prefect_harness):
+    """Two runs of one dataset queue on its one-slot limit; the second says it waits."""
+    lines: list[str] = []
+    order: list[str] = []
+
+    def second() -> None:
+        with ops.dataset_slot("slot-test", log=lines.append):
+            order.append("second holds")
+
+    with ops.dataset_slot("slot-test", log=lines.append):
+        assert lines == []
+        waiter = threading.Thread(target=second)
+        waiter.start()
+        deadline = time.monotonic() + 30
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
+        order.append("first releases")
+    waiter.join(60)
+    assert order == ["first releases", "second holds"]
+    assert lines == ["waiting for concurrency slot 'privfair-release-slot-test': another "
+                     "release of 'slot-test' holds it"]
 
 
 @pytest.mark.prefect
@@ -237,16 +310,15 @@ def test_flow_parameter_max_time_s_reaches_the_aim_rounds(prefect_harness, toy_c
     from prefect.client.orchestration import get_client
 
     from privfair.core.accounting import zcdp_rho
-    from privfair.release.table import post_noise as lib
 
     fits = []
-    original = lib.estimate
+    original = table_kind.estimate
 
     def recording(*args, **kwargs):
         fits.append(kwargs)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(lib, "estimate", recording)
+    monkeypatch.setattr(table_kind, "estimate", recording)
     monkeypatch.setenv("PRIVFAIR_WORK_DIR", str(tmp_path / "work"))
     final = Path(release(contract=str(toy_contract), data=str(toy_parquet), epsilon=1.0,
                          delta=1e-9, method="aim", max_time_s=1e-9,
@@ -256,7 +328,7 @@ def test_flow_parameter_max_time_s_reaches_the_aim_rounds(prefect_harness, toy_c
     (fit,) = fits
     assert fit["warm_start"] is not None and 0 < fit["max_time_s"] <= 1e-9
     manifest = json.loads((final / "manifest.json").read_text())
-    assert [e["name"] for e in manifest["ledger"]] == [
+    assert [e["name"] for e in manifest["ledger"] if e["name"].startswith("AIM")] == [
         "AIM initial one-way marginals", "AIM select round 1", "AIM measure round 1"]
     assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(
         zcdp_rho(epsilon=1.0, delta=1e-9))
@@ -276,7 +348,7 @@ def test_flow_counts_on_dask(prefect_harness, toy_contract, toy_parquet, tmp_pat
         monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / engine / "registry"))
         final = run_local(params(toy_contract, toy_parquet, tmp_path / engine, engine=engine,
                                  dask_address=address, method="mst", batch_size=400,
-                                 max_iters=200))
+                                 max_iters=200), command="release")
         return json.loads((Path(final) / "manifest.json").read_text())
 
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,

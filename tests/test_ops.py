@@ -14,38 +14,83 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from flows.release import PackagedContract, release, release_params  # noqa: E402
-from privfair.contracts.datasets import CONTRACTS_DIR, contract_path  # noqa: E402
-from privfair.core.errors import BudgetExceededError  # noqa: E402
+from flows.kinds import FLOWS, form_fields, options_for  # noqa: E402
+from privfair.contracts.datasets import (  # noqa: E402
+    CONTRACTS_DIR,
+    PackagedContract,
+    contract_path,
+)
+from privfair.core.errors import BudgetExceededError, ContractError  # noqa: E402
+from privfair.release.kinds import FAMILIES, family  # noqa: E402
 from privfair.release.table.manifest import ledger_rows, summary_markdown  # noqa: E402
-from privfair.release.table.plan import ReleaseInputError  # noqa: E402
-from tasks import ops, post_noise  # noqa: E402
+from privfair.release.table.plan import (  # noqa: E402
+    ReleaseInputError,
+    ReleaseParams,
+    resolve_contract,
+)
+from tasks import ops  # noqa: E402
 
 
 def test_contract_choices_are_the_packaged_contracts():
-    assert set(PackagedContract.__args__) == {p.stem for p in CONTRACTS_DIR.glob("*.yaml")}
+    stems = {p.stem for p in CONTRACTS_DIR.glob("*.yaml")}
+    assert set(PackagedContract.__args__) == stems
+    for command, flow in FLOWS.items():  # each form offers them beside a free path
+        choices = flow.parameters.model_dump()["properties"]["contract"]["anyOf"]
+        assert {"enum": sorted(stems), "type": "string"} in [
+            {**c, "enum": sorted(c["enum"])} if "enum" in c else c for c in choices], command
+        assert {"type": "string"} in choices, command
 
 
-def test_flat_parameters_map_onto_release_params(monkeypatch, tmp_path):
+def test_flat_parameters_map_onto_the_options(monkeypatch, tmp_path):
     monkeypatch.setenv("PRIVFAIR_WORK_DIR", str(tmp_path / "work"))
-    p = release_params({"contract": "compas", "epsilon": 0.5, "out": "x"})
+    release = family("release")
+    p = options_for(release, {"contract": "compas", "epsilon": 0.5, "out": "x"})
     assert p.contract == str(contract_path("compas")) and p.epsilon == 0.5
     assert p.seed is None and p.work_dir == str(tmp_path / "work")
-    assert release_params({"contract": str(tmp_path / "c.yaml")}).contract == str(
+    assert options_for(release, {"contract": str(tmp_path / "c.yaml")}).contract == str(
         tmp_path / "c.yaml")
-    with pytest.raises(ReleaseInputError, match=r"^invalid epsilon: .*greater than 0"):
-        release_params({"contract": "adult", "epsilon": -1})
+    with pytest.raises(ReleaseInputError, match=r"^invalid epsilon: -1 is outside") as info:
+        options_for(release, {"contract": "adult", "epsilon": -1})
+    assert "\n" not in str(info.value)
 
 
-def test_flow_has_timeout_hooks_and_no_seed_parameter():
-    assert release.timeout_seconds == ops.FLOW_TIMEOUT_S
-    assert ops.on_release_failure in release.on_failure_hooks
-    assert ops.on_release_failure in release.on_crashed_hooks
-    assert "seed" not in release.parameters.model_dump()["properties"]
-    # the sample task's cache key does not hash the seed
-    inputs = next(p for p in post_noise.sample.cache_policy.policies
-                  if type(p).__name__ == "Inputs")
-    assert "seed" in inputs.exclude
+def test_a_packaged_contract_name_resolves_on_every_path(tmp_path, monkeypatch):
+    """`--contract compas` on the CLI, `contract=compas` on the form: the packaged file."""
+    assert resolve_contract(ReleaseParams(contract="compas")) == contract_path("compas")
+    assert resolve_contract(ReleaseParams()) == contract_path("adult")
+    for name in PackagedContract.__args__:
+        for f in FAMILIES:
+            assert resolve_contract(f.params(contract=name)) == contract_path(name)
+    with pytest.raises(ContractError, match=r"'nope' is not packaged; expected one of "
+                                            r"\['adult'"):
+        resolve_contract(ReleaseParams(contract="nope"))
+    monkeypatch.chdir(tmp_path)  # a relative path stays a path
+    (tmp_path / "mine.yaml").write_text("name: x\n")
+    assert resolve_contract(ReleaseParams(contract="mine.yaml")) == tmp_path / "mine.yaml"
+
+
+def test_every_flow_has_timeout_hooks_and_no_seed_parameter():
+    assert {f.command for f in FAMILIES} == set(FLOWS)
+    for f in FAMILIES:
+        flow = FLOWS[f.command]
+        assert flow.name == f.flow_name == f"privfair-{f.command}"
+        assert flow.timeout_seconds == ops.FLOW_TIMEOUT_S
+        assert ops.on_release_failure in flow.on_failure_hooks
+        assert ops.on_release_failure in flow.on_crashed_hooks
+        assert flow.persist_result is False
+        fields = flow.parameters.model_dump()["properties"]
+        assert set(fields) == set(form_fields(f.params))
+        assert not set(fields) & {"seed", "insecure_seed", "work_dir"}, f.command
+
+
+def test_parameter_errors_are_one_line_refusals():
+    for f in FAMILIES:
+        for kind in f.kinds:
+            with pytest.raises(ReleaseInputError, match=r"^invalid epsilon: ") as info:
+                kind.parse({"epsilon": 1e6})
+            assert "\n" not in str(info.value)
+            with pytest.raises(ReleaseInputError, match=r"^invalid (bogus|parameters)"):
+                kind.parse({"epsilon": 1.0, "bogus": 1})
 
 
 def _record(msg: str, *, level=logging.ERROR, exc=None, **extra) -> logging.LogRecord:
@@ -68,8 +113,10 @@ def test_refusal_filter_drops_repeats_keeps_the_one_line_and_real_errors():
     assert f.filter(_record("ReleaseInputError: (info)", level=logging.INFO))
     # another flow's refusals keep their records
     assert f.filter(_record("Encountered exception", exc=refusal, flow_name="privfair-evaluate"))
-    assert not f.filter(_record("Encountered exception", exc=refusal,
-                                flow_name="privfair-release"))
+    for flow in FAMILIES:  # every publishing flow's refusals are shortened
+        assert not f.filter(_record("Encountered exception", exc=refusal,
+                                    flow_name=flow.flow_name))
+    assert ops.release_flow_names() >= {"privfair-release", "privfair-discover"}
 
 
 def test_failure_events_keep_unexpected_messages_out():
@@ -123,15 +170,3 @@ def test_summary_markdown_has_a_header_row_and_the_run_link():
     assert "| Item | Value |\n|---|---|" in md
     assert "ρ = 0.01497 zCDP" in md and "0.014974049" not in md
     assert "| Flow run | [brave-fox](http://ui/runs/flow-run/id) |" in md
-
-
-def test_preflight_value_errors_are_refusals(monkeypatch):
-    from privfair.release.table import plan
-    from tasks import public
-
-    def bad(params):
-        raise ValueError("epsilon: 1e+06 is outside [1e-06, 100]")
-
-    monkeypatch.setattr(plan, "preflight", bad)
-    with pytest.raises(ReleaseInputError, match=r"^epsilon: 1e\+06 is outside"):
-        public.preflight.fn(None)

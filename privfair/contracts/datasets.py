@@ -9,8 +9,9 @@ identical.
 
 from __future__ import annotations
 
+import typing
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pandas as pd
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DATASETS",
+    "PackagedContract",
     "contract_path",
     "dataset_path",
     "default_contract_path",
@@ -26,6 +28,7 @@ __all__ = [
     "embedded_dataset_for",
     "load_codes",
     "load_dataset",
+    "resolve_contract_name",
 ]
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "data"
@@ -44,6 +47,25 @@ def dataset_path(name: str) -> Path:
     """Path of the embedded raw dataset ``name`` (``"adult"`` or ``"compas"``)."""
     _check_name(name)
     return DATA_DIR / f"{name}.parquet"
+
+
+#: The packaged contracts by name (the stems of ``privfair/data/contracts/*.yaml``; a test
+#: keeps the two equal). The Prefect form offers them as a choice beside a free path.
+PackagedContract = Literal["adult", "adult_pse_dr", "adult_safes", "compas", "example_graph",
+                           "example_open_domain"]
+
+
+def resolve_contract_name(value: str) -> Path:
+    """The contract file ``value`` names: a packaged contract's name (``"compas"``) or a path.
+
+    A bare name (no folder, no ``.yaml``/``.yml`` suffix) that is no file here names a
+    packaged contract; an unknown one is refused with the packaged names (``ValueError``).
+    """
+    path = Path(value).expanduser()
+    bare = path.name == value and path.suffix.lower() not in (".yaml", ".yml")
+    if bare and (value in typing.get_args(PackagedContract) or not path.exists()):
+        return contract_path(value)
+    return path.resolve()
 
 
 #: Contracts that are views of an embedded dataset, by contract name.

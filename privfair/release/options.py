@@ -10,9 +10,12 @@ A kind's parameter model subclasses :class:`ReleaseOptions`; the CLI's options
 from __future__ import annotations
 
 import re
+import typing
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from privfair.contracts.datasets import PackagedContract
 
 #: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
 MAX_EPSILON = 100.0
@@ -31,8 +34,10 @@ class ReleaseOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    contract: str | None = Field(
-        None, description="Data contract YAML. Empty: the embedded Adult contract.")
+    contract: PackagedContract | str | None = Field(
+        None, description="Data contract: a packaged contract's name ("
+                          f"{', '.join(typing.get_args(PackagedContract))}) or the path of a "
+                          "YAML file. Empty: the embedded Adult contract.")
     data: str | None = Field(
         None, description="Private table, CSV or Parquet. Empty: the contract's embedded data.")
     epsilon: float = Field(

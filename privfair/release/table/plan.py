@@ -230,12 +230,16 @@ def resolve_data(params: ReleaseParams, contract: Contract) -> tuple[Path, str]:
     return path.resolve(), "file"
 
 
-def resolve_contract(params: ReleaseParams) -> Path:
-    if params.contract is None:
-        from privfair.contracts.datasets import default_contract_path
+def resolve_contract(params: ReleaseOptions) -> Path:
+    """The contract file of a request: a path, a packaged contract's name, or Adult's."""
+    from privfair.contracts.datasets import default_contract_path, resolve_contract_name
 
+    if params.contract is None:
         return default_contract_path()
-    return Path(params.contract).expanduser().resolve()
+    try:
+        return resolve_contract_name(params.contract)
+    except ValueError as exc:  # a bare name that is neither a file nor packaged
+        raise ContractError(str(exc)) from None
 
 
 def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
