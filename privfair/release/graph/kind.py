@@ -324,15 +324,16 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
         rows = np.clip(values, low, high)
     else:
         codes = discretize(staged, plan.contract, staging)
-        table = pq.read_table(codes.open_checked())
+        table = pq.read_table(codes.open_checked())  # narrow codes: n × p bytes or so
+        if plan.search == "privpc" and table.num_rows > plan.max_rows:
+            keep = context.rng("subsample").choice(table.num_rows, size=plan.max_rows,
+                                                   replace=False)
+            table = table.take(np.sort(keep))
         full = plan.contract.domain()
         matrix = np.stack([table.column(a).to_numpy().astype(np.int64)
                            for a in full.attributes], axis=1)
         del table
         rows = coarsen(matrix, full, plan.contract.labels, plan.groups)[0]
-        if plan.search == "privpc" and len(rows) > plan.max_rows:
-            keep = context.rng("subsample").choice(len(rows), size=plan.max_rows, replace=False)
-            rows = rows[np.sort(keep)]
     ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
                          context.workspace.artefacts)
     return {"rows": save_private(rows, staging, "graph-rows.npy"), "ledger": ledger}
