@@ -4,7 +4,8 @@ methods × ε × seeds (× TOT η) on a fixed train/test split of embedded datas
 cell (``tasks/evaluate.py``), in parallel on a task runner: a thread pool by default, or a
 local Dask cluster (``run_evaluation(..., dask=True)``, ``privfair evaluate --dask``; needs
 ``pip install -e .[dask]``). A progress artifact counts finished cells; a markdown artifact
-summarises the grid. Outputs go to ``<out>/<timestamp>/`` (results.parquet, report.html,
+summarises the grid (for own data only that it ran and where its output is: no metric).
+Outputs go to ``<out>/<timestamp>/`` (results.parquet, report.html,
 NOT_PRIVACY_PROTECTED.txt): they are computed from real data, are **not privacy-protected**,
 and are never written inside a release store. The in-process equivalent, without Prefect, is
 :func:`privfair.evaluation.grid.run_grid`.
@@ -78,7 +79,7 @@ def evaluate(params: EvaluateParams = EvaluateParams()) -> str:  # noqa: B008 - 
     create_markdown_artifact(
         key="privfair-evaluation",
         markdown=lib.summary_markdown(results, folder, seconds=time.perf_counter() - start,
-                                      runner=runner),
+                                      runner=runner, own_data=params.contract is not None),
         description=f"{len(grid)} cells; NOT privacy-protected")
     failed = int(results["error"].notna().sum())
     if failed:

@@ -55,6 +55,38 @@ def test_evaluate_flow_writes_results_report_and_marker(prefect_harness, tmp_pat
     assert any(float(a.data) == 100.0 for a in progress)
 
 
+@pytest.mark.prefect
+def test_evaluate_flow_artifact_holds_no_metric_of_own_data(prefect_harness, tmp_path):
+    """Issue 21.8: on a publisher's own data the Prefect artifact (visible to everyone with
+    the UI) says only that the grid ran and where its output is; the metrics stay local."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+    from test_tot_contract import CREDIT, credit_frame
+
+    from flows.evaluate import evaluate
+
+    data = tmp_path / "credit.csv"
+    credit_frame().to_csv(data, index=False)
+    contract = tmp_path / "credit.yaml"
+    contract.write_text(CREDIT)
+    folder = Path(evaluate({"contract": str(contract), "data": str(data), "methods": ["mst"],
+                            "epsilons": [2.0], "seeds": 1, "classifiers": ["logistic"],
+                            "out": str(tmp_path / "evals")}))
+    results = pd.read_parquet(folder / "results.parquet")
+    assert results["error"].isna().all() and results["tvd2"].notna().all()
+    with get_client(sync_client=True) as client:
+        [text] = [a.data for a in client.read_artifacts(artifact_filter=ArtifactFilter(
+            key=ArtifactFilterKey(any_=["privfair-evaluation"]))) if str(folder) in a.data]
+    assert str(folder) in text and "cells: **1**" in text
+    assert "Means over seeds" not in text and "|" not in text
+    for column in results.select_dtypes("number").columns:
+        value = results[column].iloc[0]
+        if column in ("epsilon", "seed") or pd.isna(value) or float(value).is_integer():
+            continue  # small integers (counts of cells) appear for other reasons
+        for shown in (f"{value:.3f}", f"{value:.2f}", f"{value:g}"):
+            assert shown not in text.replace(str(folder), ""), (column, shown)
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--epsilons", "0"], "epsilons"),
     (["--datasets", "mnist"], "invalid choice"),

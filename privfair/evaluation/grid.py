@@ -308,8 +308,13 @@ def _cell(name: str, value: Any) -> str:
 
 
 def summary_markdown(results: pd.DataFrame, folder: str | Path, *, seconds: float | None = None,
-                     runner: str | None = None) -> str:
-    """Markdown summary of a grid run (for the Prefect artifact)."""
+                     runner: str | None = None, own_data: bool = False) -> str:
+    """Markdown summary of a grid run (for the Prefect artifact).
+
+    With ``own_data`` (a publisher's contract and file) the artifact, which everyone who can
+    open the Prefect UI sees, says only that the grid ran and where its output is: no metric
+    and no cell's error text (issue 21.8). The embedded public datasets keep their summary.
+    """
     failed = results[results["error"].notna()]
     lines = ["# privfair evaluation", "",
              f"> **Not privacy-protected.** {NOT_PRIVATE}", "",
@@ -320,6 +325,10 @@ def summary_markdown(results: pd.DataFrame, folder: str | Path, *, seconds: floa
         lines.append(f"- task runner: {runner}")
     if seconds is not None:
         lines.append(f"- wall time: {seconds:.1f} s")
+    if own_data:
+        lines += ["", "Metrics of the publisher's own data stay in the local output folder "
+                  "above; they are not copied into Prefect."]
+        return "\n".join(lines) + "\n"
     table = summary_table(results)
     if not table.empty:
         lines += ["", "## Means over seeds", "",
