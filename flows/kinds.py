@@ -96,7 +96,9 @@ def make_flow(family: ReleaseFamily) -> Any:
         options = options_for(family, args)
         return str(run_release(family.kind_for(options), options, driver=PrefectDriver()))
 
-    body.__name__ = family.flow_name.replace("-", "_")
+    # Named as the module global it is bound to below: deployments (serve, prefect.yaml)
+    # load a flow by its function's name, `flows/kinds.py:<command>`.
+    body.__name__ = family.command
     body.__qualname__ = body.__name__
     body.__doc__ = _docstring(family)
     body.__signature__ = _signature(family.params)  # type: ignore[attr-defined]

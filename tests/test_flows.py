@@ -110,11 +110,22 @@ def test_deployments_expose_the_aim_time_budget():
     assert {d["entrypoint"] for d in spec["deployments"]} == {"flows/kinds.py:release"}
     for name, deployment in served.items():
         assert deployment.flow_name == "privfair-release"
+        assert deployment.entrypoint == "flows/kinds.py:release"
         assert deployment.parameters["max_time_s"] == AIM_TIME_BUDGET_S
         assert declared[name]["max_time_s"] == AIM_TIME_BUDGET_S
         schema = deployment._parameter_openapi_schema.model_dump()["properties"]
         assert {"max_time_s", "engine", "dask_address"} <= set(schema)
         assert "seed" not in schema
+
+
+def test_every_flow_loads_from_its_entrypoint():
+    """A served or worker run loads its flow by the function's name in flows/kinds.py."""
+    from prefect.flows import load_flow_from_entrypoint
+
+    for command, flow in FLOWS.items():
+        assert flow.fn.__qualname__ == command
+        loaded = load_flow_from_entrypoint(f"{ROOT}/flows/kinds.py:{command}")
+        assert loaded.name == flow.name == f"privfair-{command}"
 
 
 def _prefect_files() -> list[Path]:
