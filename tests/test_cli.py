@@ -61,14 +61,16 @@ def _frame_variant(kind: str, frame: pd.DataFrame) -> pd.DataFrame:
 
 
 BAD_DATA = [
-    # (variant, file format, words the one-line error must contain)
+    # (variant, file format, words the one-line error must contain): public facts of the
+    # file's schema, refused before the reservation
     ("missing-column", "csv", ["missing column", "race"]),
     ("extra-column", "parquet", ["unexpected column", "zip_code"]),
-    ("out-of-domain", "parquet", ["expect_column_values_to_be_in_set", "'race'"]),
-    ("numeric-out-of-range", "csv", ["expect_column_values_to_be_between", "'age'"]),
-    ("nan-not-allowed", "parquet", ["expect_column_values_to_not_be_null", "'hours'"]),
-    ("null-category", "parquet", ["expect_column_values_to_not_be_null", "'sex'"]),
 ]
+
+#: Values breaking a policy that used to refuse (issue 21.2: a free membership test): the
+#: release publishes, the policy (drop) applied, and the ledger shows the run's charge.
+BAD_VALUES = [("out-of-domain", "parquet"), ("numeric-out-of-range", "csv"),
+              ("nan-not-allowed", "parquet"), ("null-category", "parquet")]
 
 
 def _bad_data_file(kind: str, fmt: str, frame: pd.DataFrame, folder: Path) -> Path:
@@ -89,6 +91,23 @@ def test_bad_data_is_refused(kind, fmt, words, capsys, tmp_path, toy_contract, t
     code, out, err = run_cli(capsys, *release_argv(toy_contract, data, store, tmp_path / "w"))
     assert_refused(code, out, err, words, store, store_snapshot)
     assert "Martian" not in err  # errors name columns, never private values
+
+
+@pytest.mark.parametrize(("kind", "fmt"), BAD_VALUES, ids=[b[0] for b in BAD_VALUES])
+def test_bad_values_are_released_under_the_policies(kind, fmt, capsys, tmp_path, toy_contract,
+                                                    toy_frame):
+    from privfair.contracts.schema import load_contract
+    from privfair.store.registry import registry_ledgers
+
+    data = _bad_data_file(kind, fmt, toy_frame, tmp_path)
+    store = tmp_path / "releases"
+    code, out, err = run_cli(capsys, *release_argv(toy_contract, data, store, tmp_path / "w"))
+    assert code == 0, err
+    assert "Martian" not in err + out
+    (ledger,) = registry_ledgers(load_contract(toy_contract).name)
+    assert [e["kind"] for e in ledger["entries"]] == ["open", "reserve", "spend", "publish"]
+    manifest = json.loads((Path(out.strip()) / "manifest.json").read_text())
+    assert manifest["validation"]["input"]["refused_on_values"] is False
 
 
 def assert_refused(code, out, err, words, store, store_snapshot, before=None):
@@ -186,15 +205,13 @@ def test_bad_input_is_refused_on_the_prefect_path_too(prefect_harness, capsys, t
         assert_refused(code, out, err, words, folder / "releases", store_snapshot)
     files = tmp_path / "files"
     files.mkdir()
-    (files / "empty.csv").write_text(",".join(toy_frame.columns) + "\n")
     raw = toy_parquet.read_bytes()
     (files / "corrupt.parquet").write_bytes(raw[: len(raw) // 2] + b"garbage" * 10)
     typed = toy_frame.astype({"age": str})
     typed.loc[3, "age"] = "forty"
-    typed.to_csv(files / "typed.csv", index=False)
-    for name, words in (("empty.csv", ["no rows", "empty input"]),
-                        ("corrupt.parquet", ["cannot be read as Parquet"]),
-                        ("typed.csv", ["'age'", "non-numeric", "numeric"]),
+    typed.to_parquet(files / "typed.parquet", index=False)
+    for name, words in (("corrupt.parquet", ["cannot be read as Parquet"]),
+                        ("typed.parquet", ["'age'", "type text", "numeric"]),
                         ("nope.csv", ["does not exist"])):
         folder = tmp_path / f"file-{name}"
         folder.mkdir()
@@ -203,12 +220,14 @@ def test_bad_input_is_refused_on_the_prefect_path_too(prefect_harness, capsys, t
         assert "forty" not in err
 
 
-def test_empty_input_is_refused(capsys, tmp_path, toy_contract, toy_frame, store_snapshot):
+def test_empty_input_is_released_from_noise(capsys, tmp_path, toy_contract, toy_frame):
+    """Issue 21.2: an empty input is not refused (n is never revealed)."""
     data = tmp_path / "empty.csv"
     data.write_text(",".join(toy_frame.columns) + "\n")
     store = tmp_path / "releases"
     code, out, err = run_cli(capsys, *release_argv(toy_contract, data, store, tmp_path / "w"))
-    assert_refused(code, out, err, ["no rows", "empty input"], store, store_snapshot)
+    assert code == 0, err
+    assert (Path(out.strip()) / "synthetic.parquet").is_file()
 
 
 def test_corrupt_parquet_is_refused(capsys, tmp_path, toy_contract, toy_parquet,
@@ -222,19 +241,21 @@ def test_corrupt_parquet_is_refused(capsys, tmp_path, toy_contract, toy_parquet,
 
 
 def test_wrong_type_is_refused(capsys, tmp_path, toy_contract, toy_frame, store_snapshot):
+    """A Parquet column's type is a public fact of the schema: refused before the
+    reservation. A CSV has no types: text in a numeric column is a value, which its
+    out_of_domain policy handles (issue 21.2)."""
     frame = toy_frame.astype({"age": str})
     frame.loc[3, "age"] = "forty"
     store = tmp_path / "releases"
-    for fmt, words in (("csv", ["'age'", "non-numeric", "numeric"]),
-                       ("parquet", ["'age'", "type VARCHAR", "numeric"])):
-        data = tmp_path / f"typed.{fmt}"
-        if fmt == "csv":
-            frame.to_csv(data, index=False)
-        else:
-            frame.to_parquet(data, index=False)
-        code, out, err = run_cli(capsys, *release_argv(toy_contract, data, store, tmp_path / "w"))
-        assert_refused(code, out, err, words, store, store_snapshot)
-        assert "forty" not in err
+    data = tmp_path / "typed.parquet"
+    frame.to_parquet(data, index=False)
+    code, out, err = run_cli(capsys, *release_argv(toy_contract, data, store, tmp_path / "w"))
+    assert_refused(code, out, err, ["'age'", "type text", "numeric"], store, store_snapshot)
+    assert "forty" not in err
+    data = tmp_path / "typed.csv"
+    frame.to_csv(data, index=False)
+    code, out, err = run_cli(capsys, *release_argv(toy_contract, data, store, tmp_path / "w"))
+    assert code == 0, err
 
 
 def test_missing_data_file_is_refused(capsys, tmp_path, toy_contract, store_snapshot):
@@ -318,15 +339,15 @@ def test_discretize_writes_codes(capsys, tmp_path, toy_contract, toy_parquet, to
     assert set(codes["sex"]) <= {0, 1}
 
 
-def test_discretize_refuses_bad_data(capsys, tmp_path, toy_contract, toy_frame):
+def test_discretize_drops_rows_under_the_policies(capsys, tmp_path, toy_contract, toy_frame):
     data = tmp_path / "bad.parquet"
     _frame_variant("out-of-domain", toy_frame).to_parquet(data, index=False)
     out_file = tmp_path / "codes.parquet"
     code, out, err = run_cli(capsys, "discretize", "--contract", toy_contract, "--data", data,
                              "--out", out_file)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "'race'" in err
-    assert not out_file.exists()
-    assert list(tmp_path.glob(".codes*")) == []
+    assert code == 0, err
+    assert len(pd.read_parquet(out_file)) == len(toy_frame) - 1  # the Martian row dropped
+    assert "Martian" not in err + out
 
 
 def test_contract_check(capsys, tmp_path, toy_contract):

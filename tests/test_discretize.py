@@ -17,7 +17,13 @@ from privfair.contracts.datasets import (
     default_dataset_path,
     load_dataset,
 )
-from privfair.contracts.encoding import decode, discretize, iter_discretized_batches
+from privfair.contracts.encoding import (
+    PolicyTally,
+    decode,
+    discretize,
+    encode,
+    iter_discretized_batches,
+)
 from privfair.contracts.schema import Contract, load_contract, parse_contract
 from privfair.core.errors import DomainError
 
@@ -192,12 +198,14 @@ def test_integer_raw_values_match_text_categories(toy: Contract) -> None:
 # --- out-of-domain policies --------------------------------------------------------------
 
 
-def test_refuse_names_the_column_not_the_value(toy: Contract) -> None:
-    with pytest.raises(DomainError) as info:
-        discretize(_toy_frame(sex=["F", SECRET, "M", "F"]), toy)
-    message = str(info.value)
-    assert "'sex'" in message and "refuse" in message
-    assert SECRET not in message and "\n" not in message
+def test_drop_leaves_the_row_out_and_tallies_it(toy: Contract) -> None:
+    """Issue 21.2: a value never raises; ``drop`` (the default, and ``refuse``, its
+    deprecated alias) leaves the row out of every column."""
+    tally = PolicyTally()
+    codes = discretize(_toy_frame(sex=["F", SECRET, "M", "F"]), toy, tally=tally)
+    assert codes["sex"].tolist() == [0, 1, 0]
+    assert {len(c) for c in codes.values()} == {3}
+    assert tally.to_dict() == {"sex": {"dropped": 1}}
 
 
 def test_other_policy_maps_to_the_declared_bucket(toy: Contract) -> None:
@@ -213,21 +221,25 @@ def test_clamp_goes_to_the_nearest_bin(toy: Contract) -> None:
     assert codes["hours"].tolist() == [0, 0, 1, 1]
     fractional = discretize(_toy_frame(hours=[9.5, 10.0, 0.2, 19.9]), toy)
     assert fractional["hours"].tolist() == [0, 1, 0, 1]
-    with pytest.raises(DomainError, match="'hours'.*not numbers") as info:
-        discretize(_toy_frame(hours=["3", SECRET, "4", "5"]), toy)
-    assert SECRET not in str(info.value)
+    # text that is not a number has no nearest bin: the row is dropped
+    tally = PolicyTally()
+    codes = discretize(_toy_frame(hours=["3", SECRET, "40", "5"]), toy, tally=tally)
+    assert codes["hours"].tolist() == [0, 1, 0]
+    assert tally.to_dict() == {"hours": {"dropped": 1, "clamped": 1}}
 
 
 def test_numeric_refuse_checks_range_and_whole_numbers() -> None:
     contract = load_contract(default_contract_path())
     raw = load_dataset("adult").head(3).copy()
     raw.loc[1, "age"] = 16
-    with pytest.raises(DomainError, match=r"'age'.*\[17, 90\].*refuse"):
-        discretize(raw, contract)
+    enc = encode(raw, contract)
+    assert enc.keep.tolist() == [True, False, True]
+    assert enc.tally.to_dict() == {"age": {"dropped": 1}}
     raw = load_dataset("adult").head(3).astype({"hours-per-week": "float64"})
     raw.loc[0, "hours-per-week"] = 40.5
-    with pytest.raises(DomainError, match="'hours-per-week'.*whole numbers"):
-        discretize(raw, contract)
+    enc = encode(raw, contract)
+    assert enc.keep.tolist() == [False, True, True]
+    assert enc.tally.to_dict() == {"hours-per-week": {"dropped": 1}}
 
 
 def test_numeric_text_is_parsed(toy: Contract) -> None:
@@ -238,11 +250,13 @@ def test_numeric_text_is_parsed(toy: Contract) -> None:
 # --- null policy -------------------------------------------------------------------------
 
 
-def test_nulls_refused_by_default(toy: Contract) -> None:
-    with pytest.raises(DomainError, match="'hired'.*nulls.*refuse"):
-        discretize(_toy_frame(hired=["no", None, "yes", "no"]), toy)
-    with pytest.raises(DomainError, match="'hours'.*nulls"):
-        discretize(_toy_frame(hours=[1.0, np.nan, 2.0, 3.0]), toy)
+def test_nulls_dropped_by_default(toy: Contract) -> None:
+    enc = encode(_toy_frame(hired=["no", None, "yes", "no"]), toy)
+    assert enc.keep.tolist() == [True, False, True, True]
+    assert enc.codes["hired"].tolist() == [0, 1, 0]
+    enc = encode(_toy_frame(hours=[1.0, np.nan, 2.0, 3.0]), toy)
+    assert enc.keep.tolist() == [True, False, True, True]
+    assert enc.tally.to_dict() == {"hours": {"dropped": 1}}
 
 
 def test_nulls_mapped_to_declared_category(toy: Contract) -> None:

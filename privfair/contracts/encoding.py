@@ -4,8 +4,12 @@ This module is long on purpose: encoding and decoding must stay mirror images of
 
 Nothing here looks at the private data to decide a domain: categories, aliases and bin edges
 all come from the :class:`~privfair.contracts.schema.Contract`. Values the contract does not cover
-get the column's ``out_of_domain`` policy, nulls its ``nulls`` policy. Errors name the column
-and the policy, never a value or a count from the data.
+get the column's ``out_of_domain`` policy, nulls its ``nulls`` policy, and no value ever raises
+(issue 21.2): every row is encoded (in the domain, clamped, or mapped to the declared
+``other``/null category) or dropped. What the policies did is tallied per column and action
+(:class:`PolicyTally`, private: a release publishes it only through a noisy count, see
+:func:`policy_cells`). Errors name columns (missing, extra, wrong type: public facts of the
+file's schema), never a value or a count from the data.
 
 Matching rules
 --------------
@@ -15,17 +19,20 @@ Matching rules
   alias instead); integer columns by their decimal text
   (``1`` -> ``"1"``); float columns likewise when the value is whole (``1.0`` -> ``"1"``).
   Aliases are applied first.
-* Numeric columns must hold numbers or numeric text; text that does not parse is out of
-  domain. See :mod:`privfair.contracts.schema` for the bin convention.
+* Numeric columns must hold numbers or numeric text; text that does not parse, infinities
+  and fractions in an ``integer`` column are out of domain (``clamp`` moves numbers to the
+  nearest bin and drops text that is not a number). See :mod:`privfair.contracts.schema` for the bin convention.
 * A null is ``None``, ``NaN``, ``NaT`` or ``pd.NA``; an empty string is a value, not a null.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +40,90 @@ import pandas as pd
 import pyarrow as pa
 
 from privfair.contracts.schema import ColumnSpec, Contract, OpenCategories
-from privfair.core.errors import DomainError
+from privfair.core.errors import DomainError, ReleaseInputError
 
-__all__ = ["STRIP_CHARS", "as_text", "decode", "discretize", "hidden_index_columns",
-           "iter_discretized_batches", "literal_file", "match_text", "normalize_text"]
+__all__ = ["ACTIONS", "STRIP_CHARS", "Encoded", "PolicyTally", "as_text", "check_source_schema",
+           "decode", "discretize", "encode", "hidden_index_columns", "iter_discretized_batches",
+           "literal_file", "match_text", "normalize_text", "policy_cells",
+           "policy_sensitivity"]
+
+#: What a column's policy can do to a row: drop it, clamp its number to the nearest bin, or
+#: map its value to a declared category (``other:<category>``, ``as:<category>``).
+ACTIONS = ("dropped", "clamped", "mapped")
+_ACTION = {"drop": "dropped", "clamp": "clamped", "other": "mapped", "as": "mapped"}
+
+
+def policy_cells(contract: Contract) -> list[tuple[str, str]]:
+    """The ``(column, action)`` cells a row can fall into, from the contract alone (public).
+
+    A numeric column under ``clamp`` can also drop a row (text that is not a number).
+    """
+    cells: list[tuple[str, str]] = []
+    for spec in contract.columns:
+        actions = {_ACTION[spec.out_of_domain_policy.kind], _ACTION[spec.null_policy.kind]}
+        if spec.type == "numeric" and spec.out_of_domain_policy.kind == "clamp":
+            actions.add("dropped")
+        cells += [(spec.name, a) for a in ACTIONS if a in actions]
+    return cells
+
+
+def policy_sensitivity(contract: Contract) -> float:
+    """L2 sensitivity of the vector of :func:`policy_cells` counts under add/remove one row.
+
+    In each column a row is in the domain, null or out of the domain, so it adds 1 to at most
+    one cell per column: sqrt(number of columns with a cell).
+    """
+    return math.sqrt(len({column for column, _ in policy_cells(contract)}))
+
+
+@dataclass
+class PolicyTally:
+    """Exact numbers of rows each column's policy touched: private, never published as is.
+
+    ``counts[(column, action)]``, ``action`` in :data:`ACTIONS`. A row counts in every column
+    that touched it, dropped or not.
+    """
+
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def add(self, column: str, action: str, rows: int) -> None:
+        if rows:
+            key = (column, action)
+            self.counts[key] = self.counts.get(key, 0) + int(rows)
+
+    def update(self, other: PolicyTally) -> None:
+        for (column, action), rows in other.counts.items():
+            self.add(column, action, rows)
+
+    def vector(self, cells: Sequence[tuple[str, str]]) -> np.ndarray:
+        """The counts in the order of ``cells`` (:func:`policy_cells`), as int64."""
+        unknown = set(self.counts) - set(cells)
+        if unknown:  # pragma: no cover - the encoder only counts declared cells
+            raise ValueError(f"policy counts outside the declared cells: {sorted(unknown)}")
+        return np.array([self.counts.get(c, 0) for c in cells], dtype=np.int64)
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for (column, action), rows in self.counts.items():
+            out.setdefault(column, {})[action] = rows
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Mapping[str, int]]) -> PolicyTally:
+        tally = cls()
+        for column, actions in data.items():
+            for action, rows in actions.items():
+                tally.add(column, action, int(rows))
+        return tally
+
+
+@dataclass
+class Encoded:
+    """Codes of the kept rows, which input rows were kept, and the (private) tally."""
+
+    codes: dict[str, np.ndarray]
+    keep: np.ndarray
+    tally: PolicyTally
 
 #: What ``normalize: strip`` removes at both ends of a raw value: ASCII whitespace. The
 #: loader's SQL (``trim(x, STRIP_CHARS)``) and :func:`normalize_text` use this same set.
@@ -69,7 +156,8 @@ def literal_file(path: str | Path) -> Iterator[str]:
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"data file {path} does not exist or is not a file")
-    with tempfile.TemporaryDirectory(prefix="privfair-src-") as tmp:
+    # The owner's pid in the name: `store check` removes the folders of dead processes.
+    with tempfile.TemporaryDirectory(prefix=f"privfair-src-{os.getpid()}-") as tmp:
         suffix = "".join(path.suffixes[-2:]) if path.name.lower().endswith(".csv.gz") \
             else path.suffix
         link = Path(tmp) / f"source{suffix.lower()}"
@@ -99,8 +187,13 @@ def discretize(
     contract: Contract,
     *,
     open_categories: OpenCategories | None = None,
+    tally: PolicyTally | None = None,
 ) -> dict[str, np.ndarray]:
-    """Encode every declared column of ``frame`` as int64 codes.
+    """Encode every declared column of ``frame`` as int64 codes, applying the policies.
+
+    Rows a policy drops are left out, so the arrays may be shorter than ``frame``; callers
+    that encode several column subsets of one frame and align them row by row must filter
+    the frame once first with :func:`encode` (``frame[encode(frame, contract).keep]``).
 
     Parameters
     ----------
@@ -111,28 +204,50 @@ def discretize(
         The declaration to apply.
     open_categories : mapping of str to sequence of str, optional
         Released categories of text columns (see :meth:`Contract.labels`).
+    tally : PolicyTally, optional
+        Receives the numbers of rows each policy touched (private).
 
     Returns
     -------
     dict of str to ndarray of int64
-        One array of codes per declared column, in declared order; code ``i`` means
-        ``contract.labels(column)[i]``.
+        One array of codes per declared column, in declared order, for the rows kept; code
+        ``i`` means ``contract.labels(column)[i]``.
 
     Raises
     ------
     DomainError
-        If declared columns are missing, undeclared columns are present, or a value breaks a
-        ``refuse`` policy.
+        If declared columns are missing or undeclared columns are present (never for a
+        value: values get their column's policy).
     """
+    encoded = encode(frame, contract, open_categories=open_categories)
+    if tally is not None:
+        tally.update(encoded.tally)
+    return encoded.codes
+
+
+def encode(
+    frame: Frame,
+    contract: Contract,
+    *,
+    open_categories: OpenCategories | None = None,
+) -> Encoded:
+    """:func:`discretize` with the mask of kept rows and the tally of touched rows."""
     _check_columns(_column_names(frame), contract)
-    return {
-        spec.name: _encode(
+    n = len(frame) if isinstance(frame, pd.DataFrame) else frame.num_rows
+    keep = np.ones(n, dtype=bool)
+    tally = PolicyTally()
+    codes: dict[str, np.ndarray] = {}
+    for spec in contract.columns:
+        codes[spec.name], touched = _encode(
             spec, _series(frame, spec.name),
             contract.labels(spec.name, open_categories=open_categories),
-            contract.normalization(spec.name),
-        )
-        for spec in contract.columns
-    }
+            contract.normalization(spec.name))
+        for action, mask in touched.items():
+            tally.add(spec.name, action, int(mask.sum()))
+        keep &= ~touched["dropped"]
+    if not keep.all():
+        codes = {name: column[keep] for name, column in codes.items()}
+    return Encoded(codes, keep, tally)
 
 
 def decode(
@@ -184,6 +299,7 @@ def iter_discretized_batches(
     *,
     batch_size: int = 1_000_000,
     open_categories: OpenCategories | None = None,
+    tally: PolicyTally | None = None,
 ) -> Iterator[dict[str, np.ndarray]]:
     """Stream a Parquet or CSV file and yield its codes batch by batch.
 
@@ -201,6 +317,8 @@ def iter_discretized_batches(
         Maximum rows per yielded batch.
     open_categories : mapping of str to sequence of str, optional
         Released categories of text columns.
+    tally : PolicyTally, optional
+        Receives the numbers of rows each policy touched (private).
 
     Yields
     ------
@@ -212,9 +330,9 @@ def iter_discretized_batches(
     path = Path(path)
     name = path.name.lower()
     if name.endswith((".parquet", ".pq")):
-        yield from _parquet_batches(path, contract, batch_size, open_categories)
+        yield from _parquet_batches(path, contract, batch_size, open_categories, tally)
     elif name.endswith((".csv", ".csv.gz")):
-        yield from _csv_batches(path, contract, batch_size, open_categories)
+        yield from _csv_batches(path, contract, batch_size, open_categories, tally)
     else:
         raise ValueError(f"path {path.name!r}: expected a .parquet, .pq, .csv or .csv.gz file")
 
@@ -223,7 +341,8 @@ def iter_discretized_batches(
 
 
 def _parquet_batches(path: Path, contract: Contract, batch_size: int,
-                     open_categories: OpenCategories | None) -> Iterator[dict[str, np.ndarray]]:
+                     open_categories: OpenCategories | None, tally: PolicyTally | None
+                     ) -> Iterator[dict[str, np.ndarray]]:
     import pyarrow.parquet as pq
 
     with pq.ParquetFile(path) as reader:
@@ -231,11 +350,12 @@ def _parquet_batches(path: Path, contract: Contract, batch_size: int,
         _check_columns([n for n in reader.schema_arrow.names if n not in hidden], contract)
         for batch in reader.iter_batches(batch_size=batch_size,
                                          columns=list(contract.column_names)):
-            yield discretize(batch, contract, open_categories=open_categories)
+            yield discretize(batch, contract, open_categories=open_categories, tally=tally)
 
 
 def _csv_batches(path: Path, contract: Contract, batch_size: int,
-                 open_categories: OpenCategories | None) -> Iterator[dict[str, np.ndarray]]:
+                 open_categories: OpenCategories | None, tally: PolicyTally | None
+                 ) -> Iterator[dict[str, np.ndarray]]:
     import duckdb
 
     source = "read_csv($path, header = true, all_varchar = true)"
@@ -247,7 +367,8 @@ def _csv_batches(path: Path, contract: Contract, batch_size: int,
             selected = ", ".join('"' + c.replace('"', '""') + '"' for c in contract.column_names)
             relation = con.sql(f"SELECT {selected} FROM {source}", params={"path": literal})
             for batch in relation.to_arrow_reader(batch_size):
-                yield discretize(batch, contract, open_categories=open_categories)
+                yield discretize(batch, contract, open_categories=open_categories,
+                                 tally=tally)
     finally:
         con.close()
 
@@ -293,17 +414,35 @@ def _series(frame: Frame, name: str) -> pd.Series:
 
 
 def _encode(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str
-            ) -> np.ndarray:
+            ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Codes of one column and the rows its policies dropped, clamped and mapped."""
     null = raw.isna().to_numpy(dtype=bool)
     if spec.type == "numeric":
         codes, outside, unparsable = _bin(spec, raw)
     else:
         codes = _match(spec, raw, labels, normalize)
-        outside, unparsable = codes < 0, None
+        outside, unparsable = codes < 0, np.zeros(len(codes), dtype=bool)
     outside &= ~null
-    _apply_out_of_domain(spec, codes, outside, unparsable, labels)
-    _apply_nulls(spec, codes, null, labels)
-    return codes
+    unparsable &= outside
+    touched = {action: np.zeros(len(codes), dtype=bool) for action in ACTIONS}
+    ood, nulls = spec.out_of_domain_policy, spec.null_policy
+    if ood.kind == "other":
+        codes[outside] = labels.index(str(ood.category))
+        touched["mapped"] |= outside
+    elif ood.kind == "clamp":
+        # Numbers were clipped to [lower, upper] before binning, so their code is already the
+        # nearest bin; text that is not a number has no nearest bin and is dropped.
+        touched["clamped"] |= outside & ~unparsable
+        touched["dropped"] |= unparsable
+    else:
+        touched["dropped"] |= outside
+    if nulls.kind == "as":
+        codes[null] = labels.index(str(nulls.category))
+        touched["mapped"] |= null
+    else:
+        touched["dropped"] |= null
+    codes[touched["dropped"]] = 0  # left out by the caller
+    return codes, touched
 
 
 def match_text(contract: Contract, column: str, raw: pd.Series) -> np.ndarray:
@@ -363,8 +502,9 @@ def _bin(spec: ColumnSpec, raw: pd.Series) -> tuple[np.ndarray, np.ndarray, np.n
     """Bin codes of a numeric column, the out-of-range mask and the not-a-number mask."""
     if pd.api.types.is_numeric_dtype(raw.dtype) and not pd.api.types.is_bool_dtype(raw.dtype):
         values = raw.to_numpy(dtype=np.float64, na_value=np.nan)
-    else:
-        values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    else:  # text (a CSV's numbers, staged as read), categorical text, booleans, objects
+        values = pd.to_numeric(raw.astype(object), errors="coerce").to_numpy(
+            dtype=np.float64, na_value=np.nan)
     unparsable = np.isnan(values) & ~raw.isna().to_numpy(dtype=bool)
     lower, upper = spec.bounds
     with np.errstate(invalid="ignore"):
@@ -384,55 +524,6 @@ def _bin_codes(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
     return np.clip(codes, 0, k - 1).astype(np.int64)
 
 
-def _apply_out_of_domain(spec: ColumnSpec, codes: np.ndarray, outside: np.ndarray,
-                         unparsable: np.ndarray | None, labels: list[str]) -> None:
-    if not outside.any():
-        return
-    policy = spec.out_of_domain_policy
-    if policy.kind == "other":
-        codes[outside] = labels.index(str(policy.category))
-        return
-    if policy.kind == "clamp":
-        # Numbers were clipped to [lower, upper] before binning, so their code is already the
-        # nearest bin; only text that is not a number has no nearest bin.
-        if unparsable is not None and unparsable.any():
-            raise DomainError(
-                f"column {spec.name!r}: holds values that are not numbers, which "
-                "out_of_domain: clamp cannot place; expected numbers or numeric text"
-            )
-        return
-    if spec.type == "numeric":
-        what = _range_text(spec)
-    elif spec.type == "text":
-        what = "the released categories"
-    else:
-        what = "the declared categories (or aliases)"
-    raise DomainError(
-        f"column {spec.name!r}: holds values outside {what} and its out_of_domain policy is "
-        "refuse; declare them, or use other:<category>"
-        + (" or clamp" if spec.type == "numeric" else "")
-    )
-
-
-def _range_text(spec: ColumnSpec) -> str:
-    lower, upper = spec.bounds
-    kind = "whole numbers" if spec.integer else "numbers"
-    return f"the declared range ({kind} in [{lower:g}, {upper:g}])"
-
-
-def _apply_nulls(spec: ColumnSpec, codes: np.ndarray, null: np.ndarray,
-                 labels: list[str]) -> None:
-    if not null.any():
-        return
-    policy = spec.null_policy
-    if policy.kind == "refuse":
-        raise DomainError(
-            f"column {spec.name!r}: holds nulls and its nulls policy is refuse; expected no "
-            "nulls, or nulls: as:<category>"
-        )
-    codes[null] = labels.index(str(policy.category))
-
-
 def source_sql(path: Path) -> str:
     """DuckDB's reader of a CSV (every column as text) or Parquet file."""
     literal = "'" + str(path).replace("'", "''") + "'"
@@ -440,3 +531,109 @@ def source_sql(path: Path) -> str:
         # Everything as text: types are decided by the contract, not sniffed from the data.
         return f"read_csv({literal}, header=true, all_varchar=true)"
     return f"read_parquet({literal})"
+
+
+# --- the file's schema: public facts, checked before a release reserves its budget ----------
+
+_TEXT_KINDS = "text, integers, floats or booleans"
+
+
+def _arrow_kind_ok(spec: ColumnSpec, dtype: pa.DataType) -> bool:
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    if pa.types.is_null(dtype):  # an all-null column: its nulls policy decides
+        return True
+    if spec.type == "numeric":
+        return (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+                or pa.types.is_decimal(dtype))
+    return (pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+            or getattr(pa.types, "is_string_view", lambda _: False)(dtype)
+            or pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+            or pa.types.is_boolean(dtype))
+
+
+def _type_name(dtype: pa.DataType) -> str:
+    """A Parquet column type as people read it: ``text (large_string)``, ``date32[day]``."""
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
+        return f"text ({dtype})"
+    return str(dtype)
+
+
+def _csv_header(path: Path) -> list[str]:
+    import csv
+    import gzip
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
+        return [h.strip() for h in next(csv.reader(fh), [])]
+
+
+def check_source_schema(path: str | Path, contract: Contract) -> dict[str, str]:
+    """Refuse a data file whose schema does not fit the contract, from public facts only.
+
+    Reads the column names (a CSV's header line; a Parquet file's schema, without its
+    pandas index columns) and, for Parquet, the column types; never a row. Refuses, naming
+    the column: a name listed twice, a missing declared column, an undeclared column (not
+    under ``drop``), and a Parquet type that cannot hold the column (a numeric column needs
+    numbers; a categorical or text column text, integers, floats or booleans). A release
+    calls this before it reserves its budget; values are then the policies' business.
+
+    Returns
+    -------
+    dict of str to str
+        The type of each declared column (``"text"`` for every CSV column).
+
+    Raises
+    ------
+    ReleaseInputError
+        One line naming the column and the problem.
+    """
+    path = Path(path)
+    csv_file = path.name.lower().endswith((".csv", ".csv.gz"))
+    if csv_file:
+        try:
+            names = _csv_header(path)
+        except (OSError, UnicodeError, EOFError) as exc:
+            raise ReleaseInputError(f"data file {path} cannot be read as CSV "
+                                    f"({type(exc).__name__})") from None
+        types: dict[str, pa.DataType | None] = dict.fromkeys(names)
+    else:
+        import pyarrow.parquet as pq
+
+        try:
+            schema = pq.read_schema(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise ReleaseInputError(f"data file {path} cannot be read as Parquet "
+                                    f"({type(exc).__name__})") from None
+        hidden = set(hidden_index_columns(path))
+        names = [n for n in schema.names if n not in hidden]
+        types = {f.name: f.type for f in schema if f.name not in hidden}
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ReleaseInputError(f"data file {path}: duplicate column name {name!r}; "
+                                    "expected each column once")
+        seen.add(name)
+    declared = list(contract.column_names)
+    missing = [c for c in declared if c not in seen]
+    if missing:
+        raise ReleaseInputError(f"data file {path}: missing column(s) {missing} declared by "
+                                f"contract {contract.name!r}")
+    extra = [c for c in names if c not in declared and c not in contract.drop]
+    if extra:
+        raise ReleaseInputError(
+            f"data file {path}: unexpected column(s) {extra} not declared by contract "
+            f"{contract.name!r} (declare them or list them under 'drop')")
+    if csv_file:
+        return dict.fromkeys(declared, "text")
+    for spec in contract.columns:
+        dtype = types[spec.name]
+        if not _arrow_kind_ok(spec, dtype):
+            expected = "numbers" if spec.type == "numeric" else _TEXT_KINDS
+            raise ReleaseInputError(
+                f"data file {path}: column {spec.name!r} has type {_type_name(dtype)} but "
+                f"contract "
+                f"{contract.name!r} declares it {spec.type} (expected {expected})")
+    return {name: str(types[name]) for name in declared}

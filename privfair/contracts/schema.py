@@ -23,8 +23,8 @@ File layout
         type: categorical
         categories: [Female, Male]  # codes 0..k-1 in this order
         aliases: {F: Female}        # raw value -> declared category
-        nulls: refuse               # or "as:<category>"
-        out_of_domain: refuse       # or "other:<category>"
+        nulls: drop                 # or "as:<category>"
+        out_of_domain: drop         # or "other:<category>"
         prior: [0.49, 0.51]         # optional public weights (spread merged rare categories)
       - name: age
         type: numeric
@@ -33,7 +33,7 @@ File layout
         labels: [17-21, 22-26, 27-90]   # optional; generated when left out
         lower: 17                   # optional declared range, defaults to the outer edges
         upper: 90
-        out_of_domain: clamp        # or refuse / "other:<label>"
+        out_of_domain: clamp        # or drop / "other:<label>"
       - name: gender_text
         type: text
         open_domain:                                  # released with CatHist
@@ -53,7 +53,19 @@ Edges ``e_0 < e_1 < ... < e_k`` (strictly increasing; ``-.inf``/``.inf`` allowed
 declare ``k`` bins. Bin ``i`` is the half-open interval ``[e_i, e_{i+1})`` for ``i < k-1``; the
 last bin ``[e_{k-1}, e_k]`` is closed, so a finite top edge belongs to it. A value is in the
 domain when it is a number in ``[lower, upper]`` (and a whole number when ``integer: true``).
-With ``clamp``, numbers below ``lower`` or above ``upper`` go to the nearest bin. With
+With ``clamp``, numbers below ``lower`` or above ``upper`` go to the nearest bin.
+
+Policies
+--------
+A release never refuses, stops or reports on a condition of the private values (issue 21.2):
+every row is encoded or dropped. ``out_of_domain`` applies to values outside the declared
+categories or range, and to values that are not numbers in a numeric column (text,
+infinities under ``drop``/``other``); ``drop`` (the default) drops the row, ``clamp`` moves a
+number to the nearest bin (a value that is not a number is dropped), ``other:<category>``
+maps it to a declared category. ``nulls``: ``drop`` (the default) or ``as:<category>``. The
+rows each policy touched are released only as noisy counts charged to the run.
+``refuse`` is a deprecated alias of ``drop`` (``privfair contract check --data``, the owner's
+local tool, still lists those rows). With
 ``integer: true``, ``[0, 1, 5000]`` declares the bins ``{0}`` and ``1..4999`` exactly, which is
 how a point bin such as "capital-gain = 0" is written with strictly increasing edges.
 
@@ -103,8 +115,8 @@ class Policy(NamedTuple):
 
     Attributes
     ----------
-    kind : {"refuse", "clamp", "other", "as"}
-        What to do.
+    kind : {"drop", "clamp", "other", "as"}
+        What to do (``refuse`` in a contract is read as ``drop``).
     category : str or None
         The declared category (or bin label) that receives the values, for ``other``/``as``.
     """
@@ -245,9 +257,10 @@ class ColumnSpec(_Strict):
         Instead of ``bins``: this many bins whose inner edges are DP quantiles released by
         the first release (charged to its ledger); needs finite ``lower`` and ``upper``.
     out_of_domain : str
-        ``"refuse"``, ``"clamp"`` (numeric only) or ``"other:<category>"``.
+        ``"drop"`` (``"refuse"``: deprecated alias), ``"clamp"`` (numeric only) or
+        ``"other:<category>"``.
     nulls : str
-        ``"refuse"`` or ``"as:<category>"``.
+        ``"drop"`` (``"refuse"``: deprecated alias) or ``"as:<category>"``.
     description : str, optional
         Free text for people; shown in the release report and manifest.
     normalize : {"none", "strip"}, optional
@@ -279,8 +292,8 @@ class ColumnSpec(_Strict):
     integer: bool = False
     open_domain: OpenDomainSpec | None = None
     dp_bins: int | None = Field(None, ge=2, le=1000)
-    out_of_domain: str = "refuse"
-    nulls: str = "refuse"
+    out_of_domain: str = "drop"
+    nulls: str = "drop"
     normalize: Literal["none", "strip"] | None = None
     rename: str | None = Field(None, min_length=1)
     label: str | None = Field(None, min_length=1)
@@ -402,12 +415,12 @@ class ColumnSpec(_Strict):
             )
 
     def _check_policies(self) -> None:
-        ood = _parse_policy(self.out_of_domain, allowed=("refuse", "clamp", "other"),
+        ood = _parse_policy(self.out_of_domain, allowed=("drop", "clamp", "other"),
                             key="out_of_domain")
-        nulls = _parse_policy(self.nulls, allowed=("refuse", "as"), key="nulls")
+        nulls = _parse_policy(self.nulls, allowed=("drop", "as"), key="nulls")
         if ood.kind == "clamp" and self.type != "numeric":
             raise ValueError(
-                f"out_of_domain: clamp needs a numeric column; use refuse or other:<category> "
+                f"out_of_domain: clamp needs a numeric column; use drop or other:<category> "
                 f"for a {self.type} column"
             )
         if self.type == "text":
@@ -421,7 +434,7 @@ class ColumnSpec(_Strict):
         if self.dp_bins is not None:
             if ood.kind == "other" or nulls.kind == "as":
                 raise ValueError("a dp_bins column has no bin labels before its release; use "
-                                 "out_of_domain: refuse or clamp, and nulls: refuse")
+                                 "out_of_domain: drop or clamp, and nulls: drop")
             return
         known = set(self.declared_labels())
         for key, policy in (("out_of_domain", ood), ("nulls", nulls)):
@@ -436,13 +449,13 @@ class ColumnSpec(_Strict):
     @property
     def out_of_domain_policy(self) -> Policy:
         """The parsed ``out_of_domain`` policy."""
-        return _parse_policy(self.out_of_domain, allowed=("refuse", "clamp", "other"),
+        return _parse_policy(self.out_of_domain, allowed=("drop", "clamp", "other"),
                              key="out_of_domain")
 
     @property
     def null_policy(self) -> Policy:
         """The parsed ``nulls`` policy."""
-        return _parse_policy(self.nulls, allowed=("refuse", "as"), key="nulls")
+        return _parse_policy(self.nulls, allowed=("drop", "as"), key="nulls")
 
     @property
     def edges(self) -> tuple[float, ...]:
@@ -766,6 +779,11 @@ class Contract(_Strict):
             for key in ("normalize", "rename", "label", "prior"):
                 if column.get(key) is None:
                     column.pop(key, None)
+            # ``drop`` and its deprecated alias ``refuse`` are one declaration; a contract
+            # keeps the fingerprint it had when the policy was spelled ``refuse``.
+            for key in ("out_of_domain", "nulls"):
+                if str(column.get(key, "")).strip() == "drop":
+                    column[key] = "refuse"
         text = json.dumps(dump, sort_keys=True,
                           separators=(",", ":"), ensure_ascii=False, allow_nan=True)
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -780,6 +798,8 @@ def _parse_policy(text: str, *, allowed: tuple[str, ...], key: str) -> Policy:
         if not sep or not tail.strip():
             raise ValueError(f"{key}: {head!r} must name a category, e.g. '{head}:<category>'")
         return Policy(head, tail.strip())
+    if head == "refuse" and "drop" in allowed and not sep:
+        return Policy("drop")  # deprecated alias: a release drops the row (issue 21.2)
     if sep or head not in allowed:
         raise ValueError(f"{key}: {text!r}; expected one of {_policy_forms(allowed)}")
     return Policy(head)

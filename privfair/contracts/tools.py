@@ -199,15 +199,15 @@ def _top(frame: pd.DataFrame, mask: np.ndarray, k: int) -> tuple[tuple[str, int]
 
 
 def _null_problem(spec: ColumnSpec, nulls: int) -> list[ColumnProblem]:
-    if not nulls or spec.null_policy.kind != "refuse":
+    if not nulls or spec.null_policy.kind != "drop":
         return []
     fix = ('add a category such as "(missing)" and set nulls: "as:(missing)"'
            if spec.type == "categorical" else
            'set out_of_domain: "other:(other)" and nulls: "as:(other)"' if spec.type == "text"
            else "fill them in the data, or declare the column categorical with a "
                 '"(missing)" category')
-    return [ColumnProblem(spec.name, "holds nulls and its nulls policy is refuse", nulls,
-                          fixes=(fix,))]
+    return [ColumnProblem(spec.name, "holds nulls and its nulls policy is drop (a release "
+                          "drops these rows)", nulls, fixes=(fix,))]
 
 
 def _check_text(src: _Source, contract: Contract, spec: ColumnSpec, k: int
@@ -223,7 +223,7 @@ def _check_text(src: _Source, contract: Contract, spec: ColumnSpec, k: int
     nulls = int(frame["n"][null].sum())
     labels = [] if spec.type == "text" else contract.labels(spec.name)
     problems = _null_problem(spec, nulls)
-    if spec.type == "text" or spec.out_of_domain_policy.kind != "refuse":
+    if spec.type == "text" or spec.out_of_domain_policy.kind != "drop":
         return problems
     codes = match_text(contract, spec.name, frame["v"])
     bad = (codes < 0) & ~null
@@ -275,7 +275,7 @@ def _check_numeric(src: _Source, spec: ColumnSpec, k: int) -> list[ColumnProblem
             spec.name, "holds values that are not numbers", int(nonnum),
             tuple((str(v), int(n)) for v, n in examples),
             ("clean them in the data, or declare the column categorical",)))
-    if spec.out_of_domain_policy.kind != "refuse":
+    if spec.out_of_domain_policy.kind != "drop":
         return problems
     lower, upper = spec.bounds
     cond = [f"x < {lower!r}" if math.isfinite(lower) else "false",

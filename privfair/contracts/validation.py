@@ -4,7 +4,7 @@ Two suites per contract:
 
 * ``input`` — for the private table as staged by :func:`privfair.release.ingest.load` (declared
   columns; numeric columns as float64, the others as text): the exact column set, and per
-  column the ``nulls: refuse`` and ``out_of_domain: refuse`` policies (values in the declared
+  column the ``nulls: drop`` and ``out_of_domain: drop`` policies (values in the declared
   categories or aliases; numbers in ``[lower, upper]``).
 * ``output`` — for the decoded synthetic table: the exact column set, no nulls, every value
   a declared label, and the row count.
@@ -108,9 +108,9 @@ def suite_spec(contract: Contract, *, side: Side,
                          {"value_set": list(contract.labels(name))}))
         return spec
     for column in contract.columns:
-        if column.null_policy.kind == "refuse":
+        if column.null_policy.kind == "drop":
             spec.append(("expect_column_values_to_not_be_null", column.name, {}))
-        if column.out_of_domain_policy.kind != "refuse":
+        if column.out_of_domain_policy.kind != "drop":
             continue
         if column.type == "numeric":
             lower, upper = column.bounds

@@ -1,7 +1,11 @@
-"""Private side, first stages: load the private table, validate it, discretize it.
+"""Private side, first stages: load the private table and discretize it.
 
 Each stage reads the private data and returns only file references (path + sha256) to
-private staged files, or a pass/fail summary; details stay in the private staging folder.
+private staged files; details stay in the private staging folder. After the reservation
+nothing here refuses, stops or speaks on a condition of the private values (issue 21.2):
+the file's schema is checked before (:func:`privfair.contracts.encoding.check_source_schema`,
+called by the kind's ``check``), and values get the contract's policies in :func:`discretize`,
+which stages the exact tally of touched rows for a noisy release (:mod:`.policy_counts`).
 """
 
 from __future__ import annotations
@@ -9,7 +13,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,17 +22,18 @@ import pandas as pd
 
 from privfair.contracts.encoding import (
     STRIP_CHARS,
+    PolicyTally,
+    check_source_schema,
     hidden_index_columns,
     literal_file,
     source_sql,
 )
 from privfair.contracts.schema import Contract
 from privfair.core.domain import code_dtype
-from privfair.release.table.plan import InputValidationError, ReleaseInputError
+from privfair.release.table.plan import ReleaseInputError
 from privfair.store.artefacts import (
     FileRef,
     json_bytes,
-    private_dir,
     stage_file,
 )
 
@@ -91,36 +95,22 @@ def _text_expr(path: Path, name: str, kind: str, normalize: str = "none") -> str
         "categories (expected text, integers or booleans)")
 
 
-def _refuse_duplicate_names(path: Path, literal: Path) -> None:
-    """Two columns with one name are refused by that name (DuckDB would rename one)."""
-    if literal.suffix == ".csv":
-        import csv
-
-        with open(literal, newline="", encoding="utf-8", errors="replace") as fh:
-            header = next(csv.reader(fh), [])
-    else:
-        import pyarrow.parquet as pq
-
-        header = list(pq.read_schema(literal).names)
-    seen: set[str] = set()
-    for name in (h.strip() for h in header):
-        if name in seen:
-            raise ReleaseInputError(f"data file {path}: duplicate column name {name!r}; "
-                                    "expected each column once")
-        seen.add(name)
-
-
 def load(data_path: str | Path, contract: Contract,
          staging: str | Path, *, batch_size: int = 200_000) -> FileRef:
     """Stream the declared columns of a CSV/Parquet file into a staged Parquet (private).
 
     DuckDB reads the source in a streaming pipeline (memory stays bounded for inputs larger
-    than RAM). Refuses, naming the column: a missing declared column, an undeclared extra
-    column (columns listed under ``drop`` are read past), a numeric column that holds
-    non-numbers, and an empty input. The file is read literally (a name such as
-    ``part?.parquet`` is not a glob), and a pandas index stored in a Parquet file is not data.
+    than RAM). The schema (names, Parquet types) is checked again here by
+    :func:`~privfair.contracts.encoding.check_source_schema` (a kind calls it in ``check``,
+    before its reservation, so this never fires there); no value is checked: an empty input,
+    text in a numeric CSV column or an infinity are staged as they are and get the contract's
+    policies in :func:`discretize`. A CSV's numeric columns are staged as text (trimmed, empty
+    as null) so that text that is not a number stays distinguishable from a null. The file is
+    read literally (a name such as ``part?.parquet`` is not a glob), and a pandas index stored
+    in a Parquet file is not data.
     """
     path = Path(data_path)
+    check_source_schema(path, contract)
     with literal_file(path) as literal:
         return _load(path, Path(literal), contract, Path(staging), batch_size=batch_size)
 
@@ -139,28 +129,16 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
                                     ).fetchall()
         except duckdb.Error as exc:
             raise _duckdb_error(path, exc) from None
-        _refuse_duplicate_names(path, literal)
         types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
-        declared = list(contract.column_names)
-        missing = [c for c in declared if c not in types]
-        if missing:
-            raise ReleaseInputError(
-                f"data file {path}: missing column(s) {missing} declared by contract "
-                f"{contract.name!r}")
-        extra = [c for c in types if c not in declared and c not in contract.drop]
-        if extra:
-            raise ReleaseInputError(
-                f"data file {path}: unexpected column(s) {extra} not declared by contract "
-                f"{contract.name!r} (declare them or list them under 'drop')")
         select = []
         for spec in contract.columns:
             col, kind = _quote(spec.name), types[spec.name]
             if spec.type == "numeric":
                 if path.suffix.lower() == ".csv":
-                    select.append(f"TRY_CAST({col} AS DOUBLE) AS {col}")
+                    select.append(f"NULLIF(trim({col}), '') AS {col}")
                 elif _NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL"):
                     select.append(f"CAST({col} AS DOUBLE) AS {col}")
-                else:
+                else:  # pragma: no cover - check_source_schema refused it
                     raise ReleaseInputError(
                         f"data file {path}: column {spec.name!r} has type {kind} but contract "
                         f"{contract.name!r} declares it numeric")
@@ -169,27 +147,6 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
                                          contract.normalization(spec.name)))
         source = source_sql(literal)
         try:
-            if path.suffix.lower() == ".csv":
-                numeric = [_quote(c.name) for c in contract.columns if c.type == "numeric"]
-                for col in numeric:
-                    bad = con.execute(
-                        f"SELECT 1 FROM {source} WHERE {col} IS NOT NULL AND trim({col}) <> '' "
-                        f"AND TRY_CAST({col} AS DOUBLE) IS NULL LIMIT 1").fetchall()
-                    if bad:
-                        raise ReleaseInputError(
-                            f"data file {path}: column {col.strip(chr(34))!r} holds non-numeric "
-                            f"values but contract {contract.name!r} declares it numeric")
-            for spec in contract.columns:
-                if spec.type != "numeric":
-                    continue
-                col = _quote(spec.name)
-                if con.execute(f"SELECT 1 FROM {source} WHERE isinf(TRY_CAST({col} AS DOUBLE)) "
-                               "LIMIT 1").fetchall():
-                    raise ReleaseInputError(
-                        f"data file {path}: column {spec.name!r} holds infinite values; "
-                        "expected finite numbers (or nulls, under its nulls policy)")
-            if not con.execute(f"SELECT 1 FROM {source} LIMIT 1").fetchall():
-                raise ReleaseInputError(f"data file {path} has no rows (empty input)")
             target = "'" + str(out).replace("'", "''") + "'"
             con.execute(
                 f"COPY (SELECT {', '.join(select)} FROM {source}) TO {target} "
@@ -231,10 +188,12 @@ def iter_frames(ref: FileRef, *, batch_size: int = 200_000,
 
 def validate_input(staged: FileRef, contract: Contract,
                    staging: str | Path, *, batch_size: int = 200_000) -> dict[str, Any]:
-    """Check the staged input against the GX suite generated from the contract.
+    """Run the GX input suite on the staged input, for the private staging folder only.
 
-    The full GX results (they hold counts of the private data) are written to the private
-    staging folder only; the return value and the error name columns and checks, nothing else.
+    Not part of a release (issue 21.2): its verdict depends on the private values, so it
+    never refuses and returns nothing that depends on them. The full results stay in
+    ``input-validation.json`` in the private staging folder. The owner's tool is
+    ``privfair contract check --data``.
     """
     from privfair.contracts.validation import validate_frames
 
@@ -243,22 +202,25 @@ def validate_input(staged: FileRef, contract: Contract,
     report = Path(staging) / "input-validation.json"
     report.write_bytes(json_bytes(outcome.private_details))
     os.chmod(report, 0o600)
-    if not outcome.passed:
-        # Keep the private details for the data owner, outside the staging folder (which is
-        # removed) and outside anything published or handed to Prefect.
-        keep = private_dir(Path(staging).parents[1] / "private-reports")
-        kept = keep / f"{Path(staging).name}-input-validation.json"
-        shutil.copyfile(report, kept)
-        os.chmod(kept, 0o600)
-        raise InputValidationError(
-            f"input breaks contract {contract.name!r}: {outcome.problem_line()} "
-            f"(private details: {kept})")
-    return {"passed": True, "expectations": outcome.n_expectations}
+    return {"expectations": outcome.n_expectations}
 
 
 def discretize(staged: FileRef, contract: Contract,
                staging: str | Path, *, batch_size: int = 200_000) -> FileRef:
-    """Map the staged input onto the contract's codes, batch by batch (private)."""
+    """Map the staged input onto the contract's codes, batch by batch (private).
+
+    Every row is encoded or dropped by the contract's policies; nothing here raises on a
+    value. The exact tally of touched rows is staged next to the codes
+    (:func:`discretize_counted` returns its reference).
+    """
+    return discretize_counted(staged, contract, staging, batch_size=batch_size)[0]
+
+
+def discretize_counted(staged: FileRef, contract: Contract, staging: str | Path, *,
+                       batch_size: int = 200_000) -> tuple[FileRef, FileRef]:
+    """:func:`discretize`, returning ``(codes, tally)``: the staged codes and the staged
+    exact :class:`~privfair.contracts.encoding.PolicyTally` (private; a release publishes it
+    only through :func:`privfair.release.policy_counts.measure_policy_counts`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -267,17 +229,28 @@ def discretize(staged: FileRef, contract: Contract,
     domain = contract.domain()
     schema = pa.schema([(a, code_type(domain.size(a))) for a in domain])
     out = Path(staging) / "codes.parquet"
+    tally = PolicyTally()
     writer = pq.ParquetWriter(out, schema, compression="zstd")
     try:
         for frame in iter_frames(staged, batch_size=batch_size, categorical=True):
-            codes = disc.discretize(frame, contract)
+            codes = disc.discretize(frame, contract, tally=tally)
             writer.write_table(pa.table(
                 {a: np.asarray(codes[a]).astype(schema.field(a).type.to_pandas_dtype())
                  for a in domain}, schema=schema))
     finally:
         writer.close()
     os.chmod(out, 0o600)
-    return stage_file(out)
+    counts = Path(staging) / "policy-counts.json"
+    counts.write_bytes(json_bytes(tally.to_dict()))
+    os.chmod(counts, 0o600)
+    return stage_file(out), stage_file(counts)
+
+
+def read_policy_tally(ref: FileRef) -> PolicyTally:
+    """The staged exact tally of touched rows (private)."""
+    import json
+
+    return PolicyTally.from_dict(json.loads(ref.open_checked().read_text()))
 
 
 def code_type(size: int) -> Any:

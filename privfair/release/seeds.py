@@ -27,7 +27,7 @@ __all__ = ["KIND_KEYS", "STAGE_KEYS", "check_seed_policy", "kind_rng", "seed_fin
 
 #: Spawn keys of the table and gan kinds' stages.
 STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
-              "domains": 7, "gan": 8}
+              "domains": 7, "gan": 8, "policies": 9}
 #: First spawn-key element of the other kinds; their stages follow in declaration order.
 KIND_KEYS = {"model": 20, "graph": 30, "embedding": 40}
 

@@ -286,6 +286,38 @@ def _data_docs_links(output: Mapping[str, Any]) -> str:
     return f"<ul>{items}</ul>" if items else ""
 
 
+def policy_counts_section(record: Mapping[str, Any]) -> str:
+    """The contract's policies and the noisy counts of the rows they touched (issue 21.2).
+
+    ``record`` is :func:`privfair.release.policy_counts.policy_record`'s output; every number
+    in it is a noisy count or a public parameter.
+    """
+    rows = record.get("touched_rows")
+    if rows is None:
+        return ""
+    noise = record.get("noise", {})
+    body = "".join(
+        f"<tr><td>{html.escape(str(r['column']))}</td><td>{html.escape(str(r['action']))}</td>"
+        f"<td>{html.escape(_fmt(r['noisy_count']))}</td></tr>" for r in rows)
+    policies = "".join(
+        f"<tr><td>{html.escape(str(name))}</td><td>{html.escape(str(p.get('out_of_domain')))}"
+        f"</td><td>{html.escape(str(p.get('nulls')))}</td></tr>"
+        for name, p in (record.get("policies") or {}).items())
+    return "\n".join([
+        "<h3>Input policies (private side)</h3>",
+        "<p class='note'>A release never refuses or stops on a private value: values outside "
+        "the declared domain, nulls and values that are not numbers get the column's policy. "
+        "The rows each policy touched are released as noisy counts "
+        f"({html.escape(str(noise.get('mechanism', 'gaussian')))} noise, "
+        f"σ = {html.escape(_fmt(noise.get('sigma')))}, charged to this release's ledger); a "
+        "count may be negative.</p>",
+        "<table><tr><th>column</th><th>out_of_domain</th><th>nulls</th></tr>"
+        f"{policies}</table>",
+        "<table><tr><th>column</th><th>action</th><th>rows (noisy)</th></tr>"
+        f"{body}</table>",
+    ])
+
+
 def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
                  labels: Mapping[str, Sequence[Any]] | None = None) -> str:
     """Render the release report as one self-contained HTML page.
@@ -362,11 +394,10 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         structure_svg(attributes, structure.get("edges", []), roles),
         "<h2>Validation</h2>",
         kv_table({
-            "input (contract, private side)": "PASS" if validation.get("input", {}).get(
-                "passed") else "FAIL",
             "output (synthetic table)": "PASS" if validation.get("output", {}).get(
                 "passed") else "FAIL",
         }),
+        policy_counts_section(validation.get("input", {})),
         _data_docs_links(validation.get("output", {})),
         "<h2>Privacy ledger</h2>",
         "<table><tr><th>step</th><th>mechanism</th><th>ρ</th><th>σ</th><th>ε</th>"

@@ -1,6 +1,7 @@
 """The ``table`` release kind (MST, PreFair, AIM, independent) and the ``gan`` kind.
 
-Both read the private table the same way (load → validate → DP domains → discretize), both
+Both read the private table the same way (load → DP domains → discretize under the
+contract's policies → noisy counts of the rows the policies touched), both
 publish a synthetic table with the same files, and they differ in the stages between: the
 marginal methods measure, select and estimate; the GANs train on DP-SGD and sample their
 generator. Each stage here is a thin adapter from the protocol's ``(context, state)`` to the
@@ -20,8 +21,10 @@ from typing import Any
 from privfair.core.accounting import PrivacyLedger
 from privfair.generative import GAN_METHODS
 from privfair.release.gan.stages import sample_gan, train_gan
-from privfair.release.ingest import discretize, load, validate_input
+from privfair.release.ingest import discretize_counted, load, read_policy_tally
+from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.seeds import stage_rng
 from privfair.release.table.plan import ReleaseParams, ReleasePlan, preflight
 from privfair.release.table.post_noise import (
     estimate,
@@ -29,15 +32,9 @@ from privfair.release.table.post_noise import (
     sample,
     validate_output,
 )
-from privfair.release.table.private import (
-    fit_aim,
-    measure_one_way,
-    measure_selected,
-    resolve_domains,
-    select,
-)
+from privfair.release.table.private import measure_table, resolve_domains
 from privfair.release.table.publish import write_table_release
-from privfair.store.artefacts import save_ledger
+from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.synth.aim import MIN_FIT_SHARE
 from privfair.synth.synthesizer import AIM_METHODS
 
@@ -52,13 +49,13 @@ def current_plan(context: RunContext, state: State) -> ReleasePlan:
 
 def load_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = context.plan
+    # No check of values here (issue 21.2): the schema was checked before the reservation
+    # (preflight) and values get the contract's policies in the discretize stage.
     staged = load(plan.data_path, plan.contract, context.workspace.staging,
                   batch_size=plan.batch_size)
-    checked = validate_input(staged, plan.contract, context.workspace.staging,
-                             batch_size=plan.batch_size)
     ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
                          context.workspace.artefacts)
-    return {"staged": staged, "input_validation": checked, "ledger": ledger}
+    return {"staged": staged, "ledger": ledger}
 
 
 def domains_stage(context: RunContext, state: State) -> dict[str, Any]:
@@ -70,8 +67,21 @@ def domains_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 def discretize_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
-    return {"codes": discretize(state["staged"], plan.contract, context.workspace.staging,
-                                batch_size=plan.batch_size)}
+    codes, tally = discretize_counted(state["staged"], plan.contract, context.workspace.staging,
+                                      batch_size=plan.batch_size)
+    return {"codes": codes, "policy_tally": tally}
+
+
+def policy_counts_stage(context: RunContext, state: State) -> dict[str, Any]:
+    """The rows each policy touched, as noisy counts charged to the run (issue 21.2)."""
+    plan = current_plan(context, state)
+    book = load_ledger(state["ledger"])
+    record = measure_policy_counts(
+        read_policy_tally(state["policy_tally"]), plan.contract, book,
+        rho=plan.split["policies"], rng=stage_rng(context.seed, "policies"),
+        discrete=plan.discrete_noise)
+    return {"input_validation": record,
+            "ledger": save_ledger(book, context.workspace.artefacts)}
 
 
 def fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
@@ -102,48 +112,25 @@ def _engine(plan: ReleasePlan) -> dict[str, Any]:
 # --- marginal methods ----------------------------------------------------------------------
 
 
-def measure_one_way_stage(context: RunContext, state: State) -> dict[str, Any]:
-    plan = current_plan(context, state)
-    one_way, ledger = measure_one_way(
-        state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
-        rho=plan.split["one_way"], seed=context.seed, discrete=plan.discrete_noise,
-        batch_size=plan.batch_size, **_engine(plan))
-    return {"one_way": one_way, "ledger": ledger}
-
-
-def select_stage(context: RunContext, state: State) -> dict[str, Any]:
-    plan = current_plan(context, state)
-    structure, ledger = select(
-        state["codes"], plan.contract, state["one_way"], state["ledger"],
-        context.workspace.artefacts, method=plan.method, rho=plan.split["select"],
-        seed=context.seed, batch_size=plan.batch_size, **_engine(plan))
-    return {"structure": structure, "ledger": ledger}
-
-
-def measure_selected_stage(context: RunContext, state: State) -> dict[str, Any]:
-    plan = current_plan(context, state)
-    selected, ledger = measure_selected(
-        state["codes"], plan.contract, state["one_way"], state["structure"], state["ledger"],
-        context.workspace.artefacts, rho=plan.split["measure"], seed=context.seed,
-        discrete=plan.discrete_noise, batch_size=plan.batch_size, **_engine(plan))
-    return {"selected": selected, "ledger": ledger}
-
-
-def aim_stage(context: RunContext, state: State) -> dict[str, Any]:
+def measure_stage(context: RunContext, state: State) -> dict[str, Any]:
+    """Every measurement of a marginal method, by the library's estimator
+    (:meth:`privfair.synth.synthesizer.FairSynthesizer.measure`)."""
     plan = current_plan(context, state)
     started = time.monotonic()
-    one_way, structure, selected, ledger, warm = fit_aim(
+    aim = plan.method in AIM_METHODS
+    low, high = (0.2, 0.7) if aim else (0.2, 0.35)
+    out = measure_table(
         state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
-        method=plan.method, rho=plan.rho - plan.split["domains"], seed=context.seed,
-        discrete=plan.discrete_noise, batch_size=plan.batch_size,
-        max_time_s=plan.max_time_s, return_model=True,
-        progress=lambda fraction: context.progress("AIM rounds", 0.2 + 0.5 * fraction),
+        method=plan.method, epsilon=plan.epsilon, delta=plan.delta,
+        rho=plan.rho - plan.split["domains"] - plan.split["policies"], seed=context.seed,
+        discrete=plan.discrete_noise,
+        batch_size=plan.batch_size, max_time_s=plan.max_time_s,
+        progress=lambda stage, fraction: context.progress(stage, low + (high - low) * fraction),
         **_engine(plan))
     # AIM's time budget covers its final fit: whatever the rounds left of it.
-    fit_time = (None if plan.max_time_s is None else max(
+    fit_time = (None if not aim or plan.max_time_s is None else max(
         plan.max_time_s - (time.monotonic() - started), MIN_FIT_SHARE * plan.max_time_s))
-    return {"one_way": one_way, "structure": structure, "selected": selected,
-            "ledger": ledger, "warm_start": warm, "fit_time_s": fit_time}
+    return {**out, "fit_time_s": fit_time}
 
 
 def estimate_stage(context: RunContext, state: State) -> dict[str, Any]:
@@ -212,8 +199,10 @@ class TableKind(ReleaseKind):
         return Cost(epsilon=plan.epsilon, delta=plan.delta)
 
     def summary(self, plan: ReleasePlan) -> str:
+        budget = (f", time budget {plan.max_time_s:g} s" if plan.method in AIM_METHODS
+                  and plan.max_time_s else "")
         return (f"release of {plan.dataset!r}: ε = {plan.epsilon:g}, δ = {plan.delta:g} "
-                f"(ρ = {plan.rho:.4g}), method {plan.method}")
+                f"(ρ = {plan.rho:.4g}), method {plan.method}{budget}")
 
     def reading_stages(self, plan: ReleasePlan) -> list[Stage]:
         stages = [Stage("load", load_stage, private=True, at=0.02)]
@@ -221,19 +210,14 @@ class TableKind(ReleaseKind):
             stages.append(Stage("publish DP domains", domains_stage, private=True, noise=True,
                                 at=0.12))
         stages.append(Stage("discretize", discretize_stage, private=True, at=0.15))
+        stages.append(Stage("count policy rows", policy_counts_stage, private=True, noise=True,
+                            at=0.17))
         return stages
 
     def stages(self, plan: ReleasePlan) -> list[Stage]:
-        if plan.method in AIM_METHODS:
-            measured = [Stage("AIM rounds", aim_stage, private=True, noise=True, at=0.2)]
-        else:
-            measured = [
-                Stage("measure one-way", measure_one_way_stage, private=True, noise=True,
-                      at=0.2),
-                Stage("select structure", select_stage, private=True, noise=True, at=0.25),
-                Stage("measure selected", measure_selected_stage, private=True, noise=True,
-                      at=0.3)]
-        return [*self.reading_stages(plan), *measured,
+        measure = "AIM rounds" if plan.method in AIM_METHODS else "measure marginals"
+        return [*self.reading_stages(plan),
+                Stage(measure, measure_stage, private=True, noise=True, at=0.2),
                 Stage("estimate", estimate_stage, cache=True, at=0.35),
                 Stage("sample", sample_stage, cache=True, at=0.8),
                 Stage("fairness transform", fairness_stage, at=0.82),

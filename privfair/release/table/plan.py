@@ -23,6 +23,7 @@ from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.generative import GAN_METHODS
 from privfair.release.checks import check_release_request
 from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
+from privfair.release.policy_counts import POLICY_SHARE
 from privfair.store.artefacts import (
     StoreError,
     new_run_id,
@@ -45,7 +46,10 @@ Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "i
 
 
 class InputValidationError(ReleaseInputError):
-    """The input breaks its contract; the message names columns and checks, never values."""
+    """The input breaks its contract; the message names columns and checks, never values.
+
+    No release raises it any more (issue 21.2: values get the contract's policies); kept for
+    callers that catch it."""
 
 
 class OutputValidationError(PrivfairError):
@@ -246,8 +250,10 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     """Check everything that can be checked without reading private data.
 
     Refuses (one-line error, nothing written): invalid parameters, a bad contract, a missing
-    data file, an unwritable store, and a release that would exceed the dataset's lifetime
-    budget.
+    data file or one whose schema does not fit the contract (column names; Parquet types:
+    :func:`~privfair.contracts.encoding.check_source_schema`, public facts read before the
+    reservation), an unwritable store, and a release that would exceed the dataset's lifetime
+    budget. Nothing after the reservation refuses on a value (issue 21.2).
     """
     params = params if isinstance(params, ReleaseParams) else ReleaseParams.model_validate(
         params)
@@ -294,6 +300,9 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         except ValueError as exc:
             raise ReleaseInputError(str(exc)) from None
     data_path, source = resolve_data(params, contract)
+    from privfair.contracts.encoding import check_source_schema
+
+    check_source_schema(data_path, contract)
     store = Path(params.out).expanduser().resolve()
     check_store_writable(store)
     check_release_request(params, contract, domain, store)  # numbers, folders, memory
@@ -303,9 +312,14 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         check_dask_address(params.dask_address)
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
     domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
-    split = ({"domains": domains_rho, "gan": rho - domains_rho} if params.method in GAN_METHODS
-             else {"domains": domains_rho,
-                   **asdict(BudgetSplit.for_method(params.method, rho - domains_rho))})
+    # The noisy counts of rows the contract's policies touched (issue 21.2): a fixed public
+    # share, inside the declared cost.
+    policies_rho = POLICY_SHARE * rho
+    rest = rho - domains_rho - policies_rho
+    split = ({"domains": domains_rho, "policies": policies_rho, "gan": rest}
+             if params.method in GAN_METHODS
+             else {"domains": domains_rho, "policies": policies_rho,
+                   **asdict(BudgetSplit.for_method(params.method, rest))})
     return ReleasePlan(
         run_id=new_run_id(), dataset=contract.name, contract=contract,
         contract_path=str(contract_path),
