@@ -135,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     chk = sto_sub.add_parser("check", help="reconcile release folders, lifetime ledgers and "
                                            "the catalog (exit 1 if inconsistent)")
     chk.add_argument("--out", default="releases", help="release store folder")
-    chk.add_argument("--work-dir", help="also look for private leftovers in this work folder")
+    chk.add_argument("--work-dir", default=".privfair",
+                     help="work folder whose dead runs' private leftovers to find (default "
+                          ".privfair); runs that hold their lock are never touched")
     chk.add_argument("--repair", action="store_true",
                      help="finish or undo unfinished publications, drop stale catalog rows "
                           "and private leftovers")

@@ -136,6 +136,15 @@ def store_snapshot():
 
 
 @pytest.fixture(autouse=True)
+def system_temp(tmp_path_factory, monkeypatch) -> Path:
+    """Each test gets its own system temp folder: `store check` scans it for the
+    ``privfair-src-*`` leftovers of dead processes (issue 21.7), never the machine's."""
+    root = tmp_path_factory.mktemp("systemp")
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+@pytest.fixture(autouse=True)
 def privacy_registry(tmp_path_factory, monkeypatch) -> Path:
     """Each test gets its own privacy registry (lifetime ledgers), never the user's."""
     root = tmp_path_factory.mktemp("registry")

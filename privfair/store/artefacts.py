@@ -133,9 +133,15 @@ class Workspace:
 
     @classmethod
     def open(cls, root: str | Path, run_id: str | None = None) -> Workspace:
+        """Create the folders and take the run's lock on ``staging/.lock`` (held until
+        :meth:`cleanup_private`: ``store check`` never touches a locked staging folder)."""
+        from privfair.store.leftovers import hold_staging_lock
+
         ws = cls(Path(root).resolve(), run_id or new_run_id())
         for p in (ws.root, ws.staging.parent, ws.staging, ws.artefacts, ws.results):
             private_dir(p)
+        if ws.staging not in _STAGING_LOCKS:
+            _STAGING_LOCKS[ws.staging] = hold_staging_lock(ws.staging)
         return ws
 
     @property
@@ -151,8 +157,15 @@ class Workspace:
         return self.root / "prefect-results"
 
     def cleanup_private(self) -> None:
-        """Remove the private staging folder of this run."""
+        """Remove the private staging folder of this run, then release its lock."""
         shutil.rmtree(self.staging, ignore_errors=True)
+        fd = _STAGING_LOCKS.pop(self.staging, None)
+        if fd is not None:
+            os.close(fd)
+
+
+#: Descriptors of the staging locks this process holds (closing one releases it).
+_STAGING_LOCKS: dict[Path, int] = {}
 
 
 def new_run_id() -> str:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,9 +76,11 @@ def _pid_alive(pid: Any, host: Any) -> bool:
 
 
 def check_store(store: str | Path, *, repair: bool = False,
-                work_dir: str | Path | None = None) -> StoreReport:
-    """Problems of ``store`` (and of ``work_dir``'s private staging); with ``repair``, fix
-    what can be fixed safely and report what is left."""
+                work_dir: str | Path | None = ".privfair") -> StoreReport:
+    """Problems of ``store`` and the private leftovers of dead runs (``work_dir``'s staging,
+    ``privfair-src-*`` temp folders, ``.*.tmp`` files: :mod:`privfair.store.leftovers`);
+    with ``repair``, fix what can be fixed safely and report what is left. A staging folder
+    whose run holds its lock is never touched."""
     store = Path(store).expanduser().resolve()
     report = StoreReport()
     for name, ident in _datasets(store):
@@ -121,13 +122,13 @@ def check_store(store: str | Path, *, repair: bool = False,
             else:
                 report.problems.append(f"{ident}: run {p['run_id']} died holding a reservation "
                                        "(charged; it drew no noise)")
-    if work_dir is not None:
-        staging = Path(work_dir).expanduser().resolve() / "staging"
-        for run in sorted(staging.iterdir()) if staging.is_dir() else []:
-            if repair:
-                shutil.rmtree(run, ignore_errors=True)
-                report.repaired.append(f"removed private staging {run}")
-            else:
-                report.problems.append(f"private staging left by a killed run: {run}")
+    from privfair.store.leftovers import find_leftovers, remove
+
+    for path in find_leftovers(work_dir if work_dir is not None else ".privfair", store):
+        if repair:
+            remove(path)
+            report.repaired.append(f"removed private leftover of a dead run {path}")
+        else:
+            report.problems.append(f"private leftover of a dead run: {path}")
     return report
 

@@ -1,0 +1,103 @@
+"""`store check` finds every private leftover of a dead run by itself and never touches a run
+that holds its lock (issue 21.7)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from privfair.contracts.encoding import literal_file
+from privfair.store.artefacts import Workspace
+from privfair.store.check import check_store
+from privfair.store.leftovers import find_leftovers
+
+
+@pytest.fixture
+def systmp(tmp_path, monkeypatch):
+    folder = tmp_path / "systmp"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    return folder
+
+
+def _old(path: Path, seconds: float = 7200) -> None:
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def test_live_run_staging_is_never_touched_and_a_dead_one_is_removed(tmp_path, systmp):
+    work, store = tmp_path / "work", tmp_path / "store"
+    live = Workspace.open(work)
+    (live.staging / "input.parquet").write_bytes(b"private")
+    # A killed run: its lock file is there, nobody holds it.
+    dead = work / "staging" / "20200101T000000-deadbeef"
+    dead.mkdir(parents=True)
+    (dead / ".lock").touch()
+    (dead / "input.parquet").write_bytes(b"private")
+    report = check_store(store, work_dir=work)
+    assert any(str(dead) in p for p in report.problems)
+    assert not any(str(live.staging) in p for p in report.problems)
+    check_store(store, work_dir=work, repair=True)
+    assert not dead.exists()
+    assert (live.staging / "input.parquet").read_bytes() == b"private"
+    live.cleanup_private()
+    assert not live.staging.exists()
+
+
+def test_lock_is_held_by_another_process_until_it_ends(tmp_path, systmp):
+    work = tmp_path / "work"
+    code = ("import sys, time; from privfair.store.artefacts import Workspace; "
+            f"ws = Workspace.open({str(work)!r}, 'run-x'); print('ready', flush=True); "
+            "sys.stdin.readline()")
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert find_leftovers(work, temp_dir=systmp) == []  # held: a live run
+    finally:
+        child.communicate("\n", timeout=30)
+    assert find_leftovers(work, temp_dir=systmp) == [work / "staging" / "run-x"]
+
+
+def test_check_without_work_dir_looks_in_the_default_work_folder(tmp_path, systmp,
+                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    dead = tmp_path / ".privfair" / "staging" / "killed"
+    dead.mkdir(parents=True)
+    (dead / ".lock").touch()
+    (dead / "input.parquet").write_bytes(b"private")
+    report = check_store(tmp_path / "store")
+    assert not report.consistent
+    assert any("killed" in p for p in report.problems)
+
+
+def test_src_folders_of_dead_processes_and_tmp_files_are_found(tmp_path, systmp):
+    data = tmp_path / "rows.csv"
+    data.write_text("a\n1\n")
+    with literal_file(data) as link:
+        folder = Path(link).parent
+        assert folder.parent == systmp and folder.name.startswith(f"privfair-src-{os.getpid()}-")
+        assert find_leftovers(tmp_path / "work", temp_dir=systmp) == []  # our pid: alive
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dead_src = systmp / f"privfair-src-{gone}-abc"
+    dead_src.mkdir()
+    os.symlink(data, dead_src / "source.csv")
+    store = tmp_path / "store"
+    (store / "toy").mkdir(parents=True)
+    intent = store / "toy" / "..intent-v1.json.0a1b.tmp"
+    intent.write_text("{}")
+    _old(intent)
+    fresh = store / "toy" / ".manifest.json.ff.tmp"
+    fresh.write_text("{}")  # a write in progress: left alone
+    found = find_leftovers(tmp_path / "work", store, temp_dir=systmp)
+    assert found == sorted([dead_src, intent])
+    check_store(store, work_dir=tmp_path / "work", repair=True)
+    assert not dead_src.exists() and not intent.exists() and fresh.exists()
+    assert data.exists()  # the link is removed, never the file it names
