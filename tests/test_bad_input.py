@@ -16,7 +16,7 @@ from conftest import TOY_CONTRACT
 from test_cli import release_argv, run_cli
 
 from privfair.contracts.schema import load_contract
-from privfair.store.registry import read_lifetime_ledger, registry_ledger_path
+from privfair.store.registry import has_ledger, read_lifetime_ledger
 
 
 def _contract(tmp_path: Path, text: str, name: str = "bad") -> Path:
@@ -81,7 +81,7 @@ def _case(case: str, tmp_path: Path, frame: pd.DataFrame, good: Path, monkeypatc
     elif case == "delta-5e-324":
         extra, words = ["--delta", "5e-324"], ["delta", "below"]
     elif case == "delta-zero":
-        extra, words = ["--delta", "0"], ["delta", "greater than 0"]
+        extra, words = ["--delta", "0"], ["delta", "outside (1e-50, 1)"]
     elif case == "eta-without-tot":
         extra, words = ["--eta", "0.05"], ["eta", "--fairness tot"]
     elif case == "n-rows-1e10":
@@ -149,7 +149,7 @@ def _ledger_state(contract_path: Path) -> tuple[float, int]:
         contract = load_contract(contract_path)
     except Exception:  # a contract the case made unparseable has no ledger either
         return 0.0, 0
-    if not registry_ledger_path(contract.name).is_file():
+    if not has_ledger(contract.name):
         return 0.0, 0
     book = read_lifetime_ledger(None, contract)
     return book.rho_spent, len(book.releases)

@@ -153,10 +153,10 @@ def test_bad_contract_is_refused(case, capsys, tmp_path, toy_parquet, store_snap
 
 
 BAD_ARGS = [
-    ("epsilon-zero", ["--epsilon", "0"], ["epsilon", "greater than 0"]),
-    ("epsilon-negative", ["--epsilon", "-1"], ["epsilon", "greater than 0"]),
-    ("delta-one", ["--delta", "1"], ["delta", "less than 1"]),
-    ("delta-two", ["--delta", "2.5"], ["delta", "less than 1"]),
+    ("epsilon-zero", ["--epsilon", "0"], ["epsilon", "outside [1e-06, 100]"]),
+    ("epsilon-negative", ["--epsilon", "-1"], ["epsilon", "outside [1e-06, 100]"]),
+    ("delta-one", ["--delta", "1"], ["delta", "outside (1e-50, 1)"]),
+    ("delta-two", ["--delta", "2.5"], ["delta", "outside (1e-50, 1)"]),
     ("unknown-method", ["--method", "magic"], ["--method", "invalid choice", "magic"]),
     ("n-rows-zero", ["--n-rows", "0"], ["n_rows"]),
     ("epsilon-not-a-number", ["--epsilon", "lots"], ["--epsilon", "invalid float"]),

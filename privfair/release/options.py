@@ -13,7 +13,7 @@ import re
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from privfair.contracts.datasets import PackagedContract
 
@@ -72,6 +72,9 @@ class ReleaseOptions(BaseModel):
     @field_validator("delta")
     @classmethod
     def _delta_in_range(cls, value: float) -> float:
+        if 0 < value < MIN_DELTA:
+            raise ValueError(f"{value:g} is below {MIN_DELTA:g}; expected a delta the "
+                             "accounting can represent")
         if not MIN_DELTA < value < 1:
             raise ValueError(f"{value:g} is outside ({MIN_DELTA:g}, 1); expected a delta the "
                              "accounting can represent")
@@ -79,14 +82,15 @@ class ReleaseOptions(BaseModel):
 
     @field_validator("contract", "data", "out", "work_dir")
     @classmethod
-    def _plain_path(cls, value: str | None) -> str | None:
+    def _plain_path(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return None
+        flag = "--" + str(info.field_name).replace("_", "-")
         if not value.strip():
-            raise ValueError("is empty; expected a path")
+            raise ValueError(f"{flag} is empty; expected a path")
         if ODD_PATH.search(value):
-            raise ValueError(f"{value!r} holds a wildcard or control character; expected a "
-                             "literal path")
+            raise ValueError(f"{flag} {value!r} holds a wildcard or control character; "
+                             "expected a literal path")
         return value
 
 
