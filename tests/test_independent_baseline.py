@@ -10,6 +10,7 @@ import pytest
 
 from privfair.core.accounting import zcdp_rho
 from privfair.core.domain import Domain, Roles
+from privfair.release.policy_counts import LEDGER_NAME, POLICY_SHARE
 from privfair.synth.synthesizer import FairSynthesizer
 
 SIZES = {"sex": 2, "age": 4, "edu": 3, "income": 2}
@@ -57,8 +58,10 @@ def test_whole_budget_goes_to_one_way_marginals():
 
 def test_release_with_the_baseline_charges_one_step(toy_contract, toy_parquet, tmp_path):
     manifest = _release(toy_contract, toy_parquet, tmp_path, epsilon=1.0, method="independent")
-    assert [e["name"] for e in manifest["ledger"]] == ["one-way marginals"]
-    assert manifest["ledger"][0]["rho"] == pytest.approx(zcdp_rho(epsilon=1.0, delta=1e-9))
+    # the rows the contract's policies touched (issue 21.2), then the one measurement
+    assert [e["name"] for e in manifest["ledger"]] == [LEDGER_NAME, "one-way marginals"]
+    assert manifest["ledger"][1]["rho"] == pytest.approx(
+        (1 - POLICY_SHARE) * zcdp_rho(epsilon=1.0, delta=1e-9))
     assert manifest["structure"]["edges"] == [] and manifest["fairness_check"]["passed"]
     assert manifest["method"]["name"] == "independent"
 
@@ -112,7 +115,8 @@ def test_release_falls_back_at_small_epsilon(toy_contract, toy_parquet, tmp_path
 
     manifest = _release(toy_contract, toy_parquet, tmp_path, epsilon=0.3,
                         method="prefair-greedy")
-    assert [e["name"] for e in manifest["ledger"]] == ["one-way marginals", FALLBACK_STEP]
+    assert [e["name"] for e in manifest["ledger"]] == [LEDGER_NAME, "one-way marginals",
+                                                       FALLBACK_STEP]
     assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(
         zcdp_rho(epsilon=0.3, delta=1e-9))
     assert manifest["structure"]["method"] == FALLBACK_METHOD

@@ -69,7 +69,10 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     assert "987654321" not in text  # the seed itself is never written
     assert str(toy_parquet) not in text  # neither is the private data's path
     assert manifest["fairness_transform"] == {"name": "none", "applied": False}
-    assert manifest["validation"]["input"] == {"passed": True, "expectations": 12}
+    # issue 21.2: no verdict on the private values, only noisy counts of touched rows
+    record = manifest["validation"]["input"]
+    assert record["refused_on_values"] is False and "passed" not in record
+    assert {r["column"] for r in record["touched_rows"]} == set(manifest["domain"]["attributes"])
     assert manifest["validation"]["output"]["passed"] is True
     # GX suites and Data Docs are opt-in (data_docs): none kept by default
     assert "data_docs" not in manifest["validation"]["output"]
@@ -148,7 +151,7 @@ def test_lifetime_budget_refused_before_any_private_read(toy_contract, toy_parqu
     assert version_dirs(store) == ["v1"]
 
 
-STAGES = ["load", "validate_input", "discretize", "measure_one_way", "select",
+STAGES = ["load", "discretize_counted", "measure_policy_counts", "measure_one_way", "select",
           "measure_selected", "estimate", "sample", "fairness_transform", "validate_output",
           "write_table_release"]
 
@@ -198,7 +201,7 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
                 run_release(params(toy_contract, toy_parquet, tmp_path, max_iters=50,
                                    epsilon=0.1, seed=None))
         check_consistent()
-        drew_noise = name not in ("load", "validate_input", "discretize")
+        drew_noise = name not in ("load", "discretize_counted")
         after = read_lifetime_ledger(store, contract)
         assert after.rho_spent == pytest.approx(spent + (rho if drew_noise else 0.0)), name
         if drew_noise:
