@@ -10,6 +10,7 @@ import yaml
 from privfair.cli import main
 from privfair.contracts.schema import load_contract, parse_contract
 from privfair.contracts.tools import check_data, draft_contract, suggest_edges
+from privfair.store.registry import registry_ledgers
 
 OCCUPATIONS = ["Handlers equip cleaners etc ", "Adm support incl clerical ", "Sales ",
                "Not in universe or children ", "Precision production craft & repair "]
@@ -173,7 +174,8 @@ def test_draft_handles_booleans_codes_with_nulls_dates_and_nullable_amounts(tmp_
     assert result.failing_columns == ["income"]  # only the reviewed one, as the note says
 
 
-def test_release_from_an_unreviewed_draft_warns(tmp_path, capsys):
+def test_release_from_an_unreviewed_draft_is_refused(tmp_path, capsys):
+    """Issue 25.3: a draft released with a warning and fixed the dataset's lifetime budget."""
     data = tmp_path / "credit.parquet"
     credit_table(300).to_parquet(data, index=False)
     out = tmp_path / "credit.yaml"
@@ -182,10 +184,16 @@ def test_release_from_an_unreviewed_draft_warns(tmp_path, capsys):
         "  protected: []\n  admissible: []\n  outcome: []",
         "  protected: [sex]\n  admissible: [checking]\n  outcome: [credit_risk]"))
     capsys.readouterr()
-    assert main(["release", "--contract", str(out), "--data", str(data), "--epsilon", "1",
-                 "--delta", "1e-7", "--method", "mst", "--out", str(tmp_path / "releases"),
-                 "--work-dir", str(tmp_path / "work"), "--no-prefect"]) == 0
-    assert "WARNING: contract 'credit' is a draft (reviewed: false)" in capsys.readouterr().err
+    args = ["release", "--contract", str(out), "--data", str(data), "--epsilon", "1",
+            "--delta", "1e-7", "--method", "mst", "--out", str(tmp_path / "releases"),
+            "--work-dir", str(tmp_path / "work"), "--no-prefect"]
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is a draft (reviewed: false)" in err[0]
+    assert not (tmp_path / "releases").exists()
+    assert registry_ledgers("credit") == []  # no budget fixed by a draft
+    out.write_text(out.read_text().replace("reviewed: false", "reviewed: true"))
+    assert main(args) == 0
 
 
 STABLE = """

@@ -42,7 +42,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from privfair.core.accounting import zcdp_rho
-from privfair.core.errors import PrivfairError, ReleaseInputError
+from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.release.options import ReleaseOptions, params_error_line
 from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
 from privfair.store import publication
@@ -183,6 +183,12 @@ class ReleaseKind(ABC):
         """One public line naming what the run will do (logged before it reserves)."""
         return f"{self.name} release of {plan.dataset!r} ({plan.method})"
 
+    def outcome(self, manifest: Mapping[str, Any]) -> str:
+        """One public line saying what was built and the result of its checks."""
+        guarantee = manifest.get("guarantee", {})
+        return (f"{self.name} release {manifest.get('dataset')} {manifest.get('version')}: "
+                f"({guarantee.get('epsilon')}, {guarantee.get('delta')})-DP")
+
     def markdown(self, folder: Path, manifest: Mapping[str, Any]) -> str:
         """A public summary of a published release (the Prefect artifact)."""
         guarantee = manifest.get("guarantee", {})
@@ -236,6 +242,11 @@ def plan_release(kind: ReleaseKind, params: Any) -> Planned:
     options = kind.parse(params)
     check_seed_policy(options.seed, options.insecure_seed, error=ReleaseInputError)
     plan = kind.check(options)
+    if plan.contract.reviewed is False:  # a draft's lists were copied from the data
+        raise ContractError(
+            f"contract {plan.contract.name!r} is a draft (reviewed: false): its category lists "
+            "and bin edges were copied from the data and would be public in the release; "
+            "review each against the codebook, then set 'reviewed: true'")
     if options.seed is not None:  # keyed by the dataset's secret in the registry
         plan = replace(plan, seed_fingerprint=seed_fingerprint(
             options.seed, dataset=dataset_id(plan.contract)))

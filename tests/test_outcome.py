@@ -1,0 +1,94 @@
+"""A release says what it built, and a fair method never publishes a failed check (issue 25.1).
+
+On a small table at ε = 1 the tree methods fall back to the independence model; before this,
+the CLI printed nothing about it and the report still named the method with a green PASS.
+A FairGAN table that failed its own parity check was published with exit code 0.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import make_toy_frame
+
+from privfair.cli import main
+from privfair.core.errors import FairnessViolationError
+from privfair.release.kinds import release_table
+from privfair.release.table import kind as table_kind
+from privfair.store.registry import read_lifetime_ledger
+
+
+def _request(contract, data, tmp_path, **kw):
+    return {"contract": str(contract), "data": str(data), "epsilon": 1.0, "delta": 1e-9,
+            "out": str(tmp_path / "releases"), "work_dir": str(tmp_path / "work"),
+            "max_iters": 50, **kw}
+
+
+def test_the_last_lines_name_the_fallback(toy_contract, tmp_path, capsys):
+    small = tmp_path / "small.parquet"
+    make_toy_frame(n=200, seed=3).to_parquet(small, index=False)
+    code = main(["release", "--contract", str(toy_contract), "--data", str(small),
+                 "--epsilon", "0.2", "--delta", "1e-9", "--method", "prefair-greedy",
+                 "--out", str(tmp_path / "releases"), "--work-dir", str(tmp_path / "work"),
+                 "--no-prefect"])
+    captured = capsys.readouterr()
+    assert code == 0
+    folder = Path(captured.out.strip())
+    manifest = json.loads((folder / "manifest.json").read_text())
+    line = captured.err.strip().splitlines()[-1]
+    assert manifest["structure"]["method"] == "independent (small-n fallback)"
+    assert line.startswith("built prefair-greedy -> independent (small-n fallback): 0 edges")
+    assert f"{manifest['sampling']['n_rows']} rows" in line
+
+
+def test_a_tree_release_names_its_edges_and_checks(toy_contract, toy_parquet, tmp_path):
+    folder = release_table(_request(toy_contract, toy_parquet, tmp_path,
+                                    method="prefair-greedy", epsilon=3.0))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    line = table_kind.TABLE.outcome(manifest)
+    edges = len(manifest["structure"]["edges"])
+    assert line.startswith(f"built prefair-greedy: {edges} edges")
+    assert "model-graph fairness PASS" in line and "output contract PASS" in line
+
+
+def _failing_parity(real):
+    def sample(*args, **kwargs):
+        ref, record = real(*args, **kwargs)
+        record["fairness_check"]["passed"] = False
+        record["fairness_check"]["data_fairness"]["rd"] = 0.078
+        return ref, record
+    return sample
+
+
+def test_a_fair_gan_that_fails_its_check_publishes_nothing_and_stays_charged(
+        toy_contract, toy_parquet, tmp_path, monkeypatch):
+    monkeypatch.setattr(table_kind, "sample_gan", _failing_parity(table_kind.sample_gan))
+    request = _request(toy_contract, toy_parquet, tmp_path, method="fairgan", gan_epochs=1)
+    with pytest.raises(FairnessViolationError, match=r"\|RD\(D\)\| = 0.078") as caught:
+        release_table(request)
+    assert any("stays charged" in note for note in caught.value.__notes__)
+    assert not (tmp_path / "releases" / "toy" / "v1").exists()
+    book = read_lifetime_ledger(None, table_kind.TABLE.check(
+        table_kind.TABLE.parse(request)).contract)
+    assert [p["state"] for p in book.pending] == ["spent, not published"]
+
+
+def test_allow_unfair_publishes_and_records_it(toy_contract, toy_parquet, tmp_path,
+                                               monkeypatch):
+    monkeypatch.setattr(table_kind, "sample_gan", _failing_parity(table_kind.sample_gan))
+    folder = release_table(_request(toy_contract, toy_parquet, tmp_path, method="fairgan",
+                                    gan_epochs=1, allow_unfair=True))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["parameters"]["allow_unfair"] is True
+    line = table_kind.GAN.outcome(manifest)
+    assert "FAIL" in line and "--allow-unfair" in line
+
+
+def test_dpgan_claims_no_parity(toy_contract, toy_parquet, tmp_path, monkeypatch):
+    monkeypatch.setattr(table_kind, "sample_gan", _failing_parity(table_kind.sample_gan))
+    folder = release_table(_request(toy_contract, toy_parquet, tmp_path, method="dpgan",
+                                    gan_epochs=1))
+    line = table_kind.GAN.outcome(json.loads((folder / "manifest.json").read_text()))
+    assert "FAIL (not claimed by this method)" in line
