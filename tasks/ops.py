@@ -207,7 +207,8 @@ def ledger_lines_of(ledger: Any, *, seen: Any = None) -> list[str]:
     return ledger_lines([asdict(e) for e in load_ledger(ledger).entries[before:]])
 
 
-def post_release_artifacts(folder: Any, manifest: Mapping[str, Any], *, markdown: str) -> None:
+def post_release_artifacts(folder: Any, manifest: Mapping[str, Any], *, markdown: str,
+                           ledger: list[dict[str, Any]]) -> None:
     """The release's Prefect artifacts: its public summary, its ledger, a link to it."""
     from pathlib import Path
 
@@ -220,11 +221,8 @@ def post_release_artifacts(folder: Any, manifest: Mapping[str, Any], *, markdown
     folder = Path(folder)
     title = f"{manifest.get('dataset')} {manifest.get('version')}"
     create_markdown_artifact(key="privfair-release", markdown=markdown, description=title)
-    rows = [{k: v for k, v in e.items() if k in ("name", "mechanism", "rho", "sigma",
-                                                  "epsilon", "queries")}
-            for e in manifest.get("ledger", []) if isinstance(e, Mapping)]
-    if rows:
-        create_table_artifact(key="privfair-release-ledger", table=rows,
+    if ledger:
+        create_table_artifact(key="privfair-release-ledger", table=ledger,
                               description=f"privacy ledger of {title}")
     report = folder / "report.html"
     create_link_artifact(key="privfair-release-link",

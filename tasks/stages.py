@@ -71,5 +71,6 @@ class PrefectDriver:
 
     def published(self, kind: ReleaseKind, folder: Path, written: Written) -> None:
         ops.post_release_artifacts(folder, written.manifest,
-                                   markdown=kind.markdown(folder, written.manifest))
+                                   markdown=kind.markdown(folder, written.manifest),
+                                   ledger=kind.ledger_table(written.manifest))
         self.say(f"published {folder}")

@@ -218,12 +218,12 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
                     and a.flow_run_id == flow_run.id]
     mine = {a.key: a for a in artifacts if a.flow_run_id == flow_run.id}
     assert set(mine) == {"privfair-release", "privfair-release-ledger", "privfair-release-link"}
-    assert "toy v1" in mine["privfair-release"].data
+    assert "`toy` v1" in mine["privfair-release"].data
     assert mine["privfair-release-link"].data.endswith(f"({(final / 'report.html').as_uri()})")
     table = mine["privfair-release-ledger"].data
     table = json.loads(table) if isinstance(table, str) else table
-    assert [r["name"] for r in table] == [e["name"] for e in manifest["ledger"]]
-    assert all(r["rho"] > 0 for r in table)
+    assert [r["step"] for r in table] == [e["name"] for e in manifest["ledger"]] + ["total"]
+    assert all(float(r["rho"]) > 0 for r in table)
     assert progress and float(progress[0].data) == 100.0
 
 

@@ -189,6 +189,12 @@ class ReleaseKind(ABC):
         return (f"{self.name} release {manifest.get('dataset')} {manifest.get('version')}: "
                 f"({guarantee.get('epsilon')}, {guarantee.get('delta')})-DP")
 
+    def ledger_table(self, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The release's ledger as table rows (the Prefect artifact): public, charged."""
+        keys = ("name", "mechanism", "rho", "sigma", "epsilon", "queries")
+        return [{k: e.get(k) for k in keys if k in e}
+                for e in manifest.get("ledger", []) if isinstance(e, Mapping)]
+
     def markdown(self, folder: Path, manifest: Mapping[str, Any]) -> str:
         """A public summary of a published release (the Prefect artifact)."""
         guarantee = manifest.get("guarantee", {})
