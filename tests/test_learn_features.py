@@ -52,11 +52,18 @@ def test_bad_roles_refused(adult):
         FeatureEncoding.from_contract(contract, outcome="race")
 
 
-def test_out_of_contract_value_refused_without_echoing_it(adult):
+def test_out_of_contract_value_drops_the_row_from_features_labels_and_groups(adult):
+    """Issue 21.2: a value never raises; its policy (drop) leaves the row out of the
+    features, the labels and the groups alike, and the tally counts it."""
+    from privfair.contracts.encoding import PolicyTally, policy_cells
+
     contract, frame = adult
     encoding = FeatureEncoding.from_contract(contract)
-    bad = frame.copy()
+    bad = pd.DataFrame(frame.copy())
     bad.loc[bad.index[0], "workclass"] = "Astronaut-secret"
-    with pytest.raises(DomainError) as info:
-        encoding.transform(pd.DataFrame(bad), contract)
-    assert "Astronaut-secret" not in str(info.value)
+    tally = PolicyTally()
+    x = encoding.transform(bad, contract, tally=tally)
+    y, groups = encoding.labels_and_groups(bad, contract)
+    assert len(x) == len(y) == len(groups) == len(bad) - 1
+    assert tally.to_dict() == {"workclass": {"dropped": 1}}
+    assert ("workclass", "dropped") in policy_cells(encoding.used_contract(contract))

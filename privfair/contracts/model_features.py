@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privfair.contracts.encoding import discretize
+from privfair.contracts.encoding import PolicyTally, discretize
 from privfair.contracts.schema import Contract
 from privfair.core.errors import DomainError
 
@@ -112,20 +112,47 @@ class FeatureEncoding:
         """||x||_1 of every encoded row: one 1 per feature column and the intercept."""
         return len(self.features) + 1
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every column the model reads: the features, the outcome and the group."""
+        return (*(name for name, _ in self.features), self.outcome, self.group)
+
+    def used_contract(self, contract: Contract) -> Contract:
+        """``contract`` restricted to :attr:`columns`: the cells of the touched-rows tally of
+        :meth:`transform` (pass it to ``measure_policy_counts``)."""
+        return contract.model_copy(update={
+            "columns": tuple(contract.column(c) for c in dict.fromkeys(self.columns)),
+            "drop": ()})
+
     def _codes(self, frame: pd.DataFrame, contract: Contract,
-               columns: Sequence[str]) -> Mapping[str, np.ndarray]:
+               columns: Sequence[str], *, tally: PolicyTally | None = None
+               ) -> Mapping[str, np.ndarray]:
+        """Codes of ``columns`` for the rows the contract's policies keep.
+
+        The policies are applied over every column the model reads whenever all of them are
+        in ``frame`` (training), so :meth:`transform` and :meth:`labels_and_groups` of one
+        frame keep the same rows (issue 21.2: a value drops its row, it never raises);
+        otherwise (``predict`` on features only) over ``columns``.
+        """
         missing = [c for c in columns if c not in frame.columns]
         if missing:
             raise DomainError(f"missing columns {missing}; the model needs {list(columns)}")
-        specs = tuple(contract.column(c) for c in columns)
+        used = list(dict.fromkeys(self.columns if all(c in frame.columns for c in self.columns)
+                                  else columns))
+        specs = tuple(contract.column(c) for c in used)
         # The same contract restricted to the columns needed, so other columns may be absent.
         sub = contract.model_copy(update={"columns": specs, "drop": ()})
-        return discretize(frame[list(columns)], sub)
+        return discretize(frame[used], sub, tally=tally)
 
-    def transform(self, frame: pd.DataFrame, contract: Contract) -> np.ndarray:
-        """Encoded features, float32 of shape ``(rows, dimension)``, entries 0 or 1."""
-        codes = self._codes(frame, contract, [name for name, _ in self.features])
-        rows = len(frame)
+    def transform(self, frame: pd.DataFrame, contract: Contract, *,
+                  tally: PolicyTally | None = None) -> np.ndarray:
+        """Encoded features, float32 of shape ``(rows kept, dimension)``, entries 0 or 1.
+
+        ``tally`` receives the rows each policy touched (private; see
+        :func:`privfair.release.policy_counts.measure_policy_counts`).
+        """
+        codes = self._codes(frame, contract, [name for name, _ in self.features], tally=tally)
+        rows = len(codes[self.features[0][0]]) if self.features else len(frame)
         x = np.zeros((rows, self.dimension), dtype=np.float32)
         offset = 0
         for name, labels in self.features:

@@ -187,9 +187,10 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
     Needs declared domains: text (CatHist) and ``dp_bins`` columns get theirs only from a
     release, so they are refused here (score a release with ``--release`` instead).
     """
-    from privfair.contracts.encoding import iter_discretized_batches
+    from privfair.contracts.encoding import PolicyTally, iter_discretized_batches
     from privfair.contracts.schema import load_contract
     from privfair.contracts.tot_settings import tot_setting
+    from privfair.core.errors import DomainError
 
     contract = load_contract(contract_path)
     if contract.unresolved_columns:
@@ -201,7 +202,15 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
         raise ValueError(f"contract {contract.name!r}: evaluation needs protected columns and "
                          "one outcome under roles")
     privileged_codes(contract, privileged)  # before reading the data
-    batches = list(iter_discretized_batches(data_path, contract))
+    tally = PolicyTally()
+    batches = list(iter_discretized_batches(data_path, contract, tally=tally))
+    # The owner's local evaluation (no release, no budget): rows a policy would drop are
+    # reported, not silently left out (a release drops them, issue 21.2).
+    dropped = sorted({column for column, action in tally.counts if action == "dropped"})
+    if dropped:
+        raise DomainError(f"data breaks contract {contract.name!r}: column(s) {dropped} hold "
+                          "nulls or values outside the declared domain that their policy "
+                          "drops; see `privfair contract check --data`")
     codes = pd.DataFrame({c: np.concatenate([b[c] for b in batches]) for c in
                           contract.column_names})
     train, test = train_test_split(codes, test_fraction=test_fraction,
