@@ -15,16 +15,19 @@ imported here, so a test injects a fault into one stage by patching this module.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from privfair.core.accounting import PrivacyLedger
+from privfair.core.errors import FairnessViolationError
 from privfair.generative import GAN_METHODS
 from privfair.release.gan.stages import sample_gan, train_gan
 from privfair.release.ingest import discretize_counted, load, read_policy_tally
 from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.seeds import stage_rng
+from privfair.release.table.manifest import ledger_rows, summary_markdown
 from privfair.release.table.plan import ReleaseParams, ReleasePlan, preflight
 from privfair.release.table.post_noise import (
     estimate,
@@ -36,7 +39,7 @@ from privfair.release.table.private import measure_table, resolve_domains
 from privfair.release.table.publish import write_table_release
 from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.synth.aim import MIN_FIT_SHARE
-from privfair.synth.synthesizer import AIM_METHODS
+from privfair.synth.synthesizer import AIM_METHODS, FAIR_METHODS
 
 
 def current_plan(context: RunContext, state: State) -> ReleasePlan:
@@ -181,6 +184,23 @@ def sample_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
     return {"synthetic": synthetic, "generative": generative}
 
 
+#: GAN methods whose claim is statistical parity of the released table (FairGAN, FairGAN+).
+PARITY_METHODS = ("fairgan", "fairgan-plus")
+
+
+def gan_fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
+    """A fair GAN's guarantee is checked on the table it generated, never assumed."""
+    plan = current_plan(context, state)
+    check = state["generative"]["fairness_check"]
+    if plan.method in PARITY_METHODS and not check["passed"] and not plan.allow_unfair:
+        rd = check["data_fairness"].get("rd")
+        raise FairnessViolationError(
+            f"method {plan.method!r} generated a table that fails its own fairness check "
+            f"(|RD(D)| = {abs(float(rd)):.3f}; {check['criterion']}); nothing is published "
+            "(--allow-unfair publishes it, recorded in the manifest)")
+    return {}
+
+
 # --- the kinds --------------------------------------------------------------------------------
 
 
@@ -203,6 +223,36 @@ class TableKind(ReleaseKind):
                   and plan.max_time_s else "")
         return (f"release of {plan.dataset!r}: ε = {plan.epsilon:g}, δ = {plan.delta:g} "
                 f"(ρ = {plan.rho:.4g}), method {plan.method}{budget}")
+
+    def outcome(self, manifest: Mapping[str, Any]) -> str:
+        """What was built (the method and, when it differs, what it fell back to), how many
+        rows, and every check's result."""
+        method = manifest["method"]["name"]
+        built = manifest["structure"].get("method", method)
+        edges = len(manifest["structure"].get("edges", []))
+        what = method if built == method else f"{method} -> {built}"
+        checks = []
+        model_graph = (manifest.get("fairness") or {}).get("model_graph")
+        if model_graph is not None:
+            claimed = method in FAIR_METHODS
+            checks.append(f"model-graph fairness {'PASS' if model_graph['passed'] else 'FAIL'}"
+                          + ("" if claimed else " (not claimed by this method)"))
+        transform = manifest.get("fairness_transform") or {}
+        if transform.get("applied"):
+            checks.append(f"TOT eta={transform.get('eta')} applied")
+        if manifest["parameters"].get("allow_unfair"):
+            checks.append("--allow-unfair")
+        validation = (manifest.get("validation") or {}).get("output") or {}
+        if "passed" in validation:
+            checks.append(f"output contract {'PASS' if validation['passed'] else 'FAIL'}")
+        rows = (manifest.get("sampling") or {}).get("n_rows")
+        return (f"built {what}: {edges} edges, {rows} rows; " + "; ".join(checks)).rstrip("; ")
+
+    def markdown(self, folder: Path, manifest: Mapping[str, Any]) -> str:
+        return summary_markdown(manifest, folder)
+
+    def ledger_table(self, manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+        return ledger_rows(manifest)
 
     def reading_stages(self, plan: ReleasePlan) -> list[Stage]:
         stages = [Stage("load", load_stage, private=True, at=0.02)]
@@ -234,12 +284,24 @@ class GanKind(TableKind):
     """A DP synthetic table from a GAN trained with DP-SGD (``--method dpgan|fairgan|...``)."""
 
     name = "gan"
+
+    def outcome(self, manifest: Mapping[str, Any]) -> str:
+        check = manifest["fairness_check"]
+        rd = (check.get("data_fairness") or {}).get("rd")
+        rows = (manifest.get("sampling") or {}).get("n_rows")
+        claim = ("" if manifest["method"]["name"] in PARITY_METHODS
+                 else " (not claimed by this method)")
+        unfair = "; --allow-unfair" if manifest["parameters"].get("allow_unfair") else ""
+        return (f"built {manifest['method']['name']}: {rows} rows; statistical parity "
+                f"|RD(D)| = {abs(float(rd)):.3f} {'PASS' if check['passed'] else 'FAIL'}"
+                f"{claim}{unfair}")
     description = "publish a DP synthetic table from a GAN (dpgan, FairGAN, FairGAN+, CFGAN)"
 
     def stages(self, plan: ReleasePlan) -> list[Stage]:
         return [*self.reading_stages(plan),
                 Stage("train GAN (DP-SGD)", train_gan_stage, private=True, noise=True, at=0.2),
                 Stage("sample", sample_gan_stage, at=0.8),
+                Stage("fairness check", gan_fairness_stage, at=0.81),
                 Stage("fairness transform", fairness_stage, at=0.82),
                 Stage("validate output", validate_stage, at=0.85)]
 

@@ -54,6 +54,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "estimation": {"max_iters": plan.max_iters, **report},
             "estimated_total": float(model["total"]),
         }
+        if plan.method in AIM_METHODS:  # stated up front, in the plan and here
+            method["time_budget_s"] = plan.max_time_s
         structure_record, fairness = structure.to_dict(), structure.fairness.to_dict()
     else:
         method = dict(generative["method"])
@@ -91,6 +93,7 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "n_rows": plan.n_rows, "sample_mode": plan.sample_mode,
             "discrete_noise": plan.discrete_noise,
             "fairness_transform": plan.fairness_transform,
+            "allow_unfair": plan.allow_unfair,
             "data_source": ("embedded default dataset" if plan.data_source == "embedded"
                             else "operator-supplied file (path and hash not recorded)"),
         },

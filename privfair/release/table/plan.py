@@ -30,12 +30,18 @@ from privfair.store.artefacts import (
     utc_now,
 )
 from privfair.synth.synthesizer import (
+    AIM_METHODS,
     FAIR_METHODS,
     METHODS,
     BudgetSplit,
 )
 
 log = logging.getLogger(__name__)
+
+#: AIM's time budget when none is given: a default that always ends (issue 23.2), well above
+#: what AIM takes on Adult and COMPAS (so their releases are unchanged) and leaving a minute
+#: of a 5-minute run for reading, estimation, sampling and publication on wide tables.
+DEFAULT_AIM_TIME_S = 240.0
 
 #: The release methods the table pipeline offers (the Prefect form renders them as a choice).
 Method = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "independent",
@@ -100,8 +106,10 @@ class ReleaseParams(ReleaseOptions):
         "of the synthetic table in the store (imports GX: ~4 s). The contract checks run "
         "either way.")
     max_time_s: float | None = Field(
-        None, gt=0, json_schema_extra={"cli": "--max-time"}, description="AIM methods: time budget in seconds; when it has passed, a "
-        "final round spends the rest of the budget, so the run still ends with a release.")
+        None, gt=0, json_schema_extra={"cli": "--max-time"},
+        description=f"AIM methods: time budget in seconds (empty: {DEFAULT_AIM_TIME_S:g}); when "
+        "it has passed, a final round spends the rest of the budget, so the run still ends "
+        "with a release.")
     causal_graph: str | None = Field(
         None, description="cfgan: YAML/JSON file declaring the causal DAG over the contract's "
                           "attributes (nodes, edges; undirected edges oriented by the roles).")
@@ -112,6 +120,9 @@ class ReleaseParams(ReleaseOptions):
     release_classifier: bool = Field(
         False, description="fairgan-plus: also release the co-trained fair classifier η as a "
         "model (classifier/ in the release folder; `privfair predict` reads it).")
+    allow_unfair: bool = Field(
+        False, description="Publish a fair method's table even when it fails its own fairness "
+        "check (recorded in the manifest); without it such a run publishes nothing.")
 
 
 #: Share of a release's ρ spent on publishing domains (CatHist categories of open-domain
@@ -188,6 +199,8 @@ class ReleasePlan:
     gan_epochs: int | None = None
     group_clipping: bool = False
     release_classifier: bool = False
+    #: Publish a fair method's table that fails its own fairness check (recorded).
+    allow_unfair: bool = False
 
     @property
     def seed_policy(self) -> str:
@@ -334,7 +347,9 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         batch_size=params.batch_size, max_iters=params.max_iters,
         seeded=params.seed is not None, started_at=utc_now(), causal_graph=causal_graph,
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
-        release_classifier=params.release_classifier,
-        max_time_s=params.max_time_s, engine=params.engine, dask_address=params.dask_address,
+        release_classifier=params.release_classifier, allow_unfair=params.allow_unfair,
+        max_time_s=(params.max_time_s if params.max_time_s is not None or params.method
+                    not in AIM_METHODS else DEFAULT_AIM_TIME_S),
+        engine=params.engine, dask_address=params.dask_address,
         data_docs=params.data_docs,
     )
