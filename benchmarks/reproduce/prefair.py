@@ -1,0 +1,187 @@
+"""PreFair Tables 2–3 and Fig. 7 (Pujol et al. 2023): MST vs Greedy/Exponential-PreFair.
+
+Table 3 is Greedy-PreFair as a percentage of MST at ε = 1 with an MLP; its fairness columns
+are Table 2's measures. Each cell fits one synthesizer on the 80 % train split (split seed
+2023), samples ``rows ×`` the train size, and scores it with
+:func:`privfair.evaluation.evaluate.evaluate_synthetic` (reusing
+``benchmarks/prefair_table3.headline``). The 1×/3×/10× rows measure the README's claim that
+the conditional disparities left at 1× are sampling noise: sampling is post-processing, so
+more rows cost no privacy, and a fair tree's Bayes classifier has CDP = 0 exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from .core import cell, compare_row, failed_rows, ok_metrics, paper_json, paper_table, png_of
+
+NAME = "prefair"
+TITLE = "PreFair Tables 2–3 and Fig. 7: MST vs Greedy/Exponential-PreFair"
+COLUMNS = ("tvd1", "tvd2", "acd", "accuracy", "DP", "TPRB", "TNRB", "CDP", "CTPRB", "CTNRB")
+BETTER = {"tvd1": "lower", "tvd2": "lower", "acd": "lower", "accuracy": "higher"}
+
+
+def cells(mode: str) -> list[dict[str, Any]]:
+    seeds = 2 if mode == "quick" else 10
+    out = []
+    for dataset in ("adult", "compas"):
+        for method in ("mst", "prefair-greedy", "prefair-exact"):
+            for seed in range(seeds):
+                out.append(cell(NAME, {"dataset": dataset, "method": method, "epsilon": 1.0,
+                                       "rows": 1}, seed))
+    for rows in (3, 10):
+        for method in ("mst", "prefair-greedy"):
+            for seed in range(1 if mode == "quick" else 5):
+                out.append(cell(NAME, {"dataset": "adult", "method": method, "epsilon": 1.0,
+                                       "rows": rows}, seed))
+    for eps in (0.1, 10.0):
+        for method in ("mst", "prefair-greedy", "prefair-exact"):
+            for seed in range(1 if mode == "quick" else 5):
+                out.append(cell(NAME, {"dataset": "adult", "method": method, "epsilon": eps,
+                                       "rows": 1, "mlp": mode != "quick"}, seed))
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _data(name: str):
+    from privfair.evaluation.evaluate import load_embedded
+
+    return load_embedded(name, split_seed=2023)
+
+
+def run(c: dict[str, Any]) -> dict[str, Any]:
+    from prefair_table3 import headline
+
+    from privfair.evaluation.evaluate import evaluate_synthetic
+    from privfair.synth.synthesizer import FairSynthesizer
+
+    s = c["setting"]
+    data = _data(s["dataset"])
+    fit_rng, sample_rng = np.random.default_rng([c["seed"], 17]).spawn(2)
+    synth = FairSynthesizer(domain=data.domain, roles=data.roles, epsilon=s["epsilon"],
+                            delta=1e-9, method=s["method"]).fit(data.train, rng=fit_rng)
+    synthetic = synth.sample(round(s["rows"] * len(data.train)), rng=sample_rng)
+    with_mlp = s.get("mlp", True)
+    record = evaluate_synthetic(synthetic, real_train=data.train, real_test=data.test,
+                                domain=data.domain, roles=data.roles,
+                                privileged=data.privileged,
+                                classifiers=("mlp",) if with_mlp else (), seed=c["seed"])
+    if not with_mlp:
+        return {k: record[k] for k in ("tvd1", "tvd2", "acd")}
+    return headline(record, data.roles)
+
+
+def _ratios(records, metric: str, **setting: Any) -> list[float]:
+    """Per-seed percentage of ``setting['method']`` over MST's (same seed, same setting)."""
+    method = setting.pop("method")
+    base = {r["seed"]: r["metrics"] for r in records if r["status"] == "ok"
+            and r["setting"]["method"] == "mst"
+            and all(r["setting"].get(k) == v for k, v in setting.items())}
+    out = []
+    for r in records:
+        if (r["status"] == "ok" and r["setting"]["method"] == method and r["seed"] in base
+                and all(r["setting"].get(k) == v for k, v in setting.items())):
+            mst = base[r["seed"]].get(metric)
+            ours = r["metrics"].get(metric)
+            if mst and ours is not None:
+                out.append(100 * ours / mst)
+    return out
+
+
+def _ratio_of_means(records, metric: str, method: str, **setting: Any) -> float:
+    ours = [m[metric] for m in ok_metrics(records, method=method, **setting) if metric in m]
+    mst = [m[metric] for m in ok_metrics(records, method="mst", **setting) if metric in m]
+    if not ours or not mst or not np.mean(mst):
+        return float("nan")
+    return float(100 * np.mean(ours) / np.mean(mst))
+
+
+def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    paper = {(r["dataset"], r["metric"]): r for r in paper_table("prefair_table3")}
+    rows = []
+    for dataset in ("adult", "compas"):
+        for metric in COLUMNS:
+            rows.append(compare_row(
+                f"{dataset}, Greedy as % of MST, 1× rows", metric,
+                _ratios(records, metric, method="prefair-greedy", dataset=dataset, rows=1,
+                        epsilon=1.0),
+                paper.get((dataset, metric)), better=BETTER.get(metric, "lower"),
+                why=_why(dataset, metric)))
+    for n_rows in (3, 10):
+        for metric in ("tvd2", "accuracy", "CDP", "CTPRB", "CTNRB"):
+            rows.append(compare_row(
+                f"adult, Greedy as % of MST, {n_rows}× rows (sampling is free)", metric,
+                _ratios(records, metric, method="prefair-greedy", dataset="adult",
+                        rows=n_rows, epsilon=1.0),
+                paper.get(("adult", metric)), better=BETTER.get(metric, "lower")))
+    fig7 = {(float(r["epsilon"]), r["method"], r["metric"]): r
+            for r in paper_table("prefair_table2_fig7")}
+    for eps in (0.1, 1.0, 10.0):
+        for method in ("prefair-greedy", "prefair-exact"):
+            for metric in ("tvd1", "tvd2", "acd", "accuracy"):
+                if eps != 1.0 and metric == "accuracy" and mode == "quick":
+                    continue
+                rows.append(compare_row(
+                    f"adult ε={eps:g}, {method} as % of MST (Fig. 7)", metric,
+                    _ratios(records, metric, method=method, dataset="adult", rows=1,
+                            epsilon=eps),
+                    fig7.get((eps, method, metric)), better=BETTER.get(metric)))
+    protocol = paper_json("prefair_protocol")
+    notes = [
+        "Protocol check (paper §5.1, Tables 1–2): protected/admissible/outcome roles are the "
+        "paper's (Adult: sex, race, native-country; COMPAS: sex, race). The paper does not "
+        "state its privileged groups, its MLP architecture or a held-out split (it tests on "
+        f"'the underlying true data': {protocol['split']}); we use an 80/20 split, privileged "
+        "Male/White/United-States (Adult) and Caucasian/Female (COMPAS), privfair's torch MLP, "
+        "and the contracts' bins instead of one category per distinct value. Disparities are "
+        "|·| averaged over the protected attributes.",
+        "1×/3×/10× rows: see the plot; the conditional disparities of Greedy-PreFair fall "
+        "towards 0 as more rows are sampled from the same fitted model, while MST's stay, so "
+        "the 1× gap to the paper is sampling noise of the synthetic table, not structure.",
+    ]
+    return {"name": NAME, "title": TITLE,
+            "source": "Pujol et al. 2023, Table 3 (p. 9), Table 2, Fig. 7 text (§5.2)",
+            "rows": rows, "notes": notes, "plots": [_rows_plot(records)],
+            "failed": failed_rows(records)}
+
+
+def _why(dataset: str, metric: str) -> str | None:
+    if dataset == "adult" and metric in ("TNRB", "CDP", "CTPRB", "CTNRB"):
+        return ("1× synthetic rows: spurious dependences from sampling noise, which the MLP "
+                "fits (see the 3×/10× rows and the plot)")
+    if dataset == "compas":
+        return ("at ε = 1 MST usually builds a fair tree on COMPAS already (priors is the hub), "
+                "so both methods coincide and the ratio is noise")
+    return None
+
+
+def _rows_plot(records) -> dict[str, str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.6))
+    for metric, marker in (("CDP", "o"), ("CTPRB", "s"), ("CTNRB", "^")):
+        for method, style in (("mst", "--"), ("prefair-greedy", "-")):
+            xs, ys = [], []
+            for n_rows in (1, 3, 10):
+                values = [m[metric] for m in ok_metrics(records, dataset="adult",
+                                                        method=method, rows=n_rows,
+                                                        epsilon=1.0) if metric in m]
+                if values:
+                    xs.append(n_rows)
+                    ys.append(float(np.mean(values)))
+            ax.plot(xs, ys, style, marker=marker, label=f"{metric} {method}")
+    ax.set_xscale("log")
+    ax.set_xticks([1, 3, 10], ["1×", "3×", "10×"])
+    ax.set_xlabel("synthetic rows per real training row")
+    ax.set_ylabel("|disparity| of the MLP (Adult, ε = 1)")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    return {"title": "Conditional disparities vs synthetic rows (MLP, Adult, ε = 1)",
+            "png": png_of(fig)}
+

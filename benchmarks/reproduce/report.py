@@ -1,0 +1,104 @@
+"""The self-contained ``report.html`` and the ``report.json`` behind it."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from .core import VERDICTS
+
+COLOURS = {"within": "#d8f0d8", "better": "#cfe3ff", "worse": "#f8d4d4",
+           "not comparable": "#eeeeee"}
+WARNING = ("Evaluation output, not a release: every number here reads the real embedded data "
+           "and is not privacy-protected.")
+
+
+def summary(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Verdict counts, failed cells and wall time per section."""
+    out = []
+    for s in sections:
+        counts = Counter(r["verdict"] for r in s["rows"])
+        out.append({"section": s["name"], "title": s["title"],
+                    **{v: counts.get(v, 0) for v in VERDICTS},
+                    "cells": s.get("cells", 0), "failed_cells": len(s["failed"]),
+                    "wall_s": round(s.get("wall_s", 0.0), 1)})
+    return out
+
+
+def _num(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return ""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return html.escape(str(value))
+    if not math.isfinite(v):
+        return "–"
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.{digits}f}"
+
+
+def write(out: Path, document: dict[str, Any]) -> None:
+    """Write ``report.json`` and ``report.html`` into ``out``."""
+    (out / "report.json").write_text(json.dumps(document, indent=1, default=str))
+    parts = ["<!doctype html><meta charset='utf-8'><title>privfair: the papers reproduced"
+             "</title><style>body{font:14px sans-serif;max-width:1200px;margin:2em auto}"
+             "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;"
+             "padding:2px 6px;font-size:12px}th{background:#f4f4f4}.why{color:#555}"
+             "</style>",
+             "<h1>privfair: every paper table, reproduced</h1>",
+             f"<p><b>{WARNING}</b></p>",
+             f"<p>Mode <code>{document['mode']}</code>, generated {document['generated']}, "
+             f"wall {document['wall_s']:.0f} s. Verdict per cell: <i>within</i> the paper's "
+             "spread (its sd, or 10 % of its value when it reports none, combined with our sd "
+             "over seeds), <i>better</i> / <i>worse</i> outside it, <i>not comparable</i> "
+             "when either side has no number. <i>paper accounting</i> is the same code run at "
+             "the paper's own neighbouring relation and sensitivity: the paper's analysis, "
+             "not our guarantee.</p>",
+             "<h2>Summary</h2><table><tr><th>section</th>"
+             + "".join(f"<th>{v}</th>" for v in VERDICTS)
+             + "<th>cells</th><th>failed</th><th>wall s</th></tr>"]
+    for row in document["summary"]:
+        parts.append(f"<tr><td><a href='#{row['section']}'>{html.escape(row['title'])}</a></td>"
+                     + "".join(f"<td>{row[v]}</td>" for v in VERDICTS)
+                     + f"<td>{row['cells']}</td><td>{row['failed_cells']}</td>"
+                       f"<td>{row['wall_s']}</td></tr>")
+    parts.append("</table>")
+    for s in document["sections"]:
+        parts.append(f"<h2 id='{s['name']}'>{html.escape(s['title'])}</h2>"
+                     f"<p>Source: {html.escape(s['source'])}</p>")
+        for note in s["notes"]:
+            parts.append(f"<p class='why'>{html.escape(note)}</p>")
+        for plot in s["plots"]:
+            parts.append(f"<figure><img src='data:image/png;base64,{plot['png']}'>"
+                         f"<figcaption>{html.escape(plot['title'])}</figcaption></figure>")
+        accounting = any("paper_accounting" in r for r in s["rows"])
+        parts.append("<table><tr><th>setting</th><th>metric</th><th>paper</th><th>ours "
+                     "(mean ± sd, n)</th>"
+                     + ("<th>paper accounting (paper's analysis, not our guarantee)</th>"
+                        if accounting else "")
+                     + "<th>verdict</th><th>why</th><th>source</th></tr>")
+        for r in s["rows"]:
+            paper = _num(r["paper"]) + (f" ± {_num(r['paper_sd'])}" if r["paper_sd"]
+                                        is not None else "")
+            ours = f"{_num(r['ours'])} ± {_num(r['ours_sd'])} ({r['n']})"
+            pa = ""
+            if accounting:
+                pa = (f"<td>{_num(r['paper_accounting'])} ± {_num(r['paper_accounting_sd'])}"
+                      f" ({r['paper_accounting_verdict']})</td>"
+                      if "paper_accounting" in r else "<td></td>")
+            parts.append(
+                f"<tr><td>{html.escape(r['setting'])}</td><td>{html.escape(r['metric'])}</td>"
+                f"<td>{paper}</td><td>{ours}</td>{pa}"
+                f"<td style='background:{COLOURS[r['verdict']]}'>{r['verdict']}</td>"
+                f"<td class='why'>{html.escape(r['why'])}</td>"
+                f"<td class='why'>{html.escape(r['source'] or '')}</td></tr>")
+        parts.append("</table>")
+        if s["failed"]:
+            parts.append("<p><b>Failed cells:</b></p><ul>" + "".join(
+                f"<li>{html.escape(f['id'])}: {html.escape(str(f['error']))}</li>"
+                for f in s["failed"]) + "</ul>")
+    (out / "report.html").write_text("\n".join(parts))
