@@ -220,11 +220,11 @@ def _add_predict_and_audit(sub: Any) -> None:
                                       "controls (less noise) that the audit must catch")
     au.add_argument("--mechanism", nargs="*", help="audit only these (default: all)")
     au.add_argument("--quick", action="store_true",
-                    help="the quick trial counts (CI, about a minute); every negative control "
-                         "still exceeds its claim")
+                    help="the quick trial counts (CI: about a CPU-minute); every negative "
+                         "control still exceeds its claim")
     au.add_argument("--scale", type=float, default=1.0,
-                    help="trial count multiplier (default: 1; the full audit takes about 5 "
-                         "minutes on 2 cores)")
+                    help="trial count multiplier (default: 1; the full audit takes 3-4 CPU-"
+                         "minutes, under 10 minutes on 2 busy cores)")
     au.add_argument("--json", action="store_true", help="print JSON instead of a table")
     au.set_defaults(func=cmd_audit)
 

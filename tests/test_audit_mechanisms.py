@@ -12,7 +12,7 @@ from privfair.evaluation.audit.core import HALF_NOISE, Control
 
 QUARTER = Control("quarter noise", 0.25)
 
-#: Over ~15 s each on 2 busy cores; the rest of the file runs in about 30 s.
+#: About a minute on 2 busy cores; the rest of the file runs in about 30 s.
 SLOW = {"end-to-end"}
 
 

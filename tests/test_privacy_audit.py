@@ -124,7 +124,7 @@ def test_audit_command_refuses_an_unknown_mechanism(capsys) -> None:
 @pytest.mark.slow
 def test_quick_audit_json_every_control_exceeds_its_claim(capsys) -> None:
     """``privfair audit --quick --json``: the CI audit. Every mechanism within its claim,
-    every negative control above it (about a minute and a half on 2 cores)."""
+    every negative control above it (about 55 CPU seconds; 100 s on busy cores)."""
     from privfair.cli import main
 
     code = main(["audit", "--quick", "--json"])

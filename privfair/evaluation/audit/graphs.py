@@ -143,9 +143,9 @@ def audit_dpne(*, trials: int, seed: int = 22, epsilon: float = 2.0, nodes: int 
     η: ``Σ |η̂_D| − |η̂_D + 2|`` over rows 0 and 1 (each Laplace(8/ε)).
 
     Finding: Σ_i ‖η_i − η′_i‖ is 4 here, half the Δ = 8 the mechanism is calibrated for
-    (Δ bounds ‖M − M′‖₁ by 4; adding an edge between isolated nodes moves it by 2, and the
-    module's own bound shows no graph reaches 4), so this pair is (ε/2)-DP and a
-    half-noise control stays inside the claim. The control has a quarter of the noise.
+    (Δ = 2 · 4 bounds ‖M − M′‖₁ by 4; an edge between isolated nodes moves it by 2), so
+    this pair is (ε/2)-DP and a half-noise control stays inside the claim. Whether any
+    graph reaches Δ is open; the control here has a quarter of the noise.
     """
     from privfair.graph.dpne import EdgeList, deepwalk_matrix, dpne
 
@@ -176,5 +176,5 @@ def audit_dpne(*, trials: int, seed: int = 22, epsilon: float = 2.0, nodes: int 
         neighbours=f"empty graph on {nodes} nodes; D' adds the edge 0 - 1",
         statistic="Laplace log-likelihood ratio of the recovered eta of rows 0 and 1",
         controls=controls,
-        notes="sensitivity 8 vs 4 realised: charge >= 2x conservative; half-noise control "
-              "cannot exceed the claim")
+        notes="sensitivity 8, 4 realised by this pair: the charge is 2x conservative here; "
+              "a half-noise control cannot exceed the claim")
