@@ -12,7 +12,10 @@ Commands::
     privfair contract check PATH [--data FILE]
     privfair contract draft --data FILE [--max-categories K] [--out FILE]
     privfair releases list [--store DIR] [--dataset NAME] [--json]
-    privfair ledger show [--store DIR] [--dataset NAME] [--json]
+    privfair ledger show [--dataset NAME] [--json]
+    privfair ledger raise --contract PATH --epsilon E --delta D --reason TEXT
+    privfair ledger verify | export --dataset X [--out FILE] | import FILE
+    privfair ledger reset --dataset X --reason TEXT
     privfair evaluate [--datasets ... | --contract C --data FILE] [grid options]
     privfair evaluate --release DIR --data FILE [--contract C]
     privfair train --model pflr|pflr-star|privlr|dpsgd|dpsgd-f|naive --epsilon E [--delta D]
@@ -119,16 +122,35 @@ def build_parser() -> argparse.ArgumentParser:
 
     led = sub.add_parser("ledger", help="lifetime privacy ledger commands")
     led_sub = led.add_subparsers(dest="ledger_command", required=True, parser_class=_Parser)
-    show = led_sub.add_parser("show", help="show the lifetime ledgers of a store")
+    show = led_sub.add_parser("show", help="show the lifetime ledgers (computed from the "
+                                           "verified registry chain) and every charged run")
     _add_store(show)
     show.set_defaults(func=cmd_ledger_show)
     rse = led_sub.add_parser("raise", help="raise a dataset's lifetime budget (recorded in its "
                                            "hash-chained ledger)")
     rse.add_argument("--contract", required=True, help="contract of the dataset")
-    rse.add_argument("--epsilon", type=float, required=True, help="new lifetime epsilon")
-    rse.add_argument("--delta", type=float, required=True, help="new lifetime delta")
+    rse.add_argument("--epsilon", type=float, required=True,
+                     help="new lifetime epsilon, in [1e-6, 100]")
+    rse.add_argument("--delta", type=float, required=True,
+                     help="new lifetime delta, in (1e-50, 1)")
     rse.add_argument("--reason", required=True, help="why (recorded with your user name)")
     rse.set_defaults(func=cmd_ledger_raise)
+    ver = led_sub.add_parser("verify", help="verify every ledger of the privacy registry "
+                                            "(exit 2 naming the first that fails)")
+    ver.set_defaults(func=cmd_ledger_verify)
+    exp = led_sub.add_parser("export", help="a dataset's verified ledger as JSON, for auditors")
+    exp.add_argument("--dataset", required=True, help="dataset id")
+    exp.add_argument("--out", help="write the JSON here instead of stdout")
+    exp.set_defaults(func=cmd_ledger_export)
+    imp = led_sub.add_parser("import", help="import JSON lifetime ledgers of earlier versions "
+                                            "(FILE, or a folder of <dataset>/lifetime_ledger.json)")
+    imp.add_argument("file", help="a lifetime_ledger.json, or the old registry folder")
+    imp.set_defaults(func=cmd_ledger_import)
+    rst = led_sub.add_parser("reset", help="start a lost (deleted or truncated) ledger anew; "
+                                           "recorded, and prints what was lost")
+    rst.add_argument("--dataset", required=True, help="dataset id")
+    rst.add_argument("--reason", required=True, help="why (recorded with your user name)")
+    rst.set_defaults(func=cmd_ledger_reset)
 
     sto = sub.add_parser("store", help="release store commands")
     sto_sub = sto.add_subparsers(dest="store_command", required=True, parser_class=_Parser)
@@ -205,6 +227,9 @@ def _add_publishing_command(sub: Any, family: Any) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="check everything and print the cost without reading data or "
                         "charging anything")
+    p.add_argument("--resume", metavar="RUN",
+                   help="re-run only the post-noise stages of charged run RUN (kept in "
+                        "--work-dir) with new post-processing options; no privacy cost")
     p.set_defaults(func=cmd_publish, family=family.command)
 
 
@@ -267,10 +292,15 @@ def _progress() -> Any:
 
 def cmd_publish(args: argparse.Namespace) -> int:
     """``release``, ``train``, ``discover``, ``embed``: one protocol, two drivers."""
-    from privfair.cli_options import options_from_args
+    from privfair.cli_options import missing_required, options_from_args
     from privfair.release.kinds import family as family_of
 
     family = family_of(args.family)
+    if args.resume:
+        return _resume(args, family)
+    missing = missing_required(family.params, args)
+    if missing:
+        raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     # Through Prefect without PREFECT_API_URL: the temporary API server boots from here on,
     # while the library loads and the input is checked (issue 15); bad input below stops it.
     server = None if args.no_prefect or args.dry_run else \
@@ -279,11 +309,15 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
     options = family.params.model_validate(options_from_args(family.params, args))
     planned = plan_release(family.kind_for(options), options)  # no data read, nothing charged
-    _warn_unreviewed(planned.plan.contract)
-    _stderr_console().print(_cost_line(planned), markup=False)
-    if args.dry_run:
+    if args.dry_run:  # the plan and its cost are the answer
+        print(planned.kind.summary(planned.plan), flush=True)
+        print(_cost_line(planned), flush=True)
         print("dry run: nothing was read or charged", flush=True)
         return 0
+    console = _stderr_console()
+    if console.is_terminal:  # people see the cost before anything runs; pipes keep one line
+        console.print(planned.kind.summary(planned.plan), markup=False)
+        console.print(_cost_line(planned), markup=False)
     with _progress() as bar:
         task = bar.add_task("preflight", total=1.0)
 
@@ -294,6 +328,32 @@ def cmd_publish(args: argparse.Namespace) -> int:
             final = run_release(planned.kind, options, progress=progress)
         else:
             final = _run_flow(options, progress, server, command=family.command)
+    manifest = json.loads((Path(final) / "manifest.json").read_text())
+    console.print(planned.kind.outcome(manifest), markup=False)
+    print(final, flush=True)
+    return 0
+
+
+def _resume(args: argparse.Namespace, family: Any) -> int:
+    """``--resume RUN``: the run's post-noise stages again, with the options given."""
+    from privfair.cli_options import options_from_args
+    from privfair.release.checkpoint import load_checkpoint
+    from privfair.release.kinds import kind_named
+    from privfair.release.protocol import resume_release
+
+    if args.dry_run:
+        raise UsageError("--resume and --dry-run: a resume reads no data and costs nothing")
+    work_dir = args.work_dir or ".privfair"
+    kind = kind_named(load_checkpoint(work_dir, args.resume)["kind"])
+    changes = {k: v for k, v in options_from_args(family.params, args).items()
+               if k != "work_dir"}
+    with _progress() as bar:
+        task = bar.add_task("resume", total=1.0)
+        final = resume_release(kind, args.resume, changes, work_dir=work_dir,
+                               progress=lambda stage, fraction: bar.update(
+                                   task, description=stage, completed=fraction))
+    manifest = json.loads((Path(final) / "manifest.json").read_text())
+    _stderr_console().print(kind.outcome(manifest), markup=False)
     print(final, flush=True)
     return 0
 
@@ -309,14 +369,6 @@ def _cost_line(planned: Any) -> str:
     return (f"cost: rho {rho:.6g} of dataset {planned.plan.dataset!r}'s lifetime "
             f"{lifetime.rho_budget:.6g} ({100 * share:.1f} %; {lifetime.rho_remaining:.6g} "
             f"left before this run)")
-
-
-def _warn_unreviewed(contract: Any) -> None:
-    from privfair.contracts.tools import review_warning
-
-    warning = review_warning(contract)
-    if warning:
-        _stderr_console().print(f"WARNING: {warning}", markup=False)
 
 
 def _not_a_refusal(record: Any) -> bool:
@@ -501,42 +553,101 @@ def cmd_releases_list(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
-    from privfair.store.registry import lifetime_ledgers
+    from privfair.store.ledger import run_history
+    from privfair.store.registry import registry_ledgers, registry_name
 
-    ledgers = lifetime_ledgers(args.store, args.dataset)
+    # Computed from the registry's verified chain, never from a store copy's summary fields.
+    ledgers = registry_ledgers(args.dataset)
     if args.json:
-        print(json.dumps(ledgers, indent=2))
+        print(json.dumps([led | {"runs": run_history(led["entries"])} for led in ledgers],
+                         indent=2))
         return 0
     if not ledgers:
-        print(f"no lifetime ledgers in {args.store}")
+        print(f"no lifetime ledgers in registry {registry_name()}")
         return 0
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=200)
+    console.print(f"registry {registry_name()}: computed from the verified chain (HMAC, head "
+                  "and entry count checked)", markup=False)
     for led in ledgers:
         b, s = led["budget"], led["spent"]
         table = Table(title=(
-            f"{led['dataset']}: rho {s['rho']:.6g} of {b['rho']:.6g} spent "
+            f"{led['dataset_id']}: rho {s['rho']:.6g} of {b['rho']:.6g} spent "
             f"(epsilon {s['epsilon_at_budget_delta']:.4g} of {b['epsilon']:g} at delta "
-            f"{b['delta']:g})"))
-        for col in ("version", "published_at", "epsilon", "delta", "rho", "method"):
+            f"{b['delta']:g}); {len(led['entries'])} entries, head {led['head'][:12]}"))
+        for col in ("run", "state", "version", "rho", "method", "at", "reason"):
             table.add_column(col)
-        for r in led["releases"]:
-            table.add_row(r["version"], r["published_at"], f"{r['epsilon']:g}",
-                          f"{r['delta']:g}", f"{r['rho']:.6g}", r["method"])
+        for r in run_history(led["entries"]):
+            table.add_row(str(r["run_id"] or "-"), r["state"], str(r["version"] or "-"),
+                          f"{r['rho']:.6g}", str(r["method"] or "-"), r["at"], r["reason"])
         console.print(table)
     return 0
 
 
 def cmd_ledger_raise(args: argparse.Namespace) -> int:
     from privfair.contracts.schema import load_contract
-    from privfair.store.registry import raise_budget
+    from privfair.store.registry import check_budget_bounds, raise_budget
 
+    check_budget_bounds(args.epsilon, args.delta)  # before the contract is even read
     book = raise_budget(load_contract(args.contract), epsilon=args.epsilon, delta=args.delta,
                         reason=args.reason)
     print(f"{book.dataset_id}: lifetime budget now epsilon={book.epsilon_budget:g}, "
           f"delta={book.delta_budget:g} (entry {book.head[:12]})")
+    return 0
+
+
+def cmd_ledger_verify(args: argparse.Namespace) -> int:
+    from privfair.store.registry import registry_name
+    from privfair.store.registry_admin import verify_registry
+
+    checked = verify_registry()
+    for ident, count, head in checked:
+        print(f"ok: {ident}: {count} entries, head {head[:12]}")
+    print(f"registry {registry_name()}: {len(checked)} ledger(s) verified")
+    return 0
+
+
+def cmd_ledger_export(args: argparse.Namespace) -> int:
+    from privfair.store.registry_admin import export_ledger
+
+    text = json.dumps(export_ledger(args.dataset), indent=2, sort_keys=True) + "\n"
+    if args.out:
+        from privfair.store.artefacts import atomic_write
+
+        atomic_write(Path(args.out), text.encode("utf-8"))
+        print(args.out)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_ledger_import(args: argparse.Namespace) -> int:
+    from privfair.store.backends import open_registry
+    from privfair.store.registry_admin import import_files, ledger_files
+
+    files = ledger_files(Path(args.file).expanduser())
+    if not files:
+        raise UsageError(f"no lifetime_ledger.json under {args.file}")
+    for line in import_files(open_registry(), files):
+        print(line)
+    return 0
+
+
+def cmd_ledger_reset(args: argparse.Namespace) -> int:
+    from privfair.store.registry_admin import reset_ledger
+
+    lost = reset_ledger(args.dataset, reason=args.reason)
+    print(f"{args.dataset}: ledger reset in registry {lost['registry']} (recorded, generation "
+          f"{lost['generation'] + 1}); the registry had recorded "
+          f"{lost['recorded_entries'] if lost['recorded_entries'] is not None else 'unknown'} "
+          f"entries (head {str(lost['recorded_head'])[:12]}), {len(lost['entries_left'])} "
+          "were left")
+    if "left_rho" in lost:
+        print(f"left: releases {lost['left_releases']}, rho {lost['left_rho']:.6g}; everything "
+              "else charged to this dataset is lost: lower the contract's budget to account "
+              "for it")
     return 0
 
 

@@ -38,8 +38,8 @@ def add_options(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None
         annotation, _ = _plain(info.annotation)
         help_text = " ".join((info.description or "").split()).replace("%", "%%")
         kwargs: dict[str, Any] = {"dest": name, "default": None, "help": help_text}
-        if extra.get("cli_required"):
-            kwargs["required"] = True
+        if extra.get("cli_required"):  # enforced by the command (not with --resume)
+            kwargs["help"] += " (required)"
         if annotation is bool:
             kwargs.update(action="store_true", default=None)
         elif typing.get_origin(annotation) is Literal:
@@ -60,3 +60,10 @@ def options_from_args(model: type[BaseModel], args: argparse.Namespace) -> dict[
     """The values the user gave, by field name (absent ones take the model's defaults)."""
     return {name: getattr(args, name) for name in model.model_fields
             if getattr(args, name, None) is not None}
+
+
+def missing_required(model: type[BaseModel], args: argparse.Namespace) -> list[str]:
+    """The ``cli_required`` options the user did not give."""
+    return [_flag(name, info) for name, info in model.model_fields.items()
+            if isinstance(info.json_schema_extra, dict)
+            and info.json_schema_extra.get("cli_required") and getattr(args, name) is None]

@@ -61,6 +61,11 @@ KINDS: list[ReleaseKind] = [kind for family in FAMILIES for kind in family.kinds
 FLOW_KINDS = FAMILIES
 
 
+def kind_named(name: str) -> ReleaseKind:
+    """The kind of a ledger's or checkpoint's ``kind`` name."""
+    return next(k for k in KINDS if k.name == name)
+
+
 def family(command: str) -> ReleaseFamily:
     """The family of a CLI command."""
     return next(f for f in FAMILIES if f.command == command)

@@ -43,6 +43,7 @@ from pydantic import BaseModel
 
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
+from privfair.release.checkpoint import load_checkpoint, restore_state, save_checkpoint
 from privfair.release.options import ReleaseOptions, params_error_line
 from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
 from privfair.store import publication
@@ -136,6 +137,8 @@ class RunContext:
     #: Public log lines (stage logs in the Prefect UI, nothing on the quiet CLI).
     say: Callable[[str], None]
     orchestrator: dict[str, Any] | None = None
+    #: For ``--resume``: the run resumed and the post-processing parameters changed.
+    resumed: dict[str, Any] | None = None
 
     def rng(self, stage: str) -> np.random.Generator:
         """The generator of one of this kind's stages (distinct spawn key per kind/stage)."""
@@ -155,6 +158,9 @@ class ReleaseKind(ABC):
     command: ClassVar[str]
     params: ClassVar[type[ReleaseOptions]]
     seed_stages: ClassVar[tuple[str, ...]] = ()
+    #: Parameters that only change post-processing: ``--resume`` may change these, and only
+    #: these, to re-run the post-noise stages of a charged run at no privacy cost.
+    post_noise_params: ClassVar[tuple[str, ...]] = ()
     description: ClassVar[str] = ""
 
     @abstractmethod
@@ -290,6 +296,10 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
                 state.update(driver.run_stage(stage, context, state))
                 if i == last_private:
                     workspace.cleanup_private()  # nothing below reads private data
+                    if kind.post_noise_params:  # what --resume needs: post-noise only
+                        save_checkpoint(plan.work_dir, plan.run_id, kind=kind.name,
+                                        options=options.model_dump(exclude={"seed"}),
+                                        state=state)
             report("publish", 0.95)
             folder, written = publish(context, state)
         except BaseException as exc:
@@ -297,6 +307,74 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
             if drawn and isinstance(exc, Exception):
                 exc.add_note(_still_charged(charge))
             raise
+        finally:
+            workspace.cleanup_private()
+    driver.published(kind, folder, written)
+    report("done", 1.0)
+    return folder
+
+
+def resume_release(kind: ReleaseKind, run_id: str, changes: Mapping[str, Any], *,
+                   work_dir: str | Path, driver: Any = None,
+                   progress: Progress | None = None) -> Path:
+    """Re-run the post-noise stages of a charged run with new post-processing parameters.
+
+    Reads the run's checkpoint (:mod:`privfair.release.checkpoint`), refuses a change to
+    anything but ``kind.post_noise_params``, and publishes a new version of the same run:
+    no private read, no noise, no budget (the run's charge stays what it was).
+    """
+    driver = driver or InProcess()
+    report = progress or getattr(driver, "progress", None) or (lambda stage, fraction: None)
+    raw = load_checkpoint(work_dir, run_id)
+    if raw["kind"] != kind.name:
+        raise ReleaseInputError(f"resume: run {run_id!r} is a {raw['kind']} release, not "
+                                f"{kind.name}")
+    changed = {k: v for k, v in changes.items() if k not in ("seed", "insecure_seed")}
+    frozen = sorted(k for k, v in changed.items()
+                    if k not in kind.post_noise_params and raw["options"].get(k) != v)
+    if frozen:
+        raise ReleaseInputError(
+            f"resume: {frozen} would change what run {run_id!r} measured; only "
+            f"post-processing parameters {list(kind.post_noise_params)} may change")
+    options = kind.parse({**raw["options"], **changes})
+    check_seed_policy(options.seed, options.insecure_seed, error=ReleaseInputError)
+    plan = replace(kind.check(options), run_id=run_id)
+    if options.seed is not None:
+        plan = replace(plan, seed_fingerprint=seed_fingerprint(
+            options.seed, dataset=dataset_id(plan.contract)))
+    lifetime = read_lifetime_ledger(plan.store, plan.contract)
+    held = next((p for p in lifetime.pending if p["run_id"] == run_id), None)
+    if held is None or held.get("state") != "spent, not published":
+        state = lifetime.run_state(run_id)
+        raise ReleaseInputError(
+            f"resume: run {run_id!r} is {state or 'not in the lifetime ledger'}; only a run "
+            "that drew noise and published nothing can be resumed")
+    cost = kind.cost(plan)
+    charge = RunCharge(
+        run_id=run_id, kind=kind.name, dataset=plan.dataset, contract=plan.contract,
+        store=Path(plan.store), epsilon=float(held["epsilon"]), delta=float(held["delta"]),
+        rho=float(held["rho"]), rdp=tuple(held["rdp"]) if held.get("rdp") else cost.rdp,
+        method=plan.method, contract_fingerprint=plan.contract.fingerprint(),
+        seed_fingerprint=plan.seed_fingerprint)
+    driver.say(f"resume run {run_id}: post-noise stages only, no privacy cost "
+               f"({', '.join(f'{k}={v}' for k, v in changed.items()) or 'no change'})")
+    with driver.slot(plan.dataset):
+        workspace = Workspace.open(plan.work_dir, f"{run_id}-resume")
+        context = RunContext(kind=kind, plan=plan, seed=options.seed, workspace=workspace,
+                             charge=charge, progress=report, say=driver.say,
+                             orchestrator=driver.orchestrator,
+                             resumed={"run_id": run_id, "changed": changed,
+                                      "privacy_cost": "none: post-processing of the run's "
+                                                      "charged measurements"})
+        state = restore_state(raw, plan)
+        stages = kind.stages(plan)
+        last_private = max((i for i, s in enumerate(stages) if s.private), default=-1)
+        try:
+            for stage in stages[last_private + 1:]:
+                report(stage.name, stage.at)
+                state.update(driver.run_stage(stage, context, state))
+            report("publish", 0.95)
+            folder, written = publish(context, state)
         finally:
             workspace.cleanup_private()
     driver.published(kind, folder, written)
@@ -363,6 +441,8 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
             written = context.kind.write(tmp, context, state, version=version,
                                          lifetime=lifetime)
             manifest = written.manifest
+            if context.resumed is not None:
+                manifest["resume"] = context.resumed
             charged = written.ledger_fields.get("rho")
             if charged is not None and float(charged) > float(charge.rho) * (1 + 1e-9):
                 raise PrivfairError(

@@ -210,6 +210,9 @@ class TableKind(ReleaseKind):
     name = "table"
     command = "release"
     params = ReleaseParams
+    post_noise_params = ("n_rows", "sample_mode", "fairness_transform", "eta",
+                         "discrimination", "distortion", "allow_unfair", "max_iters",
+                         "data_docs")
     description = "publish a DP synthetic table (MST, PreFair, AIM, independent)"
 
     def check(self, params: ReleaseParams) -> ReleasePlan:

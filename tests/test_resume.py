@@ -1,0 +1,91 @@
+"""``--resume``: post-processing again at no privacy cost (issue 25.2).
+
+On COMPAS, TOT was infeasible at every η a publisher tried, and each try was a new charged
+run although its DP part had succeeded. A charged run that published nothing now keeps its
+post-noise checkpoint, and ``privfair release --resume RUN`` re-runs only the post-noise
+stages with new post-processing parameters, publishing a version of the same charged run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from privfair.cli import main
+from privfair.contracts.schema import load_contract
+from privfair.core.errors import PrivfairError, ReleaseInputError
+from privfair.release.checkpoint import checkpoint_path
+from privfair.release.kinds import release_table
+from privfair.release.protocol import resume_release
+from privfair.release.table import kind as table_kind
+from privfair.store.registry import read_lifetime_ledger, registry_ledgers
+
+
+def _request(contract, data, tmp_path, **kw):
+    return {"contract": str(contract), "data": str(data), "epsilon": 1.0, "delta": 1e-9,
+            "method": "mst", "out": str(tmp_path / "releases"),
+            "work_dir": str(tmp_path / "work"), "max_iters": 50, **kw}
+
+
+@pytest.fixture
+def failed_run(toy_contract, toy_parquet, tmp_path, monkeypatch):
+    """A run whose post-noise stage failed: charged, nothing published."""
+    def infeasible(*args, **kwargs):
+        raise PrivfairError("TOT infeasible: no map meets the discrimination constraint")
+
+    with monkeypatch.context() as m:
+        m.setattr(table_kind, "fairness_transform", infeasible)
+        with pytest.raises(PrivfairError, match="infeasible") as caught:
+            release_table(_request(toy_contract, toy_parquet, tmp_path))
+    assert any("stays charged" in n for n in caught.value.__notes__)
+    book = read_lifetime_ledger(None, load_contract(toy_contract))
+    (pending,) = book.pending
+    assert pending["state"] == "spent, not published"
+    return pending["run_id"], book.rho_spent
+
+
+def test_resume_publishes_the_charged_run_at_no_cost(failed_run, toy_contract, tmp_path):
+    run_id, spent = failed_run
+    path = checkpoint_path(tmp_path / "work", run_id)
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert "seed" not in json.loads(path.read_text())["options"]
+    folder = resume_release(table_kind.TABLE, run_id, {"n_rows": 77},
+                            work_dir=tmp_path / "work")
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["resume"]["run_id"] == run_id and manifest["resume"]["changed"] == {
+        "n_rows": 77}
+    assert manifest["sampling"]["n_rows"] == 77
+    book = read_lifetime_ledger(tmp_path / "releases", load_contract(toy_contract))
+    assert book.rho_spent == pytest.approx(spent) and book.pending == []
+    kinds = [e["kind"] for e in registry_ledgers("toy")[0]["entries"]]
+    assert kinds == ["open", "reserve", "spend", "publish"]  # no second reserve or spend
+
+
+def test_resume_through_the_cli(failed_run, tmp_path, capsys):
+    run_id, _ = failed_run
+    code = main(["release", "--resume", run_id, "--sample-mode", "round",
+                 "--work-dir", str(tmp_path / "work"), "--no-prefect"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    folder = Path(captured.out.strip())
+    assert json.loads((folder / "manifest.json").read_text())["sampling"]["mode"] == "round"
+
+
+@pytest.mark.parametrize("change", [{"epsilon": 2.0}, {"method": "prefair-greedy"},
+                                    {"data": os.devnull}])
+def test_resume_refuses_to_change_what_was_measured(failed_run, tmp_path, change):
+    run_id, _ = failed_run
+    with pytest.raises(ReleaseInputError, match="would change what run"):
+        resume_release(table_kind.TABLE, run_id, change, work_dir=tmp_path / "work")
+
+
+def test_resume_refuses_a_published_or_unknown_run(failed_run, tmp_path):
+    run_id, _ = failed_run
+    resume_release(table_kind.TABLE, run_id, {}, work_dir=tmp_path / "work")
+    with pytest.raises(ReleaseInputError, match="is published"):
+        resume_release(table_kind.TABLE, run_id, {}, work_dir=tmp_path / "work")
+    with pytest.raises(ReleaseInputError, match="no post-noise checkpoint"):
+        resume_release(table_kind.TABLE, "nope", {}, work_dir=tmp_path / "work")
