@@ -60,6 +60,25 @@ CASES: dict[str, KindCase] = {
 }
 
 
+def _embedding(contract: Path, data: Path, tmp_path: Path) -> dict[str, Any]:
+    return {**_common(contract, data, tmp_path), "delta": 1e-6, "dim": 4}
+
+
+def edge_list_example() -> tuple[Path, Path]:
+    """The packaged edge-list contract and its data (``privfair/data``)."""
+    from privfair.contracts.datasets import contract_path, embedded_dataset_for
+
+    return contract_path("example_graph"), Path(embedded_dataset_for("example_graph"))
+
+
+#: Kinds whose data is an edge list, not the toy table: called with :func:`edge_list_example`
+#: (or a copy of its data) instead of the toy fixtures. Kept out of :data:`CASES`, whose
+#: suites (protocol, parity) build every request from the toy table.
+EDGE_LIST_CASES: dict[str, KindCase] = {
+    "embedding": KindCase("embed", _embedding, column="source"),
+}
+
+
 def without_column(data: Path, column: str, tmp_path: Path) -> Path:
     """A copy of the toy data without ``column`` (a schema problem: public)."""
     out = tmp_path / f"without-{column}.parquet"
