@@ -69,7 +69,9 @@ def _version() -> str:
 
 
 def _add_store(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--store", default="releases", help="release store folder (default: releases)")
+    # --out names the release store in every command (--store: the older spelling)
+    p.add_argument("--out", "--store", dest="store", default="releases",
+                   help="release store folder (default: releases)")
     p.add_argument("--dataset", help="only this dataset")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
@@ -474,9 +476,14 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
     from privfair.core.accounting import zcdp_rho
 
     contract = load_contract(args.path)
+    unfair = _release_checks(contract)  # what every release refuses is refused here first
     roles = contract.role_spec
     console = _stderr_console()
-    console.print(f"contract {contract.name!r} version {contract.version}: OK")
+    if unfair:
+        console.print(f"WARNING: release with the fair methods (prefair-greedy, prefair-exact, "
+                      f"aim-fair) would be refused: {unfair}", markup=False)
+    console.print(f"contract {contract.name!r} version {contract.version}: OK"
+                  + (" for mst, aim and independent only" if unfair else ""))
     for spec in contract.columns:
         size = len(spec.declared_labels()) if spec.type != "text" else "open"
         console.print(f"  {spec.name:<24} {spec.type:<12} {size!s:>5} categories  "
@@ -487,6 +494,31 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
     console.print(f"  lifetime budget: epsilon={b.epsilon:g} delta={b.delta:g} "
                   f"(rho={zcdp_rho(epsilon=b.epsilon, delta=b.delta):.6g})")
     return _check_data_and_review(args, contract, console)
+
+
+def _release_checks(contract: Any) -> str | None:
+    """Every data-free check ``release`` runs on a contract: raises what every method
+    refuses; returns what only the fair methods refuse (None when they accept it)."""
+    from privfair.release.table.plan import check_contract_shape
+
+    check_contract_shape(contract, fair=False)
+    try:
+        check_contract_shape(contract, fair=True)
+    except ValueError as exc:
+        return " ".join(str(exc).split())
+    return None
+
+
+def _existing(path: str, flag: str, *, folder: bool = True) -> Path:
+    """A path that must exist (a folder, or a file); one line naming the option if not."""
+    p = Path(path)
+    if not p.exists():
+        raise UsageError(f"{flag} {path}: no such {'folder' if folder else 'file'}")
+    if folder and not p.is_dir():
+        raise UsageError(f"{flag} {path} is a file, not a folder")
+    if not folder and not p.is_file():
+        raise UsageError(f"{flag} {path} is a folder, not a file")
+    return p
 
 
 def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any) -> int:
@@ -530,6 +562,7 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
 def cmd_releases_list(args: argparse.Namespace) -> int:
     from privfair.store.registry import list_releases
 
+    _existing(args.store, "--out")
     rows = list_releases(args.store, args.dataset)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
@@ -654,6 +687,7 @@ def cmd_ledger_reset(args: argparse.Namespace) -> int:
 def cmd_store_check(args: argparse.Namespace) -> int:
     from privfair.store.check import check_store
 
+    _existing(args.out, "--out")
     report = check_store(args.out, repair=args.repair, work_dir=args.work_dir)
     for line in report.repaired:
         print(f"repaired: {line}")
@@ -788,12 +822,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     console.print("wrote results.parquet and report.html: NOT privacy-protected, keep them "
                   "apart from releases")
     print(folder, flush=True)
-    return 0
+    return 1 if n and failed == n else 0  # nothing was evaluated: not a success
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from privfair.release.model.predict import predict
 
+    _existing(args.release, "--release")
+    _existing(args.data, "--data", folder=False)
     scored = predict(args.release, args.data)
     if args.out is None:
         print(scored.to_csv(index=False), end="", flush=True)

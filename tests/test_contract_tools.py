@@ -131,6 +131,13 @@ def test_cli_draft_then_check_warns_until_reviewed(tmp_path, capsys):
     assert main(["contract", "draft", "--data", str(data), "--out", str(out)]) == 0
     assert main(["contract", "draft", "--data", str(data), "--out", str(out)]) == 2  # no clobber
     capsys.readouterr()
+    # Issue 25.3: a draft's empty roles are named first: the fair methods would refuse them.
+    assert main(["contract", "check", str(out), "--data", str(data)]) == 0
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("WARNING: release with the fair methods") and "empty" in first
+    out.write_text(out.read_text().replace(
+        "  protected: []\n  admissible: []\n  outcome: []",
+        "  protected: [sex]\n  admissible: [checking]\n  outcome: [credit_risk]"))
     assert main(["contract", "check", str(out), "--data", str(data)]) == 0
     captured = capsys.readouterr()
     assert "WARNING" in captured.err and "reviewed: true" in captured.err

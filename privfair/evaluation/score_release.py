@@ -26,17 +26,20 @@ from privfair.evaluation.grid import MARKER, _new_run_folder, check_out, timesta
 __all__ = ["release_contract", "score_release", "write_release_score"]
 
 
-def release_contract(manifest: dict[str, Any], contract_path: str | Path | None) -> Any:
+def release_contract(manifest: dict[str, Any], contract_path: str | Path | None, *,
+                     folder: str | Path | None = None) -> Any:
     """The contract a release was made with, bound to its released (DP) domains.
 
-    ``contract_path`` defaults to the packaged contract of the release's dataset. Its
-    fingerprint must match the manifest's, so the real table is encoded exactly as the
-    release declared.
+    ``contract_path`` defaults to the ``contract.yaml`` the release folder carries, else to
+    the packaged contract of the release's dataset. Its fingerprint must match the
+    manifest's, so the real table is encoded exactly as the release declared.
     """
     from privfair.contracts.datasets import contract_path as packaged
     from privfair.contracts.schema import load_contract
 
     name = manifest["contract"]["name"]
+    if contract_path is None and folder is not None and (Path(folder) / "contract.yaml").is_file():
+        contract_path = Path(folder) / "contract.yaml"
     if contract_path is None:
         try:
             contract_path = packaged(name)
@@ -80,7 +83,7 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
         raise ValueError(f"--release {folder}: expected a release folder with manifest.json "
                          "and synthetic.parquet")
     manifest = json.loads(manifest_file.read_text())
-    contract = release_contract(manifest, contract_path)
+    contract = release_contract(manifest, contract_path, folder=folder)
     roles = contract.roles()
     if not roles.protected or len(roles.outcome) != 1:
         raise ValueError(f"contract {contract.name!r}: scoring needs protected columns and one "

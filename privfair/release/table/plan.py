@@ -134,6 +134,23 @@ def open_columns(contract: Contract) -> list[str]:
     return [c.name for c in contract.columns if c.type == "text"]
 
 
+def check_contract_shape(contract: Contract, *, fair: bool) -> Any:
+    """The contract's data-free checks of a table release (``contract check`` runs them too);
+    returns the domain's shape (open-domain and DP-binned columns without categories yet)."""
+    _check_open_domains(contract)
+    if not DATASET_NAME.fullmatch(contract.name):
+        raise ContractError(
+            f"contract {contract.name!r}: the name cannot name a release folder; "
+            "expected letters, digits, '.', '_' or '-' (not starting with '.')")
+    # Open-domain and dp_bins columns get their domains from DP later; only names matter here.
+    shape = contract.with_released_categories({c: [] for c in open_columns(contract)})
+    shape = shape.with_released_bins({c.name: [c.lower, c.upper] for c in shape.columns
+                                      if c.dp_bins is not None})
+    domain = shape.domain()
+    contract.roles().check(domain, fair=fair)
+    return domain
+
+
 def _check_open_domains(contract: Contract) -> None:
     """Open-domain columns need an "other" bucket for the values CatHist does not release."""
     for name in open_columns(contract):
@@ -272,19 +289,10 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         params)
     contract_path = resolve_contract(params)
     contract = load_contract(contract_path)
-    _check_open_domains(contract)
-    if not DATASET_NAME.fullmatch(contract.name):
-        raise ContractError(
-            f"contract {contract_path}: name {contract.name!r} cannot name a release folder; "
-            "expected letters, digits, '.', '_' or '-' (not starting with '.')")
-    # Open-domain and dp_bins columns get their domains from DP later; only names matter here.
-    shape = contract.with_released_categories({c: [] for c in open_columns(contract)})
-    shape = shape.with_released_bins({c.name: [c.lower, c.upper] for c in shape.columns
-                                      if c.dp_bins is not None})
-    domain, roles = shape.domain(), contract.roles()
     if params.method not in METHODS + GAN_METHODS:  # pragma: no cover - the Literal refuses it
         raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
-    roles.check(domain, fair=params.method in FAIR_METHODS)
+    domain = check_contract_shape(contract, fair=params.method in FAIR_METHODS)
+    roles = contract.roles()
     causal_graph = None
     if params.method in GAN_METHODS:
         from privfair.release.gan.stages import check_gan_request, load_causal_graph
