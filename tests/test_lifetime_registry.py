@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from privfair.store import artefacts as artefacts_module
 from privfair.store import publication
 from privfair.store.artefacts import StoreError
 from privfair.store.check import check_store
-from privfair.store.registry import read_lifetime_ledger, registry_ledger_path
+from privfair.store.registry import has_ledger, read_chain, read_lifetime_ledger
 
 
 def write_contract(tmp_path: Path, name: str, text: str) -> Path:
@@ -99,7 +100,7 @@ def test_new_out_folders_and_a_renamed_contract_share_one_budget(toy_contract, t
     with pytest.raises(BudgetExceededError):
         run_release(params(renamed, toy_parquet, tmp_path, epsilon=2.5, delta=1e-6,
                            out=str(tmp_path / "out3")))
-    assert registry_ledger_path("toy-survey-2024").is_file()
+    assert has_ledger("toy-survey-2024")
 
 
 def test_budget_is_fixed_at_the_first_release_and_raised_only_by_command(
@@ -122,24 +123,27 @@ def test_budget_is_fixed_at_the_first_release_and_raised_only_by_command(
 
 @pytest.mark.parametrize("tamper", ["nan-rho", "negative-rho", "drop-entry", "reset",
                                     "delete-ledger"])
-def test_a_tampered_or_reset_ledger_is_refused(tamper, toy_contract, toy_parquet, tmp_path):
+def test_a_tampered_or_reset_ledger_is_refused(tamper, toy_contract, toy_parquet, tmp_path,
+                                               privacy_registry):
     """Item 5: NaN/negative numbers, a removed entry, ``releases: []`` style resets and a
     deleted ledger are refused (at 613a631 each silently reset or disabled the check)."""
     run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
-    path = registry_ledger_path("toy")
-    raw = json.loads(path.read_text())
-    if tamper == "nan-rho":
-        next(e for e in raw["entries"] if e["kind"] == "reserve")["rho"] = math.nan
-    elif tamper == "negative-rho":
-        next(e for e in raw["entries"] if e["kind"] == "reserve")["rho"] = -1.0
+    con = sqlite3.connect(privacy_registry / "registry.sqlite", isolation_level=None)
+    for (trigger,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+        con.execute(f"DROP TRIGGER {trigger}")  # whoever tampers can drop the guards too
+    seq, body = con.execute("SELECT seq, body FROM entries WHERE kind = 'reserve'").fetchone()
+    entry = json.loads(body)
+    if tamper in ("nan-rho", "negative-rho"):
+        entry["rho"] = math.nan if tamper == "nan-rho" else -1.0
+        con.execute("UPDATE entries SET body = ? WHERE seq = ?", [json.dumps(entry), seq])
     elif tamper == "drop-entry":
-        del raw["entries"][1]
+        con.execute("DELETE FROM entries WHERE seq = 1")
     elif tamper == "reset":
-        raw["entries"], raw["releases"] = raw["entries"][:1], []
-    if tamper == "delete-ledger":
-        path.unlink()
-    else:
-        path.write_text(json.dumps(raw))
+        con.execute("DELETE FROM entries WHERE seq > 0")
+    elif tamper == "delete-ledger":
+        con.execute("DELETE FROM entries")
+        con.execute("DELETE FROM heads")
+    con.close()
     with pytest.raises(StoreError, match="lifetime ledger|disagree"):
         run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
 
@@ -198,7 +202,7 @@ def test_a_second_release_with_the_same_test_seed_is_refused(toy_contract, toy_p
     with pytest.raises(StoreError, match="seed"):
         run_release(params(toy_contract, toy_parquet, tmp_path, seed=424242, epsilon=0.5,
                            out=str(tmp_path / "elsewhere")))
-    text = registry_ledger_path("toy").read_text()
+    text = json.dumps(read_chain("toy"))
     assert "424242" not in text and "hmac-sha256:" in text
 
 

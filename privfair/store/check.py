@@ -21,8 +21,7 @@ from privfair.store.registry import (
     list_releases,
     read_chain,
     read_ledger_file,
-    registry_ledger_path,
-    registry_root,
+    registry_ledgers,
     store_problems,
 )
 
@@ -52,14 +51,10 @@ def _datasets(store: Path) -> list[tuple[str, str]]:
         out.append((name, ident))
     # Datasets whose runs reserved budget for this store but never published there.
     known = {ident for _, ident in out}
-    root = registry_root()
-    for path in sorted(root.glob("*/lifetime_ledger.json")) if root.is_dir() else []:
-        if path.parent.name in known:
-            continue
-        with contextlib.suppress(ValueError, KeyError, TypeError):
-            raw = read_ledger_file(path)
-            if any(p.get("store") == str(store) for p in raw.get("pending", [])):
-                out.append((str(raw.get("dataset") or path.parent.name), path.parent.name))
+    for raw in registry_ledgers():
+        ident = str(raw["dataset_id"])
+        if ident not in known and any(p.get("store") == str(store) for p in raw["pending"]):
+            out.append((str(raw.get("dataset") or ident), ident))
     return out
 
 
@@ -91,7 +86,7 @@ def check_store(store: str | Path, *, repair: bool = False,
             report.repaired += recover_store(store, name)
         else:
             report.problems += [f"{name}: unfinished publication {n}" for n in leftovers]
-        chain = read_chain(registry_ledger_path(ident))
+        chain = read_chain(ident)
         book = fold(chain, name, ident)
         for problem in store_problems(store, book):
             if repair and problem.startswith("catalog row") and not (

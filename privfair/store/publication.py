@@ -36,7 +36,6 @@ from privfair.store.registry import (
     locked,
     read_chain,
     record_published,
-    registry_ledger_path,
     write_store_copy,
 )
 
@@ -128,7 +127,7 @@ def recover_store(store: Path, dataset: str, *, locked_already: bool = False) ->
         version = str(record["version"])
         final = folder / version
         ident = record.get("ident")
-        chain = read_chain(registry_ledger_path(ident)) if ident else []
+        chain = read_chain(ident) if ident else []
         book = fold(chain, dataset, ident or dataset)
         here = str(store.resolve())
         committed = any(r.get("version") == version and r.get("store") == here

@@ -1,0 +1,339 @@
+"""Backends of the privacy registry: the lifetime ledgers in one transactional SQL database.
+
+``$PRIVFAIR_REGISTRY`` names the registry: a folder (default
+``~/.local/share/privfair/registry``) holds an embedded SQLite database ``registry.sqlite`` and
+its key ``registry.key`` (0600); a ``postgresql://…`` URL names a team's PostgreSQL database,
+whose key is read from ``$PRIVFAIR_REGISTRY_KEY_FILE``, else ``registry.key`` in
+``$PRIVFAIR_REGISTRY_HOME`` (default: the folder above). Both go through SQLAlchemy Core.
+
+Tables: ``entries`` (append-only: triggers refuse UPDATE and DELETE), ``heads`` (per dataset
+its generation, entry count and head hash, HMAC'd), ``meta`` (the key check and the HMAC'd
+list of every dataset ever opened), ``resets`` (recorded ``ledger reset``) and ``seed_keys``.
+Every operation is one serializable transaction (SQLite ``BEGIN IMMEDIATE``; PostgreSQL
+SERIALIZABLE, retried on a conflict) that reads the dataset's chain, verifies it against the
+key and its head, and appends; so concurrent processes never overspend, and an edited,
+truncated or deleted ledger is refused instead of read as a fresh one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import random
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.pool import NullPool
+
+from privfair.store.artefacts import StoreError
+from privfair.store.catalog import locked
+from privfair.store.chain import canonical
+
+DB_FILE = "registry.sqlite"
+KEY_FILE = "registry.key"
+#: The per-dataset seed key file of the JSON registry (imported into ``seed_keys``).
+LEGACY_SEED_KEY_FILE = "seed-fingerprint.key"
+_KEY_CHECK = b"privfair-registry-key-check/1"
+#: SQLSTATEs of a PostgreSQL transaction that lost a race: serialization failure, deadlock,
+#: and a unique violation (two first entries of one dataset); all are retried.
+_RETRY_SQLSTATES = {"40001", "40P01", "23505"}
+_RETRY_FOR_S = 120.0
+
+T = TypeVar("T")
+
+_meta = sa.MetaData()
+ENTRIES = sa.Table(
+    "entries", _meta,
+    sa.Column("dataset", sa.String(200), primary_key=True),
+    sa.Column("generation", sa.Integer, primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("hash", sa.String(64), nullable=False),
+    sa.Column("body", sa.Text, nullable=False))
+HEADS = sa.Table(
+    "heads", _meta,
+    sa.Column("dataset", sa.String(200), primary_key=True),
+    sa.Column("generation", sa.Integer, nullable=False),
+    sa.Column("entry_count", sa.Integer, nullable=False),
+    sa.Column("head", sa.String(64), nullable=False),
+    sa.Column("mac", sa.String(64), nullable=False))
+META = sa.Table(
+    "meta", _meta,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("value", sa.Text, nullable=False),
+    sa.Column("mac", sa.String(64), nullable=False))
+RESETS = sa.Table(
+    "resets", _meta,
+    sa.Column("dataset", sa.String(200), primary_key=True),
+    sa.Column("generation", sa.Integer, primary_key=True),
+    sa.Column("body", sa.Text, nullable=False))
+SEED_KEYS = sa.Table(
+    "seed_keys", _meta,
+    sa.Column("dataset", sa.String(200), primary_key=True),
+    sa.Column("key", sa.String(64), nullable=False))
+_APPEND_ONLY = ("entries", "resets", "seed_keys")
+
+_SQLITE_TRIGGERS = [
+    f"CREATE TRIGGER IF NOT EXISTS {t}_no_{op.lower()} BEFORE {op} ON {t} BEGIN "
+    f"SELECT RAISE(ABORT, 'privfair registry: {t} is append-only'); END"
+    for t in _APPEND_ONLY for op in ("UPDATE", "DELETE")]
+_PG_TRIGGERS = [
+    "CREATE OR REPLACE FUNCTION privfair_append_only() RETURNS trigger LANGUAGE plpgsql AS $$ "
+    "BEGIN RAISE EXCEPTION 'privfair registry: % on % is refused (append-only)', "
+    "TG_OP, TG_TABLE_NAME; END $$",
+    *[f"CREATE OR REPLACE TRIGGER {t}_append_only BEFORE UPDATE OR DELETE ON {t} "
+      "FOR EACH ROW EXECUTE FUNCTION privfair_append_only()" for t in _APPEND_ONLY],
+    *[f"CREATE OR REPLACE TRIGGER {t}_no_truncate BEFORE TRUNCATE ON {t} "
+      "FOR EACH STATEMENT EXECUTE FUNCTION privfair_append_only()" for t in _APPEND_ONLY]]
+
+
+@dataclass(frozen=True)
+class Registry:
+    """An open privacy registry: its engine, its key and a name for messages."""
+
+    name: str
+    engine: sa.Engine
+    key: bytes
+    dialect: str
+
+
+# --- where the registry is --------------------------------------------------------------------
+
+
+def default_folder() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base).expanduser().resolve() / "privfair" / "registry"
+
+
+def registry_url() -> str | None:
+    """The PostgreSQL URL of ``$PRIVFAIR_REGISTRY``, or None for a folder (SQLite)."""
+    env = os.environ.get("PRIVFAIR_REGISTRY", "")
+    return env if env.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")) \
+        else None
+
+
+def registry_folder() -> Path:
+    """The local registry folder: the SQLite registry, or where a PostgreSQL one keeps its key."""
+    env = os.environ.get("PRIVFAIR_REGISTRY")
+    if env and registry_url() is None:
+        return Path(env).expanduser().resolve()
+    home = os.environ.get("PRIVFAIR_REGISTRY_HOME")
+    return Path(home).expanduser().resolve() if home else default_folder()
+
+
+def key_path() -> Path:
+    if registry_url() is not None and os.environ.get("PRIVFAIR_REGISTRY_KEY_FILE"):
+        return Path(os.environ["PRIVFAIR_REGISTRY_KEY_FILE"]).expanduser().resolve()
+    return registry_folder() / KEY_FILE
+
+
+# --- opening ------------------------------------------------------------------------------------
+
+
+_OPEN: dict[tuple[Any, ...], Registry] = {}
+
+
+def open_registry() -> Registry:
+    """The registry of this process's environment, opened and its key checked (cached)."""
+    url = registry_url()
+    cache_key = (url or str(registry_folder()), str(key_path()), os.getpid())
+    if url is None:
+        folder = registry_folder()
+        if not ((folder / DB_FILE).is_file() and (folder / KEY_FILE).is_file()):
+            stale = _OPEN.pop(cache_key, None)
+            if stale is not None:  # its pooled connections hold the deleted file
+                stale.engine.dispose()
+            _create_sqlite(folder)
+    cached = _OPEN.get(cache_key)
+    if cached is None:
+        cached = _OPEN[cache_key] = _open_pg(url) if url else _open_sqlite(registry_folder())
+    return cached
+
+
+def _sqlite_engine(path: Path, *, create: bool) -> sa.Engine:
+    # mode=rw: a registry whose file was deleted is refused, never silently re-created.
+    mode = "rwc" if create else "rw"
+    # Pooled connections: a new one per transaction would pay a connect and, as the last
+    # one closes, a WAL checkpoint. A deleted file is still noticed: open_registry looks for
+    # it before every use.
+    pool = {"poolclass": NullPool} if create else {}
+    engine = sa.create_engine(f"sqlite:///file:{path}?mode={mode}&uri=true", **pool,
+                              connect_args={"timeout": 60, "check_same_thread": False})
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_conn: Any, _record: Any) -> None:
+        # Transactions are begun by hand (BEGIN IMMEDIATE), not by the driver.
+        dbapi_conn.isolation_level = None
+        dbapi_conn.execute("PRAGMA journal_mode=WAL")
+        dbapi_conn.execute("PRAGMA synchronous=FULL")
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        # The write lock from the first statement: a reservation's read, check and append
+        # are one serial step among every process sharing the file.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _open_sqlite(folder: Path) -> Registry:
+    key = _read_key(folder / KEY_FILE)
+    reg = Registry(str(folder / DB_FILE), _sqlite_engine(folder / DB_FILE, create=False), key,
+                   "sqlite")
+    run(reg, lambda conn: _check_key(conn, reg))
+    return reg
+
+
+def _create_sqlite(folder: Path) -> None:
+    """Create the SQLite registry (key, schema, migrated JSON ledgers) or refuse a half one."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError as exc:
+        raise StoreError(f"privacy registry {folder} cannot be written ({exc.strerror}); set "
+                         "PRIVFAIR_REGISTRY to a writable folder") from None
+    db, key_file = folder / DB_FILE, folder / KEY_FILE
+    with locked(folder):  # one creator; the others wait, then see both files
+        if db.is_file() and key_file.is_file():
+            return  # another process created it while this one waited
+        if key_file.is_file():
+            raise StoreError(f"privacy registry {db} is missing but its key {key_file} exists: "
+                             "the database was deleted; restore it from a backup")
+        if db.is_file():
+            raise StoreError(f"privacy registry {db} has no key {key_file}: restore the key "
+                             "from a backup (without it no ledger can be verified)")
+        # Build under a temporary name and rename last, so no process ever uses a registry
+        # whose JSON ledgers are not imported yet.
+        key = _write_key(key_file)
+        tmp = folder / f".{DB_FILE}.new"
+        for leftover in folder.glob(f".{DB_FILE}.new*"):
+            leftover.unlink()
+        engine = _sqlite_engine(tmp, create=True)
+        reg = Registry(str(db), engine, key, "sqlite")
+        run(reg, lambda conn: _create_schema(conn, reg))
+        from privfair.store.registry_admin import migrate_folder
+
+        migrate_folder(reg, folder)
+        engine.dispose()
+        # Fold the write-ahead log into the file before it is renamed (the log keeps its name).
+        con = sqlite3.connect(tmp)
+        try:
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            con.execute("PRAGMA journal_mode=DELETE")
+        finally:
+            con.close()
+        os.rename(tmp, db)
+
+
+def _open_pg(url: str) -> Registry:
+    driver_url = sa.engine.make_url(url).set(drivername="postgresql+psycopg")
+    engine = sa.create_engine(driver_url, isolation_level="SERIALIZABLE", pool_pre_ping=True,
+                              connect_args={"connect_timeout": 10})
+    name = driver_url.render_as_string(hide_password=True).replace("+psycopg", "")
+    path = key_path()
+    probe = Registry(name, engine, b"", "postgresql")
+    created = run(probe, lambda conn: _pg_schema(conn, probe))
+    if not path.is_file():
+        if not created:
+            raise StoreError(f"privacy registry {name}: its key file {path} is missing; copy "
+                             "the team's registry.key there or set PRIVFAIR_REGISTRY_KEY_FILE")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_key(path)
+    reg = Registry(name, engine, _read_key(path), "postgresql")
+    run(reg, lambda conn: _check_key(conn, reg))
+    return reg
+
+
+def _pg_schema(conn: sa.Connection, reg: Registry) -> bool:
+    """Create the tables and triggers once; True if this registry has no key check yet."""
+    # One process at a time creates the schema (concurrent CREATE TABLE IF NOT EXISTS races).
+    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7417220411)")
+    if conn.exec_driver_sql("SELECT to_regclass('public.meta')").scalar() is None:
+        _meta.create_all(conn)
+        for sql in _PG_TRIGGERS:
+            conn.exec_driver_sql(sql.replace("%", "%%"))  # the driver's placeholder escape
+    return conn.execute(sa.select(META.c.value).where(META.c.name == "key_check")).first() \
+        is None
+
+
+def _create_schema(conn: sa.Connection, reg: Registry) -> None:
+    _meta.create_all(conn)
+    for sql in _SQLITE_TRIGGERS:
+        conn.exec_driver_sql(sql)
+    _check_key(conn, reg)
+
+
+def _write_key(path: Path) -> bytes:
+    key = secrets.token_bytes(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(key)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return key
+
+
+def _read_key(path: Path) -> bytes:
+    try:
+        key = path.read_bytes()
+    except OSError as exc:
+        raise StoreError(f"privacy registry key {path} cannot be read ({exc.strerror})") from None
+    if len(key) != 32:
+        raise StoreError(f"privacy registry key {path} is not a 32-byte key (damaged?)")
+    return key
+
+
+def mac(reg: Registry, *parts: Any) -> str:
+    return hmac.new(reg.key, canonical(list(parts)), hashlib.sha256).hexdigest()
+
+
+def _check_key(conn: sa.Connection, reg: Registry) -> None:
+    """Record the key's check value in a new registry; refuse another key in an old one."""
+    check = hmac.new(reg.key, _KEY_CHECK, hashlib.sha256).hexdigest()
+    row = conn.execute(sa.select(META.c.value).where(META.c.name == "key_check")).first()
+    if row is None:
+        if conn.execute(sa.select(sa.func.count()).select_from(HEADS)).scalar():
+            raise StoreError(f"privacy registry {reg.name} has ledgers but no key check "
+                             "(tampered?); restore it from a backup")
+        conn.execute(sa.insert(META).values(name="key_check", value=check, mac=check))
+    elif not hmac.compare_digest(row.value, check):
+        raise StoreError(f"privacy registry {reg.name}: the key {key_path()} is not this "
+                         "registry's key")
+
+
+# --- transactions ---------------------------------------------------------------------------------
+
+
+def run(reg: Registry, fn: Callable[[sa.Connection], T]) -> T:
+    """``fn(conn)`` in one serializable transaction, retried when it lost a race.
+
+    A registry that cannot be reached is refused as one ``StoreError`` line naming it.
+    """
+    deadline = time.monotonic() + _RETRY_FOR_S
+    attempt = 0
+    while True:
+        try:
+            with reg.engine.begin() as conn:
+                return fn(conn)
+        except sa.exc.DBAPIError as exc:
+            if _retryable(exc) and time.monotonic() < deadline:
+                attempt += 1
+                # Jittered backoff: racing processes should not retry in lockstep.
+                time.sleep(random.uniform(0, min(0.25, 0.002 * 2 ** min(attempt, 8))))
+                continue
+            detail = " ".join(str(exc.orig or exc).split())[:300]
+            raise StoreError(f"privacy registry {reg.name} cannot be used: {detail}") from None
+
+
+def _retryable(exc: sa.exc.DBAPIError) -> bool:
+    state = getattr(exc.orig, "sqlstate", None)
+    if state in _RETRY_SQLSTATES:
+        return True
+    return "database is locked" in str(exc.orig)

@@ -1,0 +1,139 @@
+"""The release catalog of a store (``catalog.duckdb``), store locks and version numbers."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.metadata
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from privfair.store.artefacts import StoreError
+
+if TYPE_CHECKING:
+    from privfair.store.registry import LifetimeLedger
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    private = folder / ".lock"
+    with open(private, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+_CATALOG_SCHEMA = """
+CREATE TABLE IF NOT EXISTS releases (
+    dataset VARCHAR NOT NULL,
+    version VARCHAR NOT NULL,
+    path VARCHAR NOT NULL,
+    published_at VARCHAR NOT NULL,
+    epsilon DOUBLE NOT NULL,
+    delta DOUBLE NOT NULL,
+    rho DOUBLE NOT NULL,
+    method VARCHAR NOT NULL,
+    n_rows BIGINT NOT NULL,
+    contract_fingerprint VARCHAR NOT NULL,
+    fairness_passed BOOLEAN NOT NULL,
+    orchestrator VARCHAR,
+    PRIMARY KEY (dataset, version)
+);
+ALTER TABLE releases ADD COLUMN IF NOT EXISTS orchestrator VARCHAR;
+"""
+CATALOG_COLUMNS = ("dataset", "version", "path", "published_at", "epsilon", "delta", "rho",
+                    "method", "n_rows", "contract_fingerprint", "fairness_passed",
+                    "orchestrator")
+
+
+@contextlib.contextmanager
+def catalog(store: Path, *, read_only: bool = False, wait: float = 10.0) -> Iterator[Any]:
+    """Open ``catalog.duckdb`` briefly; waits ``wait`` seconds if another process holds it."""
+    import duckdb
+
+    path = store / "catalog.duckdb"
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only)
+            break
+        except duckdb.IOException as exc:
+            if time.monotonic() > deadline:
+                holder = re.search(r"PID (\d+)", str(exc))
+                raise StoreError(
+                    f"release catalog {path} is held by another process"
+                    f"{f' (pid {holder.group(1)})' if holder else ''}; close it and retry"
+                ) from None
+            time.sleep(0.1)
+    try:
+        if not read_only:
+            con.execute(_CATALOG_SCHEMA)
+        yield con
+    finally:
+        con.close()
+
+
+def list_releases(store: str | Path, dataset: str | None = None) -> list[dict[str, Any]]:
+    """Rows of the release catalog, oldest first (empty if the store has none)."""
+    store = Path(store)
+    if not (store / "catalog.duckdb").is_file():
+        return []
+    with catalog(store, read_only=True) as con:
+        # SELECT *: a catalog written before a column was added reads it as None
+        query = "SELECT * FROM releases"
+        args: list[Any] = []
+        if dataset is not None:
+            query += " WHERE dataset = ?"
+            args.append(dataset)
+        result = con.execute(query + " ORDER BY published_at, dataset, version", args)
+        names = [d[0] for d in result.description]
+        rows = [dict(zip(names, r, strict=True)) for r in result.fetchall()]
+    return [{c: r.get(c) for c in CATALOG_COLUMNS} for r in rows]
+
+
+def next_version(folder: Path, ledger: LifetimeLedger) -> str:
+    """One past every version a folder, the ledger or the catalog has used (a stale catalog
+    row never blocks a release)."""
+    names = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+    here = str(folder.parent.resolve())
+    names += [str(r.get("version", "")) for r in ledger.releases
+              if r.get("store") in (None, here)]
+    names += [re.sub(r"^\.(tmp|intent)-", "", n).split("-")[0].removesuffix(".json")
+              for n in names if n.startswith((".tmp-", ".intent-"))]
+    store = folder.parent
+    if (store / "catalog.duckdb").is_file():
+        names += [str(r["version"]) for r in list_releases(store, folder.name)]
+    numbers = [int(m.group(1)) for n in names if (m := re.fullmatch(r"v(\d+)", n))]
+    return f"v{max(numbers, default=0) + 1}"
+
+
+def code_version() -> dict[str, Any]:
+    """privfair version and, in a git checkout, the commit (with a dirty flag)."""
+    try:
+        version = importlib.metadata.version("privfair")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0+unknown"
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        if pyproject.is_file():
+            m = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.M)
+            version = m.group(1) if m else version
+    out: dict[str, Any] = {"privfair": version, "git_commit": None}
+    repo = Path(__file__).resolve().parents[2]
+    if (repo / ".git").exists():
+        try:
+            commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"],
+                                    capture_output=True, text=True, timeout=5, check=True)
+            out["git_commit"] = commit.stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(repo), "status", "--porcelain",
+                                    "--untracked-files=no", "--", "privfair"],
+                                   capture_output=True, text=True, timeout=5, check=True)
+            out["git_dirty"] = bool(dirty.stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return out

@@ -1,0 +1,117 @@
+"""Registry administration: import earlier JSON ledgers, export, verify, reset.
+
+Import: the JSON lifetime ledgers of earlier versions go into the registry database.
+
+Earlier versions kept ``<registry>/<dataset_id>/lifetime_ledger.json`` (an unkeyed SHA-256
+chain) and ``<registry>/<dataset_id>/seed-fingerprint.key``. Each chain is verified, re-chained
+under the registry key (every entry keeps its old hash as ``legacy_hash``), and the file is
+renamed ``lifetime_ledger.json.imported``. A folder registry is migrated when its database is
+created; ``privfair ledger import FILE`` does it by hand (e.g. into PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import getpass
+import json
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from privfair.store import backends, registry, registry_sql
+from privfair.store.artefacts import StoreError, utc_now
+from privfair.store.chain import GENESIS, verify_chain
+from privfair.store.ledger import fold, run_history
+
+LEDGER_FILE = "lifetime_ledger.json"
+
+
+def read_json_chain(path: Path) -> list[dict[str, Any]]:
+    """The verified entries of a legacy JSON ledger file."""
+    try:
+        entries = json.loads(path.read_text())["entries"]
+        if not isinstance(entries, list) or not entries:
+            raise TypeError("entries is not a non-empty list")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"lifetime ledger {path} is unreadable ({exc}); nothing imported") \
+            from None
+    verify_chain(entries, where=str(path))
+    return entries
+
+
+def ledger_files(path: Path) -> list[Path]:
+    """``path`` itself, or every ``<path>/<dataset>/lifetime_ledger.json``."""
+    if path.is_file():
+        return [path]
+    if not path.is_dir():
+        raise StoreError(f"{path} is neither a ledger file nor a folder of ledgers")
+    return sorted(path.glob(f"*/{LEDGER_FILE}"))
+
+
+def import_files(reg: backends.Registry, files: list[Path]) -> list[str]:
+    """Verify every file first, then import each with its seed key; returns one line each."""
+    chains = [(p.parent.name, p, read_json_chain(p)) for p in files]
+    done = []
+    for ident, path, chain in chains:
+        seed = path.parent / backends.LEGACY_SEED_KEY_FILE
+
+        def step(conn: sa.Connection, ident: str = ident, chain: list = chain,
+                 seed: Path = seed) -> list[dict]:
+            out = registry_sql.import_chain(conn, reg, ident, chain)
+            if seed.is_file() and len(seed.read_bytes()) == 32:
+                registry_sql.put_seed_key(conn, ident, seed.read_bytes())
+            return out
+
+        entries = backends.run(reg, step)
+        path.rename(path.with_name(LEDGER_FILE + ".imported"))
+        if seed.is_file():
+            seed.rename(seed.with_name(seed.name + ".imported"))
+        done.append(f"imported {path} as dataset {ident!r}: {len(entries)} entries, "
+                    f"head {entries[-1]['hash'][:12]}")
+    return done
+
+
+def migrate_folder(reg: backends.Registry, folder: Path) -> list[str]:
+    """Import a JSON registry found in ``folder`` (called when its database is created)."""
+    files = sorted(folder.glob(f"*/{LEDGER_FILE}"))
+    return import_files(reg, files) if files else []
+
+
+# --- export, verify, reset ----------------------------------------------------------------
+
+
+def reset_ledger(ident: str, *, reason: str) -> dict[str, Any]:
+    """Start a dataset's ledger anew after its loss (``privfair ledger reset``), recorded in
+    the registry; returns what was lost (what the registry recorded and what is left)."""
+    if not reason.strip():
+        raise StoreError("a ledger reset needs a --reason (it is recorded in the registry)")
+    lost = registry_sql.reset(ident, reason=reason, by=getpass.getuser(), at=utc_now())
+    left = lost["entries_left"]
+    with contextlib.suppress(Exception):  # what is left may itself fail its check
+        book = fold(left, registry.dataset_name(left, ident), ident)
+        lost["left_releases"] = [r.get("version") for r in book.releases]
+        lost["left_rho"] = book.rho_spent
+    return lost
+
+
+def export_ledger(ident: str) -> dict[str, Any]:
+    """The verified ledger of ``ident`` for auditors: summary, runs and every entry."""
+    entries = registry.read_chain(ident)
+    if not entries:
+        raise StoreError(f"dataset {ident!r} has no lifetime ledger in registry "
+                         f"{registry.registry_name()}")
+    book = fold(entries, registry.dataset_name(entries, ident), ident)
+    return {"registry": registry.registry_name(),
+            "verified": "HMAC-SHA256 chain, head and entry count checked against the registry "
+                        "key", "exported_at": utc_now(), "runs": run_history(entries),
+            **book.to_dict()}
+
+
+def verify_registry() -> list[tuple[str, int, str]]:
+    """Verify every ledger of the registry; (dataset, entries, head) of each."""
+    out = []
+    for name in registry_sql.datasets():
+        entries = registry.read_chain(name)
+        out.append((name, len(entries), entries[-1]["hash"] if entries else GENESIS))
+    return out

@@ -1,0 +1,209 @@
+"""The registry's operations on its tables: load and verify a chain, append, reset, seed keys.
+
+Each function takes a connection inside :func:`privfair.store.backends.run`'s serializable
+transaction, or opens one; see ``backends.py`` for the tables.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from privfair.store.artefacts import StoreError
+from privfair.store.backends import (
+    ENTRIES,
+    HEADS,
+    META,
+    RESETS,
+    SEED_KEYS,
+    Registry,
+    mac,
+    open_registry,
+    run,
+)
+from privfair.store.chain import GENESIS, canonical, chain_append, verify_chain
+
+
+def _known(conn: sa.Connection, reg: Registry) -> list[str]:
+    """Every dataset the registry ever opened (HMAC'd, so a deleted ledger is noticed)."""
+    row = conn.execute(sa.select(META).where(META.c.name == "datasets")).first()
+    if row is None:
+        if conn.execute(sa.select(sa.func.count()).select_from(HEADS)).scalar():
+            raise StoreError(f"privacy registry {reg.name}: its list of datasets is missing "
+                             "(tampered?); restore it from a backup")
+        return []
+    if not hmac.compare_digest(row.mac, mac(reg, "datasets", row.value)):
+        raise StoreError(f"privacy registry {reg.name}: its list of datasets fails its check "
+                         "(edited); restore it from a backup")
+    return list(json.loads(row.value))
+
+
+def _set_known(conn: sa.Connection, reg: Registry, names: list[str]) -> None:
+    value = json.dumps(sorted(set(names)))
+    check = mac(reg, "datasets", value)
+    if conn.execute(sa.update(META).where(META.c.name == "datasets")
+                    .values(value=value, mac=check)).rowcount == 0:
+        conn.execute(sa.insert(META).values(name="datasets", value=value, mac=check))
+
+
+@dataclass(frozen=True)
+class Head:
+    generation: int
+    count: int
+    head: str
+
+
+def load(conn: sa.Connection, reg: Registry, ident: str) -> tuple[Head | None, list[dict]]:
+    """The dataset's verified chain and head (None, [] for a dataset never opened)."""
+    where = f"of dataset {ident!r} in registry {reg.name}"
+    known = ident in _known(conn, reg)
+    row = conn.execute(sa.select(HEADS).where(HEADS.c.dataset == ident)).first()
+    if row is None:
+        if known:
+            raise StoreError(f"lifetime ledger {where} was deleted (the registry lists it); "
+                             f"`privfair ledger reset --dataset {ident} --reason ...` records "
+                             "the loss")
+        return None, []
+    if not known or not hmac.compare_digest(
+            row.mac, mac(reg, "head", ident, row.generation, row.entry_count, row.head)):
+        raise StoreError(f"lifetime ledger {where}: its head record fails its check (edited)")
+    rows = conn.execute(sa.select(ENTRIES).where(ENTRIES.c.dataset == ident,
+                                                 ENTRIES.c.generation == row.generation)
+                        .order_by(ENTRIES.c.seq)).all()
+    entries = []
+    for r in rows:
+        entry = json.loads(r.body)
+        if (entry.get("seq"), entry.get("kind"), entry.get("hash")) != (r.seq, r.kind, r.hash):
+            raise StoreError(f"lifetime ledger {where} fails its check at entry {r.seq}: the "
+                             "row and its entry differ (edited)")
+        entries.append(entry)
+    verify_chain(entries, where=where, key=reg.key, ident=ident)
+    if len(entries) != row.entry_count or (entries[-1]["hash"] if entries else GENESIS) \
+            != row.head:
+        raise StoreError(f"lifetime ledger {where} has {len(entries)} entries but the registry "
+                         f"recorded {row.entry_count} (truncated or rolled back); restore it "
+                         "from a backup")
+    return Head(row.generation, row.entry_count, row.head), entries
+
+
+def append(conn: sa.Connection, reg: Registry, ident: str, head: Head | None,
+           entries: list[dict], new: list[tuple[str, dict[str, Any]]]) -> list[dict]:
+    """Append ``new`` (kind, fields) to the loaded chain and move its head; returns the chain."""
+    out = list(entries)
+    generation = head.generation if head else 0
+    for kind, fields in new:
+        entry = chain_append(out, kind, key=reg.key, ident=ident, **fields)
+        conn.execute(sa.insert(ENTRIES).values(
+            dataset=ident, generation=generation, seq=entry["seq"], kind=kind,
+            hash=entry["hash"], body=canonical(entry).decode("utf-8")))
+    _set_head(conn, reg, ident, Head(generation, len(out), out[-1]["hash"] if out else GENESIS),
+              new=head is None)
+    return out
+
+
+def _set_head(conn: sa.Connection, reg: Registry, ident: str, head: Head, *, new: bool) -> None:
+    values = {"generation": head.generation, "entry_count": head.count, "head": head.head,
+              "mac": mac(reg, "head", ident, head.generation, head.count, head.head)}
+    if new:
+        known = _known(conn, reg)  # read before the new head row exists
+        conn.execute(sa.insert(HEADS).values(dataset=ident, **values))
+        _set_known(conn, reg, [*known, ident])
+    else:
+        conn.execute(sa.update(HEADS).where(HEADS.c.dataset == ident).values(**values))
+
+
+def transact(ident: str, build: Callable[[list[dict]], list[tuple[str, dict[str, Any]]]]
+             ) -> list[dict]:
+    """Load ``ident``'s chain, append what ``build(chain)`` returns, in one transaction."""
+    reg = open_registry()
+
+    def step(conn: sa.Connection) -> list[dict]:
+        head, entries = load(conn, reg, ident)
+        new = build(entries)
+        return append(conn, reg, ident, head, entries, new) if new else entries
+
+    return run(reg, step)
+
+
+def read(ident: str) -> list[dict]:
+    """The dataset's verified chain ([] if it has none)."""
+    reg = open_registry()
+    return run(reg, lambda conn: load(conn, reg, ident)[1])
+
+
+def datasets() -> list[str]:
+    """Every dataset with a ledger in the registry (each checked when it is read)."""
+    reg = open_registry()
+    return run(reg, lambda conn: sorted(_known(conn, reg)))
+
+
+def seed_key(ident: str) -> bytes:
+    """The dataset's 32-byte secret for test-seed fingerprints, created on first use."""
+    reg = open_registry()
+
+    def step(conn: sa.Connection) -> bytes:
+        row = conn.execute(sa.select(SEED_KEYS.c.key).where(SEED_KEYS.c.dataset == ident)).first()
+        if row is not None:
+            return bytes.fromhex(row.key)
+        key = secrets.token_bytes(32)
+        conn.execute(sa.insert(SEED_KEYS).values(dataset=ident, key=key.hex()))
+        return key
+
+    return run(reg, step)
+
+
+def put_seed_key(conn: sa.Connection, ident: str, key: bytes) -> None:
+    if conn.execute(sa.select(SEED_KEYS.c.key).where(SEED_KEYS.c.dataset == ident)).first():
+        raise StoreError(f"dataset {ident!r} already has a seed key in the registry")
+    conn.execute(sa.insert(SEED_KEYS).values(dataset=ident, key=key.hex()))
+
+
+def import_chain(conn: sa.Connection, reg: Registry, ident: str,
+                 legacy: list[dict[str, Any]]) -> list[dict]:
+    """Re-chain a verified legacy chain under the key as a new ledger of ``ident``.
+
+    Each entry keeps its fields and time and records its old hash (``legacy_hash``), so store
+    copies written before the migration still match the registry.
+    """
+    head, entries = load(conn, reg, ident)
+    if head is not None and entries:
+        raise StoreError(f"dataset {ident!r} already has a lifetime ledger in registry "
+                         f"{reg.name}; nothing imported")
+    new = [(e["kind"], {k: v for k, v in e.items() if k not in ("seq", "prev", "hash", "kind")}
+            | {"legacy_hash": e["hash"]}) for e in legacy]
+    return append(conn, reg, ident, head, [], new)
+
+
+def reset(ident: str, *, reason: str, by: str, at: str) -> dict[str, Any]:
+    """Start a new, empty chain for a dataset whose ledger was lost; returns what was lost."""
+    reg = open_registry()
+
+    def step(conn: sa.Connection) -> dict[str, Any]:
+        known = ident in _known(conn, reg)
+        row = conn.execute(sa.select(HEADS).where(HEADS.c.dataset == ident)).first()
+        if not known and row is None:
+            raise StoreError(f"dataset {ident!r} has no lifetime ledger in registry {reg.name}; "
+                             "nothing to reset")
+        generation = row.generation if row else conn.execute(
+            sa.select(sa.func.max(ENTRIES.c.generation)).where(ENTRIES.c.dataset == ident)
+        ).scalar() or 0
+        left = [json.loads(r.body) for r in conn.execute(
+            sa.select(ENTRIES.c.body).where(ENTRIES.c.dataset == ident,
+                                            ENTRIES.c.generation == generation)
+            .order_by(ENTRIES.c.seq))]
+        lost = {"dataset": ident, "registry": reg.name, "generation": generation,
+                "recorded_entries": row.entry_count if row else None,
+                "recorded_head": row.head if row else None, "entries_left": left,
+                "reason": reason, "by": by, "at": at}
+        conn.execute(sa.insert(RESETS).values(dataset=ident, generation=generation + 1,
+                                              body=json.dumps(lost, sort_keys=True)))
+        _set_head(conn, reg, ident, Head(generation + 1, 0, GENESIS), new=row is None)
+        return lost
+
+    return run(reg, step)
