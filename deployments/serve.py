@@ -19,7 +19,12 @@ if str(ROOT) not in sys.path:
 
 from prefect import serve  # noqa: E402
 
-from flows.kinds import release  # noqa: E402
+from flows.kinds import FLOWS, release  # noqa: E402
+from tasks import ops  # noqa: E402
+
+#: Datasets whose one-slot concurrency limits exist from the start (not from the first run),
+#: so the deployment page shows them and the first two runs cannot race.
+SLOTTED_DATASETS = ("adult", "compas")
 
 #: AIM methods' time budget (seconds) in both deployments: well inside the flow timeout, so
 #: an AIM run ends with a release (its last round spends the rest of ρ) instead of timing
@@ -42,9 +47,35 @@ def deployments() -> list:
         name="ad-hoc", tags=["privfair", "ad-hoc"],
         parameters={"max_time_s": AIM_TIME_BUDGET_S},
         description="Any contract/data/budget, from the UI form or `prefect deployment run`.")
-    return [monthly, ad_hoc]
+    # Every other release kind gets an ad-hoc deployment with the same controls.
+    others = [flow.to_deployment(name="ad-hoc", tags=["privfair", "ad-hoc"],
+                                 description=f"privfair {command}: any contract, data and "
+                                             "budget, from the UI form")
+              for command, flow in FLOWS.items() if command != "release"]
+    return [monthly, ad_hoc, *others]
+
+
+def prepare(*, alert_webhook: str | None = None, alert_block: str | None = None) -> None:
+    """What deploying sets up besides the deployments: the datasets' concurrency limits and,
+    when a notification target is given, the alert automation."""
+    for dataset in SLOTTED_DATASETS:
+        ops.ensure_dataset_slot(dataset)
+    if alert_webhook or alert_block:
+        import alerts
+
+        notify = (alerts.save_webhook_block(alert_webhook) if alert_webhook
+                  else alerts.block_id(alert_block))
+        alerts.create_automation(notify)
 
 
 if __name__ == "__main__":
+    import argparse
+
+    cli = argparse.ArgumentParser(description="serve privfair's deployments from here")
+    cli.add_argument("--alert-webhook", help="also create the alert automation (a webhook)")
+    cli.add_argument("--alert-block", help="or with a saved notification block type/name")
+    options = cli.parse_args()
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    prepare(alert_webhook=options.alert_webhook, alert_block=options.alert_block)
     # pause_on_shutdown=False: stopping this process must not silently pause the schedule.
     serve(*deployments(), pause_on_shutdown=False)

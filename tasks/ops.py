@@ -134,30 +134,37 @@ def slot_name(dataset: str) -> str:
     return f"privfair-release-{dataset}"
 
 
+def ensure_dataset_slot(dataset: str) -> Any:
+    """The dataset's global concurrency limit, created with one slot if missing (deploying
+    creates those of the known datasets; a run creates its own otherwise)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
+    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
+
+    name = slot_name(dataset)
+    with get_client(sync_client=True) as client:
+        try:
+            return client.read_global_concurrency_limit_by_name(name)
+        except ObjectNotFound:
+            # Created once with one slot; an operator may raise it in the UI afterwards.
+            with contextlib.suppress(ObjectAlreadyExists):
+                client.create_global_concurrency_limit(
+                    GlobalConcurrencyLimitCreate(name=name, limit=1))
+        return client.read_global_concurrency_limit_by_name(name)
+
+
 @contextlib.contextmanager
 def dataset_slot(dataset: str, *, log: Any = None) -> Iterator[None]:
     """Hold the dataset's one-slot global concurrency limit for the ``with`` body.
 
     ``log(line)`` hears that the run waits when another run of the dataset holds the slot.
     """
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.actions import GlobalConcurrencyLimitCreate
     from prefect.concurrency.sync import concurrency
-    from prefect.exceptions import ObjectAlreadyExists, ObjectNotFound
 
     name = slot_name(dataset)
-    with get_client(sync_client=True) as client:
-        try:
-            client.read_global_concurrency_limit_by_name(name)
-        except ObjectNotFound:
-            # Created once with one slot; an operator may raise it in the UI afterwards.
-            with contextlib.suppress(ObjectAlreadyExists):
-                client.create_global_concurrency_limit(
-                    GlobalConcurrencyLimitCreate(name=name, limit=1))
-        limit = client.read_global_concurrency_limit_by_name(name)
-        if log is not None and limit.active_slots >= limit.limit:
-                log(f"waiting for concurrency slot {name!r}: another release of "
-                    f"{dataset!r} holds it")
+    limit = ensure_dataset_slot(dataset)
+    if log is not None and limit.active_slots >= limit.limit:
+        log(f"waiting for concurrency slot {name!r}: another release of {dataset!r} holds it")
     with concurrency(name, occupy=1, strict=True):
         yield
 

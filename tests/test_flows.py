@@ -103,19 +103,24 @@ def test_deployments_expose_the_aim_time_budget():
         from serve import AIM_TIME_BUDGET_S, deployments
     finally:
         sys.path.remove(str(ROOT / "deployments"))
-    served = {d.name: d for d in deployments()}
+    served = [d for d in deployments()]
     spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
-    declared = {d["name"]: d.get("parameters", {}) for d in spec["deployments"]}
-    assert set(served) == set(declared) == {"monthly-adult", "ad-hoc"}
-    assert {d["entrypoint"] for d in spec["deployments"]} == {"flows/kinds.py:release"}
-    for name, deployment in served.items():
-        assert deployment.flow_name == "privfair-release"
+    # Every publishing command has a deployment, in serve.py and in prefect.yaml alike.
+    assert {(d.flow_name, d.name) for d in served} == {
+        ("privfair-release", "monthly-adult"), *((f"privfair-{c}", "ad-hoc") for c in FLOWS)}
+    assert {d["entrypoint"] for d in spec["deployments"]} == {
+        f"flows/kinds.py:{c}" for c in FLOWS}
+    declared = {d["name"]: d.get("parameters", {}) for d in spec["deployments"]
+                if d["entrypoint"] == "flows/kinds.py:release"}
+    for deployment in served:
+        schema = deployment._parameter_openapi_schema.model_dump()["properties"]
+        assert "seed" not in schema and "insecure_seed" not in schema
+        if deployment.flow_name != "privfair-release":
+            continue
         assert deployment.entrypoint == "flows/kinds.py:release"
         assert deployment.parameters["max_time_s"] == AIM_TIME_BUDGET_S
-        assert declared[name]["max_time_s"] == AIM_TIME_BUDGET_S
-        schema = deployment._parameter_openapi_schema.model_dump()["properties"]
+        assert declared[deployment.name]["max_time_s"] == AIM_TIME_BUDGET_S
         assert {"max_time_s", "engine", "dask_address"} <= set(schema)
-        assert "seed" not in schema
 
 
 def test_every_flow_loads_from_its_entrypoint():
@@ -371,3 +376,20 @@ def test_flow_counts_on_dask(prefect_harness, toy_contract, toy_parquet, tmp_pat
     local = release_on("local", None)
     # same counts, same seeded noise: the same synthetic table
     assert on_dask["files"]["synthetic.parquet"] == local["files"]["synthetic.parquet"]
+
+
+@pytest.mark.prefect
+def test_deploying_creates_the_dataset_slots(prefect_harness):
+    """Issue 25.7: the limits exist once deployed, not only after the first run."""
+    from prefect.client.orchestration import get_client
+
+    sys.path.insert(0, str(ROOT / "deployments"))
+    try:
+        from serve import SLOTTED_DATASETS, prepare
+    finally:
+        sys.path.remove(str(ROOT / "deployments"))
+    prepare()
+    with get_client(sync_client=True) as client:
+        for dataset in SLOTTED_DATASETS:
+            limit = client.read_global_concurrency_limit_by_name(f"privfair-release-{dataset}")
+            assert limit.limit == 1
