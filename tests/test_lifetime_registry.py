@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sqlite3
 from pathlib import Path
 
@@ -72,12 +73,22 @@ def test_failed_runs_that_drew_noise_stay_charged(toy_contract, toy_parquet, tmp
 
 
 def test_a_run_refused_before_any_noise_gets_its_reservation_back(toy_contract, toy_frame,
-                                                                   tmp_path):
-    """Item 4: a data-stage refusal (no noise drawn) cancels the reservation: nothing spent."""
+                                                                   toy_parquet, tmp_path,
+                                                                   monkeypatch):
+    """Item 4: a missing column is a public schema fact, refused before the reservation (no
+    entry at all); a failure in a private stage before any noise cancels the reservation."""
     bad = tmp_path / "bad.parquet"
     toy_frame.drop(columns=["race"]).to_parquet(bad, index=False)
     with pytest.raises(ValueError, match="race"):
         run_release(params(toy_contract, bad, tmp_path))
+    assert read_lifetime_ledger(None, load_contract(toy_contract)).entries == []
+
+    def unreadable(*a, **k):
+        raise OSError("disk went away")
+
+    monkeypatch.setattr(runner, "load", unreadable)
+    with pytest.raises(OSError, match="disk"):
+        run_release(params(toy_contract, toy_parquet, tmp_path))
     book = read_lifetime_ledger(None, load_contract(toy_contract))
     assert book.rho_spent == 0.0 and book.pending == [] and book.releases == []
     assert [e["kind"] for e in book.entries] == ["open", "reserve", "cancel"]
@@ -174,10 +185,13 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
         m.setattr(artefacts_module.Workspace, "cleanup_private", lambda self: None)
         with pytest.raises(Killed):
             run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
+    # The kill also ends the process, which releases its staging lock.
+    for staging in list(artefacts_module._STAGING_LOCKS):
+        os.close(artefacts_module._STAGING_LOCKS.pop(staging))
     assert (store / "toy" / "v2").is_dir()
     code = main(["store", "check", "--out", str(store), "--work-dir", str(tmp_path / "work")])
     out = capsys.readouterr().out
-    assert code == 1 and ".intent-v2.json" in out and "private staging" in out
+    assert code == 1 and ".intent-v2.json" in out and "private leftover of a dead run" in out
     code = main(["store", "check", "--out", str(store), "--work-dir", str(tmp_path / "work"),
                  "--repair"])
     assert code == 0, capsys.readouterr().out

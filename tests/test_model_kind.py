@@ -13,9 +13,9 @@ import pytest
 from privfair.cli import main
 from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import load_contract
-from privfair.core.errors import DomainError, ReleaseInputError
+from privfair.core.errors import ReleaseInputError
 from privfair.release.model import train as module
-from privfair.release.model.budget import functional_entries, plan_budget
+from privfair.release.model.budget import functional_entries, plan_budget, policy_entry
 from privfair.release.model.evaluation import TRIVIAL, noisy_metrics
 from privfair.release.model.predict import constant_prediction, decision_function
 from privfair.release.model.train import MODEL, holdout_mask
@@ -51,22 +51,19 @@ def test_a_second_seeded_model_release_with_the_same_seed_is_refused(toy_contrac
 
 @pytest.mark.parametrize("column, value", [("race", "Martian"), ("race", None),
                                            ("age", None)])
-def test_bad_values_fail_before_any_noise_and_give_the_reservation_back(
+def test_bad_values_get_the_contracts_policy_and_never_refuse(
         column, value, toy_contract, toy_frame, tmp_path):
+    """Issue 21.2: the contract's policy drops or maps the row; the release publishes."""
     frame = toy_frame.copy()
     if column == "age":
         frame["age"] = frame["age"].astype(float)
     frame.loc[3, column] = value
     data = tmp_path / "bad.parquet"
     frame.to_parquet(data, index=False)
-    try:
-        run_release(MODEL, params(toy_contract, data, tmp_path))
-    except DomainError as exc:  # the contract refuses the value: before any noise
-        assert column in str(exc)
-        assert kinds_in_registry(toy_contract) == ["open", "reserve", "cancel"]
-        assert read_lifetime_ledger(None, load_contract(toy_contract)).rho_spent == 0
-    else:  # the contract's policy encodes or drops the row: a normal release
-        assert kinds_in_registry(toy_contract) == ["open", "reserve", "spend", "publish"]
+    folder = run_release(MODEL, params(toy_contract, data, tmp_path))
+    assert kinds_in_registry(toy_contract) == ["open", "reserve", "spend", "publish"]
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["validation"]["input"]["refused_on_values"] is False
     assert not list((tmp_path / "work" / "staging").glob("*/*"))
 
 
@@ -74,7 +71,7 @@ def test_a_missing_column_is_refused_from_the_schema_before_the_reservation(
         toy_contract, toy_csv, tmp_path):
     data = tmp_path / "no_edu.csv"
     pd.read_csv(toy_csv).drop(columns=["edu"]).to_csv(data, index=False)
-    with pytest.raises(ReleaseInputError, match="missing columns \\['edu'\\]"):
+    with pytest.raises(ReleaseInputError, match="missing column\\(s\\) \\['edu'\\]"):
         run_release(MODEL, params(toy_contract, data, tmp_path))
     assert kinds_in_registry(toy_contract) == []
 
@@ -101,8 +98,12 @@ def test_functional_cost_is_the_curve_of_its_planned_entries(toy_contract, toy_p
     planned = plan_release(MODEL, params(toy_contract, toy_parquet, tmp_path, holdout=0.0))
     from privfair.core.accounting import PrivacyLedger
 
+    budget = planned.plan.budget
     scratch = PrivacyLedger(epsilon_budget=1.0, delta=1e-6, accounting="rdp")
-    for entry in functional_entries("pflr", 1.0, fairness_share=0.5):
+    # the noisy counts of rows the policies touched (issue 21.2), then the model
+    scratch.spend(policy_entry(budget.policy_rho, sensitivity=budget.policy_sensitivity,
+                               cells=budget.policy_cells)[1])
+    for entry in functional_entries("pflr", budget.model_epsilon, fairness_share=0.5):
         scratch.spend(entry)
     np.testing.assert_allclose(planned.cost.rdp, scratch.rdp())
     # Public inputs only: a tenth of the rows declares the same cost.
@@ -129,7 +130,7 @@ def test_dpsgd_reserves_its_declared_curve_and_spends_no_more_at_any_order(
     manifest = json.loads((folder / "manifest.json").read_text())
     spent = np.asarray(manifest["guarantee"]["rdp_spent"])
     assert np.all(spent <= np.asarray(planned.cost.rdp))
-    gradients = manifest["ledger"][1]
+    gradients = manifest["ledger"][2]  # after the policy counts and the row count
     assert gradients["sample_rate"] > budget.sample_rate  # q = b/ñ with ñ < min_rows
     assert manifest["hyper_parameters"]["noise_multiplier"] > budget.noise_multiplier
     assert manifest["guarantee"]["declared"]["dpsgd_declared"]["min_rows"] == 5000
@@ -270,7 +271,7 @@ def test_train_dry_run_prints_the_cost_and_charges_nothing(toy_contract, toy_par
                  "--model", "dpsgd-f", "--epsilon", "1", "--out", str(tmp_path / "store"),
                  "--dry-run"])
     captured = capsys.readouterr()
-    assert code == 0 and "cost: rho" in captured.err and "dry run" in captured.out
+    assert code == 0 and "cost: rho" in captured.out and "dry run" in captured.out
     assert kinds_in_registry(toy_contract) == []
 
 

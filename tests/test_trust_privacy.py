@@ -134,24 +134,31 @@ def test_discrete_gaussian_ignores_seeded_generators_and_accepts_a_test_source()
 
 def test_fixed_seed_needs_the_insecure_flag_and_is_fingerprinted(tmp_path) -> None:
     """Item 3: a seed without insecure_seed is refused before any read; with it, the plan
-    records the test mode and a keyed fingerprint (equal for equal seeds, never the seed)."""
-    from privfair.release.seeds import SEED_KEY_FILE, seed_fingerprint
-    from privfair.release.table import plan
+    records the test mode and a fingerprint keyed by the dataset's secret in the registry
+    (equal for equal seeds of one dataset, whatever the work folder; never the seed)."""
+    from privfair.core.errors import ReleaseInputError
+    from privfair.release.kinds import KINDS
+    from privfair.release.protocol import plan_release
+    from privfair.release.seeds import seed_fingerprint
 
-    base = {"out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w"), "seed": 12345}
-    with pytest.raises(plan.ReleaseInputError, match="insecure_seed"):
-        plan.preflight(base)
+    table = KINDS[0]
+    base = {"out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w"), "seed": 12345,
+            "delta": 1e-9}
+    with pytest.raises(ReleaseInputError, match="insecure_seed"):
+        plan_release(table, base)
     assert not (tmp_path / "w").exists()
-    run = plan.preflight({**base, "insecure_seed": True})
+    run = plan_release(table, {**base, "insecure_seed": True}).plan
     assert run.seeded and run.seed_policy.startswith("INSECURE test mode")
-    assert run.seed_fingerprint == seed_fingerprint(12345, work_dir=tmp_path / "w")
-    assert run.seed_fingerprint != seed_fingerprint(12346, work_dir=tmp_path / "w")
+    assert run.seed_fingerprint == seed_fingerprint(12345, dataset="adult")
+    assert run.seed_fingerprint != seed_fingerprint(12346, dataset="adult")
     assert "12345" not in run.seed_fingerprint
-    key = tmp_path / "w" / SEED_KEY_FILE
-    assert key.stat().st_mode & 0o777 == 0o600 and len(key.read_bytes()) == 32
-    # another project (another key) fingerprints the same seed differently
-    assert seed_fingerprint(12345, work_dir=tmp_path / "other") != run.seed_fingerprint
-    production = plan.preflight({"out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
+    elsewhere = plan_release(table, {**base, "insecure_seed": True,
+                                     "work_dir": str(tmp_path / "other")}).plan
+    assert elsewhere.seed_fingerprint == run.seed_fingerprint  # the key is not in work_dir
+    # another dataset (another key) fingerprints the same seed differently
+    assert seed_fingerprint(12345, dataset="compas") != run.seed_fingerprint
+    production = plan_release(table, {"out": str(tmp_path / "r"), "delta": 1e-9,
+                                      "work_dir": str(tmp_path / "w")}).plan
     assert not production.seeded and production.seed_fingerprint is None
 
 
@@ -163,8 +170,8 @@ def test_fair_method_with_an_unfair_built_structure_is_refused(tmp_path, toy_con
     """Item 12: the pipeline refused nothing when a fair method's graph failed the check
     (it only recorded it). A selector that returns a protected-outcome edge is refused."""
     from privfair.core.errors import FairnessViolationError
-    from privfair.release.table import private as private_stages
     from privfair.release.kinds import release_table as run_release
+    from privfair.synth import synthesizer
     from privfair.synth.structure import SelectedStructure, check_fairness
 
     def unfair_select(tables, model, roles, *, method, **_):
@@ -172,12 +179,12 @@ def test_fair_method_with_an_unfair_built_structure_is_refused(tmp_path, toy_con
         return SelectedStructure(method, edges, check_fairness(
             ["age", "sex", "race", "edu", "hours", "income"], edges, roles))
 
-    monkeypatch.setattr(private_stages, "_select", unfair_select)
+    monkeypatch.setattr(synthesizer, "select", unfair_select)
     with pytest.raises(FairnessViolationError, match="'sex' reaches 'income'"):
         run_release({"contract": str(toy_contract), "data": str(toy_parquet),
-                     "method": "prefair-greedy", "epsilon": 1.0, "delta": 1e-9,
+                     "method": "prefair-greedy", "epsilon": 3.0, "delta": 1e-6,
                      "out": str(tmp_path / "releases"), "work_dir": str(tmp_path / "work"),
-                     "max_iters": 50})
+                     "max_iters": 50})  # enough ρ for a tree on 1,500 rows (no fallback)
     assert not list((tmp_path / "releases").glob("toy/v*"))
 
 
