@@ -1,14 +1,22 @@
-"""Small-n quality (issue 15): 2-way TVD at n = 1,000 against the DP independence baseline.
+"""Small-n quality (issues 15, 23.3): 2-way TVD at n = 1,000 against the DP independence baseline.
 
-The table is the generated 1,000-row x 21-attribute one (``benchmarks/gen_table.py``),
-discretised by its contract. Each (method, seed) fits with the library's
-:class:`~privfair.synth.synthesizer.FairSynthesizer` at the same (ε, δ) and samples n rows;
-the JSON gives mean 1-way and 2-way TVD per method, the non-private product of the true
-1-way marginals (the best an independence model can do) and the load average. This is an
-evaluation against the real table, so it reads the data on purpose.
+Tables: 1,000-row samples of Adult and COMPAS (embedded, discretised by their contracts) and
+generated tables with strong pairwise dependence (``benchmarks/gen_table.py``: 21 and 8
+attributes, Dirichlet concentration 0.3). Each (table, method, seed) fits with the library's
+:class:`~privfair.synth.synthesizer.FairSynthesizer` at the same (ε, δ) and samples n rows; the
+JSON gives per table the mean and sd of the 2-way TVD per method, its ratio to
+``independent``'s, how many seeds fell back to independence, and the non-private product of
+the true 1-way marginals (the best an independence model can do). This is an evaluation
+against the real table, so it reads the data on purpose.
 
-    python benchmarks/small_n.py                         # ε = 1, 5 seeds
-    python benchmarks/small_n.py --eps 1 4 --seeds 3 --methods independent mst
+    python benchmarks/small_n.py --out benchmarks/results/small_n.json     # ε = 1, 5 seeds
+    python benchmarks/small_n.py --tables adult --methods independent mst --seeds 3
+    python benchmarks/small_n.py --calibrate     # the fallback rule against tree/indep ratios
+
+``--calibrate`` runs mst and independent (no fallback) on weakly and strongly dependent tables
+of 300-8,000 rows and prints, per table, the fallback rule's public value
+(:func:`~privfair.synth.synthesizer.tree_signal`) beside the tree's 2-way TVD ratio: the data
+behind ``NOISE_TVD_LIMIT``.
 """
 
 from __future__ import annotations
@@ -21,12 +29,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import emit
+from _common import emit, load_codes
 
 METHODS = ("independent", "mst", "prefair-greedy", "aim")
+TABLES = ("adult", "compas", "gen21-strong", "gen8-strong")
 
 
-def load(rows: int, attributes: int, concentration: float):
+def generated(rows: int, attributes: int, concentration: float):
     import pandas as pd
     from gen_table import write
 
@@ -43,6 +52,23 @@ def load(rows: int, attributes: int, concentration: float):
     return codes, contract
 
 
+def sample(name: str, rows: int, seed: int = 0):
+    """A ``rows``-row sample (without replacement when the table is large enough)."""
+    import numpy as np
+
+    codes, contract = load_codes(name)
+    rng = np.random.default_rng(seed)
+    index = rng.choice(len(codes), rows, replace=len(codes) < rows)
+    return codes.iloc[index].reset_index(drop=True), contract
+
+
+def table(name: str, rows: int):
+    if name in ("adult", "compas"):
+        return sample(name, rows)
+    attributes, _, strength = name.removeprefix("gen").partition("-")
+    return generated(rows, int(attributes), 0.3 if strength == "strong" else 20.0)
+
+
 def independence_tvd(codes, domain) -> float:
     """2-way TVD of the product of the true 1-way marginals (non-private reference)."""
     import numpy as np
@@ -55,56 +81,110 @@ def independence_tvd(codes, domain) -> float:
     return marginal_tvd(codes, product, domain, 2)
 
 
-def main() -> None:
+def run(codes, contract, method: str, seed: int, eps: float, **options) -> dict:
     import numpy as np
 
     from privfair.evaluation.utility import marginal_tvd
     from privfair.synth.synthesizer import FairSynthesizer
 
+    domain, roles = contract.domain(), contract.roles()
+    fit_rng, sample_rng = np.random.default_rng(seed).spawn(2)
+    start = time.perf_counter()
+    synth = FairSynthesizer(domain=domain, roles=roles, epsilon=eps, delta=1e-6,
+                            method=method, require_fair=False, **options)
+    synth.fit(codes, rng=fit_rng)
+    synthetic = synth.sample(len(codes), rng=sample_rng)
+    signal = getattr(synth, "tree_signal_", None)
+    return {"method": method, "seed": seed, "epsilon": eps,
+            "fit_s": round(time.perf_counter() - start, 3),
+            "tvd1": marginal_tvd(codes, synthetic, domain, 1),
+            "tvd2": marginal_tvd(codes, synthetic, domain, 2),
+            "edges": len(synth.structure_.edges), "structure": synth.structure_.method,
+            "rule": None if signal is None else round(signal.noise_tvd, 4)}
+
+
+def summarise(records: list[dict], methods: list[str]) -> dict:
+    out = {}
+    base = statistics.mean(r["tvd2"] for r in records if r["method"] == "independent") \
+        if any(r["method"] == "independent" for r in records) else None
+    for method in methods:
+        rows = [r for r in records if r["method"] == method]
+        tvd2 = [r["tvd2"] for r in rows]
+        out[method] = {
+            "tvd2": round(statistics.mean(tvd2), 4),
+            "tvd2_sd": round(statistics.stdev(tvd2), 4) if len(rows) > 1 else None,
+            "tvd2_per_seed": [round(t, 4) for t in tvd2],
+            "ratio_to_independent": round(statistics.mean(tvd2) / base, 3) if base else None,
+            "tvd1": round(statistics.mean(r["tvd1"] for r in rows), 4),
+            "fit_s": round(statistics.mean(r["fit_s"] for r in rows), 3),
+            "fell_back": sum(r["structure"].endswith("(small-n fallback)") for r in rows),
+        }
+    return out
+
+
+def calibrate(seeds: int, eps: float) -> dict:
+    """The rule's public value beside mst/independent (fallback off), per table and n."""
+    import statistics as st
+
+    from privfair.core.accounting import zcdp_rho
+    from privfair.synth.synthesizer import tree_signal
+
+    grid = [("adult", n) for n in (1000, 2000, 3000, 4000)]
+    grid += [("compas", n) for n in (300, 500, 700, 1000)]
+    grid += [("gen8-weak", n) for n in (1000, 2000, 3000, 5000)]
+    grid += [("gen21-weak", n) for n in (2000, 4000, 8000)]
+    grid += [("gen8-strong", n) for n in (1000, 2000)]
+    rho = zcdp_rho(epsilon=eps, delta=1e-6)
+    rows = []
+    for name, n in grid:
+        codes, contract = table(name, n)
+        domain = contract.domain()
+        d = len(domain.sizes)
+        signal = tree_signal(float(n), domain.sizes, rho_tree=2 * rho / 3,
+                             one_way_sigma=(d / (2 * rho / 3)) ** 0.5)
+        tvd = {m: st.mean(run(codes, contract, m, s, eps, small_n_fallback=False)["tvd2"]
+                          for s in range(seeds)) for m in ("independent", "mst")}
+        rows.append({"table": name, "rows": n, "rule": round(signal.noise_tvd, 4),
+                     "independent": round(tvd["independent"], 4), "mst": round(tvd["mst"], 4),
+                     "ratio": round(tvd["mst"] / tvd["independent"], 3)})
+        print(rows[-1], file=sys.stderr, flush=True)
+    return {"benchmark": "small_n_calibration", "epsilon": eps, "seeds": seeds,
+            "limit": signal.limit, "rows": rows}
+
+
+def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1000)
-    parser.add_argument("--attributes", type=int, default=21)
-    parser.add_argument("--eps", type=float, nargs="+", default=[1.0])
+    parser.add_argument("--eps", type=float, default=1.0)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
-    parser.add_argument("--concentration", type=float, default=0.3,
-                        help="gen_table dependence: 0.3 strong, 20 nearly independent")
+    parser.add_argument("--tables", nargs="+", default=list(TABLES),
+                        help="adult, compas, gen<d>-strong or gen<d>-weak")
+    parser.add_argument("--aim-time", type=float, default=60.0,
+                        help="AIM's time budget per fit in seconds (the release default is 240)")
+    parser.add_argument("--calibrate", action="store_true")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
-    codes, contract = load(args.rows, args.attributes, args.concentration)
-    domain, roles = contract.domain(), contract.roles()
-    records = []
-    for eps in args.eps:
+    if args.calibrate:
+        emit(calibrate(args.seeds, args.eps), args.out)
+        return
+    tables, records = {}, []
+    for name in args.tables:
+        codes, contract = table(name, args.rows)
+        runs = []
         for method in args.methods:
+            options = {"max_time_s": args.aim_time} if method.startswith("aim") else {}
             for seed in range(args.seeds):
-                fit_rng, sample_rng = np.random.default_rng(seed).spawn(2)
-                start = time.perf_counter()
-                synth = FairSynthesizer(domain=domain, roles=roles, epsilon=eps, delta=1e-6,
-                                        method=method, require_fair=False)
-                synth.fit(codes, rng=fit_rng)
-                synthetic = synth.sample(len(codes), rng=sample_rng)
-                records.append({
-                    "epsilon": eps, "method": method, "seed": seed,
-                    "fit_s": round(time.perf_counter() - start, 3),
-                    "tvd1": marginal_tvd(codes, synthetic, domain, 1),
-                    "tvd2": marginal_tvd(codes, synthetic, domain, 2),
-                    "edges": len(synth.structure_.edges),
-                })
-    summary = {}
-    for eps in args.eps:
-        for method in args.methods:
-            rows = [r for r in records if r["epsilon"] == eps and r["method"] == method]
-            summary[f"{method}@eps={eps:g}"] = {
-                k: round(statistics.mean(r[k] for r in rows), 4)
-                for k in ("tvd1", "tvd2", "fit_s")} | {
-                "tvd2_sd": round(statistics.stdev(r["tvd2"] for r in rows), 4)
-                if len(rows) > 1 else None}
-    emit({"benchmark": "small_n", "rows": args.rows, "attributes": args.attributes,
-          "concentration": args.concentration,
-          "load_avg": os.getloadavg(),
-          "nonprivate_independence_tvd2": round(independence_tvd(codes, domain), 4),
-          "summary": summary, "runs": records}, args.out)
+                runs.append(run(codes, contract, method, seed, args.eps, **options))
+                print(name, runs[-1], file=sys.stderr, flush=True)
+        tables[name] = {"rows": len(codes), "attributes": len(codes.columns),
+                        "nonprivate_independence_tvd2":
+                            round(independence_tvd(codes, contract.domain()), 4),
+                        "methods": summarise(runs, args.methods)}
+        records += [{"table": name, **r} for r in runs]
+    emit({"benchmark": "small_n", "epsilon": args.eps, "delta": 1e-6, "seeds": args.seeds,
+          "load_avg": os.getloadavg(), "tables": tables, "runs": records}, args.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,86 @@
+"""Small n, never worse than the baseline (issue 23.3).
+
+On a generated 1,000-row table at ε = 1 every tree method's 2-way TVD is at most
+``--method independent``'s (plus seed noise), and where the data has strong structure and
+few cells the tree is kept and is better. Fixed seeds; the benchmark with real tables is
+``benchmarks/small_n.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privfair.core.domain import Domain, Roles
+from privfair.evaluation.utility import marginal_tvd
+from privfair.synth.structure import METHODS as TREE_METHODS
+from privfair.synth.synthesizer import FALLBACK_METHOD, FairSynthesizer
+
+SEEDS = range(3)
+#: Seed noise of a 3-seed mean of the 2-way TVD on these tables is ≈ 0.003.
+TOLERANCE = 0.004
+
+
+def _credit_like(n: int = 1000, seed: int = 1) -> tuple[pd.DataFrame, Domain, Roles]:
+    """Seven columns (4-5 levels and three binary ones), independent but for sex → outcome.
+
+    The shape of the 1,000-row credit table where mst/prefair's 2-way TVD was 0.096 against
+    independent's 0.089 (issue 23.3): its 5×5 pairs at n = 1,000 are mostly noise.
+    """
+    rng = np.random.default_rng(seed)
+    sex = rng.integers(0, 2, n)
+    good = (rng.random(n) < np.where(sex == 1, 0.8, 0.55)).astype(np.int64)
+    frame = pd.DataFrame({
+        "checking": rng.integers(0, 4, n), "duration": rng.integers(0, 5, n),
+        "purpose": rng.integers(0, 5, n), "amount": rng.integers(0, 5, n), "sex": sex,
+        "age": rng.integers(0, 5, n), "credit_risk": good})
+    domain = Domain(tuple(frame.columns), (4, 5, 5, 5, 2, 5, 2))
+    roles = Roles(protected=("sex",), admissible=("checking", "amount"),
+                  outcome=("credit_risk",))
+    return frame, domain, roles
+
+
+def _chain(n: int = 1000, seed: int = 3) -> tuple[pd.DataFrame, Domain, Roles]:
+    """Six binary/ternary columns, each a noisy copy of the previous (strong structure)."""
+    rng = np.random.default_rng(seed)
+    sizes = (2, 2, 3, 2, 3, 2)
+    names = ("sex", "race", "age", "charge", "priors", "outcome")
+    columns, previous = {}, rng.integers(0, 2, n)
+    for name, size in zip(names, sizes, strict=True):
+        keep = rng.random(n) < 0.85
+        columns[name] = np.where(keep, previous % size, rng.integers(0, size, n))
+        previous = columns[name]
+    roles = Roles(protected=("sex",), admissible=("age", "charge", "priors"),
+                  outcome=("outcome",))
+    return pd.DataFrame(columns), Domain(names, sizes), roles
+
+
+def _tvd2(frame: pd.DataFrame, domain: Domain, roles: Roles, method: str) -> tuple[float, list]:
+    scores, structures = [], []
+    for seed in SEEDS:
+        fit_rng, sample_rng = np.random.default_rng(seed).spawn(2)
+        synth = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
+                                method=method, require_fair=False, max_iters=2000)
+        synth.fit(frame, rng=fit_rng)
+        scores.append(marginal_tvd(frame, synth.sample(len(frame), rng=sample_rng), domain, 2))
+        structures.append(synth.structure_.method)
+    return float(np.mean(scores)), structures
+
+
+@pytest.mark.parametrize("method", TREE_METHODS)
+def test_no_tree_method_is_worse_than_independent_at_small_n(method):
+    frame, domain, roles = _credit_like()
+    baseline, _ = _tvd2(frame, domain, roles, "independent")
+    tvd, structures = _tvd2(frame, domain, roles, method)
+    assert tvd <= baseline + TOLERANCE, (method, tvd, baseline, structures)
+    # here the rule falls back, and the fallback is the baseline's model in distribution
+    assert set(structures) == {FALLBACK_METHOD}
+
+
+def test_a_strongly_structured_small_table_keeps_its_tree_and_beats_independent():
+    frame, domain, roles = _chain()
+    baseline, _ = _tvd2(frame, domain, roles, "independent")
+    tvd, structures = _tvd2(frame, domain, roles, "mst")
+    assert set(structures) == {"mst"}
+    assert tvd < 0.8 * baseline, (tvd, baseline)
