@@ -600,40 +600,99 @@ def check_source_schema(path: str | Path, contract: Contract) -> dict[str, str]:
                                     f"({type(exc).__name__})") from None
         types: dict[str, pa.DataType | None] = dict.fromkeys(names)
     else:
-        import pyarrow.parquet as pq
+        names, types = _parquet_columns(path, f"data file {path}")
+    return _check_schema(f"data file {path}", names, types, contract)
 
-        try:
-            schema = pq.read_schema(path)
-        except (pa.ArrowException, OSError) as exc:
-            raise ReleaseInputError(f"data file {path} cannot be read as Parquet "
-                                    f"({type(exc).__name__})") from None
-        hidden = set(hidden_index_columns(path))
-        names = [n for n in schema.names if n not in hidden]
-        types = {f.name: f.type for f in schema if f.name not in hidden}
+
+def _parquet_columns(path: Path, where: str) -> tuple[list[str], dict[str, pa.DataType]]:
+    """A Parquet file's column names and types from its footer, without pandas' index."""
+    import pyarrow.parquet as pq
+
+    try:
+        schema = pq.read_schema(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise ReleaseInputError(f"{where} cannot be read as Parquet "
+                                f"({type(exc).__name__})") from None
+    hidden = set(hidden_index_columns(path))
+    return ([n for n in schema.names if n not in hidden],
+            {f.name: f.type for f in schema if f.name not in hidden})
+
+
+def _check_schema(where: str, names: Sequence[str], types: Mapping[str, pa.DataType | None],
+                  contract: Contract) -> dict[str, str]:
+    """:func:`check_source_schema`'s refusals over column ``names`` and their Arrow
+    ``types`` (None: a CSV column, text)."""
     seen: set[str] = set()
     for name in names:
         if name in seen:
-            raise ReleaseInputError(f"data file {path}: duplicate column name {name!r}; "
+            raise ReleaseInputError(f"{where}: duplicate column name {name!r}; "
                                     "expected each column once")
         seen.add(name)
     declared = list(contract.column_names)
     missing = [c for c in declared if c not in seen]
     if missing:
-        raise ReleaseInputError(f"data file {path}: missing column(s) {missing} declared by "
+        raise ReleaseInputError(f"{where}: missing column(s) {missing} declared by "
                                 f"contract {contract.name!r}")
     extra = [c for c in names if c not in declared and c not in contract.drop]
     if extra:
         raise ReleaseInputError(
-            f"data file {path}: unexpected column(s) {extra} not declared by contract "
+            f"{where}: unexpected column(s) {extra} not declared by contract "
             f"{contract.name!r} (declare them or list them under 'drop')")
-    if csv_file:
+    if all(types[name] is None for name in declared):  # a CSV file: every column is text
         return dict.fromkeys(declared, "text")
     for spec in contract.columns:
         dtype = types[spec.name]
         if not _arrow_kind_ok(spec, dtype):
             expected = "numbers" if spec.type == "numeric" else _TEXT_KINDS
             raise ReleaseInputError(
-                f"data file {path}: column {spec.name!r} has type {_type_name(dtype)} but "
+                f"{where}: column {spec.name!r} has type {_type_name(dtype)} but "
                 f"contract "
                 f"{contract.name!r} declares it {spec.type} (expected {expected})")
     return {name: str(types[name]) for name in declared}
+
+
+def dataset_files(folder: str | Path) -> tuple[list[tuple[Path, dict[str, str | None]]],
+                                                 pa.Schema]:
+    """The files of a Parquet dataset (a folder, optionally hive-partitioned:
+    ``year=2024/part-0.parquet``), in path order, each with its partition values as written
+    in the folder names (``None`` for Hive's default partition), and the partition columns'
+    Arrow types as ``pyarrow.dataset`` infers them from the folder names (public facts: file
+    names and footers, never a row)."""
+    from urllib.parse import unquote
+
+    import pyarrow.dataset as ds
+
+    folder = Path(folder).resolve()
+    try:
+        dataset = ds.dataset(folder, format="parquet", partitioning="hive")
+    except (pa.ArrowException, OSError) as exc:
+        raise ReleaseInputError(f"data folder {folder} cannot be read as a Parquet dataset "
+                                f"({type(exc).__name__})") from None
+    files = []
+    for name in sorted(dataset.files):
+        keys: dict[str, str | None] = {}
+        for piece in Path(name).relative_to(folder).parts[:-1]:
+            key, sep, value = piece.partition("=")
+            if sep:
+                value = unquote(value)
+                keys[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+        files.append((Path(name), keys))
+    if not files:
+        raise ReleaseInputError(f"data folder {folder} holds no Parquet files")
+    partitioning = dataset.partitioning
+    schema = partitioning.schema if partitioning is not None else pa.schema([])
+    return files, schema
+
+
+def check_dataset_schema(folder: str | Path, contract: Contract) -> dict[str, str]:
+    """:func:`check_source_schema` for a Parquet dataset: every file's schema (its footer)
+    plus the partition columns of its folder names must fit the contract."""
+    folder = Path(folder).resolve()
+    files, partitions = dataset_files(folder)
+    types: dict[str, str] = {}
+    for path, _ in files:
+        where = f"data folder {folder} (file {path.relative_to(folder)})"
+        names, kinds = _parquet_columns(path, where)
+        kinds.update({f.name: f.type for f in partitions})
+        types = _check_schema(where, [*names, *partitions.names], kinds, contract)
+    return types

@@ -79,7 +79,11 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
 
     folder = Path(release_dir)
     manifest_file = folder / "manifest.json"
-    if not manifest_file.is_file() or not (folder / "synthetic.parquet").is_file():
+    # One file, or a partitioned output's synthetic/part-*.parquet (issue 23.1).
+    table = folder / "synthetic.parquet"
+    if not table.is_file() and (folder / "synthetic").is_dir():
+        table = folder / "synthetic"
+    if not manifest_file.is_file() or not table.exists():
         raise ValueError(f"--release {folder}: expected a release folder with manifest.json "
                          "and synthetic.parquet")
     manifest = json.loads(manifest_file.read_text())
@@ -90,7 +94,7 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
                          "outcome under roles")
     groups = privileged_codes(contract, privileged)
     names = {c["released_as"]: c["name"] for c in manifest.get("columns", [])}
-    synthetic = pd.read_parquet(folder / "synthetic.parquet").rename(columns=names)
+    synthetic = pd.read_parquet(table).rename(columns=names)
     synth_codes = pd.DataFrame({
         c: pd.Categorical(synthetic[c].astype(str), categories=contract.labels(c)).codes
         .astype(np.int64) for c in contract.column_names})

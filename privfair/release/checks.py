@@ -122,4 +122,7 @@ def check_release_request(params: Any, contract: Contract, domain: Domain, store
     check_numbers(epsilon=params.epsilon, delta=params.delta, eta=params.eta,
                   fairness_transform=params.fairness_transform)
     check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
-    check_memory(domain, n_rows=params.n_rows)
+    n_rows = params.n_rows
+    if n_rows is not None and getattr(params, "output", "file") == "partitioned":
+        n_rows = min(n_rows, params.part_rows)  # one part in memory at a time (per worker)
+    check_memory(domain, n_rows=n_rows)

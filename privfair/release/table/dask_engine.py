@@ -99,3 +99,32 @@ def scratch_dir(work_dir: str | Path) -> Path:
     folder = Path(work_dir) / "dask-scratch"
     private_dir(folder)
     return folder
+
+
+def _private_worker_dirs(dask_worker: Any = None) -> None:
+    """Make a worker's scratch folder (where it spills results under memory pressure) and its
+    ``dask-scratch-space`` parent 0700 (runs on the worker)."""
+    import contextlib
+    import os
+
+    if dask_worker is None:  # pragma: no cover - called by the plugin or client.run
+        return
+    folder = Path(dask_worker.local_directory)
+    paths = [folder, folder.parent] if folder.parent.name == "dask-scratch-space" else [folder]
+    for path in paths:
+        with contextlib.suppress(OSError):  # a shared parent not ours: the worker's is
+            os.chmod(path, 0o700)
+
+
+def keep_scratch_private(client: Any) -> None:
+    """Every worker of ``client``'s cluster, present and future, keeps its scratch folder
+    0700: exact per-part tables never spill to a folder others can read."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class PrivateScratch(WorkerPlugin):
+        name = "privfair-private-scratch"
+
+        def setup(self, worker: Any) -> None:
+            _private_worker_dirs(worker)
+
+    client.register_plugin(PrivateScratch(), name=PrivateScratch.name)

@@ -28,6 +28,13 @@ from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.seeds import stage_rng
 from privfair.release.table.manifest import ledger_rows, summary_markdown
+from privfair.release.table.partitioned import (
+    discretize_dataset,
+    ingest_dataset,
+    part_client,
+    sample_parts,
+    validate_parts,
+)
 from privfair.release.table.plan import ReleaseParams, ReleasePlan, preflight
 from privfair.release.table.post_noise import (
     estimate,
@@ -52,12 +59,18 @@ def current_plan(context: RunContext, state: State) -> ReleasePlan:
 
 def load_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = context.plan
+    ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
+                         context.workspace.artefacts)
+    if plan.data_source == "dataset":  # one task per file; encoded at once when it can be
+        with part_client(plan) as client:
+            out = ingest_dataset(plan.data_path, plan.contract, context.workspace.staging,
+                                 encode=not plan.split["domains"],
+                                 batch_size=plan.batch_size, client=client)
+        return {**out, "ledger": ledger}
     # No check of values here (issue 21.2): the schema was checked before the reservation
     # (preflight) and values get the contract's policies in the discretize stage.
     staged = load(plan.data_path, plan.contract, context.workspace.staging,
                   batch_size=plan.batch_size)
-    ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
-                         context.workspace.artefacts)
     return {"staged": staged, "ledger": ledger}
 
 
@@ -70,6 +83,14 @@ def domains_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 def discretize_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
+    if "codes" in state:  # a Parquet dataset encoded as it was loaded
+        return {}
+    if isinstance(state["staged"], list):  # a Parquet dataset's staged parts
+        with part_client(plan) as client:
+            codes, tally = discretize_dataset(state["staged"], plan.contract,
+                                              context.workspace.staging,
+                                              batch_size=plan.batch_size, client=client)
+        return {"codes": codes, "policy_tally": tally}
     codes, tally = discretize_counted(state["staged"], plan.contract, context.workspace.staging,
                                       batch_size=plan.batch_size)
     return {"codes": codes, "policy_tally": tally}
@@ -98,6 +119,10 @@ def fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 def validate_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
+    if isinstance(state["synthetic"], list):  # per part on the cluster, combined here
+        with part_client(plan) as client:
+            return {"output_validation": validate_parts(state["synthetic"], plan.contract,
+                                                        n_rows=plan.n_rows, client=client)}
     output = validate_output(state["synthetic"], plan.contract, n_rows=plan.n_rows)
     if plan.data_docs:  # opt-in: GX itself costs more than a small release
         from privfair.release.table.data_docs import validation_records
@@ -157,6 +182,12 @@ def estimate_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 def sample_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
+    if plan.output == "partitioned":  # parts of part_rows rows, one generator each
+        with part_client(plan) as client:
+            return {"synthetic": sample_parts(
+                state["model"], state["one_way"], context.workspace.artefacts,
+                n_rows=plan.n_rows, part_rows=plan.part_rows, seed=context.seed,
+                client=client)}
     return {"synthetic": sample(state["model"], state["one_way"], context.workspace.artefacts,
                                 n_rows=plan.n_rows, mode=plan.sample_mode, seed=context.seed)}
 
@@ -212,7 +243,7 @@ class TableKind(ReleaseKind):
     params = ReleaseParams
     post_noise_params = ("n_rows", "sample_mode", "fairness_transform", "eta",
                          "discrimination", "distortion", "allow_unfair", "max_iters",
-                         "data_docs")
+                         "data_docs", "output", "part_rows")
     description = "publish a DP synthetic table (MST, PreFair, AIM, independent)"
 
     def check(self, params: ReleaseParams) -> ReleasePlan:

@@ -95,6 +95,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "fairness_transform": plan.fairness_transform,
             "allow_unfair": plan.allow_unfair,
             "data_source": ("embedded default dataset" if plan.data_source == "embedded"
+                            else "operator-supplied Parquet dataset (path and hashes not "
+                            "recorded)" if plan.data_source == "dataset"
                             else "operator-supplied file (path and hash not recorded)"),
         },
         "structure": structure_record,
@@ -204,11 +206,18 @@ def _run_line(orchestrator: Mapping[str, Any] | None) -> list[str]:
 
 
 def _transform_line(record: Mapping[str, Any]) -> str:
+    """TOT in one line: η, the discrimination before and after it (both on synthetic rows,
+    the map's expected value after) and its cost in TVD of (features, outcome)."""
     if not record.get("applied"):
         return "none"
     parameters = record.get("parameters", {})
     check = record.get("fairness_check")
     checked = (f"; checked: discrimination {check['achieved']:.3g} ≤ η "
                f"({'passed' if check['passed'] else 'FAILED'})" if check else "")
+    if check and check.get("before_transform") is not None:
+        checked += f", {check['before_transform']:.3g} before; both on synthetic rows"
+    cost = (f"; cost: TVD {record['objective_tv']:.3g} of (features, outcome)"
+            if record.get("objective_tv") is not None else "")
     return (f"{record['name']} (η = {parameters.get('eta')}, "
-            f"{parameters.get('discrimination')}; post-processing, no privacy cost{checked})")
+            f"{parameters.get('discrimination')}; post-processing, no privacy cost"
+            f"{checked}{cost})")

@@ -101,6 +101,13 @@ class ReleaseParams(ReleaseOptions):
         "row group on a Dask cluster (summed here; noise drawn once, here).")
     dask_address: str | None = Field(
         None, description="engine 'dask': scheduler address (default: a LocalCluster).")
+    output: Literal["file", "partitioned"] = Field(
+        "file", description="The synthetic table as one file (synthetic.parquet), or as a "
+        "partitioned Parquet dataset (synthetic/part-*.parquet) sampled part by part, on the "
+        "Dask cluster with engine 'dask', each part with its own generator spawned from the "
+        "run's (post-processing: no privacy cost). Marginal methods, iid sampling, no TOT.")
+    part_rows: int = Field(
+        1_000_000, ge=1, description="output 'partitioned': synthetic rows per part file.")
     data_docs: bool = Field(
         False, description="Also keep the contract's Great Expectations suites and Data Docs "
         "of the synthetic table in the store (imports GX: ~4 s). The contract checks run "
@@ -211,6 +218,9 @@ class ReleasePlan:
     #: Counting engine of the measurement stages ("local" or "dask") and the Dask scheduler.
     engine: str = "local"
     dask_address: str | None = None
+    #: The synthetic table as one file, or as a partitioned dataset of ``part_rows`` parts.
+    output: str = "file"
+    part_rows: int = 1_000_000
     #: GAN methods: the checked causal DAG (cfgan), epochs, DPSGD-F clipping.
     causal_graph: dict[str, Any] | None = None
     gan_epochs: int | None = None
@@ -244,7 +254,10 @@ def check_store_writable(store: Path) -> None:
         raise StoreError(f"release store {store}: folder {probe} is not writable")
 
 
-def resolve_data(params: ReleaseParams, contract: Contract) -> tuple[Path, str]:
+def resolve_data(params: ReleaseParams, contract: Contract, *,
+                 dataset: bool = False) -> tuple[Path, str]:
+    """The data file (source ``"file"``), the contract's embedded dataset (``"embedded"``)
+    or, with ``dataset``, a folder of Parquet files (source ``"dataset"``)."""
     if params.data is None:
         from privfair.contracts.datasets import embedded_dataset_for
 
@@ -256,6 +269,8 @@ def resolve_data(params: ReleaseParams, contract: Contract) -> tuple[Path, str]:
     path = Path(params.data).expanduser()
     if not path.exists():
         raise ReleaseInputError(f"data file {path} does not exist")
+    if dataset and path.is_dir():
+        return path.resolve(), "dataset"
     if not path.is_file():
         raise ReleaseInputError(f"data path {path} is not a file")
     if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
@@ -308,6 +323,14 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     elif params.release_classifier:
         raise ReleaseInputError(f"release_classifier: only method 'fairgan-plus' trains a "
                                 f"classifier, got method {params.method!r}")
+    if params.output == "partitioned":
+        refused = ("a GAN method" if params.method in GAN_METHODS
+                   else "sample_mode 'round'" if params.sample_mode == "round"
+                   else "fairness_transform 'tot'" if params.fairness_transform == "tot"
+                   else "data_docs" if params.data_docs else None)
+        if refused:
+            raise ReleaseInputError(f"output 'partitioned' samples part by part; {refused} "
+                                    "needs the whole table (output 'file')")
     if params.fairness_transform == "tot":
         from privfair.contracts.tot_settings import preflight_tot, tot_setting
 
@@ -320,10 +343,16 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
                                                 eta=params.eta))
         except ValueError as exc:
             raise ReleaseInputError(str(exc)) from None
-    data_path, source = resolve_data(params, contract)
-    from privfair.contracts.encoding import check_source_schema
+    data_path, source = resolve_data(params, contract, dataset=True)
+    from privfair.contracts.encoding import check_dataset_schema, check_source_schema
 
-    check_source_schema(data_path, contract)
+    if source == "dataset":  # every file's footer and the folder names, never a row
+        if params.method in GAN_METHODS:
+            raise ReleaseInputError(f"data folder {data_path}: a Parquet dataset needs a "
+                                    f"marginal method, not {params.method!r}")
+        check_dataset_schema(data_path, contract)
+    else:
+        check_source_schema(data_path, contract)
     store = Path(params.out).expanduser().resolve()
     check_store_writable(store)
     check_release_request(params, contract, domain, store)  # numbers, folders, memory
@@ -359,5 +388,5 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         max_time_s=(params.max_time_s if params.max_time_s is not None or params.method
                     not in AIM_METHODS else DEFAULT_AIM_TIME_S),
         engine=params.engine, dask_address=params.dask_address,
-        data_docs=params.data_docs,
+        data_docs=params.data_docs, output=params.output, part_rows=params.part_rows,
     )

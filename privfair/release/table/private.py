@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # --- private side: measurements -------------------------------------------------------------
 
 
-def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
+def resolve_domains(staged: FileRef | list[FileRef], plan: ReleasePlan, ledger: FileRef,
                     artefacts: str | Path, *, seed: int | None, batch_size: int = 200_000
                     ) -> tuple[ReleasePlan, FileRef]:
     """Publish the domains the contract leaves to DP; returns the plan bound to them.
@@ -65,7 +65,10 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
     text = set(open_columns(contract))
     counts: dict[str, Counter] = {name: Counter() for name in text}
     numbers: dict[str, list[np.ndarray]] = {name: [] for name in columns if name not in text}
-    for frame in iter_frames(staged, batch_size=batch_size, columns=columns):
+    parts = staged if isinstance(staged, list) else [staged]  # a Parquet dataset's parts
+    frames = (frame for part in parts
+              for frame in iter_frames(part, batch_size=batch_size, columns=columns))
+    for frame in frames:
         for name in text:
             # The column's normalization rule, the one the encoder applies to the same values.
             values = normalize_text(frame[name].dropna().astype(str).to_numpy(dtype=object),
@@ -101,7 +104,8 @@ def resolve_domains(staged: FileRef, plan: ReleasePlan, ledger: FileRef,
     return plan, save_ledger(book, artefacts)
 
 
-def count_codes(domain: Domain, cliques: Sequence[Iterable[str]], codes: FileRef, *,
+def count_codes(domain: Domain, cliques: Sequence[Iterable[str]],
+                codes: FileRef | Sequence[FileRef], *,
                 batch_size: int = 200_000, engine: str = "local",
                 dask_address: str | None = None,
                 scratch: str | Path | None = None) -> dict[Clique, np.ndarray]:
@@ -110,13 +114,18 @@ def count_codes(domain: Domain, cliques: Sequence[Iterable[str]], codes: FileRef
     With ``engine="dask"`` each row group of the codes file is counted by a Dask worker and
     the tables are summed here; the workers must see the private working folder (same
     machine or a shared file system). Noise is drawn afterwards, once, by the caller.
+    ``codes`` may be the parts of a Parquet dataset (:mod:`.partitioned`): their tables are
+    summed the same way.
     """
+    parts = list(codes) if isinstance(codes, list | tuple) else [codes]
     if engine == "local":
-        return count_marginals(domain, cliques, code_batches(codes, batch_size=batch_size,
-                                                             narrow=True))
+        return count_marginals(domain, cliques, (batch for part in parts for batch in
+                                                 code_batches(part, batch_size=batch_size,
+                                                              narrow=True)))
     with dask_client(dask_address, scratch=scratch) as client:
-        return count_marginals_parquet(domain, cliques, codes.open_checked(), engine=engine,
-                                       client=client)
+        paths = [part.open_checked() for part in parts]
+        return count_marginals_parquet(domain, cliques, paths[0] if len(paths) == 1 else paths,
+                                       engine=engine, client=client)
 
 
 @contextmanager
@@ -131,10 +140,21 @@ def dask_client(address: str | None, *, scratch: str | Path | None = None) -> It
                                 "'privfair[dask]'") from None
     from privfair.release.table import dask_engine
 
+    try:  # a task on a worker (a stage run by prefect-dask): its cluster, seceded
+        from distributed import get_worker, worker_client
+
+        get_worker()
+    except (ImportError, ValueError):
+        pass
+    else:
+        with worker_client() as client:
+            yield client
+        return
     if address:
         dask_engine.check_dask_address(address)
         with Client(address, security=dask_engine.security(address),
                     timeout=dask_engine.CONNECT_TIMEOUT_S * 5) as client:
+            dask_engine.keep_scratch_private(client)
             yield client
         return
     try:
@@ -150,6 +170,7 @@ def dask_client(address: str | None, *, scratch: str | Path | None = None) -> It
             with dask.config.set({"temporary-directory": str(folder)}):
                 _CLUSTERS[key] = Client(LocalCluster(processes=True, dashboard_address=None,
                                                      local_directory=str(folder)))
+                dask_engine.keep_scratch_private(_CLUSTERS[key])
         client = _CLUSTERS[key]
     yield client
 

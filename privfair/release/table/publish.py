@@ -70,29 +70,40 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         fairness_passed = bool(generative["fairness_check"]["passed"])
         classifier = generative.get("classifier")
         generative = {k: v for k, v in generative.items() if k != "classifier"}
-    labelled = decode_codes(read_codes(state["synthetic"]), contract)
-    # Columns carry their released names (`rename:`); the manifest maps them back.
-    labelled.rename(columns=contract.released_names()).to_parquet(
-        folder / "synthetic.parquet", index=False)
+    if isinstance(state["synthetic"], list):  # output "partitioned": synthetic/part-*.parquet
+        from privfair.release.table.partitioned import manifest_record, part_client, write_parts
+
+        with part_client(plan) as client:
+            tables, n_rows, labelled = write_parts(state["synthetic"], contract, folder,
+                                                   client=client)
+    else:
+        labelled = decode_codes(read_codes(state["synthetic"]), contract)
+        # Columns carry their released names (`rename:`); the manifest maps them back.
+        labelled.rename(columns=contract.released_names()).to_parquet(
+            folder / "synthetic.parquet", index=False)
+        tables, n_rows = ["synthetic.parquet"], len(labelled)
     manifest = build_manifest(
         plan, version=version, ledger=book, one_way=one_way_model, structure=tree,
-        model=meta, contract=contract, n_rows=len(labelled),
+        model=meta, contract=contract, n_rows=n_rows,
         input_validation=state["input_validation"],
         output_validation=state["output_validation"], lifetime=lifetime,
         fairness_transform=state.get("fairness_transform"), orchestrator=orchestrator,
         generative=generative)
+    if tables != ["synthetic.parquet"]:
+        manifest["sampling"].update(manifest_record(tables, plan.part_rows),
+                                    report_rows=len(labelled))
     labels = {c: contract.labels(c) for c in contract.column_names}
     (folder / "report.html").write_text(build_report(manifest, labelled, labels=labels),
                                         encoding="utf-8")
     shutil.copyfile(plan.contract_path, folder / "contract.yaml")
-    names = ["synthetic.parquet", "report.html", "contract.yaml"]
+    names = [*tables, "report.html", "contract.yaml"]
     if classifier is not None:
         names += write_classifier_release(folder / "classifier", classifier,
                                           manifest=manifest, plan=plan)
     # DP-SGD: the lifetime composes its Rényi curve, not a ρ it does not have.
     charge = (lifetime_charge(lifetime, book.rdp(), run_id=plan.run_id) if book.uses_rdp
               else {})
-    return Written(manifest=manifest, files=names, n_rows=len(labelled),
+    return Written(manifest=manifest, files=names, n_rows=n_rows,
                    fairness_passed=fairness_passed, ledger_fields=charge)
 
 

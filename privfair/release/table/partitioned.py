@@ -1,0 +1,386 @@
+"""A release over a partitioned Parquet dataset, part by part, on Dask or here (issue 23.1).
+
+``--data`` may name a folder of Parquet files (optionally hive-partitioned:
+``state=CA/part-0.parquet``). Its schema (every file's footer and the folder names) is
+checked before the reservation (:func:`privfair.contracts.encoding.check_dataset_schema`).
+Then, with ``engine="dask"``, each file is one task on the cluster; with the local engine the
+same functions run here, one file after the other:
+
+* **load** (private): a worker reads its file batch by batch, adds the file's partition
+  values as columns, applies the loader's SQL (the same type rules as
+  :func:`privfair.release.ingest.load`, through DuckDB) and, when no DP domain is pending,
+  encodes the batch under the contract's policies at once; it writes its codes part
+  (``staging/<run>/codes/part-NNNNN.parquet``, 0600 in the run's 0700 staging) and returns
+  the part's reference and its exact :class:`~privfair.contracts.encoding.PolicyTally`,
+  which the driver sums (private; published only through a noisy count). With a DP domain
+  pending, the worker stages its input part instead and encodes it in the discretize stage.
+* **count** (private): :func:`privfair.release.table.private.count_codes` counts every codes
+  part's row groups on the workers and sums the tables on the driver; noise is drawn once,
+  on the summed tables, by the measure stage (:meth:`FairSynthesizer.measure`).
+* **sample** (post-processing): ``output="partitioned"`` splits the rows into parts of
+  ``part_rows``; part ``k`` is drawn by its own generator, the ``k``-th child spawned from
+  the run's sample generator (:meth:`numpy.random.Generator.spawn`), so the table does not
+  depend on which worker drew which part. Output validation runs per part and is combined;
+  the release folder holds the parts as ``synthetic/part-NNNNN.parquet``, each hashed in the
+  manifest.
+
+The workers must see the private working folder and the store (this machine, or a shared
+file system): exact per-part tables and tallies travel back to the driver as messages, TLS
+for a remote scheduler (:mod:`.dask_engine`).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfair.contracts.encoding import PolicyTally, dataset_files, hidden_index_columns
+from privfair.contracts.schema import Contract
+from privfair.release.seeds import stage_rng
+from privfair.store.artefacts import FileRef, json_bytes, private_dir, write_artefact
+
+#: Rows of synthetic data the release report reads (a prefix of i.i.d. parts: a sample).
+REPORT_ROWS = 200_000
+
+
+# --- where the parts run ---------------------------------------------------------------------
+
+
+@contextmanager
+def part_client(plan: Any) -> Iterator[Any]:
+    """The Dask client of a plan with ``engine="dask"`` (the cluster of
+    :func:`privfair.release.table.private.dask_client`), else None: parts run here."""
+    if plan.engine != "dask":
+        yield None
+        return
+    from privfair.release.table.private import dask_client
+
+    with dask_client(plan.dask_address, scratch=plan.work_dir) as client:
+        yield client
+
+
+def map_parts(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *,
+              client: Any = None) -> list[Any]:
+    """``[fn(*call) for call in calls]``, as tasks of ``client`` when there is one; each
+    result is dropped from the cluster as soon as it is back (private results included)."""
+    if client is None:
+        return [fn(*call) for call in calls]
+    from distributed import as_completed
+
+    futures = [client.submit(fn, *call, pure=False) for call in calls]
+    order = {future.key: i for i, future in enumerate(futures)}
+    results: list[Any] = [None] * len(futures)
+    pending = as_completed(futures)
+    del futures
+    for future in pending:
+        results[order[future.key]] = future.result()
+        future.release()
+        del future
+    return results
+
+
+# --- private: load and encode per part ---------------------------------------------------------
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    os.chmod(path, 0o600)
+
+
+def _loader_select(types: dict[str, str], contract: Contract, path: Path) -> str:
+    """The loader's SELECT list (:func:`privfair.release.ingest.load`'s type rules)."""
+    from privfair.release.ingest import _NUMERIC_TYPES, _quote, _text_expr
+
+    select = []
+    for spec in contract.columns:
+        col, kind = _quote(spec.name), types[spec.name]
+        if spec.type == "numeric":
+            if not (_NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL")):
+                from privfair.core.errors import ReleaseInputError
+
+                raise ReleaseInputError(  # pragma: no cover - check_dataset_schema refused it
+                    f"data file {path}: column {spec.name!r} has type {kind} but contract "
+                    f"{contract.name!r} declares it numeric")
+            select.append(f"CAST({col} AS DOUBLE) AS {col}")
+        else:
+            select.append(_text_expr(path, spec.name, kind, contract.normalization(spec.name)))
+    return ", ".join(select)
+
+
+def _staged_schema(contract: Contract) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([(c.name, pa.float64() if c.type == "numeric" else pa.string())
+                      for c in contract.columns])
+
+
+def _code_schema(contract: Contract) -> Any:
+    import pyarrow as pa
+
+    from privfair.release.ingest import code_type
+
+    domain = contract.domain()
+    return pa.schema([(a, code_type(domain.size(a))) for a in domain])
+
+
+def _encode_batch(frame: Any, contract: Contract, schema: Any, tally: PolicyTally) -> Any:
+    import pyarrow as pa
+
+    from privfair.contracts import encoding as disc
+
+    codes = disc.discretize(frame, contract, tally=tally)
+    return pa.table({a: np.asarray(codes[a]).astype(schema.field(a).type.to_pandas_dtype())
+                     for a in schema.names}, schema=schema)
+
+
+def _as_frame(table: Any) -> Any:
+    """A pandas frame whose text columns are categoricals (encoded per distinct value)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = [pc.dictionary_encode(c) if pa.types.is_string(c.type)
+               or pa.types.is_large_string(c.type) else c for c in table.columns]
+    return pa.table(columns, names=table.column_names).to_pandas()
+
+
+def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[str, Any],
+                contract: Contract, out_dir: str, index: int, batch_size: int,
+                encode: bool) -> tuple[FileRef, dict[str, dict[str, int]] | None]:
+    """Load one file of the dataset (a task; private): its codes part and exact tally, or
+    (``encode`` False) its staged input part."""
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = Path(path)
+    target = Path(out_dir) / f"part-{index:05d}.parquet"
+    declared = set(contract.column_names)
+    hidden = set(hidden_index_columns(source))
+    schema = _code_schema(contract) if encode else _staged_schema(contract)
+    tally = PolicyTally()
+    con = duckdb.connect()
+    writer = pq.ParquetWriter(target, schema, compression="zstd")
+    os.chmod(target, 0o600)
+    try:
+        with pq.ParquetFile(source) as pf:
+            columns = [n for n in pf.schema_arrow.names if n in declared and n not in hidden]
+            select = None
+            for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+                table = pa.Table.from_batches([batch])
+                for key, value in keys.items():
+                    if key in declared:
+                        kind = partition_types[key]
+                        table = table.append_column(
+                            key, pa.array([value] * table.num_rows, pa.string()).cast(kind))
+                con.register("part", table)
+                if select is None:
+                    described = con.execute("DESCRIBE SELECT * FROM part").fetchall()
+                    select = _loader_select({r[0]: str(r[1]) for r in described}, contract,
+                                            source)
+                loaded = con.sql(f"SELECT {select} FROM part").to_arrow_table()
+                con.unregister("part")
+                if encode:
+                    writer.write_table(_encode_batch(_as_frame(loaded), contract, schema,
+                                                     tally))
+                else:
+                    writer.write_table(loaded.cast(schema))
+                del table, loaded
+    finally:
+        writer.close()
+        con.close()
+    os.chmod(target, 0o600)
+    return FileRef.of(target), (tally.to_dict() if encode else None)
+
+
+def discretize_part(staged: FileRef, contract: Contract, out_dir: str, index: int,
+                    batch_size: int) -> tuple[FileRef, dict[str, dict[str, int]]]:
+    """Encode one staged input part under the (resolved) contract (a task; private)."""
+    import pyarrow.parquet as pq
+
+    from privfair.release.ingest import iter_frames
+
+    schema = _code_schema(contract)
+    target = Path(out_dir) / f"part-{index:05d}.parquet"
+    tally = PolicyTally()
+    writer = pq.ParquetWriter(target, schema, compression="zstd")
+    os.chmod(target, 0o600)
+    try:
+        for frame in iter_frames(staged, batch_size=batch_size, categorical=True):
+            writer.write_table(_encode_batch(frame, contract, schema, tally))
+    finally:
+        writer.close()
+    return FileRef.of(target), tally.to_dict()
+
+
+def _stage_tally(tallies: Sequence[dict[str, dict[str, int]]], staging: str | Path) -> FileRef:
+    total = PolicyTally()
+    for part in tallies:
+        total.update(PolicyTally.from_dict(part))
+    path = Path(staging) / "policy-counts.json"
+    _write_private(path, json_bytes(total.to_dict()))
+    return FileRef.of(path)
+
+
+def ingest_dataset(folder: str | Path, contract: Contract, staging: str | Path, *,
+                   encode: bool, batch_size: int = 200_000, client: Any = None
+                   ) -> dict[str, Any]:
+    """Load (and with ``encode``, encode) every file of a Parquet dataset as one task each.
+
+    Returns the stage's state: ``staged`` (the input parts, or None), and with ``encode``
+    ``codes`` (the codes parts) and ``policy_tally`` (the summed exact tally, staged 0600).
+    """
+    files, partitions = dataset_files(folder)
+    kinds = {f.name: f.type for f in partitions}
+    out = private_dir(Path(staging) / ("codes" if encode else "input"))
+    calls = [(str(path), keys, kinds, contract, str(out), i, batch_size, encode)
+             for i, (path, keys) in enumerate(files)]
+    results = map_parts(ingest_part, calls, client=client)
+    parts = [ref for ref, _ in results]
+    if not encode:
+        return {"staged": parts}
+    return {"staged": None, "codes": parts,
+            "policy_tally": _stage_tally([t for _, t in results], staging)}
+
+
+def discretize_dataset(staged: Sequence[FileRef], contract: Contract, staging: str | Path, *,
+                       batch_size: int = 200_000, client: Any = None
+                       ) -> tuple[list[FileRef], FileRef]:
+    """Encode staged input parts (after the DP domains); ``(codes parts, staged tally)``."""
+    out = private_dir(Path(staging) / "codes")
+    results = map_parts(discretize_part, [(ref, contract, str(out), i, batch_size)
+                                          for i, ref in enumerate(staged)], client=client)
+    return [ref for ref, _ in results], _stage_tally([t for _, t in results], staging)
+
+
+# --- post-noise: sample, validate, write per part ---------------------------------------------
+
+
+def part_sizes(n_rows: int, part_rows: int) -> list[int]:
+    """Rows of each part: ``part_rows`` each, the last one the rest (one empty part for 0)."""
+    full, rest = divmod(int(n_rows), int(part_rows))
+    return [int(part_rows)] * full + ([rest] if rest or not full else [])
+
+
+def sample_part(model: FileRef, one_way: FileRef, artefacts: str, index: int, n_rows: int,
+                rng: np.random.Generator) -> FileRef:
+    """Draw one part of the synthetic codes with its own generator (a task)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfair.store.artefacts import load_model, load_one_way
+    from privfair.synth.synthesizer import generate
+
+    frame = generate(load_model(model), load_one_way(one_way).compression, n_rows, rng=rng,
+                     mode="iid", narrow=True)
+    buffer = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer,
+                   compression="zstd")
+    return write_artefact(artefacts, f"synthetic-codes-part{index:05d}", buffer.getvalue(),
+                          "parquet")
+
+
+def sample_parts(model: FileRef, one_way: FileRef, artefacts: str | Path, *,
+                 n_rows: int | None, part_rows: int, seed: int | None,
+                 client: Any = None) -> list[FileRef]:
+    """Draw the synthetic codes as parts of ``part_rows`` rows (post-processing); ``n_rows``
+    defaults to the noisy total. Part ``k`` uses the ``k``-th generator spawned from the
+    run's sample generator."""
+    from privfair.store.artefacts import load_model
+
+    n = round(load_model(model).total) if n_rows is None else int(n_rows)
+    sizes = part_sizes(n, part_rows)
+    generators = stage_rng(seed, "sample").spawn(len(sizes))
+    calls = [(model, one_way, str(artefacts), i, size, rng)
+             for i, (size, rng) in enumerate(zip(sizes, generators, strict=True))]
+    return map_parts(sample_part, calls, client=client)
+
+
+def part_rows_of(ref: FileRef) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.read_metadata(ref.open_checked()).num_rows)
+
+
+def validate_part(part: FileRef, contract: Contract) -> Any:
+    """The output suite on one decoded part (a task); its row count against the part's."""
+    from privfair.contracts.validation import validate_frames
+    from privfair.release.table.post_noise import decode_codes, read_codes
+
+    frame = decode_codes(read_codes(part), contract)
+    return validate_frames([frame], contract, side="output", n_rows=len(frame))
+
+
+def validate_parts(parts: Sequence[FileRef], contract: Contract, *, n_rows: int | None,
+                   client: Any = None) -> dict[str, Any]:
+    """GX checks of the decoded synthetic parts, combined: an expectation passes if it held
+    on every part, and the row count is the parts' total (public)."""
+    from privfair.contracts.validation import ValidationOutcome
+    from privfair.release.table.plan import OutputValidationError
+
+    outcomes = map_parts(validate_part, [(ref, contract) for ref in parts], client=client)
+    total = sum(part_rows_of(ref) for ref in parts)
+    checks = []
+    for i, check in enumerate(outcomes[0].checks):
+        success = all(o.checks[i]["success"] for o in outcomes)
+        if check["expectation"].startswith("expect_table_row_count"):
+            success = total == n_rows if n_rows is not None else total >= 1
+        checks.append({**check, "success": bool(success)})
+    outcome = ValidationOutcome(side="output", suite=outcomes[0].suite,
+                                passed=all(c["success"] for c in checks), checks=checks,
+                                batches=sum(o.batches for o in outcomes))
+    if not outcome.passed:
+        raise OutputValidationError(
+            f"synthetic table breaks contract {contract.name!r}: {outcome.problem_line()}")
+    return outcome.public_summary()
+
+
+def write_part(part: FileRef, contract: Contract, folder: str, index: int) -> tuple[str, int]:
+    """Decode one part into the release folder with its released column names (a task)."""
+    from privfair.release.table.post_noise import decode_codes, read_codes
+
+    labelled = decode_codes(read_codes(part), contract)
+    name = f"part-{index:05d}.parquet"
+    labelled.rename(columns=contract.released_names()).to_parquet(Path(folder) / name,
+                                                                 index=False)
+    return name, len(labelled)
+
+
+def write_parts(parts: Sequence[FileRef], contract: Contract, folder: Path, *,
+                client: Any = None) -> tuple[list[str], int, Any]:
+    """Write ``synthetic/part-*.parquet`` into the staged release ``folder``; returns the
+    files (relative to ``folder``), the total rows, and a sample of labelled rows (the first
+    parts, :data:`REPORT_ROWS` at most) for the report."""
+    import pandas as pd
+
+    from privfair.release.table.post_noise import decode_codes, read_codes
+
+    out = folder / "synthetic"
+    out.mkdir()
+    written = map_parts(write_part, [(ref, contract, str(out), i)
+                                     for i, ref in enumerate(parts)], client=client)
+    frames, rows = [], 0
+    for ref in parts:
+        if rows >= REPORT_ROWS:
+            break
+        frame = decode_codes(read_codes(ref), contract).head(REPORT_ROWS - rows)
+        frames.append(frame)
+        rows += len(frame)
+    sample = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return ([f"synthetic/{name}" for name, _ in written], sum(n for _, n in written), sample)
+
+
+def manifest_record(parts: Sequence[str], part_rows: int) -> dict[str, Any]:
+    """The manifest's ``sampling`` additions of a partitioned output (public)."""
+    return json.loads(json_bytes({
+        "output": "partitioned", "parts": len(parts), "part_rows": int(part_rows),
+        "generators": "one per part, spawned from the run's sample generator",
+        "folder": "synthetic/"}))
