@@ -6,6 +6,9 @@
   integers come from the operating system's CSPRNG (``random.SystemRandom``) unless a test
   passes a seeded ``random.Random`` as ``discrete_source``.
 * :func:`exponential_mechanism` selects one candidate with the Gumbel-max trick.
+* :func:`sample_discrete_laplace` draws exact discrete Laplace integers from an explicitly
+  passed Generator; the functional mechanism (``learn.functional``) puts them on a grid of
+  floats so that its releases have no floating-point side channel either.
 """
 
 from __future__ import annotations
@@ -178,4 +181,52 @@ def sample_discrete_gaussian(
     source = random.SystemRandom() if source is None else source
     sigma2 = Fraction(sigma) ** 2
     return np.fromiter((_discrete_gaussian_one(sigma2, source) for _ in range(size)),
+                       dtype=np.int64, count=size)
+
+
+# --- exact discrete Laplace from a numpy Generator -----------------------------------------
+# The same exact sampler (CKS Algorithm 2), fed with the bits of the Generator the caller
+# passes: every bit is drawn from that Generator (its whole state, OS-seeded in production),
+# never from a Mersenne Twister reseeded from it, and a seeded Generator reproduces the draws.
+
+
+class _GeneratorBits(random.Random):
+    """``random.Random`` whose bits all come from ``rng`` (64-bit words, drawn in blocks).
+
+    Overriding :meth:`getrandbits` makes ``randrange`` use it alone (``_randbelow`` by
+    rejection on whole bits), so the uniform integers are exact; the inherited Mersenne
+    Twister state is never read.
+    """
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self._rng = rng
+        self._words: list[int] = []
+        super().__init__(0)
+
+    def getrandbits(self, k: int) -> int:
+        bits, have = 0, 0
+        while have < k:
+            if not self._words:
+                self._words = self._rng.integers(0, 2**64, size=256,
+                                                 dtype=np.uint64).tolist()
+            bits, have = (bits << 64) | self._words.pop(), have + 64
+        return bits >> (have - k)
+
+    def random(self) -> float:
+        return self.getrandbits(53) * 2.0**-53
+
+
+def sample_discrete_laplace(size: int, *, scale: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw ``size`` exact samples of the discrete Laplace, P(k) ∝ exp(−|k| / ``scale``).
+
+    Integer arithmetic only (Canonne, Kamath and Steinke 2020, Algorithm 2 with an integer
+    scale), with the uniform integers taken from ``rng``. ``scale`` must be a positive integer
+    below 2^56 (so the draws fit in int64 but for a tail of probability < e^−128).
+    """
+    if not isinstance(scale, int) or not 0 < scale < 2**56:
+        raise ValueError(f"scale must be an integer in [1, 2^56), got {scale!r}")
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError("rng: expected a numpy.random.Generator")
+    source = _GeneratorBits(rng)
+    return np.fromiter((_discrete_laplace(scale, source) for _ in range(size)),
                        dtype=np.int64, count=size)

@@ -2,8 +2,8 @@
 
 The logistic loss is replaced by its second-order Taylor expansion around 0 (Zhang et al.
 2012), ``f(w) = λ1ᵀw + wᵀΛ2w`` with ``λ1 = Σ_i (1/2 − y_i) x_i`` and ``Λ2 = Σ_i x_i x_iᵀ / 8``.
-Laplace noise on the coefficients makes the minimiser ε-DP; the decision-boundary covariance
-(Zafar et al.) ``g(w) = Σ_i (s_i − c) x_iᵀw`` is the fairness term.
+Laplace noise on the coefficients (on a grid, below) makes the minimiser ε-DP; the
+decision-boundary covariance (Zafar et al.) ``g(w) = Σ_i (s_i − c) x_iᵀw`` is the fairness term.
 
 * ``privlr``: the functional mechanism alone (PrivLR in the dissertation's tables).
 * ``pflr`` (Alg. 5): ``λ1 + α Σ_i (s_i − c) x_i`` perturbed as one polynomial.
@@ -28,8 +28,28 @@ Errata of the dissertation fixed here (spec §9 item 8):
 * PFLR*'s variance statement ignores the noise in μ̃: the first-order coefficients have variance
   ``2(Δ_f/ε_f)² + 2(α Δ_g/ε_g)²``, not ``2(Δ_f/ε_f)²``; :func:`noise_scales` reports both parts.
 
-The noisy ``Λ̄2`` is symmetrised (noise goes on all ``d²`` ordered entries, the count the
-sensitivity uses) and is in general not positive definite, so the quadratic has no minimiser.
+Floating-point safety (Mironov 2012). Floating-point Laplace noise added to a float leaks the
+true value through the low-order bits of the sum: the privacy audit found exact float values
+of its statistic that occurred on D and almost never on D′ (lower bounds of 2.3 to 2.6 for a
+claim of ε = 1 at 10 000 trials; tests/test_float_leak.py). Every release here (the group
+histogram, PFLR*'s shift, the coefficients, the latter centred at the public ``α μ̃`` before
+rounding) is therefore made on a grid (:func:`laplace_grid`): for ``m`` values of L1
+sensitivity ``Δ`` at ``ε``, a granularity ``g = 2^k ≤ 2^−22 min(Δ/m, Δ/ε)`` (a power of two, so
+its multiples are exact floats), the values rounded to multiples of ``g``, and ``g · L`` added,
+``L`` exact discrete Laplace integers, ``P(L = k) ∝ exp(−|k|/t)``, drawn from the passed
+Generator with integer arithmetic only (:func:`privfair.core.mechanisms.sample_discrete_laplace`).
+Rounding moves each value by at most ``g/2``, so the rounded vectors of neighbours differ by at
+most ``Δ' = Δ + m g`` in L1, and ``t = ⌈Δ'/(ε g)⌉`` makes the privacy loss ``Δ'/(g t) ≤ ε``
+exactly. The ledger charge is unchanged: ε for each release, as a pure ε-DP ("laplace") entry,
+whose sensitivity is now ``Δ'``; the noise scale ``t g`` is ``Δ/ε`` to within a factor
+``1 + 2^−21`` (what :func:`noise_scales` reports with ``dimension``). The released values are
+multiples of ``g`` (floats past ``2^53 g`` are all multiples of ``g``), so no bit of them depends
+on the data except through the grid point; whatever is computed from them is post-processing.
+
+The noisy ``Λ̄2`` is released as it is noised, on all ``d²`` ordered entries (the count the
+sensitivity uses) and not symmetrised, so that it stays on the grid; :func:`minimise`
+symmetrises it (post-processing). It is in general not positive definite, so the quadratic
+has no minimiser.
 Spectral trimming (Zhang et al. 2012, §5): eigen-directions whose eigenvalue is below
 ``trim_floor`` are dropped and the quadratic is minimised in the span of the others, ``w̄ =
 −½ V_k diag(1/λ_k) V_kᵀ λ̄1``. It is post-processing, costs no privacy, never returns NaN, and the
@@ -40,19 +60,72 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
 
 from privfair.core.accounting import LedgerEntry, PrivacyLedger, laplace_rho
+from privfair.core.mechanisms import sample_discrete_laplace
 
 Variant = Literal["privlr", "pflr", "pflr-star"]
 VARIANTS: tuple[str, ...] = ("privlr", "pflr", "pflr-star")
+#: The grid's granularity is at most 2^-GRID_BITS of the noise scale and of Δ/m.
+GRID_BITS = 22
+
+
+@dataclass(frozen=True)
+class LaplaceGrid:
+    """Discrete Laplace noise on the multiples of ``granularity`` (see the module docstring).
+
+    ``steps`` is t, the scale of the integer noise L; ``sensitivity`` is Δ' = Δ + m g, the L1
+    bound of the rounded vector, exact.
+    """
+
+    granularity: float
+    steps: int
+    sensitivity: Fraction
+
+    @property
+    def scale(self) -> float:
+        """Scale of the noise ``g · L`` (the Laplace scale it stands for)."""
+        return float(self.steps * Fraction(self.granularity))
+
+    def release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``values`` rounded to the grid, plus ``g · L`` (``L`` exact, from ``rng``)."""
+        values = np.asarray(values, dtype=float)
+        steps = np.rint(values / self.granularity)
+        if not np.all(np.isfinite(steps)):
+            raise ValueError("values: expected finite numbers")
+        noise = sample_discrete_laplace(values.size, scale=self.steps, rng=rng)
+        # Python integers: exact whatever their size; float() of an integer past 2^53 rounds
+        # to a multiple of a larger power of two, still a multiple of g.
+        noisy = np.array([float(int(k) + int(n)) for k, n in zip(steps.ravel(), noise,
+                                                                   strict=True)])
+        return (noisy * self.granularity).reshape(values.shape)
+
+
+def laplace_grid(*, sensitivity: float, epsilon: float, coordinates: int) -> LaplaceGrid:
+    """The grid and integer scale for ``coordinates`` values of L1 sensitivity ``sensitivity``
+    released with ``epsilon`` (pure ε-DP; see the module docstring)."""
+    if not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if coordinates < 1:
+        raise ValueError(f"coordinates must be >= 1, got {coordinates!r}")
+    bound = min(sensitivity / coordinates, sensitivity / epsilon)
+    granularity = math.ldexp(1.0, math.frexp(bound)[1] - 1 - GRID_BITS)  # 2^⌊log2 bound⌋ / 2^22
+    if not granularity >= 2.0**-1000:
+        raise ValueError("sensitivity/epsilon: the grid would leave the normal floats")
+    rounded = Fraction(sensitivity) + coordinates * Fraction(granularity)
+    steps = math.ceil(rounded / (Fraction(epsilon) * Fraction(granularity)))
+    return LaplaceGrid(granularity, steps, rounded)
 
 
 @dataclass(frozen=True)
 class NoiseScales:
-    """Laplace scales of one fit, all public (functions of ε, B, α and c)."""
+    """Laplace scales of one fit, all public (functions of ε, B, α, c and d)."""
 
     coefficients: float  # scale b = Δ/ε of each coefficient of λ1 and Λ2
     shift: float  # scale of the released fairness shift μ̃ (PFLR* only, else 0)
@@ -61,10 +134,18 @@ class NoiseScales:
 
 @dataclass(frozen=True)
 class NoisyObjective:
-    """The released polynomial ``λ̄1ᵀw + wᵀΛ̄2w`` (post-noise, safe to keep)."""
+    """The released polynomial ``λ̄1ᵀw + wᵀΛ̄2w`` (post-noise, safe to keep).
+
+    ``linear`` and ``quadratic`` (d × d, not symmetrised) are multiples of ``granularity``;
+    PFLR*'s released shift μ̃, the centre of the linear coefficients' noise, is ``shift``, on
+    its own grid. A granularity of 0 means not a release (an objective built by hand).
+    """
 
     linear: np.ndarray
     quadratic: np.ndarray
+    granularity: float = 0.0
+    shift: np.ndarray | None = None
+    shift_granularity: float = 0.0
 
 
 def _check_xys(x: np.ndarray, y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -80,10 +161,19 @@ def _check_xys(x: np.ndarray, y: np.ndarray, s: np.ndarray) -> tuple[np.ndarray,
     return x, y, s
 
 
-def noise_scales(*, epsilon: float, variant: Variant, row_l1_bound: float, centre: float,
-                 alpha: float = 1.0, fairness_share: float = 0.5,
-                 centre_share: float = 0.0) -> NoiseScales:
-    """Laplace scales of each release for a budget ``epsilon`` (see the module docstring)."""
+@dataclass(frozen=True)
+class _Split:
+    """The ε of each release and the L1 sensitivity of its values (before the grid)."""
+
+    centre: float
+    shift: float
+    coefficients: float
+    shift_sensitivity: float
+    coefficient_sensitivity: float
+
+
+def _split(*, epsilon: float, variant: Variant, row_l1_bound: float, centre: float,
+           alpha: float, fairness_share: float, centre_share: float) -> _Split:
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {VARIANTS}, got {variant!r}")
     if not (math.isfinite(epsilon) and epsilon > 0):
@@ -97,33 +187,57 @@ def noise_scales(*, epsilon: float, variant: Variant, row_l1_bound: float, centr
     eps_model = epsilon - eps_centre
     spread = max(centre, 1 - centre)
     quadratic = b * b / 8
-    if variant == "privlr":
-        coef, shift = (b / 2 + quadratic) / eps_model, 0.0
-    elif variant == "pflr":
-        coef, shift = ((0.5 + alpha * spread) * b + quadratic) / eps_model, 0.0
-    else:
-        eps_g = fairness_share * eps_model
-        coef = (b / 2 + quadratic) / (eps_model - eps_g)
-        shift = spread * b / eps_g
-    # The group histogram has L1 sensitivity 1 (a row is in one bin).
-    return NoiseScales(coef, shift, 1 / eps_centre if eps_centre > 0 else 0.0)
+    eps_shift = fairness_share * eps_model if variant == "pflr-star" else 0.0
+    coef = ((0.5 + alpha * spread) * b if variant == "pflr" else b / 2) + quadratic
+    return _Split(eps_centre, eps_shift, eps_model - eps_shift, spread * b, coef)
 
 
-def _entry(name: str, epsilon: float, queries: int, sensitivity: float) -> LedgerEntry:
-    return LedgerEntry(name=name, mechanism="laplace", sensitivity=float(sensitivity),
+def _grids(split: _Split, dimension: int) -> tuple[LaplaceGrid | None, ...]:
+    """Grids of the group histogram, the shift and the coefficients (None if not released).
+    The group histogram has L1 sensitivity 1 (a row is in one of its 2 bins)."""
+    d = dimension
+    return (laplace_grid(sensitivity=1.0, epsilon=split.centre, coordinates=2)
+            if split.centre > 0 else None,
+            laplace_grid(sensitivity=split.shift_sensitivity, epsilon=split.shift,
+                         coordinates=d) if split.shift > 0 else None,
+            laplace_grid(sensitivity=split.coefficient_sensitivity, epsilon=split.coefficients,
+                         coordinates=d + d * d))
+
+
+def noise_scales(*, epsilon: float, variant: Variant, row_l1_bound: float, centre: float,
+                 alpha: float = 1.0, fairness_share: float = 0.5,
+                 centre_share: float = 0.0, dimension: int | None = None) -> NoiseScales:
+    """Laplace scales of each release for a budget ``epsilon`` (see the module docstring).
+
+    With ``dimension`` (d, the number of features) they are the scales ``t g`` of the grid
+    noise a fit draws; without it the Laplace scales ``Δ/ε`` they stand for (at most a factor
+    ``1 + 2^−21`` smaller).
+    """
+    split = _split(epsilon=epsilon, variant=variant, row_l1_bound=row_l1_bound, centre=centre,
+                   alpha=alpha, fairness_share=fairness_share, centre_share=centre_share)
+    if dimension is not None:
+        return NoiseScales(*(0.0 if grid is None else grid.scale
+                             for grid in reversed(_grids(split, dimension))))
+    return NoiseScales(split.coefficient_sensitivity / split.coefficients,
+                       split.shift_sensitivity / split.shift if split.shift > 0 else 0.0,
+                       1 / split.centre if split.centre > 0 else 0.0)
+
+
+def _entry(name: str, epsilon: float, queries: int, grid: LaplaceGrid | None) -> LedgerEntry:
+    sensitivity = 0.0 if grid is None else float(grid.sensitivity)
+    return LedgerEntry(name=name, mechanism="laplace", sensitivity=sensitivity,
                        rho=laplace_rho(epsilon=max(epsilon, 1e-300)), epsilon=float(epsilon),
                        queries=int(queries))
 
 
 def dp_group_centre(s: np.ndarray, *, entry: LedgerEntry, ledger: PrivacyLedger,
                     rng: np.random.Generator) -> float:
-    """DP estimate of P(S = 1): a Laplace histogram of the two groups (``entry`` is charged
-    first), clamped to [0, 1]."""
+    """DP estimate of P(S = 1): a histogram of the two groups on a grid with discrete Laplace
+    noise (``entry`` is charged first; see the module docstring), clamped to [0, 1]."""
     ledger.spend(entry)
-    epsilon = float(entry.epsilon)
+    grid = laplace_grid(sensitivity=1.0, epsilon=float(entry.epsilon), coordinates=2)
     ones = float(np.sum(s == 1))
-    noisy = np.array([float(s.size) - ones, ones]) + rng.laplace(0.0, 1 / epsilon, size=2)
-    noisy = np.maximum(noisy, 0.0)
+    noisy = np.maximum(grid.release(np.array([float(s.size) - ones, ones]), rng), 0.0)
     total = float(noisy.sum())
     return 0.5 if total <= 0 else float(noisy[1] / total)
 
@@ -133,9 +247,11 @@ def noisy_objective(x: np.ndarray, y: np.ndarray, s: np.ndarray, *, epsilon: flo
                     rng: np.random.Generator, alpha: float = 1.0, fairness_share: float = 0.5,
                     centre: float | None = None, centre_share: float = 0.02
                     ) -> tuple[NoisyObjective, NoiseScales, float]:
-    """Charge the ledger, then release the noisy polynomial of ``variant``.
+    """Charge the ledger, then release the noisy polynomial of ``variant`` on a grid.
 
-    Returns the objective, the noise scales and the centre ``c`` used.
+    Returns the objective, the noise scales (of the grid noise drawn) and the centre ``c``
+    used. Each release is charged its ε as a pure ε-DP entry whose sensitivity is the L1
+    bound of its rounded values (module docstring); all noise comes from ``rng``.
     """
     x, y, s = _check_xys(x, y, s)
     row_l1 = np.abs(x).sum(axis=1)
@@ -148,43 +264,51 @@ def noisy_objective(x: np.ndarray, y: np.ndarray, s: np.ndarray, *, epsilon: flo
     if centre is not None and not 0 <= centre <= 1:
         raise ValueError(f"centre must be in [0, 1], got {centre!r}")
     share = centre_share if needs_centre and centre is None else 0.0
-    scales = noise_scales(epsilon=epsilon, variant=variant, row_l1_bound=row_l1_bound,
-                          centre=0.5 if centre is None else centre, alpha=alpha,
-                          fairness_share=fairness_share, centre_share=share)
     d = x.shape[1]
-    eps_centre = share * epsilon
-    eps_model = epsilon - eps_centre
-    eps_shift = fairness_share * eps_model if variant == "pflr-star" else 0.0
-    eps_coef = eps_model - eps_shift
+    knobs = {"epsilon": epsilon, "variant": variant, "row_l1_bound": row_l1_bound,
+             "alpha": alpha, "fairness_share": fairness_share, "centre_share": share}
+    split = _split(centre=0.5 if centre is None else centre, **knobs)
     label = {"privlr": "PrivLR", "pflr": "PFLR", "pflr-star": "PFLR*"}[variant]
-    centre_entry = _entry("group histogram (fairness centre)", eps_centre, 2, 1.0)
-    shift_entry = _entry(f"fairness shift ({label})", eps_shift, d, scales.shift * eps_shift)
-    coef_entry = _entry(f"functional mechanism ({label})", eps_coef, d + d * d,
-                        scales.coefficients * eps_coef)
-    planned = [e for e, used in ((centre_entry, eps_centre > 0), (shift_entry, eps_shift > 0),
-                                 (coef_entry, True)) if used]
+    names = ("group histogram (fairness centre)", f"fairness shift ({label})",
+             f"functional mechanism ({label})")
+    epsilons = (split.centre, split.shift, split.coefficients)
+
+    def entries(grids: tuple[LaplaceGrid | None, ...]) -> list[LedgerEntry]:
+        return [_entry(name, eps, queries, grid) for name, eps, queries, grid
+                in zip(names, epsilons, (2, d, d + d * d), grids, strict=True)]
+
+    planned = [e for e, eps in zip(entries(_grids(split, d)), epsilons, strict=True)
+               if eps > 0]
     # The whole cost is checked before the first private read (the centre is one).
     ledger.check_entries(*planned)
-    if eps_centre > 0:
-        centre = dp_group_centre(s, entry=centre_entry, ledger=ledger, rng=rng)
-        # Each release's ε is fixed; its scale Δ(c)/ε follows the released c.
-        scales = noise_scales(epsilon=epsilon, variant=variant, row_l1_bound=row_l1_bound,
-                              centre=centre, alpha=alpha, fairness_share=fairness_share,
-                              centre_share=share)
+    if split.centre > 0:
+        centre = dp_group_centre(s, entry=planned[0], ledger=ledger, rng=rng)
+        # Each release's ε is fixed; its sensitivity Δ(c) and grid follow the released c.
+        split = _split(centre=centre, **knobs)
     centre = 0.5 if centre is None else float(centre)
+    grids = _grids(split, d)
+    _, shift_entry, coef_entry = entries(grids)
+    _, shift_grid, coef_grid = grids
+    assert coef_grid is not None
     linear = (0.5 - y) @ x
     quadratic = (x.T @ x) / 8
     shift = (s - centre) @ x
+    released_shift = None
     if variant == "pflr":
         linear = linear + alpha * shift
     elif variant == "pflr-star":
-        ledger.spend(_entry(shift_entry.name, eps_shift, d, scales.shift * eps_shift))
-        linear = linear + alpha * (shift + rng.laplace(0.0, scales.shift, size=d))
-    ledger.spend(_entry(coef_entry.name, eps_coef, d + d * d, scales.coefficients * eps_coef))
-    linear = linear + rng.laplace(0.0, scales.coefficients, size=d)
-    noise = rng.laplace(0.0, scales.coefficients, size=(d, d))
-    quadratic = quadratic + (noise + noise.T) / 2
-    return NoisyObjective(linear, quadratic), scales, centre
+        assert shift_grid is not None
+        ledger.spend(shift_entry)
+        released_shift = shift_grid.release(shift, rng)
+        # The coefficients' noise is centred at α μ̃, public once released.
+        linear = linear + alpha * released_shift
+    ledger.spend(coef_entry)
+    objective = NoisyObjective(
+        coef_grid.release(linear, rng), coef_grid.release(quadratic, rng),
+        coef_grid.granularity, released_shift,
+        0.0 if shift_grid is None else shift_grid.granularity)
+    scales = NoiseScales(*(0.0 if grid is None else grid.scale for grid in reversed(grids)))
+    return objective, scales, centre
 
 
 def minimise(objective: NoisyObjective, *, trim_floor: float = 0.0

@@ -114,6 +114,9 @@ MECHANISMS: dict[str, Entry] = {
     "privlr": Entry(partial(audit_functional, variant="privlr"), 10_000, 2_000),
     "pflr": Entry(partial(audit_functional, variant="pflr"), 10_000, 2_000),
     "pflr-star": Entry(partial(audit_functional, variant="pflr-star"), 10_000, 2_000),
+    # The same release, events on exact float values (Mironov 2012's floating-point attack).
+    "pflr-floats": Entry(partial(audit_functional, variant="pflr", event="exact-float"),
+                         10_000, 2_000),
     "dpsgd": Entry(audit_dpsgd, 20_000, 2_000),
     "dpsgd-f": Entry(audit_dpsgd_f, 10_000, 1_500),
     "d1": Entry(audit_d1_step, 4_000, 1_000),

@@ -18,7 +18,8 @@ torch is imported inside the functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -60,19 +61,63 @@ PFLR_STAR_SHARE = 0.1
 PFLR_STAR_ALPHA = 0.05
 
 
+#: The exact-float event: an exact value of the statistic counts only if it occurs at least
+#: this often in the calibration runs (a value seen once says nothing about the fresh ones).
+EXACT_FLOAT_MIN_COUNT = 10
+
+
+def _exact_float_draw(draw: Draw) -> Draw:
+    """The exact-float event on ``draw``'s statistic (Mironov 2012's attack on floating-point
+    noise): its first call, the audit's calibration runs, counts how often each exact float
+    value occurs on D and on D′; every run is then scored by the log ratio of those counts
+    (½ added to each; 0 for a value seen fewer than :data:`EXACT_FLOAT_MIN_COUNT` times), so
+    the threshold event the audit picks is a set of exact values, fixed before the fresh runs.
+    """
+    table: dict[float, float] = {}
+    learned = False
+
+    def score(values: np.ndarray) -> np.ndarray:
+        return np.array([table.get(v, 0.0) for v in values.tolist()], dtype=np.float64)
+
+    def run(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        nonlocal learned
+        on_d, on_n = draw(n, rng)
+        if not learned:
+            count_d, count_n = Counter(on_d.tolist()), Counter(on_n.tolist())
+            table.update({v: math.log((count_n[v] + 0.5) / (count_d[v] + 0.5))
+                          for v in count_d | count_n
+                          if count_d[v] + count_n[v] >= EXACT_FLOAT_MIN_COUNT})
+            learned = True
+        return score(on_d), score(on_n)
+
+    return run
+
+
 def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
-                     epsilon: float = 1.0) -> AuditResult:
+                     epsilon: float = 1.0, event: str = "llr",
+                     objective: Callable[..., Any] | None = None) -> AuditResult:
     """The functional mechanism's released polynomial (``learn.functional.noisy_objective``;
     the model's weights are its minimiser, post-processing).
 
     Rows are one-hot over 2 features (``row_l1_bound`` 1) with a public centre 1/2. D′
     adds the row x = e₀, y = 0, s = 1, which moves the linear coefficient 0 by
     1/2 (+ α/2 for the fairness term) and the quadratic entry (0, 0) by 1/8: together the
-    whole L1 sensitivity. Both get Laplace noise of one scale, so the log-likelihood ratio
+    whole L1 sensitivity. Both get Laplace noise of one scale (discrete, on a grid: the
+    module docstring of ``learn.functional``), so the log-likelihood ratio
     is ``Σ |z − μ_D| − |z − μ_D′|`` over the two coefficients (μ_D read from the mechanism
     with ε = 10⁵: its polynomial to within 1e-5). Control: ε doubled.
+
+    ``event="exact-float"`` audits the same statistic with the exact-float event
+    (:func:`_exact_float_draw`): sets of exact float values rather than a threshold, which
+    catch noise whose low-order bits depend on the data. The statistic is the exact float
+    value either way, never rounded. ``objective`` replaces ``noisy_objective`` (same
+    signature; tests pass the floating-point Laplace release it replaced).
     """
     from privfair.learn.functional import noisy_objective
+
+    if event not in ("llr", "exact-float"):
+        raise ValueError(f"event must be 'llr' or 'exact-float', got {event!r}")
+    release_objective = noisy_objective if objective is None else objective
 
     x = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
     y = np.array([1.0, 0.0, 0.0, 1.0])
@@ -87,32 +132,35 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
     def release(neighbour: bool, eps: float, rng: np.random.Generator,
                 ledger: PrivacyLedger) -> np.ndarray:
         args = (x_n, y_n, s_n) if neighbour else (x, y, s)
-        objective, _, _ = noisy_objective(*args, epsilon=eps, ledger=ledger, rng=rng,
-                                          **knobs)
-        return np.array([objective.linear[0], objective.quadratic[0, 0]])
+        released, _, _ = release_objective(*args, epsilon=eps, ledger=ledger, rng=rng,
+                                           **knobs)
+        return np.array([released.linear[0], released.quadratic[0, 0]])
 
     exact = [release(n, 1e5, np.random.default_rng(0), fresh_ledger()) for n in (False, True)]
 
     def make(noise: float) -> Draw:
         def trial(neighbour: bool, rng: np.random.Generator) -> float:
             z = release(neighbour, epsilon / noise, rng, fresh_ledger())
-            # Rounded: the clipped ratio is constant on whole regions, and its float residue
-            # there depends on the output's low-order bits, which differ between D and D'
-            # (floating-point Laplace noise, Mironov 2012): an event on them is a different
-            # audit, of the floating-point implementation, not of the accounting.
-            return float(np.round(np.sum(np.abs(z - exact[0]) - np.abs(z - exact[1])), 9))
+            # Exact: the released values are on a grid, so the float residue of the clipped
+            # ratio depends on nothing but the grid point (with float Laplace noise it did).
+            return float(np.sum(np.abs(z - exact[0]) - np.abs(z - exact[1])))
 
-        return _looped(trial)
+        draw = _looped(trial)
+        return _exact_float_draw(draw) if event == "exact-float" else draw
 
     label = {"privlr": "PrivLR", "pflr": "PFLR", "pflr-star": "PFLR*"}[variant]
     claim = claimed_epsilon(lambda ledger: release(True, epsilon, np.random.default_rng(0),
                                                    ledger), delta=1e-9)
     return audit_mechanism(
-        make, mechanism=f"functional mechanism ({label})", claimed_epsilon=claim, delta=0.0,
+        make, mechanism=f"functional mechanism ({label})"
+        + (", exact-float event" if event == "exact-float" else ""),
+        claimed_epsilon=claim, delta=0.0,
         trials=trials, seed=seed,
         neighbours="one-hot rows over 2 features, public centre 1/2; D' adds x = e0, y = 0, "
                    "s = 1",
-        statistic="Laplace log-likelihood ratio of the two coefficients the row moves",
+        statistic=("exact-float log ratio (calibration counts) of the Laplace log-likelihood "
+                   "ratio" if event == "exact-float" else
+                   "Laplace log-likelihood ratio of the two coefficients the row moves"),
         notes=(f"fairness_share {PFLR_STAR_SHARE}, alpha {PFLR_STAR_ALPHA}: the shift is not "
                "released on its own, so its noise only blurs the linear coefficient"
                if star else ""))
