@@ -2,7 +2,8 @@
 
 On a generated 1,000-row table at ε = 1 every tree method's 2-way TVD is at most
 ``--method independent``'s (plus seed noise), and where the data has strong structure and
-few cells the tree is kept and is better. Fixed seeds; the benchmark with real tables is
+few cells the tree is kept and is better. AIM follows the same public rule after its
+initial one-way measurement. Fixed seeds; the benchmark with real tables is
 ``benchmarks/small_n.py``.
 """
 
@@ -12,10 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from privfair.core.accounting import zcdp_rho
 from privfair.core.domain import Domain, Roles
 from privfair.evaluation.utility import marginal_tvd
 from privfair.synth.structure import METHODS as TREE_METHODS
-from privfair.synth.synthesizer import FALLBACK_METHOD, FairSynthesizer
+from privfair.synth.synthesizer import AIM_METHODS, FALLBACK_METHOD, FairSynthesizer
 
 SEEDS = range(3)
 #: Seed noise of a 3-seed mean of the 2-way TVD on these tables is ≈ 0.003.
@@ -68,8 +70,8 @@ def _tvd2(frame: pd.DataFrame, domain: Domain, roles: Roles, method: str) -> tup
     return float(np.mean(scores)), structures
 
 
-@pytest.mark.parametrize("method", TREE_METHODS)
-def test_no_tree_method_is_worse_than_independent_at_small_n(method):
+@pytest.mark.parametrize("method", [*TREE_METHODS, *AIM_METHODS])
+def test_no_method_is_worse_than_independent_at_small_n(method):
     frame, domain, roles = _credit_like()
     baseline, _ = _tvd2(frame, domain, roles, "independent")
     tvd, structures = _tvd2(frame, domain, roles, method)
@@ -78,9 +80,22 @@ def test_no_tree_method_is_worse_than_independent_at_small_n(method):
     assert set(structures) == {FALLBACK_METHOD}
 
 
-def test_a_strongly_structured_small_table_keeps_its_tree_and_beats_independent():
+@pytest.mark.parametrize("method", ["mst", "aim"])
+def test_a_strongly_structured_small_table_keeps_its_model_and_beats_independent(method):
     frame, domain, roles = _chain()
     baseline, _ = _tvd2(frame, domain, roles, "independent")
-    tvd, structures = _tvd2(frame, domain, roles, "mst")
-    assert set(structures) == {"mst"}
+    tvd, structures = _tvd2(frame, domain, roles, method)
+    assert set(structures) == {method}
     assert tvd < 0.8 * baseline, (tvd, baseline)
+
+
+def test_aim_fallback_spends_the_whole_budget_on_one_way_marginals():
+    frame, domain, roles = _credit_like()
+    synth = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
+                            method="aim", require_fair=False, max_iters=500)
+    synth.fit(frame, rng=np.random.default_rng(0))
+    names = [e.name for e in synth.ledger_.entries]
+    assert names == ["AIM initial one-way marginals",
+                     "one-way marginals (small-n independence fallback)"]
+    assert synth.ledger_.spent == pytest.approx(zcdp_rho(epsilon=1.0, delta=1e-6))
+    assert synth.manifest()["method"]["small_n"]["fallback"] is True

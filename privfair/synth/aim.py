@@ -174,6 +174,7 @@ def run_aim(
     tol: float = 1e-6,
     progress: Callable[[float], None] | None = None,
     max_time_s: float | None = None,
+    stop_after_initial: Callable[[Sequence[Measurement], float], bool] | None = None,
 ) -> AIMResult:
     """Run AIM at privacy cost ``rho``.
 
@@ -204,6 +205,10 @@ def run_aim(
         time left, so the run ends within about ``max_time_s`` with a valid model that used
         its whole budget. The ρ spent and the mechanisms do not depend on it, only when the
         rounds stop.
+    stop_after_initial : callable, optional
+        ``stop_after_initial(initial_one_way, rho_left)``, post-processing of the initial
+        noisy one-way marginals: when it returns True the run stops there, having spent only
+        their ρ, and the caller spends the rest (the small-n independence fallback).
     progress : callable, optional
         ``progress(fraction)`` after every round: the larger of the ρ and the time budget
         used, so it moves steadily whichever ends the run.
@@ -232,6 +237,9 @@ def run_aim(
         ledger=ledger, name="AIM initial one-way marginals", discrete=discrete)
     model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
                      max_time_s=clock.fit_time())
+    if stop_after_initial is not None and stop_after_initial(
+            list(measurements), rho - (ledger.spent - start)):
+        return AIMResult(measurements, model, [], n_initial=d)
     log: list[AIMRound] = []
     t = 0
     while True:
