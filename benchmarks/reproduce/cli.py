@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from .core import ROOT, load_results, run_cells
+from .core import load_results, run_cells
 from .report import summary, write
 
 SECTIONS = ("prefair", "safes", "cathist", "xu_causal", "xu_gan", "xu_cfgan", "xu_pflr",
@@ -24,10 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
                         help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, default=None,
-                        help="output folder (default benchmarks/results/reproduce-<mode>)")
+                        help="output folder (default benchmarks/reproduce/results/<mode>)")
     args = parser.parse_args(argv)
     mode_name = "quick" if args.quick else "full"
-    out = args.out or ROOT / "benchmarks" / "results" / f"reproduce-{mode_name}"
+    out = args.out or Path(__file__).resolve().parent / "results" / mode_name
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "results.jsonl"
     begin = time.perf_counter()

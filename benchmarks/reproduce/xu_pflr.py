@@ -24,7 +24,7 @@ PAPER_SCALE = 24 / 440
 
 
 def cells(mode: str) -> list[dict[str, Any]]:
-    seeds = 3 if mode == "quick" else 10
+    seeds = 2 if mode == "quick" else 10
     out = [cell(NAME, {"model": m, "epsilon": "none"}, s)
            for m in ("LR", "FairLR") for s in range(1 if mode == "quick" else seeds)]
     for model in MODELS:
