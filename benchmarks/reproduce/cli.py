@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     document = {"mode": mode_name, "generated": datetime.datetime.now().isoformat(
                     timespec="seconds"), "wall_s": time.perf_counter() - begin,
                 "warning": "evaluation output: reads real data, not privacy-protected",
+                "cells_wall_s": sum(s["wall_s"] for s in sections),
                 "sections": sections, "summary": summary(sections)}
     write(out, document)
     print(f"report: {out / 'report.html'}", file=sys.stderr)

@@ -52,7 +52,9 @@ def write(out: Path, document: dict[str, Any]) -> None:
              "<h1>privfair: every paper table, reproduced</h1>",
              f"<p><b>{WARNING}</b></p>",
              f"<p>Mode <code>{document['mode']}</code>, generated {document['generated']}, "
-             f"wall {document['wall_s']:.0f} s. Verdict per cell: <i>within</i> the paper's "
+             f"{document['cells_wall_s']:.0f} s of cells (this invocation "
+             f"{document['wall_s']:.0f} s; cells already in results.jsonl are reused). "
+             "Verdict per cell: <i>within</i> the paper's "
              "spread (its sd, or 10 % of its value when it reports none, combined with our sd "
              "over seeds), <i>better</i> / <i>worse</i> outside it, <i>not comparable</i> "
              "when either side has no number. <i>paper accounting</i> is the same code run at "
