@@ -48,7 +48,7 @@ def test_discover_publishes_a_graph_release(toy_contract, toy_parquet, tmp_path,
     assert lifetime.rho_spent == pytest.approx(rho)
     text = "".join(p.read_text(errors="ignore") for p in folder.iterdir())
     assert SECRET_PREFIX not in text
-    assert "<img alt='causal graph'" in (folder / "report.html").read_text()
+    assert "aria-label='causal graph'" in (folder / "report.html").read_text()
 
 
 @pytest.mark.parametrize(("extra", "message"), [

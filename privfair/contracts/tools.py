@@ -370,9 +370,54 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
         # A comment, not a description: descriptions are published in the report.
         entry = yaml.dump([{"name": col}], Dumper=_DraftDumper, width=100).splitlines()[0]
         body = body.replace(entry + "\n", f"# REVIEW {col}: {note}\n{entry}\n", 1)
-    text = _HEADER.format(source=path.name) + body
+    text = _HEADER.format(source=path.name) + body + tot_proposal(columns)
     parse_contract(text, source=f"draft of {path.name}")  # the draft must be a valid contract
     return text
+
+
+#: The proposed TOT constraint: a move costing 1 (one step of one column, or the outcome
+#: flipped) for at most 20% of the rows, nothing costing 2 or more.
+_TOT_THRESHOLDS, _TOT_BOUNDS = "[0.99, 1.99]", "[0.2, 0.0]"
+
+
+def tot_proposal(columns: list[dict[str, Any]]) -> str:
+    """A commented ``tot:`` block for the draft (issue 25.4): a penalty for every column
+    TOT could move and a constraint that is feasible for most tables.
+
+    It stays commented because TOT needs the roles (one outcome, protected columns), which
+    only the publisher can declare; ``contract check`` then checks the block. Two numeric
+    (ordinal) columns with the fewest bins are proposed as ``tot.features``.
+    """
+    movable = [c for c in columns if c.get("type") in ("numeric", "categorical")]
+    if not movable:
+        return ""
+
+    def size(c: dict[str, Any]) -> int:
+        return len(c["bins"]) - 1 if c.get("type") == "numeric" else len(c["categories"])
+
+    ordinal = sorted((c for c in movable if c.get("type") == "numeric"), key=size)
+    picks = [c["name"] for c in (ordinal or sorted(movable, key=size))[:2]]
+    width = min(max(len(c["name"]) for c in movable), 20)
+    lines = ["", "# TOT (`--fairness tot`): post-processing, no privacy cost. It moves a few "
+             "columns of the synthetic", "# rows so the outcome's rate differs by at most eta "
+             "across the protected groups. To use it:", "#   1. declare roles.protected and "
+             "one roles.outcome above, then uncomment the block;", "#   2. keep under "
+             "tot.features one to three columns that are neither protected nor the outcome",
+             "#      (small domains keep the linear program small);", "#   3. keep under "
+             "tot.distortion.columns the penalty of each feature and of the outcome only.",
+             "# A penalty is the cost of one move: ordinal columns by steps (one bin: 1, two: "
+             "2), categorical", "# ones 1 for any change. thresholds/bounds: at most 20% of "
+             "the rows move at a cost >= 1,", "# none at a cost >= 2 (a bound of 0 forbids). "
+             "If the release says 'TOT infeasible', raise", "# tot.eta or a bound, or move "
+             "one more column.", "# tot:", f"#   features: [{', '.join(picks)}]",
+             "#   discrimination: additive   # or ratio", "#   eta: 0.05",
+             "#   distortion:", "#     combine: sum", f"#     thresholds: {_TOT_THRESHOLDS}",
+             f"#     bounds: {_TOT_BOUNDS}", "#     columns:"]
+    for c in movable:
+        penalty = ("{ordinal: [0, 1, 2]}" if c.get("type") == "numeric" else "{default: 1}")
+        lines.append(f"#       {c['name'] + ':':<{width + 1}} {penalty}  # {size(c)} "
+                     + ("bins" if c.get("type") == "numeric" else "categories"))
+    return "\n".join(lines) + "\n"
 
 
 class _DraftDumper(yaml.SafeDumper):

@@ -164,6 +164,17 @@ class TOTSolverError(PrivfairError, RuntimeError):
     """The solver failed or stopped without a usable solution (not an infeasibility proof)."""
 
 
+def _contract_terms(check: str) -> str:
+    """A diagnostic re-solve's name in the contract's terms (``tot.distortion.*`` keys)."""
+    if check == "distortion bounds (dlist > 0)":
+        return "lifting every non-zero bound of contract key tot.distortion.bounds"
+    if check.startswith("distortion[c>="):
+        threshold = check[len("distortion[c>="):-1]
+        return (f"lifting the bound at threshold {threshold} (contract keys "
+                f"tot.distortion.thresholds/bounds)")
+    return check
+
+
 # --- distortion functions ----------------------------------------------------------------
 
 
@@ -424,7 +435,8 @@ def _scan_transitions(layout: _Layout, row_xy: np.ndarray, distortion: Distortio
             f"(d, x, y) × {n_xy:,} cells (x̃, ỹ)), above max_variables={max_variables:,}; "
             f"counting the sparse size would take {scan:,} distortion evaluations, so it was "
             f"refused before allocating anything. AIF360's dense map would have "
-            f"{layout.n_d * n_xy * n_xy:,} variables. Coarsen X or Y, or raise max_variables.",
+            f"{layout.n_d * n_xy * n_xy:,} variables. Move fewer or coarser columns (contract key "
+            f"tot.features), or raise contract key tot.max_variables.",
             n_variables=dense_support, dense_variables=layout.n_d * n_xy * n_xy,
             max_variables=max_variables)
 
@@ -459,8 +471,10 @@ def _scan_transitions(layout: _Layout, row_xy: np.ndarray, distortion: Distortio
         raise ProblemTooLargeError(
             f"TOT problem too large: the sparse map has {total:,} variables (of a dense "
             f"{dense_support:,} = {n_rows:,} support rows × {n_xy:,}; AIF360's dense map: "
-            f"{layout.n_d * n_xy * n_xy:,}), above max_variables={max_variables:,}. Coarsen "
-            f"X or Y, forbid more transitions (dlist = 0 levels), or raise max_variables.",
+            f"{layout.n_d * n_xy * n_xy:,}), above max_variables={max_variables:,}. Move "
+            f"fewer or coarser columns (contract key tot.features), forbid more transitions (a "
+            f"0 in contract key tot.distortion.bounds), or raise contract key "
+            f"tot.max_variables.",
             n_variables=total, dense_variables=layout.n_d * n_xy * n_xy,
             max_variables=max_variables)
 
@@ -695,12 +709,15 @@ class TOTransform:
         clist = [float(c) for c in self.clist]
         dlist = [float(d) for d in self.dlist]
         if len(clist) != len(dlist):
-            raise ValueError(f"TOT: clist has {len(clist)} thresholds but dlist has "
+            raise ValueError(f"TOT: clist (contract key tot.distortion.thresholds) has "
+                             f"{len(clist)} thresholds but dlist (tot.distortion.bounds) has "
                              f"{len(dlist)} bounds; expected one bound per threshold")
         if not all(math.isfinite(c) for c in clist):
-            raise ValueError("TOT: clist must hold finite thresholds")
+            raise ValueError("TOT: clist (contract key tot.distortion.thresholds) must hold "
+                             "finite thresholds")
         if not all(d >= 0.0 for d in dlist):
-            raise ValueError(f"TOT: dlist must hold probabilities >= 0, got {dlist}")
+            raise ValueError(f"TOT: dlist (contract key tot.distortion.bounds) must hold "
+                             f"probabilities >= 0, got {dlist}")
         if not (isinstance(self.max_variables, int) and self.max_variables > 0):
             raise ValueError(f"TOT: max_variables must be a positive int, got "
                              f"{self.max_variables!r}")
@@ -771,8 +788,12 @@ class TOTransform:
         empty = np.flatnonzero(np.diff(tr.ptr) == 0)
         if empty.size:
             raise InfeasibleFairnessError(
-                f"TOT infeasible: the distortion constraints forbid every transition (even "
-                f"the identity) for {empty.size} record type(s) (d, x, y); family: distortion",
+                f"TOT infeasible: the distortion constraints forbid every move, even leaving "
+                f"the row as it is, for {empty.size} record type(s) (d, x, y): a bound of 0 "
+                f"in contract key tot.distortion.bounds forbids every move whose penalty "
+                f"reaches its threshold in tot.distortion.thresholds, so give 'no move' a "
+                f"penalty below the smallest such threshold (0 in each column's penalty under "
+                f"tot.distortion.columns); family: distortion",
                 family="distortion", checks={})
         program = _assemble(layout, keys, mass, tr, target)
         self.setup_time_ = time.perf_counter() - start
@@ -882,16 +903,21 @@ class TOTransform:
         if not checks["discrimination"]:
             raise InfeasibleFairnessError(
                 f"TOT infeasible: the distortion constraints alone admit no map (dropping the "
-                f"discrimination constraint ({form}) does not help); family: distortion",
+                f"discrimination constraint ({form}) does not help): loosen contract keys "
+                f"tot.distortion.thresholds and tot.distortion.bounds; family: distortion",
                 family="distortion", checks=checks)
-        relieved = [k for k, ok in checks.items() if ok and k != "discrimination"]
-        hint = (f"dropping {', '.join(relieved)} would also make it feasible" if relieved else
-                "relaxing the probability bounds alone is not enough: the forbidden transitions "
-                "(dlist = 0) bind")
+        relieved = [_contract_terms(k) for k, ok in checks.items()
+                    if ok and k != "discrimination"]
+        hint = (f"{' or '.join(relieved)} would also make it feasible" if relieved else
+                "raising the bounds alone is not enough: the moves forbidden by a bound of 0 "
+                "bind")
         raise InfeasibleFairnessError(
-            f"TOT infeasible: no map meets the discrimination constraint ({form}) under the "
-            f"distortion constraints; family: discrimination (without it the problem is "
-            f"feasible; {hint}). Raise eta or loosen clist/dlist.",
+            f"TOT infeasible: no map brings the discrimination within eta={eta:g} "
+            f"({self.discrimination}) under the distortion limits; family: discrimination "
+            f"(without the eta constraint the problem is feasible; {hint}). Raise contract "
+            f"key tot.eta (or --eta), allow more rows to move (raise the values of contract "
+            f"key tot.distortion.bounds, or lower a penalty under tot.distortion.columns), or "
+            f"move more columns (tot.features).",
             family="discrimination", checks=checks)
 
     def _fitted_clist(self, level: int) -> float:

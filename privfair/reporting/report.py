@@ -23,20 +23,31 @@ from typing import Any
 
 import pandas as pd
 
-ROLE_COLOURS = {
-    "protected": "#d95f02",
-    "admissible": "#1b9e77",
-    "outcome": "#7570b3",
-    "free": "#9e9e9e",
-}
+from privfair.reporting.charts import (
+    ROLE_COLOURS,
+    full_names_table,
+    layered_graph_svg,
+    ledger_svg,
+    ledger_tables,
+    nice_max,
+    shorten,
+    svg,
+    text,
+)
+
+__all__ = ["CSS", "ROLE_COLOURS", "build_report", "kv_table", "ledger_svg", "png",
+           "policy_counts_section", "structure_svg", "tot_section"]
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;
 max-width:1100px;color:#222;line-height:1.45;padding:0 1rem}
 h1{font-size:1.6rem;margin-bottom:.2rem}h2{font-size:1.2rem;margin-top:2rem;
 border-bottom:1px solid #ddd;padding-bottom:.2rem}
-table{border-collapse:collapse;margin:.5rem 0}td,th{border:1px solid #ddd;padding:.25rem .6rem;
-text-align:left;font-size:.92rem}th{background:#f5f5f5}
+table{border-collapse:collapse;margin:.5rem 0;max-width:100%}td,th{border:1px solid #ddd;
+padding:.25rem .6rem;text-align:left;font-size:.92rem;overflow-wrap:break-word;vertical-align:top}
+.long{overflow-wrap:anywhere}
+th{background:#f5f5f5}td table{margin:0}td table td,td table th{font-size:.85rem}
+details{margin:.3rem 0}summary{cursor:pointer;color:#444}
 .pass{color:#1b7a3a;font-weight:600}.fail{color:#b00020;font-weight:600}
 .note{color:#555;font-size:.9rem}img{max-width:100%;height:auto}
 code{background:#f3f3f3;padding:0 .2rem;border-radius:3px}
@@ -71,56 +82,14 @@ def ledger_chart(entries: Sequence[Mapping[str, Any]]) -> str:
     return png(fig)
 
 
-def _svg(width: float, height: float, body: Sequence[str], *, label: str) -> str:
-    return (f"<svg class='chart' role='img' aria-label='{html.escape(label)}' "
-            f"viewBox='0 0 {width:.0f} {height:.0f}' width='{width:.0f}' "
-            f"height='{height:.0f}'>{''.join(body)}</svg>")
-
-
-def _text(x: float, y: float, text: str, *, size: int = 11, anchor: str = "start",
-          extra: str = "") -> str:
-    return (f"<text x='{x:.1f}' y='{y:.1f}' font-size='{size}' text-anchor='{anchor}'"
-            f"{extra}>{html.escape(text)}</text>")
-
-
-def _nice_max(value: float) -> float:
-    """A round axis maximum at or above ``value``."""
-    if value <= 0:
-        return 1.0
-    step = 10 ** math.floor(math.log10(value))
-    return next(m * step for m in (1, 2, 2.5, 5, 10) if m * step >= value)
-
-
-def ledger_svg(entries: Sequence[Mapping[str, Any]]) -> str:
-    """Horizontal bar chart of ρ charged by each ledger step (inline SVG)."""
-    names = [str(e["name"]) for e in entries] or ["(nothing charged)"]
-    rhos = [float(e["rho"]) for e in entries] or [0.0]
-    top = _nice_max(max(rhos))
-    left, bar, width = 190.0, 18.0, 680.0
-    plot = width - left - 20
-    height = 40 + bar * len(names) + 30
-    body = [_text(width / 2, 18, "Privacy ledger: ρ by step", size=13, anchor="middle")]
-    for k, (name, rho) in enumerate(zip(names, rhos, strict=True)):
-        y = 30 + k * bar
-        body.append(_text(left - 6, y + bar * 0.7, name[:30], size=10, anchor="end"))
-        body.append(f"<rect x='{left}' y='{y + 2:.1f}' width='{plot * rho / top:.1f}' "
-                    f"height='{bar - 4:.1f}' fill='#4c72b0'><title>{rho:.6g}</title></rect>")
-    axis_y = 30 + bar * len(names) + 4
-    body.append(f"<line x1='{left}' y1='{axis_y}' x2='{left + plot}' y2='{axis_y}' "
-                "stroke='#888'/>")
-    for tick in (0.0, top / 2, top):
-        body.append(_text(left + plot * tick / top, axis_y + 14, f"{tick:.3g}", size=9,
-                          anchor="middle"))
-    body.append(_text(left + plot / 2, axis_y + 26, "ρ (zCDP) charged", size=10,
-                      anchor="middle"))
-    return _svg(width, height, body, label="privacy ledger chart")
+_svg, _text, _nice_max = svg, text, nice_max
 
 
 def training_svg(history: Sequence[Mapping[str, float]]) -> str:
     """Line chart of a GAN fit per epoch: the generator's loss and the largest shift of a
     generated one-way marginal (the plateau test), each scaled to its own maximum."""
     left, width, height, top = 60.0, 680.0, 220.0, 30.0
-    plot_w, plot_h = width - left - 150, height - top - 40
+    plot_w, plot_h = width - left - 200, height - top - 40
     body = [_text(width / 2, 18, "GAN training by epoch", size=13, anchor="middle")]
     epochs = [int(h["epoch"]) for h in history]
     series = (("generator_loss", "generator loss", "#4c72b0"),
@@ -171,34 +140,14 @@ def _gan_section(manifest: Mapping[str, Any]) -> str:
 
 
 def structure_svg(attributes: Sequence[str], edges: Sequence[Sequence[str]],
-                    roles: Mapping[str, Sequence[str]]) -> str:
-    """The selected structure on a circle, nodes coloured by fairness role (inline SVG)."""
-    role_of = dict.fromkeys(attributes, "free")
-    for role in ("protected", "admissible", "outcome"):
-        for a in roles.get(role, ()):
-            role_of[a] = role
-    nodes = list(dict.fromkeys([*attributes, *(a for e in edges for a in e)]))
-    width, height, radius = 680.0, 470.0, 175.0
-    cx, cy = width / 2, height / 2 + 15
-    pos = {a: (cx + radius * math.cos(2 * math.pi * k / max(len(nodes), 1) - math.pi / 2),
-               cy + radius * math.sin(2 * math.pi * k / max(len(nodes), 1) - math.pi / 2))
-           for k, a in enumerate(nodes)}
-    body = [_text(cx, 18, "Selected structure (2-way marginals measured)", size=13,
-                  anchor="middle")]
-    for a, b in (tuple(e)[:2] for e in edges):
-        body.append(f"<line x1='{pos[a][0]:.1f}' y1='{pos[a][1]:.1f}' x2='{pos[b][0]:.1f}' "
-                    f"y2='{pos[b][1]:.1f}' stroke='#888'/>")
-    for a in nodes:
-        x, y = pos[a]
-        body.append(f"<circle cx='{x:.1f}' cy='{y:.1f}' r='11' "
-                    f"fill='{ROLE_COLOURS[role_of.get(a, 'free')]}' stroke='white'/>")
-        outward = 1 if x >= cx else -1
-        body.append(_text(x + 15 * outward, y + 4, a, size=10,
-                          anchor="start" if outward > 0 else "end"))
-    for k, (role, colour) in enumerate(ROLE_COLOURS.items()):
-        body.append(f"<circle cx='14' cy='{40 + 16 * k}' r='5' fill='{colour}'/>")
-        body.append(_text(24, 44 + 16 * k, role, size=10))
-    return _svg(width, height, body, label="structure graph")
+                  roles: Mapping[str, Sequence[str]]) -> str:
+    """The selected structure in layers by fairness role (protected → admissible → free →
+    outcome), with the full names of shortened labels under it (inline SVG and a table)."""
+    nodes = list(dict.fromkeys([*attributes, *(a for e in edges for a in tuple(e)[:2])]))
+    drawing, cut = layered_graph_svg(
+        nodes, roles, undirected=edges, label="structure graph",
+        title="Selected structure (2-way marginals measured)")
+    return drawing + full_names_table(cut)
 
 
 def marginals_svg(synthetic: pd.DataFrame,
@@ -219,7 +168,8 @@ def marginals_svg(synthetic: pd.DataFrame,
         top = _nice_max(max(values, default=0))
         width, plot_h, base = 340.0, 110.0, 130.0
         slot = (width - 50) / max(len(order), 1)
-        body = [_text(width / 2, 14, str(column), size=12, anchor="middle"),
+        body = [_text(width / 2, 14, shorten(str(column), 44), size=12, anchor="middle",
+                      full=str(column)),
                 _text(44, 26, f"{top:,.0f}", size=8, anchor="end"),
                 _text(44, base, "0", size=8, anchor="end")]
         for k, (value, name) in enumerate(zip(values, order, strict=True)):
@@ -229,7 +179,8 @@ def marginals_svg(synthetic: pd.DataFrame,
                         f"width='{slot * 0.8:.1f}' height='{h:.1f}' fill='#4c72b0'>"
                         f"<title>{html.escape(str(name))}: {value:,}</title></rect>")
             if len(order) <= 20:
-                body.append(_text(x + slot / 2, base + 8, str(name)[:14], size=7,
+                body.append(_text(x + slot / 2, base + 8, shorten(str(name), 14), size=7,
+                                  full=str(name),
                                   anchor="end", extra=f" transform='rotate(-60 "
                                   f"{x + slot / 2:.1f} {base + 8:.1f})'"))
         if len(order) > 20:
@@ -240,14 +191,38 @@ def marginals_svg(synthetic: pd.DataFrame,
 
 
 def kv_table(rows: Mapping[str, Any]) -> str:
+    """A two-column table; a nested mapping or list becomes a table in its cell, never JSON."""
     body = "".join(
-        f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_fmt(v))}</td></tr>"
+        f"<tr><th>{html.escape(str(k))}</th><td>{_cell(v)}</td></tr>"
         for k, v in rows.items()
     )
     return f"<table>{body}</table>"
 
 
+def _cell(value: Any) -> str:
+    """A table cell's content: a scalar as text, a mapping as a nested table, a list of
+    scalars as a comma-separated line, a list of mappings as a table with one row each."""
+    if isinstance(value, Mapping):
+        return kv_table(value) if value else "—"
+    if isinstance(value, list | tuple):
+        if not value:
+            return "—"
+        if all(isinstance(v, Mapping) for v in value):
+            keys = list(dict.fromkeys(k for v in value for k in v))
+            head = "".join(f"<th>{html.escape(str(k))}</th>" for k in keys)
+            body = "".join("<tr>" + "".join(f"<td>{_cell(v.get(k))}</td>" for k in keys)
+                           + "</tr>" for v in value)
+            return f"<table><tr>{head}</tr>{body}</table>"
+        return ", ".join(_cell(v) for v in value)
+    out = html.escape(_fmt(value))
+    # a hash or path with no space would widen the table past the page: let it break
+    return f"<span class='long'>{out}</span>" if len(max(out.split(), key=len, default="")) \
+        > 32 else out
+
+
 def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.6g}"
     if isinstance(value, dict | list):
@@ -318,6 +293,133 @@ def policy_counts_section(record: Mapping[str, Any]) -> str:
     ])
 
 
+#: Methods that choose each round's share of the budget themselves (no fixed split).
+ADAPTIVE_METHODS = ("aim", "aim-fair")
+
+
+def method_rows(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The Method table's rows. AIM's budget is shown as it is used: the declared shares
+    (domains, policies) and one adaptive share for its rounds, not MST's thirds."""
+    method = manifest["method"]
+    split = dict(method.get("budget_split") or {})
+    if method.get("name") in ADAPTIVE_METHODS:
+        fixed = {k: split.pop(k) for k in ("domains", "policies") if k in split}
+        split = {**fixed, "AIM rounds (select + measure, adaptive; see the ledger)":
+                 sum(float(v) for v in split.values())}
+    rows: dict[str, Any] = {
+        "method": method.get("name"),
+        "budget split (ρ)": {k: v for k, v in split.items() if v} or None,
+        "time budget (s)": method.get("time_budget_s"),
+        "discrete Gaussian noise": method.get("discrete_noise"),
+        "rare-category compression": method.get("compress"),
+        "estimation": method.get("estimation"),
+        "estimated total (noisy)": method.get("estimated_total"),
+        "sampling": manifest.get("sampling"),
+        "seed policy": manifest.get("seed_policy"),
+        "fairness transform": (manifest.get("fairness_transform") or {}).get("name"),
+        "contract fingerprint": (manifest.get("contract") or {}).get("fingerprint"),
+        "code version": manifest.get("code_version"),
+    }
+    keep = {"method", "budget split (ρ)", "seed policy", "code version"}
+    return {k: v for k, v in rows.items() if v is not None or k in keep}
+
+
+def outcome_gap(frame: pd.DataFrame, protected: Sequence[str], outcome: str, *,
+                form: str = "additive") -> float | None:
+    """Largest discrimination of ``outcome`` across the groups of ``protected`` in ``frame``
+    (the released synthetic rows): over outcome values, max − min of P(y | group), or
+    max / min − 1 for ``form="ratio"``. ``None`` when fewer than two groups have rows."""
+    columns = [*protected, outcome]
+    if frame.empty or any(c not in frame.columns for c in columns):
+        return None
+    counts = pd.crosstab([frame[c].astype(str) for c in protected], frame[outcome].astype(str))
+    if len(counts) < 2:
+        return None
+    rates = counts.div(counts.sum(axis=1), axis=0)
+    hi, lo = rates.max(axis=0), rates.min(axis=0)
+    if form == "additive":
+        return float((hi - lo).max())
+    ratio = (hi / lo.where(lo > 0)).fillna(math.inf).where(hi > 0, 1.0) - 1.0
+    return float(ratio.max())
+
+
+def tot_outcome_tvd(record: Mapping[str, Any], labels: Mapping[str, Sequence[Any]],
+                    synthetic: pd.DataFrame) -> float | None:
+    """Total variation distance between the (protected, outcome) distribution before and
+    after the fitted map: Σ_g P(g) · ½ Σ_y |q(y|g) − p(y|g)|, with P(g) from the released
+    synthetic rows (TOT never moves a protected column, so P(g) is the same before and after).
+    ``None`` when the record or the rows do not allow it."""
+    import numpy as np
+
+    achieved = record.get("achieved_discrimination") or {}
+    protected = list((record.get("columns") or {}).get("protected") or [])
+    sizes = [int((record.get("domain") or {}).get(c, 0)) for c in protected]
+    try:
+        before = np.asarray(achieved["p_outcome_given_group"], dtype=float)
+        after = np.asarray(achieved["q_outcome_given_group"], dtype=float)
+        groups = [int(g) for g in achieved["groups"]]
+        codes = [synthetic[c].astype(str).map(
+            {str(v): i for i, v in enumerate(labels[c])}) for c in protected]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if not protected or min(sizes) <= 0 or before.shape != after.shape:
+        return None
+    known = np.logical_and.reduce([c.notna().to_numpy() for c in codes])
+    if not known.any():
+        return None
+    group = np.ravel_multi_index([c.to_numpy()[known].astype(np.int64) for c in codes], sizes)
+    weight = np.bincount(group, minlength=int(np.prod(sizes)))[groups].astype(float)
+    if weight.sum() <= 0:
+        return None
+    weight /= weight.sum()
+    return float((weight * 0.5 * np.abs(after - before).sum(axis=1)).sum())
+
+
+def tot_section(manifest: Mapping[str, Any], synthetic: pd.DataFrame) -> str:
+    """The fairness transform (TOT): η, the discrimination before and after it, both on
+    synthetic rows, and what it cost in total variation distance (issue 25.4)."""
+    record = manifest.get("fairness_transform") or {}
+    if not record.get("applied"):
+        return ""
+    params = record.get("parameters") or {}
+    form = params.get("discrimination", "additive")
+    key = "max_additive_gap" if form == "additive" else "max_ratio_gap"
+    achieved = record.get("achieved_discrimination") or {}
+    columns = record.get("columns") or {}
+    protected, outcome = list(columns.get("protected") or []), columns.get("outcome")
+    check = record.get("fairness_check") or {}
+    after_rows = outcome_gap(synthetic, protected, outcome, form=form) if outcome else None
+    bounds = dict(zip((f"P(distortion ≥ {c:g})" for c in params.get("clist") or ()),
+                      params.get("dlist") or (), strict=False))
+    distortion = {k.replace("P(delta>=", "P(distortion ≥ "): v
+                  for k, v in (record.get("max_excess_distortion") or {}).items()}
+    return "\n".join([
+        "<h2>Fairness transform (TOT)</h2>",
+        "<p class='note'>Optimized pre-processing (Calmon et al.) fitted on, and applied to, "
+        "the synthetic rows: post-processing of DP output, no privacy cost. The "
+        f"discrimination of <code>{html.escape(str(outcome))}</code> across the groups of "
+        f"<code>{html.escape(', '.join(protected))}</code> is measured {form}ly "
+        f"({html.escape(str(check.get('criterion', '')))}).</p>",
+        kv_table({
+            "η (bound on the discrimination)": params.get("eta"),
+            "discrimination before the transform (synthetic rows)":
+                achieved.get(f"input_{key}"),
+            "discrimination after, the fitted map (expected)": achieved.get(key),
+            "discrimination after, the released synthetic rows": after_rows,
+            "check": "passed" if check.get("passed") else
+                     ("FAILED" if check else None),
+            "cost: TVD of (protected, outcome), before vs after (expected)":
+                tot_outcome_tvd(record, (manifest.get("domain") or {}).get("labels") or {},
+                                synthetic),
+            "cost: TVD of (features, outcome), before vs after (TOT's objective)":
+                record.get("objective_tv"),
+            "moved columns": [*(columns.get("features") or []), outcome],
+            "distortion bounds (contract key tot.distortion)": bounds or None,
+            "distortion reached (largest over records)": distortion or None,
+        }),
+    ])
+
+
 def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
                  labels: Mapping[str, Sequence[Any]] | None = None) -> str:
     """Render the release report as one self-contained HTML page.
@@ -332,7 +434,6 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         Declared label order per column, used to order the bars.
     """
     g = manifest["guarantee"]
-    method = manifest["method"]
     structure = manifest["structure"]
     fairness = manifest["fairness_check"]
     roles = manifest.get("roles", {})
@@ -341,11 +442,6 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
     attributes = list(manifest.get("domain", {}).get("attributes", [])) or list(synthetic.columns)
     title = f"{manifest['dataset']} {manifest['version']}"
 
-    ledger_rows = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_fmt(e.get(k)))}</td>" for k in
-                         ("name", "mechanism", "rho", "sigma", "epsilon", "queries")) + "</tr>"
-        for e in ledger
-    )
     violations = "".join(
         f"<li>{html.escape(v['protected'])} → {html.escape(v['outcome'])} via "
         f"{html.escape(' – '.join(v['path']))}</li>" for v in fairness.get("violations", [])
@@ -372,19 +468,8 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
             "dataset lifetime ρ budget": manifest.get("lifetime", {}).get("rho_budget"),
         }),
         "<h2>Method</h2>",
-        kv_table({
-            "method": method.get("name"),
-            "budget split (ρ)": method.get("budget_split"),
-            "discrete Gaussian noise": method.get("discrete_noise"),
-            "rare-category compression": method.get("compress"),
-            "estimation": method.get("estimation"),
-            "estimated total (noisy)": method.get("estimated_total"),
-            "sampling": manifest.get("sampling"),
-            "seed policy": manifest.get("seed_policy"),
-            "fairness transform": manifest.get("fairness_transform", {}).get("name"),
-            "contract fingerprint": manifest.get("contract", {}).get("fingerprint"),
-            "code version": manifest.get("code_version"),
-        }),
+        kv_table(method_rows(manifest)),
+        tot_section(manifest, synthetic),
         _gan_section(manifest),
         "<h2>Structure and fairness check</h2>",
         f"<p>Edges: {html.escape(edges) or '—'}</p>",
@@ -400,8 +485,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         policy_counts_section(validation.get("input", {})),
         _data_docs_links(validation.get("output", {})),
         "<h2>Privacy ledger</h2>",
-        "<table><tr><th>step</th><th>mechanism</th><th>ρ</th><th>σ</th><th>ε</th>"
-        f"<th>queries</th></tr>{ledger_rows}</table>",
+        ledger_tables(ledger),
         ledger_svg(ledger),
         "<h2>One-way marginals of the synthetic table</h2>",
         marginals_svg(synthetic, labels),
