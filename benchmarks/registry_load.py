@@ -77,7 +77,8 @@ def main() -> int:
                                    "PRIVFAIR_REGISTRY_KEY_FILE": str(tmp / "key" / "registry.key")}}
         out: dict = {"machine": f"{os.cpu_count()} CPU cores", "what": "reserve + spend + publish "
                      "cycles through privfair.store.registry, one dataset per configuration",
-                     "results": {}}
+                     # A shared machine: what else ran colours every figure.
+                     "load_average_at_start": round(os.getloadavg()[0], 1), "results": {}}
         start = time.perf_counter()
         for kind, env in backends.items():
             out["results"][kind] = [run_config(env, tmp, f"bench_{kind}_{c}", c, args.cycles)
@@ -87,6 +88,7 @@ def main() -> int:
         out["added_latency_ms_per_release"] = one
         out["postgresql_target_50ms_met"] = one.get("postgresql", 1e9) <= 50
         out["seconds"] = round(time.perf_counter() - start, 1)
+        out["load_average_at_end"] = round(os.getloadavg()[0], 1)
     finally:
         server.stop()
     text = json.dumps(out, indent=2)

@@ -17,6 +17,8 @@ truncated or deleted ledger is refused instead of read as a fresh one.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import hmac
 import os
@@ -24,7 +26,7 @@ import random
 import secrets
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -234,7 +236,9 @@ def _create_sqlite(folder: Path) -> None:
 
 def _open_pg(url: str) -> Registry:
     driver_url = sa.engine.make_url(url).set(drivername="postgresql+psycopg")
-    engine = sa.create_engine(driver_url, isolation_level="SERIALIZABLE", pool_pre_ping=True,
+    # No pre-ping (a round trip per transaction): a connection the server dropped fails
+    # as invalidated, and run() retries it on a fresh one.
+    engine = sa.create_engine(driver_url, isolation_level="SERIALIZABLE",
                               connect_args={"connect_timeout": 10})
     name = driver_url.render_as_string(hide_password=True).replace("+psycopg", "")
     path = key_path()
@@ -245,7 +249,8 @@ def _open_pg(url: str) -> Registry:
             raise StoreError(f"privacy registry {name}: its key file {path} is missing; copy "
                              "the team's registry.key there or set PRIVFAIR_REGISTRY_KEY_FILE")
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        _write_key(path)
+        with contextlib.suppress(FileExistsError):  # another worker wrote it first
+            _write_key(path)
     reg = Registry(name, engine, _read_key(path), "postgresql")
     run(reg, lambda conn: _check_key(conn, reg))
     return reg
@@ -311,16 +316,19 @@ def _check_key(conn: sa.Connection, reg: Registry) -> None:
 # --- transactions ---------------------------------------------------------------------------------
 
 
-def run(reg: Registry, fn: Callable[[sa.Connection], T]) -> T:
+def run(reg: Registry, fn: Callable[[sa.Connection], T], *, queue: str | None = None) -> T:
     """``fn(conn)`` in one serializable transaction, retried when it lost a race.
 
-    A registry that cannot be reached is refused as one ``StoreError`` line naming it.
+    ``queue`` (a dataset id) makes transactions on one dataset wait for their turn before
+    they begin, so racing writers queue instead of failing and retrying (SERIALIZABLE and
+    ``BEGIN IMMEDIATE`` still guarantee the result). A registry that cannot be reached is
+    refused as one ``StoreError`` line naming it.
     """
     deadline = time.monotonic() + _RETRY_FOR_S
     attempt = 0
     while True:
         try:
-            with reg.engine.begin() as conn:
+            with reg.engine.connect() as conn, _turn(reg, conn, queue), conn.begin():
                 return fn(conn)
         except sa.exc.DBAPIError as exc:
             if _retryable(exc) and time.monotonic() < deadline:
@@ -332,7 +340,43 @@ def run(reg: Registry, fn: Callable[[sa.Connection], T]) -> T:
             raise StoreError(f"privacy registry {reg.name} cannot be used: {detail}") from None
 
 
+@contextlib.contextmanager
+def _turn(reg: Registry, conn: sa.Connection, queue: str | None) -> Iterator[None]:
+    """Hold the turn of dataset ``queue`` around a transaction (nothing if None).
+
+    SQLite: an flock beside the database (the kernel wakes the next waiter, where SQLite's
+    busy handler polls and starves some). PostgreSQL: a session advisory lock taken in its
+    own short transaction, so the serializable transaction's snapshot is taken after it.
+    """
+    if queue is None:
+        yield
+    elif reg.dialect == "sqlite":
+        with open(Path(reg.name).with_suffix(".lock"), "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+    else:
+        # In autocommit on the driver's connection: one round trip each, outside any
+        # transaction (the serializable one begins after the lock is held).
+        raw = conn.connection.dbapi_connection
+        raw.autocommit = True
+        try:
+            raw.execute("SELECT pg_advisory_lock(7417, hashtext(%s))", [queue])
+            try:
+                raw.autocommit = False
+                yield
+            finally:
+                raw.autocommit = True
+                raw.execute("SELECT pg_advisory_unlock(7417, hashtext(%s))", [queue])
+        finally:
+            raw.autocommit = False
+
+
 def _retryable(exc: sa.exc.DBAPIError) -> bool:
+    if exc.connection_invalidated:  # a pooled connection the server had closed
+        return True
     state = getattr(exc.orig, "sqlstate", None)
     if state in _RETRY_SQLSTATES:
         return True

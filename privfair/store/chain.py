@@ -74,13 +74,14 @@ def check_entry(entry: Mapping[str, Any], index: int) -> None:
 
 
 def verify_chain(entries: list[dict[str, Any]], *, where: str, key: bytes | None = None,
-                 ident: str = "") -> None:
+                 ident: str = "", start: int = 0, prev: str = GENESIS) -> None:
     """Refuse a chain whose hashes, order or numbers were changed.
 
     ``key`` is the registry key (HMAC chain); None checks a legacy unkeyed JSON chain.
+    ``entries`` may be the continuation of a verified chain: from entry ``start``, after the
+    entry whose hash is ``prev``.
     """
-    prev = GENESIS
-    for i, entry in enumerate(entries):
+    for i, entry in enumerate(entries, start):
         try:
             if not isinstance(entry, dict):
                 raise ValueError("not an object")

@@ -99,6 +99,7 @@ def read_chain(ident: str) -> list[dict[str, Any]]:
 
 
 def has_ledger(ident: str) -> bool:
+    """Whether dataset ``ident`` has a (verified) lifetime ledger in the registry."""
     return bool(read_chain(ident))
 
 
@@ -130,12 +131,11 @@ def _legacy_releases(store: Path | None, name: str) -> list[dict[str, Any]]:
     return out
 
 
-def _budget(contract: Contract, entries: list[dict[str, Any]], ident: str) -> tuple[float, float]:
+def _budget(contract: Contract, fixed: LifetimeLedger, ident: str) -> tuple[float, float]:
     """The fixed budget of the ledger; the contract may lower it, never raise it."""
     declared = (float(contract.budget.epsilon), float(contract.budget.delta))
-    if not entries:
+    if not fixed.entries:
         return declared
-    fixed = fold(entries, contract.name, ident)
     fixed_budget = (fixed.epsilon_budget, fixed.delta_budget)
     if declared[0] > fixed_budget[0] * (1 + 1e-12) or declared[1] > fixed_budget[1] * (1 + 1e-12):
         raise StoreError(
@@ -149,7 +149,7 @@ def _budget(contract: Contract, entries: list[dict[str, Any]], ident: str) -> tu
 def _ledger_from(contract: Contract, entries: list[dict[str, Any]]) -> LifetimeLedger:
     ident = dataset_id(contract)
     book = fold(entries, contract.name, ident)
-    book.epsilon_budget, book.delta_budget = _budget(contract, entries, ident)
+    book.epsilon_budget, book.delta_budget = _budget(contract, book, ident)
     return book
 
 
