@@ -1,0 +1,1 @@
+"""Benchmarks and the papers' reproduction (`python -m benchmarks.reproduce`); scripts run as files too."""
