@@ -240,10 +240,18 @@ def discretize_counted(staged: FileRef, contract: Contract, staging: str | Path,
     finally:
         writer.close()
     os.chmod(out, 0o600)
+    return stage_file(out), stage_policy_tally(tally, staging)
+
+
+def stage_policy_tally(tally: PolicyTally, staging: str | Path) -> FileRef:
+    """The exact tally of touched rows as a 0600 file in the private staging folder (read it
+    back with :func:`read_policy_tally`; never published as is)."""
     counts = Path(staging) / "policy-counts.json"
-    counts.write_bytes(json_bytes(tally.to_dict()))
+    fd = os.open(counts, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(json_bytes(tally.to_dict()))
     os.chmod(counts, 0o600)
-    return stage_file(out), stage_file(counts)
+    return stage_file(counts)
 
 
 def read_policy_tally(ref: FileRef) -> PolicyTally:

@@ -55,8 +55,28 @@ def model_card(manifest: Mapping[str, Any]) -> str:
             lines.append(f"| {label} | {_num(row['accuracy'])} | "
                          f"{_num(row['positive_prediction_rate'])} | "
                          f"{_num(row['true_positive_rate'])} |")
+    lines += policy_counts_lines((manifest.get("validation") or {}).get("input"))
     f = manifest["features"]
     lines += ["", "## Inputs", "", f"Outcome {f['outcome']!r} (1 = {f['positive']!r}); groups "
               f"from {f['group']!r} (not an input). Encoding: {f['encoding']}; "
               f"{len(f['names'])} inputs.", ""]
     return "\n".join(lines)
+
+
+def policy_counts_lines(record: Mapping[str, Any] | None) -> list[str]:
+    """The contract's policies and the noisy counts of the rows they touched (issue 21.2)."""
+    if not record or record.get("touched_rows") is None:
+        return []
+    noise = record.get("noise", {})
+    lines = ["", "## Input policies", "",
+             "Training never refuses or stops on a private value: values outside the declared "
+             "domain and nulls get the column's policy. The rows each policy touched are "
+             f"released as noisy counts ({noise.get('mechanism', 'gaussian')} noise, sigma = "
+             f"{_num(noise.get('sigma'))}, charged to this release's ledger); a count may be "
+             "negative.", "", "| column | out_of_domain | nulls |", "|---|---|---|"]
+    lines += [f"| {name} | {p.get('out_of_domain')} | {p.get('nulls')} |"
+              for name, p in (record.get("policies") or {}).items()]
+    lines += ["", "| column | action | rows (noisy) |", "|---|---|---|"]
+    lines += [f"| {r['column']} | {r['action']} | {_num(r['noisy_count'], 2)} |"
+              for r in record["touched_rows"]]
+    return lines

@@ -6,10 +6,19 @@ is public); each row is an edge. The rows are read as a simple undirected graph 
 dropped, an edge listed twice counted once) and DPNE (:func:`privfair.graph.dpne.dpne`,
 Xu 2021 ch. 5 as repaired there) releases one row of embeddings per declared node.
 
-Privacy. Neighbouring graphs differ by one edge. DPNE is pure ε′-DP, charged ρ = ε′²/2; the
-release runs it at ε′ = min(ε, √(2ρ)) with ρ the zCDP budget of the declared (ε, δ), so it is
-(ε, δ)-DP both ways (ε′ ≤ ε, and ρ-zCDP implies (ε, δ)-DP) and never spends more than the
-ρ the protocol reserved in the dataset's lifetime ledger. Files: ``embeddings.parquet``
+Issue 21.2: after the reservation nothing stops or speaks on a private value. The file's
+schema is checked before it (:func:`~privfair.contracts.encoding.check_source_schema`); an
+edge whose endpoint is not a declared node, or null, gets the contract's policy (dropped, or
+mapped to a declared node), and the edges each policy touched are published only as noisy
+counts (:func:`~privfair.release.policy_counts.measure_policy_counts`). They are counted over
+distinct edges (an unordered pair of endpoint labels, listed once or many times), so one edge
+added or removed moves each column's count by at most 1 (L2 sensitivity √2).
+
+Privacy. Neighbouring graphs differ by one edge. The touched-edge counts take
+ρ_pol = :data:`~privfair.release.policy_counts.POLICY_SHARE` × ρ; DPNE is pure ε′-DP, charged
+ρ = ε′²/2, and runs at ε′ = min(ε, √(2(ρ − ρ_pol))) with ρ the zCDP budget of the declared
+(ε, δ), so the run spends at most ρ: (ε, δ)-DP, and never more than the ρ the protocol
+reserved in the dataset's lifetime ledger. Files: ``embeddings.parquet``
 (``node, e0 .. e{dim-1}``), ``report.html`` (the guarantee and a 2-D PCA of the embeddings),
 ``contract.yaml`` and the protocol's ``manifest.json``.
 """
@@ -26,12 +35,20 @@ from typing import Any
 import numpy as np
 from pydantic import Field
 
+from privfair.contracts.encoding import (
+    PolicyTally,
+    as_text,
+    check_source_schema,
+    discretize,
+    normalize_text,
+)
 from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.errors import ContractError
 from privfair.release.checks import PlanTooLargeError, check_folders, memory_limit
-from privfair.release.graph.kind import check_data_columns, manifest_common, save_private
+from privfair.release.graph.kind import manifest_common, save_private
 from privfair.release.options import ReleaseOptions
+from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
 from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.table.plan import (
     DATASET_NAME,
@@ -72,7 +89,7 @@ class EmbedPlan:
     epsilon: float
     delta: float
     rho: float
-    #: DPNE's pure ε′ = min(ε, √(2ρ)).
+    #: DPNE's pure ε′ = min(ε, √(2(ρ − ρ_pol))).
     dpne_epsilon: float
     dim: int
     regularization: float
@@ -82,6 +99,11 @@ class EmbedPlan:
     seeded: bool
     started_at: str
     seed_fingerprint: str | None = None
+
+    @property
+    def policy_rho(self) -> float:
+        """ρ of the noisy counts of edges the contract's policies touched."""
+        return POLICY_SHARE * self.rho
 
 
 def check_edge_contract(contract: Contract) -> tuple[str, str, tuple[str, ...]]:
@@ -124,7 +146,7 @@ def check_embed(params: EmbedParams) -> EmbedPlan:
             f"of dense matrices, over the {memory_limit() / 2**30:.3g} GiB limit "
             "(PRIVFAIR_MEMORY_GB)")
     data_path, data_source = resolve_data(params, contract)  # type: ignore[arg-type]
-    check_data_columns(data_path, contract)
+    check_source_schema(data_path, contract)  # names, Parquet types: before the reservation
     store = Path(params.out).expanduser().resolve()
     check_store_writable(store)
     check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
@@ -134,7 +156,8 @@ def check_embed(params: EmbedParams) -> EmbedPlan:
         contract_path=str(contract_path), data_path=str(data_path), data_source=data_source,
         store=str(store), work_dir=str(Path(params.work_dir).resolve()),
         method="embedding:dpne", epsilon=params.epsilon, delta=params.delta, rho=rho,
-        dpne_epsilon=min(params.epsilon, math.sqrt(2 * rho)), dim=params.dim,
+        dpne_epsilon=min(params.epsilon, math.sqrt(2 * (rho - POLICY_SHARE * rho))),
+        dim=params.dim,
         regularization=params.regularization, source=source, target=target, nodes=nodes,
         seeded=params.seed is not None, started_at=utc_now())
 
@@ -142,38 +165,65 @@ def check_embed(params: EmbedParams) -> EmbedPlan:
 # --- stages -------------------------------------------------------------------------------------
 
 
+def distinct_edges(frame: Any, contract: Contract, source: str, target: str) -> np.ndarray:
+    """Which rows are the first listing of their edge: an unordered pair of endpoint labels
+    (as the encoder matches them; a null is a label of its own), however often listed."""
+    import pandas as pd
+
+    text = [normalize_text(as_text(frame[c]), contract.normalization(c))
+            for c in (source, target)]
+    ids, _ = pd.factorize(pd.Series(np.concatenate(text), dtype=object),
+                          use_na_sentinel=False)
+    a, b = ids[:len(frame)].astype(np.int64), ids[len(frame):].astype(np.int64)
+    low, high = np.minimum(a, b), np.maximum(a, b)
+    return ~pd.Series(low * (int(ids.max(initial=0)) + 1) + high).duplicated().to_numpy()
+
+
 def read_stage(context: RunContext, state: State) -> dict[str, Any]:
-    """The edge list as node codes, as a simple undirected graph (private; no noise)."""
+    """The edge list as node codes, as a simple undirected graph (private; no noise).
+
+    Edges get the contract's policies (an endpoint that is not a declared node, or null);
+    the exact tally of touched edges, counted once per distinct edge, is staged."""
     import pyarrow.parquet as pq
 
-    from privfair.release.ingest import discretize, load
+    from privfair.release.ingest import load, stage_policy_tally
 
     plan: EmbedPlan = context.plan
     staging = context.workspace.staging
-    codes = pq.read_table(discretize(load(plan.data_path, plan.contract, staging),
-                                     plan.contract, staging).open_checked())
-    edges = np.stack([codes.column(plan.source).to_numpy().astype(np.int64),
-                      codes.column(plan.target).to_numpy().astype(np.int64)], axis=1)
+    staged = load(plan.data_path, plan.contract, staging)
+    frame = pq.read_table(staged.open_checked(),
+                          columns=[plan.source, plan.target]).to_pandas()
+    frame = frame[distinct_edges(frame, plan.contract, plan.source, plan.target)]
+    tally = PolicyTally()
+    codes = discretize(frame, plan.contract, tally=tally)
+    del frame
+    edges = np.stack([codes[plan.source].astype(np.int64),
+                      codes[plan.target].astype(np.int64)], axis=1)
     del codes
     edges = np.unique(np.sort(edges[edges[:, 0] != edges[:, 1]], axis=1), axis=0)
     ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
                          context.workspace.artefacts)
     return {"edges": save_private(edges.reshape(-1, 2), staging, "edges.npy"),
-            "ledger": ledger}
+            "policy_tally": stage_policy_tally(tally, staging), "ledger": ledger}
 
 
 def embed_stage(context: RunContext, state: State) -> dict[str, Any]:
-    """DPNE, charged to the run's ledger before its noise is drawn (private; noise)."""
+    """The noisy counts of touched edges, then DPNE, each charged to the run's ledger
+    before its noise is drawn (private; noise)."""
     from privfair.graph.dpne import EdgeList, dpne
+    from privfair.release.ingest import read_policy_tally
 
     plan: EmbedPlan = context.plan
     ledger = load_ledger(state["ledger"])
+    record = measure_policy_counts(read_policy_tally(state["policy_tally"]), plan.contract,
+                                   ledger, rho=plan.policy_rho, rng=context.rng("policies"))
     graph = EdgeList(len(plan.nodes), np.load(state["edges"].open_checked(),
                                               allow_pickle=False))
     embeddings = dpne(graph, dim=plan.dim, epsilon=plan.dpne_epsilon, ledger=ledger,
                       rng=context.rng("embed"), regularization=plan.regularization)
     del graph
-    return {"embeddings": embeddings, "ledger": save_ledger(ledger, context.workspace.artefacts)}
+    return {"embeddings": embeddings, "input_validation": record,
+            "ledger": save_ledger(ledger, context.workspace.artefacts)}
 
 
 # --- the release files ------------------------------------------------------------------------
@@ -204,7 +254,7 @@ def pca_chart(embeddings: np.ndarray, nodes: tuple[str, ...]) -> str:
 def embedding_report(manifest: dict[str, Any], embeddings: np.ndarray,
                      nodes: tuple[str, ...]) -> str:
     """A short self-contained HTML page: the guarantee and the PCA scatter."""
-    from privfair.reporting.report import CSS, kv_table
+    from privfair.reporting.report import CSS, kv_table, policy_counts_section
 
     g = manifest["guarantee"]
     title = f"{html.escape(manifest['dataset'])} {html.escape(manifest['version'])}"
@@ -213,28 +263,35 @@ def embedding_report(manifest: dict[str, Any], embeddings: np.ndarray,
         f"<title>{title} node embeddings</title><style>{CSS}</style></head><body>",
         f"<h1>Node embeddings: {title} (DPNE)</h1>",
         f"<p>({g['epsilon']:g}, {g['delta']:g})-DP with respect to one edge added or removed: "
-        f"DPNE is pure {g['dpne_epsilon']:.6g}-DP (objective perturbation), charged ρ = "
-        f"{g['spent']['rho']:.6g} of the {g['rho_reserved']:.6g} reserved.</p>",
+        f"DPNE is pure {g['dpne_epsilon']:.6g}-DP (objective perturbation); the run charged "
+        f"ρ = {g['spent']['rho']:.6g} of the {g['rho_reserved']:.6g} reserved (noisy counts "
+        "of the edges the contract's policies touched included).</p>",
         "<h2>Embeddings</h2>", f"<img alt='PCA of the embeddings' src='"
                                f"{pca_chart(embeddings, nodes)}'>",
         "<h2>Settings</h2>", kv_table(manifest["embedding"]),
+        "<h2>Input</h2>",
+        policy_counts_section((manifest.get("validation") or {}).get("input") or {}),
         "</body></html>"])
 
 
 def build_manifest(plan: EmbedPlan, *, version: str, ledger: PrivacyLedger,
-                   lifetime: Any) -> dict[str, Any]:
+                   lifetime: Any, input_validation: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
     return {
         **manifest_common(plan, fmt=FORMAT, kind="embedding", version=version, ledger=ledger,
                           lifetime=lifetime),
         "method": "dpne",
         "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
                       "dpne_epsilon": plan.dpne_epsilon, "spent": ledger.guarantee(),
+                      "policy_counts_rho": plan.policy_rho,
                       "neighbours": "one edge added or removed"},
+        "validation": {"input": input_validation},
         "embedding": {
             "dim": plan.dim, "regularization": plan.regularization,
             "nodes": len(plan.nodes), "source": plan.source, "target": plan.target,
             "graph": "the rows as a simple undirected graph: self-loops dropped, an edge "
-                     "listed twice counted once",
+                     "listed twice counted once; an edge whose endpoint is not a declared "
+                     "node, or null, gets the contract's policy",
             "model": "DeepWalk matrix M = (P + P^2)/2, W minimises ||M - W H^T||^2 + "
                      "lambda ||W||^2 + <W, eta> exactly, H public and data-independent",
         },
@@ -247,7 +304,7 @@ class EmbeddingKind(ReleaseKind):
     name = "embedding"
     command = "embed"
     params = EmbedParams
-    seed_stages = ("embed",)
+    seed_stages = ("embed", "policies")
     description = "publish edge-level DP node embeddings (DPNE) of an edge-list dataset"
 
     def check(self, params: EmbedParams) -> EmbedPlan:
@@ -272,7 +329,8 @@ class EmbeddingKind(ReleaseKind):
         plan: EmbedPlan = context.plan
         embeddings = np.asarray(state["embeddings"], dtype=np.float64)
         manifest = build_manifest(plan, version=version,
-                                  ledger=load_ledger(state["ledger"]), lifetime=lifetime)
+                                  ledger=load_ledger(state["ledger"]), lifetime=lifetime,
+                                  input_validation=state.get("input_validation"))
         frame = pd.DataFrame(embeddings, columns=[f"e{k}" for k in range(plan.dim)])
         frame.insert(0, "node", list(plan.nodes))
         frame.to_parquet(folder / "embeddings.parquet", index=False)

@@ -11,6 +11,14 @@ Methods: PrivPC and LapMech (Xu 2021, ch. 4) on the contract's codes, optionally
 a public grouping; PrivPC* (§4.4.3) on the contract's numeric columns, clamped to their
 declared ``[lower, upper]``.
 
+Issue 21.2: after the reservation nothing stops or speaks on a private value. The file's
+schema is checked before it (:func:`~privfair.contracts.encoding.check_source_schema`).
+PrivPC and LapMech read the contract's codes, values outside the domain and nulls getting the
+contract's policies; PrivPC* clamps each numeric value to its declared bounds and drops a row
+holding a null or a value that is not a finite number. The rows those policies touched are
+published only as noisy counts (:func:`~privfair.release.policy_counts.measure_policy_counts`,
+:data:`~privfair.release.policy_counts.POLICY_SHARE` of ρ, taken from the search's ρ).
+
 Privacy. The whole ρ of (ε, δ) is reserved (and charged once noise is drawn) whatever the
 search spends, because how much PrivPC spends depends on released outputs. PrivPC's scores
 are scaled for tables of at most ``max_rows`` rows; a larger table is never refused (a refusal
@@ -32,18 +40,21 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import yaml
 from pydantic import Field, field_validator
 
 from privfair.causal.coarsen import ADULT_CH4, Groups, coarsen
 from privfair.causal.graph import unblocked_paths
 from privfair.causal.privpc import DiscoveryResult, max_rounds
+from privfair.contracts.encoding import PolicyTally, check_source_schema
 from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.domain import Domain, Roles
-from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
+from privfair.core.errors import ContractError, PrivfairError
 from privfair.release.checks import PlanTooLargeError, check_folders, memory_limit
 from privfair.release.options import ODD_PATH, ReleaseOptions
+from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
 from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.table.plan import (
     DATASET_NAME,
@@ -137,6 +148,26 @@ class DiscoverPlan:
     seed_fingerprint: str | None = None
 
     @property
+    def policy_rho(self) -> float:
+        """ρ of the noisy counts of rows the policies touched (taken from the search's)."""
+        return POLICY_SHARE * self.rho
+
+    @property
+    def search_rho(self) -> float:
+        return self.rho - self.policy_rho
+
+    @property
+    def policy_contract(self) -> Contract:
+        """The policies the read stage applies: the contract's (PrivPC, LapMech), or PrivPC*'s
+        on its numeric nodes (clamp to the declared bounds; drop nulls and non-numbers)."""
+        if self.search != "privpc-star":
+            return self.contract
+        return self.contract.model_copy(update={"drop": (), "columns": tuple(
+            self.contract.column(a).model_copy(update={"out_of_domain": "clamp",
+                                                       "nulls": "drop"})
+            for a in self.nodes)})
+
+    @property
     def roles(self) -> Roles:
         """The contract's roles, restricted to the search's nodes."""
         roles = self.contract.roles()
@@ -166,48 +197,6 @@ def read_groups(spec: str | None, contract: Contract) -> Groups:
         raise GraphReleaseError(f"coarsen: columns {unknown} are not in contract "
                                 f"{contract.name!r}")
     return groups
-
-
-def check_data_columns(path: Path, contract: Contract) -> None:
-    """Refuse, from the file's header or schema alone, a missing or undeclared column and
-    (Parquet) a numeric column stored as something else; one line naming the column."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from privfair.contracts.encoding import hidden_index_columns
-
-    types: dict[str, Any] = {}
-    if path.suffix.lower() == ".csv":
-        import csv
-
-        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
-            names = [h.strip() for h in next(csv.reader(fh), [])]
-    else:
-        try:
-            schema = pq.read_schema(path)
-        except Exception as exc:  # not a Parquet file: one line, not a traceback
-            raise ReleaseInputError(f"data file {path}: not a readable Parquet file "
-                                    f"({type(exc).__name__})") from None
-        hidden = set(hidden_index_columns(path))
-        names = [n for n in schema.names if n not in hidden]
-        types = {f.name: f.type for f in schema}
-    declared = list(contract.column_names)
-    missing = [c for c in declared if c not in names]
-    if missing:
-        raise ReleaseInputError(f"data file {path}: missing column(s) {missing} declared by "
-                                f"contract {contract.name!r}")
-    extra = [c for c in names if c not in declared and c not in contract.drop]
-    if extra:
-        raise ReleaseInputError(f"data file {path}: unexpected column(s) {extra} not declared "
-                                f"by contract {contract.name!r} (declare them or list them "
-                                "under 'drop')")
-    for spec in contract.columns:
-        kind = types.get(spec.name)
-        if spec.type == "numeric" and kind is not None and not (
-                pa.types.is_integer(kind) or pa.types.is_floating(kind)
-                or pa.types.is_decimal(kind) or pa.types.is_null(kind)):
-            raise ReleaseInputError(f"data file {path}: column {spec.name!r} has type {kind} "
-                                    f"but contract {contract.name!r} declares it numeric")
 
 
 def check_search_memory(domain: Domain, *, search: str, max_order: int, max_rows: int,
@@ -275,7 +264,7 @@ def check_discover(params: DiscoverParams) -> DiscoverPlan:
                             max_rows=params.max_rows)
         contract.roles().check(domain, fair=False)
     data_path, source = resolve_data(params, contract)  # type: ignore[arg-type]
-    check_data_columns(data_path, contract)
+    check_source_schema(data_path, contract)  # names, Parquet types: before the reservation
     store = Path(params.out).expanduser().resolve()
     check_store_writable(store)
     check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
@@ -303,27 +292,46 @@ def save_private(array: np.ndarray, staging: Path, name: str) -> FileRef:
     return stage_file(path)
 
 
+def clamp_numeric(frame: pd.DataFrame, nodes: tuple[str, ...],
+                  bounds: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, PolicyTally]:
+    """PrivPC*'s rows: each value clamped to its column's declared bounds; a row holding a
+    null or a value that is not a finite number (text, an infinity) dropped. Never raises on
+    a value; returns the rows kept and the (private) tally of touched rows per column."""
+    tally = PolicyTally()
+    columns, keep = [], np.ones(len(frame), dtype=bool)
+    for a, (lo, hi) in zip(nodes, bounds, strict=True):
+        raw = frame[a]
+        values = pd.to_numeric(raw.astype(object), errors="coerce").to_numpy(
+            dtype=np.float64, na_value=np.nan)
+        dropped = ~np.isfinite(values)  # nulls, text that is not a number, ±inf
+        with np.errstate(invalid="ignore"):
+            clamped = ~dropped & ((values < lo) | (values > hi))
+        tally.add(a, "dropped", int(dropped.sum()))
+        tally.add(a, "clamped", int(clamped.sum()))
+        keep &= ~dropped
+        columns.append(np.clip(values, lo, hi))
+    rows = np.stack(columns, axis=1) if columns else np.zeros((len(frame), 0))
+    return rows[keep], tally
+
+
 def read_stage(context: RunContext, state: State) -> dict[str, Any]:
     """Read, discretise and coarsen (or, for PrivPC*, clamp) the private rows; for PrivPC,
-    subsample a table of more than ``max_rows`` rows (private; no noise)."""
+    subsample a table of more than ``max_rows`` rows (private; no noise). Values get the
+    policies (:attr:`DiscoverPlan.policy_contract`); their exact tally is staged."""
     import pyarrow.parquet as pq
 
-    from privfair.release.ingest import discretize, load
+    from privfair.release.ingest import discretize_counted, load, stage_policy_tally
 
     plan: DiscoverPlan = context.plan
     staging = context.workspace.staging
     staged = load(plan.data_path, plan.contract, staging)
     if plan.search == "privpc-star":
         frame = pq.read_table(staged.open_checked(), columns=list(plan.nodes)).to_pandas()
-        values = frame.to_numpy(dtype=np.float64)
-        for k, a in enumerate(plan.nodes):
-            if np.isnan(values[:, k]).any():
-                raise ReleaseInputError(f"column {a!r}: holds nulls; privpc-star needs a number "
-                                        "in every row")
-        low, high = (np.array(b, dtype=np.float64) for b in zip(*plan.bounds, strict=True))
-        rows = np.clip(values, low, high)
+        rows, exact = clamp_numeric(frame, plan.nodes, plan.bounds)
+        del frame
+        tally = stage_policy_tally(exact, staging)
     else:
-        codes = discretize(staged, plan.contract, staging)
+        codes, tally = discretize_counted(staged, plan.contract, staging)
         table = pq.read_table(codes.open_checked())  # narrow codes: n × p bytes or so
         if plan.search == "privpc" and table.num_rows > plan.max_rows:
             keep = context.rng("subsample").choice(table.num_rows, size=plan.max_rows,
@@ -336,18 +344,24 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
         rows = coarsen(matrix, full, plan.contract.labels, plan.groups)[0]
     ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
                          context.workspace.artefacts)
-    return {"rows": save_private(rows, staging, "graph-rows.npy"), "ledger": ledger}
+    return {"rows": save_private(rows, staging, "graph-rows.npy"), "policy_tally": tally,
+            "ledger": ledger}
 
 
 def search_stage(context: RunContext, state: State) -> dict[str, Any]:
-    """The DP search, every mechanism charged to the run's ledger (private; draws noise)."""
+    """The noisy counts of rows the policies touched, then the DP search on the rest of ρ;
+    every mechanism charged to the run's ledger (private; draws noise)."""
     from privfair.causal import privpc
+    from privfair.release.ingest import read_policy_tally
 
     plan: DiscoverPlan = context.plan
     ledger = load_ledger(state["ledger"])
+    record = measure_policy_counts(read_policy_tally(state["policy_tally"]),
+                                   plan.policy_contract, ledger, rho=plan.policy_rho,
+                                   rng=context.rng("policies"))
     rows = np.load(state["rows"].open_checked(), allow_pickle=False)
     rng = context.rng("search")
-    common = {"rho": plan.rho, "ledger": ledger, "rng": rng, "alpha": plan.alpha,
+    common = {"rho": plan.search_rho, "ledger": ledger, "rng": rng, "alpha": plan.alpha,
               "max_order": plan.max_order, "roles": plan.roles}
     if plan.search == "privpc-star":
         low, high = (np.array(b, dtype=np.float64) for b in zip(*plan.bounds, strict=True))
@@ -359,7 +373,8 @@ def search_stage(context: RunContext, state: State) -> dict[str, Any]:
         result = privpc.priv_pc(rows, plan.domain, max_rows=plan.max_rows, replace_one=True,
                                 **common)
     del rows
-    return {"result": result, "ledger": save_ledger(ledger, context.workspace.artefacts)}
+    return {"result": result, "input_validation": record,
+            "ledger": save_ledger(ledger, context.workspace.artefacts)}
 
 
 # --- the release files ------------------------------------------------------------------------
@@ -385,8 +400,9 @@ def _search_facts(plan: DiscoverPlan) -> dict[str, Any]:
         facts["rows"] = "every row (Laplace noise on the full contingency table)"
     else:
         facts.update({
-            "rows": "every row; each numeric column clamped to its declared [lower, upper], "
-                    "standardised to [-1, 1] by those bounds",
+            "rows": "every row holding a finite number in each column (a null or a value that "
+                    "is not a number drops its row); each numeric column clamped to its "
+                    "declared [lower, upper], standardised to [-1, 1] by those bounds",
             "clip": STAR_CLIP,
             "tests": "Fisher z on the noisy correlation matrix and the noisy count",
         })
@@ -419,15 +435,18 @@ def manifest_common(plan: Any, *, fmt: str, kind: str, version: str,
 
 
 def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
-                   result: DiscoveryResult, lifetime: Any) -> dict[str, Any]:
+                   result: DiscoveryResult, lifetime: Any,
+                   input_validation: dict[str, Any] | None = None) -> dict[str, Any]:
     roles = plan.roles
     return {
         **manifest_common(plan, fmt=FORMAT, kind="graph", version=version, ledger=ledger,
                           lifetime=lifetime),
         "method": plan.search,
         "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
-                      "spent": ledger.guarantee()},
+                      "spent": ledger.guarantee(), "search_rho": plan.search_rho,
+                      "policy_counts_rho": plan.policy_rho},
         "search": _search_facts(plan),
+        "validation": {"input": input_validation},
         "domain": (dict(plan.domain.items()) if plan.domain is not None else
                    {a: {"lower": lo, "upper": hi}
                     for a, (lo, hi) in zip(plan.nodes, plan.bounds, strict=True)}),
@@ -451,7 +470,7 @@ class GraphKind(ReleaseKind):
     name = "graph"
     command = "discover"
     params = DiscoverParams
-    seed_stages = ("subsample", "search")
+    seed_stages = ("subsample", "search", "policies")
     description = "publish a DP causal graph (PrivPC, LapMech or PrivPC*) as a graph release"
 
     def check(self, params: DiscoverParams) -> DiscoverPlan:
@@ -477,7 +496,8 @@ class GraphKind(ReleaseKind):
         ledger = load_ledger(state["ledger"])
         result: DiscoveryResult = state["result"]
         manifest = build_manifest(plan, version=version, ledger=ledger, result=result,
-                                  lifetime=lifetime)
+                                  lifetime=lifetime,
+                                  input_validation=state.get("input_validation"))
         (folder / "graph.json").write_text(result.graph.to_json(), encoding="utf-8")
         (folder / "ledger.json").write_text(json.dumps(ledger.state_dict(), indent=2,
                                                        default=float), encoding="utf-8")

@@ -17,7 +17,11 @@ from privfair.reporting.charts import (
     ledger_svg,
     ledger_tables,
 )
-from privfair.reporting.report import CSS, kv_table
+from privfair.reporting.report import (
+    CSS,
+    kv_table,
+    policy_counts_section,
+)
 
 
 def graph_chart(graph: CausalGraph, roles: Mapping[str, Any],
@@ -63,5 +67,7 @@ def graph_report(manifest: Mapping[str, Any]) -> str:
         f"<table><tr><th>from</th><th></th><th>to</th></tr>{edge_rows}</table>",
         "<h2>Roles audit</h2>", audit,
         "<h2>Search</h2>", kv_table(manifest["search"]),
+        "<h2>Input</h2>",
+        policy_counts_section((manifest.get("validation") or {}).get("input") or {}),
         "<h2>Privacy ledger</h2>", ledger_tables(ledger), ledger_svg(ledger),
         "</body></html>"])

@@ -3,12 +3,16 @@
 A model release never reserves "whatever the lifetime has left": its Rényi curve is declared
 up front and reserved, and the run is calibrated never to spend more, order by order.
 
+* Rows the contract's policies touched (issue 21.2): their noisy counts through the Gaussian
+  mechanism with ρ_pol = :data:`~privfair.release.policy_counts.POLICY_SHARE` ×
+  zcdp_rho(ε, δ) (L2 sensitivity √(columns the model reads)), always, in the first noise
+  stage; its curve ρ_pol·α is part of the declared one.
 * Held-out evaluation (``holdout > 0``): per-group confusion matrices through the Gaussian
   mechanism with ρ_eval = ``evaluation_share`` × zcdp_rho(ε, δ) (L2 sensitivity 1: a held-out
   person is in one cell).
 * ``pflr``, ``pflr-star``, ``privlr``: the functional mechanism is pure ε_m-DP, split as
   :mod:`privfair.learn.functional` splits it (centre, shift, coefficients); ε_m is the
-  largest ε that fits next to the evaluation within (ε, δ) (ε itself with no evaluation).
+  largest ε that fits next to the policy counts and the evaluation within (ε, δ).
   Its curve is known from ε_m alone.
 * ``dpsgd``, ``dpsgd-f``, ``naive``: a Laplace count of the training rows (``ROW_COUNT_SHARE``
   of ε) fixes the Poisson rate at run time. The declared curve assumes the public lower
@@ -37,6 +41,8 @@ from privfair.core.accounting import (
     zcdp_rho,
 )
 from privfair.core.errors import BudgetExceededError, PrivfairError
+from privfair.release.policy_counts import LEDGER_NAME as POLICY_ENTRY
+from privfair.release.policy_counts import POLICY_SHARE
 
 FUNCTIONAL_MODELS = ("pflr", "pflr-star", "privlr")
 SGD_MODELS = ("dpsgd", "dpsgd-f", "naive")
@@ -73,6 +79,15 @@ class ModelBudget:
     steps: int | None = None
     noise_multiplier: float | None = None
     sgd_curve: tuple[float, ...] | None = None
+    #: The noisy counts of rows the contract's policies touched: σ, L2 sensitivity, cells.
+    policy_sigma: float | None = None
+    policy_sensitivity: float = 1.0
+    policy_cells: int = 0
+
+    @property
+    def policy_rho(self) -> float:
+        return 0.0 if self.policy_sigma is None else gaussian_rho(
+            sigma=self.policy_sigma, sensitivity=self.policy_sensitivity)
 
     @property
     def evaluation_rho(self) -> float:
@@ -82,6 +97,10 @@ class ModelBudget:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "declared_rdp": [float(v) for v in self.curve],
+            "policy_counts": (None if self.policy_sigma is None else
+                              {"sigma": self.policy_sigma, "rho": self.policy_rho,
+                               "l2_sensitivity": self.policy_sensitivity,
+                               "cells": self.policy_cells, "share": POLICY_SHARE}),
             "evaluation": (None if self.evaluation_sigma is None else
                            {"sigma": self.evaluation_sigma, "rho": self.evaluation_rho,
                             "cells": self.evaluation_cells})}
@@ -107,6 +126,16 @@ def evaluation_entry(sigma: float, cells: int) -> LedgerEntry:
     return LedgerEntry(name=EVALUATION_ENTRY, mechanism="gaussian", sensitivity=1.0,
                        rho=gaussian_rho(sigma=sigma, sensitivity=1.0), sigma=float(sigma),
                        queries=int(cells))
+
+
+def policy_entry(rho: float, *, sensitivity: float, cells: int) -> tuple[float, LedgerEntry]:
+    """σ and the entry :func:`privfair.release.policy_counts.measure_policy_counts` records
+    when it is given ``rho`` (the same floats, so the run's curve is the declared one)."""
+    sigma = sensitivity / math.sqrt(2.0 * rho)
+    return sigma, LedgerEntry(name=POLICY_ENTRY, mechanism="gaussian",
+                              sensitivity=float(sensitivity),
+                              rho=gaussian_rho(sigma=sigma, sensitivity=sensitivity),
+                              sigma=float(sigma), queries=int(cells))
 
 
 def row_count_entry(epsilon: float) -> LedgerEntry:
@@ -214,33 +243,41 @@ def calibrate_to_curve(*, method: str, sample_rate: float, steps: int, groups: i
 def plan_budget(*, model: str, epsilon: float, delta: float, holdout: float,
                 evaluation_share: float, groups: int, fairness_share: float = 0.5,
                 min_rows: int = 1000, batch_size: int = 256, epochs: int = 20,
-                clip: float = 0.5) -> ModelBudget:
-    """The declared cost of a model release, from its public parameters only."""
-    base: list[LedgerEntry] = []
+                clip: float = 0.5, policy_sensitivity: float = 1.0,
+                policy_cells: int = 1) -> ModelBudget:
+    """The declared cost of a model release, from its public parameters only.
+
+    ``policy_sensitivity`` and ``policy_cells``: the L2 sensitivity and the number of cells
+    of the touched-rows counts (:func:`~privfair.contracts.encoding.policy_sensitivity` and
+    :func:`~privfair.contracts.encoding.policy_cells` of the columns the model reads).
+    """
+    rho = zcdp_rho(epsilon=epsilon, delta=delta)
+    sigma_pol, pol = policy_entry(POLICY_SHARE * rho, sensitivity=policy_sensitivity,
+                                  cells=policy_cells)
+    base: list[LedgerEntry] = [pol]
+    policies = {"policy_sigma": sigma_pol, "policy_sensitivity": float(policy_sensitivity),
+                "policy_cells": int(policy_cells)}
     sigma_eval, cells = None, 0
     if holdout > 0:
         cells = 4 * groups  # group × true label × predicted label
-        sigma_eval = math.sqrt(1 / (2 * evaluation_share * zcdp_rho(epsilon=epsilon,
-                                                                      delta=delta)))
+        sigma_eval = math.sqrt(1 / (2 * evaluation_share * rho))
         base.append(evaluation_entry(sigma_eval, cells))
     if model in FUNCTIONAL_MODELS:
         scratch = _ledger(epsilon, delta, base)
-        eps_m = epsilon
-        if base:  # the largest ε_m that fits next to the evaluation
-            lo, hi = 0.0, epsilon
-            for _ in range(50):
-                mid = (lo + hi) / 2
-                ok = _fits(scratch, functional_entries(model, mid,
-                                                       fairness_share=fairness_share))
-                lo, hi = (mid, hi) if ok else (lo, mid)
-            eps_m = lo
-            if eps_m <= 0:
-                raise ModelReleaseError("evaluation_share leaves the model no budget")
+        # the largest ε_m that fits next to the policy counts and the evaluation
+        lo, hi = 0.0, epsilon
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            ok = _fits(scratch, functional_entries(model, mid, fairness_share=fairness_share))
+            lo, hi = (mid, hi) if ok else (lo, mid)
+        eps_m = lo
+        if eps_m <= 0:
+            raise ModelReleaseError("evaluation_share leaves the model no budget")
         curve = _ledger(epsilon, delta, [
             *base, *functional_entries(model, eps_m, fairness_share=fairness_share)]).rdp()
         return ModelBudget(epsilon, delta, tuple(float(v) for v in curve),
                            evaluation_sigma=sigma_eval, evaluation_cells=cells,
-                           model_epsilon=eps_m)
+                           model_epsilon=eps_m, **policies)
     if model not in SGD_MODELS:
         raise ModelReleaseError(f"model: {model!r} is not one of {list(MODELS)}")
     count_eps = ROW_COUNT_SHARE * epsilon
@@ -256,4 +293,4 @@ def plan_budget(*, model: str, epsilon: float, delta: float, holdout: float,
                        evaluation_sigma=sigma_eval, evaluation_cells=cells,
                        count_epsilon=count_eps, min_rows=min_rows, sample_rate=rate,
                        steps=steps, noise_multiplier=sigma,
-                       sgd_curve=tuple(float(v) for v in gradients))
+                       sgd_curve=tuple(float(v) for v in gradients), **policies)

@@ -9,11 +9,19 @@ lifetime ledger. It holds ``weights.npz`` (numpy arrays, no pickle), ``manifest.
 with).
 
 Stages: ``read`` (private, no noise: reads the rows, encodes them from the contract alone and
-splits them, each row held out independently with probability ``holdout``; any bad value
-fails here and the reservation is cancelled) → ``train`` (private, draws noise) →
-``evaluate`` (private, draws noise; only when ``holdout > 0``). Private arrays travel between
-stages as 0600 ``.npy`` files in the run's staging folder, the ledger as a post-noise
-artefact.
+splits them, each row held out independently with probability ``holdout``) → ``train``
+(private, draws noise: first the noisy counts of the rows the contract's policies touched,
+then the model) → ``evaluate`` (private, draws noise; only when ``holdout > 0``). Private
+arrays and the exact tally of touched rows travel between stages as 0600 files in the run's
+staging folder, the ledger as a post-noise artefact.
+
+Issue 21.2: after the reservation nothing stops or speaks on a private value. The file's
+schema (the columns the model reads, their Parquet types) is checked before it
+(:func:`~privfair.contracts.encoding.check_source_schema`); values outside the declared
+domain and nulls get the contract's policy in the encoding (a dropped row leaves features,
+label and group together), and the rows each policy touched are published only as noisy
+counts (:func:`~privfair.release.policy_counts.measure_policy_counts`), whose cost is part
+of the declared curve.
 
 Privacy. The declared cost (:mod:`privfair.release.model.budget`) is a Rényi curve fixed from
 public inputs before anything is read, reserved in the lifetime ledger, and never exceeded:
@@ -38,11 +46,18 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
+from privfair.contracts.encoding import (
+    PolicyTally,
+    check_source_schema,
+    policy_cells,
+    policy_sensitivity,
+)
 from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import PrivacyLedger
-from privfair.core.errors import BudgetExceededError, DomainError, ReleaseInputError
+from privfair.core.errors import BudgetExceededError, DomainError
 from privfair.release.checks import check_folders
+from privfair.release.ingest import read_policy_tally, stage_policy_tally
 from privfair.release.model.budget import (  # noqa: F401  (re-exported)
     FUNCTIONAL_MODELS,
     MODELS,
@@ -64,6 +79,7 @@ from privfair.release.model.predict import (  # noqa: F401  (re-exported)
     predict,
 )
 from privfair.release.options import ReleaseOptions
+from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.table.plan import (
     DATASET_NAME,
@@ -153,16 +169,13 @@ def needed_columns(encoding: FeatureEncoding) -> list[str]:
     return [*(name for name, _ in encoding.features), encoding.outcome, encoding.group]
 
 
-def file_columns(path: Path) -> list[str]:
-    """The column names of a CSV/Parquet file, from its schema or header only."""
-    if path.suffix.lower() in (".parquet", ".pq"):
-        import pyarrow.parquet as pq
-
-        return list(pq.read_schema(path).names)
-    import csv
-
-    with open(path, newline="", encoding="utf-8") as fh:
-        return next(csv.reader(fh), [])
+def source_view(contract: Contract, encoding: FeatureEncoding) -> Contract:
+    """The contract as the model reads a data file: the columns it encodes are required; the
+    contract's other columns (and its ``drop`` columns) may be there or not."""
+    used = encoding.used_contract(contract)
+    read = set(used.column_names)
+    return used.model_copy(update={"drop": tuple(
+        [c for c in contract.column_names if c not in read] + list(contract.drop))})
 
 
 def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
@@ -177,6 +190,7 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
         raise DomainError(f"group: column {p.group!r} is not in contract "
                           f"{contract.name!r}; expected one of {list(contract.column_names)}")
     encoding = FeatureEncoding.from_contract(contract, group=p.group, positive=p.positive)
+    used = encoding.used_contract(contract)
     groups = len(encoding.group_labels)
     if p.model in ("pflr", "pflr-star") and groups != 2:
         raise ModelReleaseError(f"model {p.model}: group column {encoding.group!r} has "
@@ -188,7 +202,9 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
     budget = plan_budget(model=p.model, epsilon=p.epsilon, delta=p.delta, holdout=p.holdout,
                          evaluation_share=p.evaluation_share, groups=groups,
                          fairness_share=p.fairness_share, min_rows=p.min_rows,
-                         batch_size=p.batch_size, epochs=p.epochs, clip=p.clip)
+                         batch_size=p.batch_size, epochs=p.epochs, clip=p.clip,
+                         policy_sensitivity=policy_sensitivity(used),
+                         policy_cells=len(policy_cells(used)))
     lifetime = read_lifetime_ledger(store, contract)
     after = lifetime_epsilon(lifetime, np.asarray(budget.curve))
     if after > lifetime.epsilon_budget * (1 + 1e-9):
@@ -196,15 +212,8 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
             f"lifetime budget of dataset {contract.name!r} exceeded: this model release "
             f"(epsilon={p.epsilon:g}) would bring it to epsilon={after:.4g} > "
             f"{lifetime.epsilon_budget:g} (delta={lifetime.delta_budget:g})")
-    try:
-        columns = file_columns(data_path)
-    except (OSError, ValueError, UnicodeDecodeError) as exc:
-        raise ReleaseInputError(f"data file {data_path}: cannot read its columns "
-                                f"({' '.join(str(exc).split())[:200]})") from None
-    missing = [c for c in needed_columns(encoding) if c not in columns]
-    if missing:  # from the file's schema alone, before anything is reserved
-        raise ReleaseInputError(f"data file {data_path}: missing columns {missing}; the model "
-                                f"needs {needed_columns(encoding)}")
+    # The file's schema alone (names, Parquet types), before anything is reserved.
+    check_source_schema(data_path, source_view(contract, encoding))
     return ModelPlan(
         run_id=new_run_id(), dataset=contract.name, contract=contract,
         contract_path=str(contract_path), store=str(store),
@@ -217,13 +226,11 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
 
 
 def read_private(plan: Any) -> pd.DataFrame:
-    """The private rows of ``plan.data_path`` (refuses an empty file with one line)."""
+    """The private rows of ``plan.data_path`` (an empty file is read as no rows, never
+    refused: issue 21.2)."""
     path = Path(plan.data_path)
-    frame = pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else \
+    return pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else \
         pd.read_csv(path)
-    if frame.empty:
-        raise ReleaseInputError(f"data file {path} has no rows (empty input)")
-    return frame
 
 
 def holdout_mask(rng: np.random.Generator, n: int, holdout: float) -> np.ndarray:
@@ -248,10 +255,12 @@ def _load_private(ref: FileRef) -> np.ndarray:
 
 
 def read_stage(context: RunContext, state: State) -> dict[str, Any]:
-    """Read, encode (every bad value fails here, before any noise) and split the rows."""
+    """Read, encode under the contract's policies (no value raises; the exact tally of the
+    rows they touched is staged for the noisy counts) and split the rows."""
     plan: ModelPlan = context.plan
     frame = read_private(plan)
-    x = plan.encoding.transform(frame, plan.contract)
+    tally = PolicyTally()
+    x = plan.encoding.transform(frame, plan.contract, tally=tally)
     y, groups = plan.encoding.labels_and_groups(frame, plan.contract)
     del frame
     if not len(x) == len(y) == len(groups):  # encoding must keep or drop whole rows
@@ -264,7 +273,8 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
         for name, array in (("x", x), ("y", y), ("groups", groups)):
             rows[f"{name}_{part}"] = _save_private(staging, f"{name}_{part}", array[mask])
     ledger = PrivacyLedger(epsilon_budget=plan.epsilon, delta=plan.delta, accounting="rdp")
-    return {"rows": rows, "ledger": save_ledger(ledger, context.workspace.artefacts)}
+    return {"rows": rows, "policy_tally": stage_policy_tally(tally, staging),
+            "ledger": save_ledger(ledger, context.workspace.artefacts)}
 
 
 def _train_functional(context: RunContext, x: np.ndarray, y: np.ndarray, groups: np.ndarray,
@@ -316,16 +326,24 @@ def _train_sgd(context: RunContext, x: np.ndarray, y: np.ndarray, groups: np.nda
     return net.weights, hyper
 
 
+def policy_counts(context: RunContext, state: State, ledger: PrivacyLedger) -> dict[str, Any]:
+    """The rows each policy touched, as noisy counts at the declared ρ_pol (issue 21.2)."""
+    plan: ModelPlan = context.plan
+    return measure_policy_counts(read_policy_tally(state["policy_tally"]),
+                                 plan.encoding.used_contract(plan.contract), ledger,
+                                 rho=plan.budget.policy_rho, rng=context.rng("policies"))
+
+
 def train_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan: ModelPlan = context.plan
+    ledger = load_ledger(state["ledger"])
+    record = policy_counts(context, state, ledger)
     rows = state["rows"]
     x, y, groups = (_load_private(rows[f"{n}_train"]) for n in ("x", "y", "groups"))
-    if not len(x):
-        raise ModelReleaseError("no training rows: every row was held out")
-    ledger = load_ledger(state["ledger"])
     fit = _train_functional if plan.params.model in FUNCTIONAL_MODELS else _train_sgd
     weights, hyper = fit(context, x, y, groups, ledger)
     return {"weights": {k: np.asarray(v) for k, v in weights.items()}, "hyper": hyper,
+            "input_validation": record,
             "ledger": save_ledger(ledger, context.workspace.artefacts)}
 
 
@@ -358,7 +376,7 @@ class ModelKind(ReleaseKind):
     name = "model"
     command = "train"
     params = TrainParams
-    seed_stages = ("split", "count", "train", "evaluation")
+    seed_stages = ("split", "count", "train", "evaluation", "policies")
     description = "publish a DP (and fair) classifier as a model release"
 
     def check(self, params: TrainParams) -> ModelPlan:
@@ -415,6 +433,7 @@ class ModelKind(ReleaseKind):
                                        "is rho*alpha); rho_reserved keeps the zCDP check of "
                                        "table releases sound"},
             "hyper_parameters": dict(state.get("hyper", {})),
+            "validation": {"input": state["input_validation"]},
             "features": plan.encoding.to_dict() | {"names": list(plan.encoding.feature_names)},
             "trivial": trivial,
             "metrics": metrics,
