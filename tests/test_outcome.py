@@ -92,3 +92,15 @@ def test_dpgan_claims_no_parity(toy_contract, toy_parquet, tmp_path, monkeypatch
                                     gan_epochs=1))
     line = table_kind.GAN.outcome(json.loads((folder / "manifest.json").read_text()))
     assert "FAIL (not claimed by this method)" in line
+
+
+def test_the_outcome_names_the_tot_eta_and_what_it_reached():
+    manifest = {"method": {"name": "mst"}, "structure": {"method": "mst", "edges": [["a", "b"]]},
+                "fairness": {"model_graph": {"passed": False}},
+                "fairness_transform": {"applied": True, "parameters": {"eta": 0.08},
+                                       "achieved_discrimination": 0.0612},
+                "parameters": {}, "validation": {"output": {"passed": True}},
+                "sampling": {"n_rows": 10}}
+    line = table_kind.TABLE.outcome(manifest)
+    assert "TOT eta=0.08 applied (discrimination 0.061)" in line
+    assert "model-graph fairness FAIL (not claimed by this method)" in line

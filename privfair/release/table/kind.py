@@ -273,7 +273,11 @@ class TableKind(ReleaseKind):
                           + ("" if claimed else " (not claimed by this method)"))
         transform = manifest.get("fairness_transform") or {}
         if transform.get("applied"):
-            checks.append(f"TOT eta={transform.get('eta')} applied")
+            eta = (transform.get("parameters") or {}).get("eta")
+            achieved = transform.get("achieved_discrimination")
+            checks.append(f"TOT eta={eta} applied" + (
+                f" (discrimination {float(achieved):.3f})"
+                if isinstance(achieved, int | float) else ""))
         if manifest["parameters"].get("allow_unfair"):
             checks.append("--allow-unfair")
         validation = (manifest.get("validation") or {}).get("output") or {}
