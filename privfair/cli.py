@@ -663,8 +663,12 @@ def cmd_ledger_import(args: argparse.Namespace) -> int:
     files = ledger_files(Path(args.file).expanduser())
     if not files:
         raise UsageError(f"no lifetime_ledger.json under {args.file}")
-    for line in import_files(open_registry(), files):
-        print(line)
+    from privfair.store.registry import read_chain
+
+    for path in import_files(open_registry(), files):
+        entries = read_chain(path.parent.name)
+        print(f"imported {path} as dataset {path.parent.name!r}: {len(entries)} entries, "
+              f"head {entries[-1]['hash'][:12]}")
     return 0
 
 

@@ -389,6 +389,22 @@ def test_a_json_registry_at_the_default_location_is_migrated(tmp_path, monkeypat
     assert (folder / "registry.key").stat().st_mode & 0o777 == 0o600
 
 
+def test_a_json_registry_that_fails_its_check_is_not_migrated(tmp_path, monkeypatch):
+    """A tampered JSON ledger stops the migration, naming the file, and leaves no half
+    registry behind: once the file is dealt with, the registry is created normally."""
+    folder = tmp_path / "registry"
+    monkeypatch.setenv("PRIVFAIR_REGISTRY", str(folder))
+    old = _legacy_folder(folder)
+    raw = json.loads(old.read_text())
+    raw["entries"][1]["rho"] = 0.0
+    old.write_text(json.dumps(raw))
+    with pytest.raises(StoreError, match="lifetime_ledger.json fails its check at entry 1"):
+        read_chain("toy")
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == [".lock"]
+    old.rename(old.with_name("lifetime_ledger.json.tampered"))
+    assert read_chain("toy") == [] and (folder / "registry.sqlite").is_file()
+
+
 def test_ledger_import_verifies_the_old_chain(backend, tmp_path, capsys):
     old = _legacy_folder(tmp_path / "old")
     raw = json.loads(old.read_text())

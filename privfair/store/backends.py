@@ -212,26 +212,34 @@ def _create_sqlite(folder: Path) -> None:
             raise StoreError(f"privacy registry {db} has no key {key_file}: restore the key "
                              "from a backup (without it no ledger can be verified)")
         # Build under a temporary name and rename last, so no process ever uses a registry
-        # whose JSON ledgers are not imported yet.
-        key = _write_key(key_file)
+        # whose JSON ledgers are not imported yet; a failed build leaves nothing behind (else
+        # its key would read as a deleted database).
+        from privfair.store.registry_admin import mark_imported, migrate_folder
+
         tmp = folder / f".{DB_FILE}.new"
         for leftover in folder.glob(f".{DB_FILE}.new*"):
             leftover.unlink()
-        engine = _sqlite_engine(tmp, create=True)
-        reg = Registry(str(db), engine, key, "sqlite")
-        run(reg, lambda conn: _create_schema(conn, reg))
-        from privfair.store.registry_admin import migrate_folder
-
-        migrate_folder(reg, folder)
-        engine.dispose()
-        # Fold the write-ahead log into the file before it is renamed (the log keeps its name).
-        con = sqlite3.connect(tmp)
         try:
-            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            con.execute("PRAGMA journal_mode=DELETE")
-        finally:
-            con.close()
-        os.rename(tmp, db)
+            key = _write_key(key_file)
+            engine = _sqlite_engine(tmp, create=True)
+            reg = Registry(str(db), engine, key, "sqlite")
+            run(reg, lambda conn: _create_schema(conn, reg))
+            imported = migrate_folder(reg, folder)
+            engine.dispose()
+            # Fold the write-ahead log into the file before it is renamed (the log keeps
+            # its name).
+            con = sqlite3.connect(tmp)
+            try:
+                con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                con.execute("PRAGMA journal_mode=DELETE")
+            finally:
+                con.close()
+            os.rename(tmp, db)
+        except BaseException:
+            for path in [key_file, *folder.glob(f".{DB_FILE}.new*")]:
+                path.unlink(missing_ok=True)
+            raise
+        mark_imported(imported)
 
 
 def _open_pg(url: str) -> Registry:

@@ -49,10 +49,11 @@ def ledger_files(path: Path) -> list[Path]:
     return sorted(path.glob(f"*/{LEDGER_FILE}"))
 
 
-def import_files(reg: backends.Registry, files: list[Path]) -> list[str]:
-    """Verify every file first, then import each with its seed key; returns one line each."""
+def import_files(reg: backends.Registry, files: list[Path], *,
+                 rename: bool = True) -> list[Path]:
+    """Verify every file first, then import each with its seed key; returns the files
+    imported (renamed ``.imported`` unless ``rename`` is False: see :func:`mark_imported`)."""
     chains = [(p.parent.name, p, read_json_chain(p)) for p in files]
-    done = []
     for ident, path, chain in chains:
         seed = path.parent / backends.LEGACY_SEED_KEY_FILE
 
@@ -63,19 +64,27 @@ def import_files(reg: backends.Registry, files: list[Path]) -> list[str]:
                 registry_sql.put_seed_key(conn, ident, seed.read_bytes())
             return out
 
-        entries = backends.run(reg, step)
-        path.rename(path.with_name(LEDGER_FILE + ".imported"))
-        if seed.is_file():
-            seed.rename(seed.with_name(seed.name + ".imported"))
-        done.append(f"imported {path} as dataset {ident!r}: {len(entries)} entries, "
-                    f"head {entries[-1]['hash'][:12]}")
+        backends.run(reg, step)
+    done = [path for _, path, _ in chains]
+    if rename:
+        mark_imported(done)
     return done
 
 
-def migrate_folder(reg: backends.Registry, folder: Path) -> list[str]:
-    """Import a JSON registry found in ``folder`` (called when its database is created)."""
+def mark_imported(files: list[Path]) -> None:
+    """Rename imported ledgers (and their seed keys) ``*.imported``: never imported twice."""
+    for path in files:
+        path.rename(path.with_name(LEDGER_FILE + ".imported"))
+        seed = path.parent / backends.LEGACY_SEED_KEY_FILE
+        if seed.is_file():
+            seed.rename(seed.with_name(seed.name + ".imported"))
+
+
+def migrate_folder(reg: backends.Registry, folder: Path) -> list[Path]:
+    """Import a JSON registry found in ``folder`` (when its database is created); the caller
+    renames the files once the database is in place."""
     files = sorted(folder.glob(f"*/{LEDGER_FILE}"))
-    return import_files(reg, files) if files else []
+    return import_files(reg, files, rename=False) if files else []
 
 
 # --- export, verify, reset ----------------------------------------------------------------
