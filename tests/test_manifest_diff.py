@@ -171,6 +171,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"manifest\.json:ledger\[functional mechanism \([^]]*\)\]\.sensitivity",
     ),
     "graph": (
+        # The rows each policy touched: Gaussian noisy counts (release/graph/kind.py
+        # search_stage -> policy_counts.measure_policy_counts), manifest and report.
+        r"manifest\.json:validation\.input\.touched_rows\[\d+\]\.noisy_count",
+        r"report\.html:Input policies \(private side\) > row .*",
         # The graph: PrivPC's exponential mechanisms (β̂ per node, then the removals), then
         # orientation of the released skeleton and sepsets (causal/privpc.py: priv_pc).
         r"(graph\.json|manifest\.json):(graph\.)?(edges|undirected).*",
@@ -185,6 +189,10 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"report\.html:Causal graph: [^>]* > \(",  # "(ε, δ)-DP; ρ ... spent <spent ρ>"
     ),
     "embedding": (
+        # The edges each policy touched: Gaussian noisy counts (release/embedding/kind.py
+        # embed_stage -> policy_counts.measure_policy_counts), manifest and report.
+        r"manifest\.json:validation\.input\.touched_rows\[\d+\]\.noisy_count",
+        r"report\.html:Input policies \(private side\) > row .*",
         # DPNE's embeddings (graph/dpne.py: objective perturbation, pure ε′-DP), the report's
         # PCA of them.
         r"embeddings\.parquet",
