@@ -94,7 +94,11 @@ def make_flow(family: ReleaseFamily) -> Any:
 
     def body(**args: Any) -> str:
         options = options_for(family, args)
-        return str(run_release(family.kind_for(options), options, driver=PrefectDriver()))
+        address = (getattr(options, "dask_address", None)
+                   if getattr(options, "engine", "local") == "dask" else None)
+        driver = PrefectDriver(dask_address=address)
+        with driver.task_runner():  # prefect-dask's DaskTaskRunner given an address
+            return str(run_release(family.kind_for(options), options, driver=driver))
 
     # Named as the module global it is bound to below: deployments (serve, prefect.yaml)
     # load a flow by its function's name, `flows/kinds.py:<command>`.

@@ -6,6 +6,12 @@ flow run (``flows/kinds.py``). It adds what an operator needs around the same st
 logged), stage logs in public terms, a progress artifact, the run record (flow run id and UI
 link) in the manifest, and the release's artifacts. Stages that read private data or draw
 noise are never retried and persist no result; a retry of those would be a new, charged run.
+
+Given a Dask scheduler address (``engine="dask"``, ``dask_address``), the driver submits the
+same stage tasks through prefect-dask's ``DaskTaskRunner`` connected to that scheduler (TLS
+from Dask's config for ``tls://``, checked as before the reservation); a stage's own
+per-partition tasks then run on the same cluster from the worker that runs the stage
+(:func:`privfair.release.table.private.dask_client`).
 """
 
 from __future__ import annotations
@@ -37,9 +43,40 @@ def _stage_task(stage: Stage) -> Any:
 class PrefectDriver:
     """Runs a release's stages as Prefect tasks of the current flow run."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, dask_address: str | None = None) -> None:
         self.orchestrator = ops.orchestrator_record()
         self._progress_id: Any = None
+        self.dask_address = dask_address
+        self._runner: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Stages running on Dask workers carry the driver (progress, logs), not its client.
+        return {**self.__dict__, "_runner": None}
+
+    @contextlib.contextmanager
+    def task_runner(self) -> Iterator[None]:
+        """With a Dask address, stages run through a ``DaskTaskRunner`` on that cluster."""
+        if not self.dask_address:
+            yield
+            return
+        try:
+            from prefect_dask import DaskTaskRunner
+        except ImportError:
+            from privfair.core.errors import ReleaseInputError
+
+            raise ReleaseInputError("a Prefect release on a Dask cluster needs prefect-dask: "
+                                    "pip install 'privfair[dask]'") from None
+        from privfair.release.table.dask_engine import check_dask_address, security
+
+        check_dask_address(self.dask_address)
+        runner = DaskTaskRunner(address=self.dask_address,
+                                client_kwargs={"security": security(self.dask_address)})
+        with runner:
+            self._runner = runner
+            try:
+                yield
+            finally:
+                self._runner = None
 
     @contextlib.contextmanager
     def slot(self, dataset: str) -> Iterator[None]:
@@ -49,7 +86,11 @@ class PrefectDriver:
     def run_stage(self, stage: Stage, context: RunContext, state: State) -> Mapping[str, Any]:
         self.say(f"stage {stage.name}" + (" (private: reads the data)" if stage.private
                                          else "") + (", draws noise" if stage.noise else ""))
-        out = _stage_task(stage)(context, state)
+        if self._runner is None:
+            out = _stage_task(stage)(context, state)
+        else:
+            out = self._runner.submit(_stage_task(stage), parameters={
+                "context": context, "state": state}).result()
         ledger = out.get("ledger")
         if ledger is not None:
             for line in ops.ledger_lines_of(ledger, seen=state.get("ledger")):

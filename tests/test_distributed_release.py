@@ -144,3 +144,60 @@ def test_dask_release_on_a_local_cluster_writes_a_partitioned_output(
 
     # the run's private staging (codes parts, tally) is gone
     assert not any((tmp_path / "dask" / "work" / "staging").rglob("*.parquet"))
+
+
+@pytest.mark.prefect
+def test_the_prefect_flow_runs_its_stages_on_a_dask_task_runner(
+        prefect_harness, toy_contract, toy_dataset, tmp_path, monkeypatch):
+    """Given an address, the flow submits every stage through prefect-dask's DaskTaskRunner;
+    it publishes the bytes the in-process run publishes."""
+    import sys
+
+    distributed = pytest.importorskip("distributed")
+    prefect_dask = pytest.importorskip("prefect_dask")
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from flows.kinds import run_local
+    from privfair.release.table.plan import ReleaseParams
+
+    submitted = []
+    submit = prefect_dask.DaskTaskRunner.submit
+
+    def spy(self, task, parameters, *args, **kw):
+        submitted.append(task.name)
+        return submit(self, task, parameters, *args, **kw)
+
+    monkeypatch.setattr(prefect_dask.DaskTaskRunner, "submit", spy)
+    options = {"output": "partitioned", "part_rows": 400, "n_rows": 1500}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=":0") as cluster:
+        monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "flow" / "registry"))
+        flow = Path(run_local(ReleaseParams.model_validate({
+            "contract": str(toy_contract), "data": str(toy_dataset), "epsilon": 1.0,
+            "delta": 1e-9, "method": "mst", "seed": 5, "insecure_seed": True,
+            "out": str(tmp_path / "flow" / "releases"),
+            "work_dir": str(tmp_path / "flow" / "work"), "max_iters": 200,
+            "batch_size": 400, "engine": "dask", "dask_address": cluster.scheduler_address,
+            **options}), command="release"))
+    assert {"load", "discretize", "measure-marginals", "estimate", "sample",
+            "validate-output"} <= set(submitted)
+    local = _release(tmp_path, monkeypatch, "local", toy_dataset, toy_contract, **options)
+    parts = [n for n in _files(local) if n.startswith("synthetic/")]
+    assert len(parts) == 4
+    assert {n: _files(flow)[n] for n in parts} == {n: _files(local)[n] for n in parts}
+
+
+def test_dataset_files_of_a_flat_and_a_hive_folder(tmp_path, toy_frame, toy_dataset):
+    from privfair.contracts.encoding import dataset_files
+
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    toy_frame.to_parquet(flat / "part-1.parquet", index=False)
+    toy_frame.to_parquet(flat / "part-0.parquet", index=False)
+    files, partitions = dataset_files(flat)
+    assert [p.name for p, _ in files] == ["part-0.parquet", "part-1.parquet"]
+    assert all(keys == {} for _, keys in files) and partitions.names == []
+    files, partitions = dataset_files(toy_dataset)
+    assert [keys for _, keys in files] == [{"sex": "F"}] * 2 + [{"sex": "M"}] * 2
+    assert partitions.names == ["sex"]

@@ -679,8 +679,12 @@ def dataset_files(folder: str | Path) -> tuple[list[tuple[Path, dict[str, str | 
         files.append((Path(name), keys))
     if not files:
         raise ReleaseInputError(f"data folder {folder} holds no Parquet files")
-    partitioning = dataset.partitioning
-    schema = partitioning.schema if partitioning is not None else pa.schema([])
+    # Only the keys of the folder names: a flat folder's partitioning reports its files'
+    # columns as its schema.
+    named = {key for _, keys in files for key in keys}
+    inferred = dataset.partitioning.schema if dataset.partitioning is not None else None
+    schema = pa.schema([inferred.field(k) if inferred is not None and k in inferred.names
+                        else pa.field(k, pa.string()) for k in sorted(named)])
     return files, schema
 
 

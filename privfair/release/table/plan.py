@@ -72,6 +72,10 @@ class ReleaseParams(ReleaseOptions):
     :class:`~privfair.release.options.ReleaseOptions`.
     """
 
+    data: str | None = Field(
+        None, description="Private table: a CSV or Parquet file, or a folder of Parquet files "
+        "(a dataset; hive partitions such as state=CA/ are columns), read file by file, on the "
+        "Dask workers with engine 'dask'. Empty: the contract's embedded data.")
     delta: float = Field(1e-9, allow_inf_nan=False, json_schema_extra={"cli_required": True},
                          description="δ of this release's guarantee, in (1e-50, 1).")
     method: Method = Field("prefair-greedy", description="Structure selector, or a DP GAN.")

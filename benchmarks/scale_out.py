@@ -1,0 +1,153 @@
+"""Scale-out (issue 23.1): a whole table release of a partitioned Parquet input on Dask.
+
+1. Writes ``--rows`` raw rows that look like Adult's (drawn from an MST model of Adult;
+   numeric columns as numbers, categorical ones as text) as ``--parts`` Parquet files.
+2. For each of ``--workers`` (1 and 2 by default), in a fresh process: a ``LocalCluster`` of
+   that many single-threaded worker processes (its scratch 0700 in the work folder), then
+   ``privfair release --engine dask --dask-address <cluster> --output partitioned`` of
+   the folder, sampling as many rows as the input in ``--parts`` parts: load → encode →
+   count (per file, on the workers) → measure (noise once, here) → estimate (here) →
+   sample (per part, on the workers) → validate → write ``synthetic/part-*.parquet``.
+3. Prints JSON: wall time of the whole release and of each stage, rows/s and rows/s per
+   worker, the peak RSS of each worker and of the driver, the 2-vs-1 scaling, and the load
+   average before and after (the machine may be shared: say so beside the numbers).
+
+    python benchmarks/scale_out.py --rows 2000000 --parts 16           # quick look
+    python benchmarks/scale_out.py --rows 10000000 --parts 64 \\
+        --out benchmarks/results/scale_out.json                        # what is recorded
+    python benchmarks/scale_out.py --rows 100000000 --parts 64 --data /big/adult100m \\
+        --out benchmarks/results/scale_out_100m.json                   # the issue's run
+
+``--data DIR`` keeps the generated input there and reuses it when it holds ``--parts``
+files; the input needs about 1.1 GB per 100M rows on disk, each worker about 1 GB of memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import emit, run_worker
+
+SCRIPT = str(Path(__file__).resolve())
+
+
+def generate(folder: Path, rows: int, parts: int) -> float:
+    """Write the raw input, ``parts`` files; returns seconds."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from sample_10m import adult_mst
+
+    from privfair.synth.synthesizer import generate as draw
+
+    synth, contract = adult_mst()
+    domain = contract.domain()
+    columns = {c.name: c for c in contract.columns}
+    rng = np.random.default_rng(1)
+    start = time.perf_counter()
+    folder.mkdir(parents=True, exist_ok=True)
+    per_part = -(-rows // parts)
+    for k in range(parts):
+        n = min(per_part, rows - k * per_part)
+        codes = draw(synth.model_, synth.compression_, n, rng=rng, narrow=True)
+        arrays = {}
+        for a in domain:
+            spec = columns[a]
+            if spec.type == "numeric":  # a number inside the bin: its lower edge
+                edges = np.asarray(spec.bins, dtype=float)
+                arrays[a] = pa.array(edges[codes[a].to_numpy()].astype(np.int64))
+            else:
+                labels = pa.array(list(contract.labels(a)), pa.string())
+                arrays[a] = pa.DictionaryArray.from_arrays(
+                    pa.array(codes[a].to_numpy().astype(np.int32)), labels)
+        pq.write_table(pa.table(arrays), folder / f"part-{k:05d}.parquet", compression="zstd")
+    return time.perf_counter() - start
+
+
+def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters: str) -> dict:
+    """One whole release on a fresh LocalCluster of ``workers`` worker processes."""
+    from distributed import Client, LocalCluster
+
+    from privfair.release.kinds import release_table
+    from privfair.release.table.dask_engine import scratch_dir
+
+    n, p, w = int(rows), int(parts), int(workers)
+    root = Path(work)
+    os.environ["PRIVFAIR_REGISTRY"] = str(root / "registry")
+    stages: list[tuple[str, float]] = []
+    load_before = os.getloadavg()
+    with (LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
+                       dashboard_address=None, local_directory=str(scratch_dir(root)))
+          as cluster, Client(cluster) as client):
+        client.run(__import__, "privfair.release.table.partitioned")  # start-up is not work
+        start = time.perf_counter()
+        folder = release_table({
+            "contract": "adult", "data": data, "epsilon": 1.0, "delta": 1e-9,
+            "method": "mst", "seed": 1, "insecure_seed": True, "out": str(root / "releases"),
+            "work_dir": str(root), "engine": "dask", "dask_address": cluster.scheduler_address,
+            "output": "partitioned", "part_rows": -(-n // p), "n_rows": n,
+            "max_iters": int(max_iters)},
+            progress=lambda stage, fraction: stages.append((stage, time.perf_counter())))
+        seconds = time.perf_counter() - start
+        peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    marks = [s for s in stages if s[0] not in ("preflight",)] + [("end", start + seconds)]
+    per_stage: dict[str, float] = {}
+    for (name, at), (_, nxt) in zip(marks, marks[1:], strict=False):
+        per_stage[name] = round(per_stage.get(name, 0.0) + nxt - at, 2)
+    files = [f for f in manifest["files"] if f.startswith("synthetic/")]
+    return {"workers": w, "seconds": round(seconds, 2), "rows_per_s": round(n / seconds),
+            "rows_per_s_per_worker": round(n / seconds / w), "stages_s": per_stage,
+            "peak_rss_mb_per_worker": sorted(round(v / 1024, 1) for v in peaks.values()),
+            "peak_rss_mb_driver": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+                                        / 1024, 1),
+            "synthetic_rows": manifest["sampling"]["n_rows"], "synthetic_parts": len(files),
+            "load_avg_before": load_before, "load_avg_after": os.getloadavg()}
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--parts", type=int, default=64)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--max-iters", type=int, default=10_000,
+                        help="estimation iteration cap (the release's default)")
+    parser.add_argument("--data", type=Path)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="pf-scale-") as tmp:
+        data = args.data or Path(tmp) / "input"
+        if args.data and len(list(data.glob("*.parquet"))) == args.parts:
+            generate_s = None
+        else:
+            generate_s = round(generate(data, args.rows, args.parts), 2)
+        size = sum(p.stat().st_size for p in data.glob("*.parquet"))
+        runs = {}
+        for w in args.workers:
+            runs[f"{w}-workers"] = run_worker(SCRIPT, data, Path(tmp) / f"work-{w}", args.rows,
+                                              args.parts, w, args.max_iters)
+    doc = {"benchmark": "scale_out", "rows": args.rows, "parts": args.parts,
+           "input_bytes": size, "generate_s": generate_s, "method": "mst",
+           "max_iters": args.max_iters, "cpus": os.cpu_count(), "runs": runs}
+    one, two = runs.get("1-workers", {}), runs.get("2-workers", {})
+    if "seconds" in one and "seconds" in two:
+        doc["scaling_2_over_1"] = round(one["seconds"] / two["seconds"], 2)
+        doc["scaling_2_over_1_by_stage"] = {
+            k: round(v / two["stages_s"][k], 2) for k, v in one["stages_s"].items()
+            if two["stages_s"].get(k)}
+    emit(doc, args.out)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        print(json.dumps(worker(*sys.argv[2:])))
+    else:
+        main()
