@@ -323,8 +323,9 @@ def test_release_no_prefect_then_list_and_ledger(capsys, tmp_path, toy_contract,
     assert [r["version"] for r in ledgers[0]["releases"]] == ["v1"]
     code, out, _ = run_cli(capsys, "ledger", "show", "--store", store)
     assert code == 0 and "toy" in out
-    code, out, _ = run_cli(capsys, "releases", "list", "--store", tmp_path / "empty")
-    assert code == 0 and "no releases" in out and not (tmp_path / "empty").exists()
+    # Issue 25.6: a store that does not exist is one line and exit 2, never "no releases".
+    code, out, err = run_cli(capsys, "releases", "list", "--store", tmp_path / "empty")
+    assert code == 2 and "no such folder" in err and not (tmp_path / "empty").exists()
 
 
 def test_discretize_writes_codes(capsys, tmp_path, toy_contract, toy_parquet, toy_frame):
