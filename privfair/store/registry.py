@@ -33,6 +33,7 @@ import numpy as np
 
 from privfair.contracts.schema import Contract
 from privfair.core.accounting import zcdp_rho
+from privfair.core.errors import BudgetExceededError
 from privfair.store import backends, registry_sql
 from privfair.store.artefacts import StoreError, atomic_write
 from privfair.store.catalog import (  # noqa: F401  (re-exported: the store's public names)
@@ -340,6 +341,14 @@ def reserve_run(charge: RunCharge) -> RunCharge:
         book = _ledger_from(charge.contract, entries)
         cross_check(Path(charge.store), book)
         check_seed_unused(book, charge.seed_fingerprint, charge.run_id)
+        if charge.rdp is not None:  # composed by its curve: it must fit as a curve
+            curve = np.asarray(charge.rdp, dtype=float)
+            after = lifetime_epsilon(book, curve)
+            if after > book.epsilon_budget * (1 + 1e-9):
+                raise BudgetExceededError(
+                    f"lifetime budget of dataset {book.dataset_id or book.dataset!r} exceeded: "
+                    f"this release would bring it to epsilon={after:.4g} > "
+                    f"{book.epsilon_budget:g} (delta={book.delta_budget:g})")
         run = charge if charge.rho is not None else replace(charge, rho=rho_reservation(
             book, np.asarray(charge.rdp, dtype=float)))
         if book.run_state(run.run_id) is not None:
