@@ -17,7 +17,7 @@ from typing import Any
 
 from privfair.contracts.schema import Contract
 from privfair.core.domain import Domain
-from privfair.core.errors import PrivfairError
+from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.store.artefacts import StoreError
 
 #: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
@@ -126,3 +126,59 @@ def check_release_request(params: Any, contract: Contract, domain: Domain, store
     if n_rows is not None and getattr(params, "output", "file") == "partitioned":
         n_rows = min(n_rows, params.part_rows)  # one part in memory at a time (per worker)
     check_memory(domain, n_rows=n_rows)
+
+
+# --- shared by every kind's check: names, folders, the request's files -------------------
+
+DATASET_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+
+
+def check_store_writable(store: Path) -> None:
+    """Refuse a store that cannot be created or written, without creating anything."""
+    probe = store
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        what = "is" if probe == store else f"has a parent {probe} that is"
+        raise StoreError(f"release store {store} {what} a file, not a folder; choose another --out")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise StoreError(f"release store {store}: folder {probe} is not writable")
+
+
+def resolve_data(params: Any, contract: Contract, *,
+                 dataset: bool = False) -> tuple[Path, str]:
+    """The data file (source ``"file"``), the contract's embedded dataset (``"embedded"``)
+    or, with ``dataset``, a folder of Parquet files (source ``"dataset"``)."""
+    if params.data is None:
+        from privfair.contracts.datasets import embedded_dataset_for
+
+        embedded = embedded_dataset_for(contract.name)
+        if embedded is None:
+            raise ReleaseInputError(f"contract {contract.name!r} describes no embedded "
+                                    "dataset; pass --data")
+        return embedded, "embedded"
+    path = Path(params.data).expanduser()
+    if not path.exists():
+        raise ReleaseInputError(f"data file {path} does not exist")
+    if dataset and path.is_dir():
+        return path.resolve(), "dataset"
+    if not path.is_file():
+        raise ReleaseInputError(f"data path {path} is not a file")
+    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
+        raise ReleaseInputError(
+            f"data file {path}: unsupported extension {path.suffix!r}; expected .csv or .parquet")
+    return path.resolve(), "file"
+
+
+def resolve_contract(params: Any) -> Path:
+    """The contract file of a request: a path, a packaged contract's name, or Adult's."""
+    from privfair.contracts.datasets import default_contract_path, resolve_contract_name
+
+    if params.contract is None:
+        return default_contract_path()
+    try:
+        return resolve_contract_name(params.contract)
+    except ValueError as exc:  # a bare name that is neither a file nor packaged
+        raise ContractError(str(exc)) from None

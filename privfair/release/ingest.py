@@ -30,7 +30,7 @@ from privfair.contracts.encoding import (
 )
 from privfair.contracts.schema import Contract
 from privfair.core.domain import code_dtype
-from privfair.release.table.plan import ReleaseInputError
+from privfair.core.errors import ReleaseInputError
 from privfair.store.artefacts import (
     FileRef,
     json_bytes,

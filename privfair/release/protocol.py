@@ -172,9 +172,10 @@ class ReleaseKind(ABC):
         ``seed_fingerprint`` (None; the protocol fills it in for a test seed).
         """
 
-    @abstractmethod
     def cost(self, plan: Any) -> Cost:
-        """What the run will charge, from public inputs only."""
+        """What the run will charge, from public inputs only: by default the zCDP ρ of the
+        plan's (ε, δ); a kind accounted in Rényi DP returns its declared curve."""
+        return Cost(epsilon=plan.epsilon, delta=plan.delta)
 
     @abstractmethod
     def stages(self, plan: Any) -> list[Stage]:

@@ -45,17 +45,19 @@ from privfair.contracts.encoding import (
 from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.errors import ContractError
-from privfair.release.checks import PlanTooLargeError, check_folders, memory_limit
-from privfair.release.graph.kind import manifest_common, save_private
-from privfair.release.options import ReleaseOptions
-from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
-from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
-from privfair.release.table.plan import (
+from privfair.release.checks import (
     DATASET_NAME,
+    PlanTooLargeError,
+    check_folders,
     check_store_writable,
+    memory_limit,
     resolve_contract,
     resolve_data,
 )
+from privfair.release.graph.kind import manifest_common, save_private
+from privfair.release.options import ReleaseOptions
+from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
+from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
 from privfair.store.artefacts import load_ledger, new_run_id, save_ledger, utc_now
 
 FORMAT = "privfair-embedding-release/1"
@@ -310,8 +312,6 @@ class EmbeddingKind(ReleaseKind):
     def check(self, params: EmbedParams) -> EmbedPlan:
         return check_embed(params)
 
-    def cost(self, plan: EmbedPlan) -> Cost:
-        return Cost(epsilon=plan.epsilon, delta=plan.delta)
 
     def summary(self, plan: EmbedPlan) -> str:
         return (f"embedding release of {plan.dataset!r}: ε = {plan.epsilon:g}, "

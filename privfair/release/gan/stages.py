@@ -69,8 +69,8 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
                       causal_graph: Mapping[str, Any] | None, *,
                       release_classifier: bool = False) -> dict[str, Any] | None:
     """Public checks of a GAN release; returns the checked causal graph (CFGAN) or None."""
+    from privfair.core.errors import ReleaseInputError
     from privfair.generative.dag import CausalGraphError, parse_dag
-    from privfair.release.table.plan import ReleaseInputError
 
     protected, outcome = _roles(contract, method)
     if release_classifier:
@@ -94,7 +94,7 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
 def _classifier_encoding(contract: Contract, protected: str, outcome: str) -> Any:
     """The model-release encoding of η's inputs: every column but S and Y, one-hot."""
     from privfair.contracts.model_features import FeatureEncoding
-    from privfair.release.table.plan import ReleaseInputError
+    from privfair.core.errors import ReleaseInputError
 
     encoding = FeatureEncoding.from_contract(contract, outcome=outcome, group=protected)
     if encoding.excluded:

@@ -52,16 +52,18 @@ from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import ContractError, PrivfairError
-from privfair.release.checks import PlanTooLargeError, check_folders, memory_limit
-from privfair.release.options import ODD_PATH, ReleaseOptions
-from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
-from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
-from privfair.release.table.plan import (
+from privfair.release.checks import (
     DATASET_NAME,
+    PlanTooLargeError,
+    check_folders,
     check_store_writable,
+    memory_limit,
     resolve_contract,
     resolve_data,
 )
+from privfair.release.options import ODD_PATH, ReleaseOptions
+from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
+from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
 from privfair.store.artefacts import (
     FileRef,
     load_ledger,
@@ -476,8 +478,6 @@ class GraphKind(ReleaseKind):
     def check(self, params: DiscoverParams) -> DiscoverPlan:
         return check_discover(params)
 
-    def cost(self, plan: DiscoverPlan) -> Cost:
-        return Cost(epsilon=plan.epsilon, delta=plan.delta)
 
     def summary(self, plan: DiscoverPlan) -> str:
         return (f"graph release of {plan.dataset!r}: ε = {plan.epsilon:g}, δ = {plan.delta:g} "

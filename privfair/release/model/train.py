@@ -56,7 +56,13 @@ from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import BudgetExceededError, DomainError
-from privfair.release.checks import check_folders
+from privfair.release.checks import (
+    DATASET_NAME,
+    check_folders,
+    check_store_writable,
+    resolve_contract,
+    resolve_data,
+)
 from privfair.release.ingest import read_policy_tally, stage_policy_tally
 from privfair.release.model.budget import (  # noqa: F401  (re-exported)
     FUNCTIONAL_MODELS,
@@ -81,12 +87,6 @@ from privfair.release.model.predict import (  # noqa: F401  (re-exported)
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
-from privfair.release.table.plan import (
-    DATASET_NAME,
-    check_store_writable,
-    resolve_contract,
-    resolve_data,
-)
 from privfair.reporting.model_card import model_card  # noqa: F401  (re-exported)
 from privfair.store.artefacts import (
     FileRef,

@@ -25,7 +25,7 @@ from privfair.generative import GAN_METHODS
 from privfair.release.gan.stages import sample_gan, train_gan
 from privfair.release.ingest import discretize_counted, load, read_policy_tally
 from privfair.release.policy_counts import measure_policy_counts
-from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.seeds import stage_rng
 from privfair.release.table.manifest import ledger_rows, summary_markdown
 from privfair.release.table.partitioned import (
@@ -249,8 +249,6 @@ class TableKind(ReleaseKind):
     def check(self, params: ReleaseParams) -> ReleasePlan:
         return preflight(params)
 
-    def cost(self, plan: ReleasePlan) -> Cost:
-        return Cost(epsilon=plan.epsilon, delta=plan.delta)
 
     def summary(self, plan: ReleasePlan) -> str:
         budget = (f", time budget {plan.max_time_s:g} s" if plan.method in AIM_METHODS

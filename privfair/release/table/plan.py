@@ -8,8 +8,6 @@ the parsed, frozen :class:`~privfair.contracts.schema.Contract` through the plan
 from __future__ import annotations
 
 import logging
-import os
-import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,11 +19,16 @@ from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.generative import GAN_METHODS
-from privfair.release.checks import check_release_request
+from privfair.release.checks import (
+    DATASET_NAME,
+    check_release_request,
+    check_store_writable,
+    resolve_contract,
+    resolve_data,
+)
 from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE
 from privfair.store.artefacts import (
-    StoreError,
     new_run_id,
     utc_now,
 )
@@ -239,60 +242,6 @@ class ReleasePlan:
             return ("INSECURE test mode: fixed operator-supplied seed; the seed is not recorded "
                     "(whoever knows it can remove the noise)")
         return "fresh OS entropy for every noise draw and sample; no seed exists"
-
-
-DATASET_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
-
-
-def check_store_writable(store: Path) -> None:
-    """Refuse a store that cannot be created or written, without creating anything."""
-    probe = store
-    while not probe.exists():
-        if probe.parent == probe:
-            break
-        probe = probe.parent
-    if probe.exists() and not probe.is_dir():
-        what = "is" if probe == store else f"has a parent {probe} that is"
-        raise StoreError(f"release store {store} {what} a file, not a folder; choose another --out")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise StoreError(f"release store {store}: folder {probe} is not writable")
-
-
-def resolve_data(params: ReleaseParams, contract: Contract, *,
-                 dataset: bool = False) -> tuple[Path, str]:
-    """The data file (source ``"file"``), the contract's embedded dataset (``"embedded"``)
-    or, with ``dataset``, a folder of Parquet files (source ``"dataset"``)."""
-    if params.data is None:
-        from privfair.contracts.datasets import embedded_dataset_for
-
-        embedded = embedded_dataset_for(contract.name)
-        if embedded is None:
-            raise ReleaseInputError(f"contract {contract.name!r} describes no embedded "
-                                    "dataset; pass --data")
-        return embedded, "embedded"
-    path = Path(params.data).expanduser()
-    if not path.exists():
-        raise ReleaseInputError(f"data file {path} does not exist")
-    if dataset and path.is_dir():
-        return path.resolve(), "dataset"
-    if not path.is_file():
-        raise ReleaseInputError(f"data path {path} is not a file")
-    if path.suffix.lower() not in (".csv", ".parquet", ".pq"):
-        raise ReleaseInputError(
-            f"data file {path}: unsupported extension {path.suffix!r}; expected .csv or .parquet")
-    return path.resolve(), "file"
-
-
-def resolve_contract(params: ReleaseOptions) -> Path:
-    """The contract file of a request: a path, a packaged contract's name, or Adult's."""
-    from privfair.contracts.datasets import default_contract_path, resolve_contract_name
-
-    if params.contract is None:
-        return default_contract_path()
-    try:
-        return resolve_contract_name(params.contract)
-    except ValueError as exc:  # a bare name that is neither a file nor packaged
-        raise ContractError(str(exc)) from None
 
 
 def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
