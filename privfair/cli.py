@@ -112,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
     draft.add_argument("--max-categories", type=int, default=50,
                        help="text columns with more distinct values become open-domain "
                             "(default: 50)")
+    draft.add_argument("--max-codes", type=int, default=12,
+                       help="whole-number columns with more distinct values are drafted with "
+                            "bins, not categories (default: 12)")
     draft.add_argument("--name", help="contract name (default: the file's stem)")
     draft.add_argument("--out", help="write the YAML here instead of stdout (not overwritten)")
     draft.set_defaults(func=cmd_contract_draft)
@@ -547,7 +550,8 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.exists():
         raise UsageError(f"--out {out} exists; expected a new file (a draft never overwrites)")
-    text = draft_contract(args.data, max_categories=args.max_categories, name=args.name)
+    text = draft_contract(args.data, max_categories=args.max_categories,
+                          max_codes=args.max_codes, name=args.name)
     console = _stderr_console()
     if out is None:
         sys.stdout.write(text)

@@ -169,7 +169,7 @@ def test_draft_handles_booleans_codes_with_nulls_dates_and_nullable_amounts(tmp_
     frame.loc[:2, "income"] = np.nan
     path = tmp_path / "mixed.parquet"
     frame.to_parquet(path, index=False)
-    text = draft_contract(path, max_categories=40)
+    text = draft_contract(path, max_categories=40, max_codes=40)
     contract = parse_contract(text)
     assert contract.column("flag").categories == ("False", "True")  # the encoder's spelling
     industry = contract.column("industry")
@@ -223,3 +223,21 @@ def test_new_contract_keys_at_their_defaults_keep_old_fingerprints():
     assert parse_contract(explicit).fingerprint() == old
     assert parse_contract(STABLE.replace('version: "1"', 'version: "1"\nnormalize: strip')
                           ).fingerprint() != old
+
+
+def test_draft_bins_a_whole_number_column_with_many_values(tmp_path):
+    """Issue 25.3: a duration with 33 distinct whole values became 33 categories."""
+    import numpy as np
+    import pandas as pd
+
+    from privfair.contracts.tools import draft_contract
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"duration": rng.integers(4, 37, 500),  # 33 distinct months
+                          "flag": rng.integers(0, 2, 500)})
+    data = tmp_path / "durations.parquet"
+    frame.to_parquet(data, index=False)
+    drafted = yaml.safe_load(draft_contract(data))
+    columns = {c["name"]: c for c in drafted["columns"]}
+    assert columns["duration"]["type"] == "numeric" and len(columns["duration"]["bins"]) <= 7
+    assert columns["flag"]["type"] == "categorical"

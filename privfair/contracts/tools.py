@@ -316,8 +316,13 @@ _HEADER = """\
 """
 
 
+#: Whole-number columns with at most this many distinct values are drafted as categories.
+WHOLE_NUMBER_CATEGORIES = 12
+
+
 def draft_contract(data_path: str | Path, *, max_categories: int = 50,
-                   name: str | None = None, bins: int = 5) -> str:
+                   max_codes: int = WHOLE_NUMBER_CATEGORIES, name: str | None = None,
+                   bins: int = 5) -> str:
     """A draft contract (YAML text) for a CSV/Parquet file.
 
     Parameters
@@ -326,9 +331,11 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
         The private table.
     max_categories : int
         Text columns with at most this many distinct (whitespace-stripped) values become
-        categorical with a sorted category list, the others open-domain text; whole-number
-        columns with at most this many distinct values (codes, flags) become categorical,
-        the others numeric with suggested bins.
+        categorical with a sorted category list, the others open-domain text.
+    max_codes : int
+        Whole-number columns with at most this many distinct values (codes, flags, small
+        scales) become categorical; the others (amounts, durations, ages) numeric with
+        suggested bins.
     name : str, optional
         Contract name; defaults to the file's stem.
     bins : int
@@ -343,13 +350,15 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
     if isinstance(max_categories, bool) or not isinstance(max_categories, int) \
             or max_categories < 1:
         raise ValueError(f"--max-categories must be an integer >= 1, got {max_categories!r}")
+    if isinstance(max_codes, bool) or not isinstance(max_codes, int) or max_codes < 1:
+        raise ValueError(f"--max-codes must be an integer >= 1, got {max_codes!r}")
     path = Path(data_path)
     columns: list[dict[str, Any]] = []
     drop: list[str] = []
     with _open(path) as src:
         numeric_csv = _csv_numeric_columns(src)
         for col, kind in src.types.items():
-            spec = _draft_column(src, col, kind, max_categories, bins,
+            spec = _draft_column(src, col, kind, max_categories, bins, max_codes=max_codes,
                                  csv_numeric=numeric_csv.get(col, False))
             if spec is None:
                 drop.append(col)
@@ -447,7 +456,7 @@ def _csv_numeric_columns(src: _Source) -> dict[str, bool]:
 
 
 def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
-                  csv_numeric: bool = False) -> dict[str, Any] | None:
+                  max_codes: int = 12, csv_numeric: bool = False) -> dict[str, Any] | None:
     col = _q(name)
     if src.csv:
         numeric = csv_numeric
@@ -467,7 +476,8 @@ def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
     else:
         return None  # dates, blobs, nested: not releasable as declared; listed under drop
     if numeric:
-        return _draft_numeric(src, name, value, k, bins, integer_type=bool(_INTEGER.match(kind)))
+        return _draft_numeric(src, name, value, max_codes, bins,
+                              integer_type=bool(_INTEGER.match(kind)))
     text = f"trim(CAST({col} AS VARCHAR), {_TRIM})"
     frame = src.con.execute(
         f"SELECT {text} AS v, count(*) AS n FROM {src.sql} GROUP BY 1 LIMIT {k + 2}").df()
@@ -502,7 +512,9 @@ def _draft_numeric(src: _Source, name: str, value: str, k: int, bins: int, *,
     whole = bool(whole) or integer_type
     nulls = src.con.execute(f"SELECT count(*) FILTER (WHERE {value} IS NULL) FROM {src.sql}"
                             ).fetchone()[0]
-    if whole and distinct <= k:  # few whole values: codes (industry, 0/1 flags), not amounts
+    # A handful of whole values are codes (0/1 flags, small scales); more are amounts or
+    # durations, which bins serve better than one category per value (issue 25.3).
+    if whole and distinct <= k:
         found = src.con.execute(
             f"SELECT DISTINCT {value} AS x FROM {src.sql} WHERE {value} IS NOT NULL ORDER BY 1"
         ).fetchall()
