@@ -775,6 +775,8 @@ class Contract(_Strict):
                              ("causal_graph", None)):
             if dump.get(key, default) == default:
                 dump.pop(key, None)
+        if dump.get("tot") and dump["tot"].get("distortion_scope") == "per_group":
+            del dump["tot"]["distortion_scope"]  # added later; its default
         for column in dump["columns"]:
             for key in ("normalize", "rename", "label", "prior"):
                 if column.get(key) is None:

@@ -9,6 +9,7 @@ is always moved), the distortion as per-column penalties, and the discrimination
       features: [age, education]       # X; protected columns are never moved
       discrimination: additive         # or ratio (SAFES eq. 8)
       eta: 0.05                        # optional default; --eta overrides it
+      distortion_scope: per_group      # or pooled (see below)
       max_variables: 5000000           # optional size guard of the linear program
       distortion:
         combine: max                   # how column penalties add up: max or sum
@@ -18,6 +19,13 @@ is always moved), the distortion as per-column penalties, and the discrimination
           age: {ordinal: [0, 2, 3]}              # by |code step|; the last value repeats
           education: {up: [0, 0, 3], down: [0, 3]}  # ordinal, one list per direction
           income: {changes: {">50K": {"<=50K": 1}}, default: 0}  # categorical, from -> to
+
+``distortion_scope`` says which map the distortion bounds constrain. ``per_group`` (the
+default) bounds ``P(δ >= c_i | d, x, y)`` for every protected group ``d`` and cell ``(x, y)``:
+SAFES eq. (10) as written. ``pooled`` bounds only the group-averaged map,
+``Σ_d p(d | x, y) P(δ >= c_i | d, x, y)``, per ``(x, y)``: the constraint of AIF360's
+``OptTools``, which is what SAFES's experiments ran; it lets the map move one group's rows
+more than the bound while the cell's average stays within it.
 
 The SAFES distortions for Adult and COMPAS are written this way in the shipped
 ``adult_safes.yaml`` and ``compas.yaml``. Everything here is checked at preflight, before any
@@ -132,6 +140,8 @@ class TOTSpec(_Frozen):
     discrimination: Literal["additive", "ratio"] = "additive"
     eta: float | None = Field(None, ge=0.0, allow_inf_nan=False)
     max_variables: int = Field(DEFAULT_MAX_VARIABLES, ge=1)
+    # per_group: SAFES eq. (10) as written; pooled: AIF360 OptTools (what SAFES ran).
+    distortion_scope: Literal["per_group", "pooled"] = "per_group"
 
 
 def check_tot_spec(contract: Contract) -> None:
@@ -201,6 +211,7 @@ class TOTSetting:
     eta: float | None
     max_variables: int
     source: str  # where the setting came from, for messages and the manifest
+    distortion_scope: str = "per_group"  # TOTransform's distortion_scope
 
     def size_fix(self) -> str:
         """What to change when the program is too large."""
@@ -258,7 +269,8 @@ def tot_setting(contract: Contract, *, distortion: str = "safes-adult",
         outcome=roles.outcome[0], distortion=_combined(matrices, spec.distortion.combine),
         clist=tuple(spec.distortion.thresholds), dlist=tuple(spec.distortion.bounds),
         discrimination=spec.discrimination, eta=spec.eta if eta is None else eta,
-        max_variables=spec.max_variables, source="contract")
+        max_variables=spec.max_variables, source="contract",
+        distortion_scope=spec.distortion_scope)
 
 
 def preflight_tot(contract: Contract, setting: TOTSetting) -> int:

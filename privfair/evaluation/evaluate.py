@@ -257,7 +257,8 @@ def evaluate_cell(
             "d_cols": list(data.tot.protected), "x_cols": list(data.tot.features),
             "y_col": data.tot.outcome, "distortion": data.tot.distortion,
             "clist": data.tot.clist, "dlist": data.tot.dlist,
-            "discrimination": data.tot.discrimination, "max_variables": data.tot.max_variables}
+            "discrimination": data.tot.discrimination, "max_variables": data.tot.max_variables,
+            "distortion_scope": data.tot.distortion_scope}
         if setup is None:
             raise ValueError(f"eta: no TOT set-up is declared for dataset {data.name!r}; "
                              f"expected one of {sorted(TOT_SETUPS)} or a contract with a "

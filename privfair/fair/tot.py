@@ -53,9 +53,16 @@ Conventions and documented choices
 * Codes are packed in C order: group ``d`` = ravel of ``d_cols``, feature cell ``x`` = ravel of
   ``x_cols``, and ``xy = x · |Y| + y``; :func:`joint_distribution` returns ``p`` with shape
   ``(|D|, |X|, |Y|)`` in that order.
-* The distortion constraints are imposed on every ``(d, x, y)`` with ``p(d, x, y) > 0``, as in
-  SAFES eq. (9)/(10) (AIF360 instead bounds the ``d``-averaged ``q(x̃ỹ | x, y)``). Rows with
-  zero mass are not variables: they do not affect the objective or ``q(ŷ | d)``.
+* **Distortion scope** (``distortion_scope``). ``"per_group"`` (default) imposes the distortion
+  constraints on every ``(d, x, y)`` with ``p(d, x, y) > 0``, as SAFES eq. (9)/(10) is written.
+  ``"pooled"`` imposes them on the ``d``-averaged map ``q(x̃ỹ | x, y) = Σ_d p(d | x, y)
+  q(x̃ỹ | d, x, y)`` for every ``(x, y)`` with mass: AIF360 ``OptTools``' constraint, which is
+  what SAFES's experiments ran. Pooling lets the map move one group's rows more than a bound
+  as long as the cell's average stays within it (SAFES on COMPAS at η = 0.08 is infeasible
+  per group and feasible pooled). A bound of 0 forbids the transitions under both scopes (an
+  average of non-negative terms with positive weights is 0 only if every term is), so the
+  variables are the same and only the distortion rows differ. Rows with zero mass are not
+  variables: they do not affect the objective or ``q(ŷ | d)``.
 * **Fallback:** a row whose ``(d, x, y)`` had zero mass at fit time -- including rows with a
   level the fitting data never showed -- is mapped by the identity. The identity has zero
   distortion under every shipped distortion function, so it satisfies every distortion bound;
@@ -89,6 +96,7 @@ from privfair.core.errors import DomainError, PrivfairError
 __all__ = [
     "DISCRIMINATION_FORMS",
     "DISTORTIONS",
+    "DISTORTION_SCOPES",
     "SOLVERS",
     "DistortionFunction",
     "InfeasibleFairnessError",
@@ -109,6 +117,10 @@ DistortionFunction = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray
 
 #: Forms of discrimination control accepted by :class:`TOTransform`.
 DISCRIMINATION_FORMS = ("additive", "ratio")
+
+#: Scopes of the distortion constraints accepted by :class:`TOTransform`: every ``(d, x, y)``
+#: (SAFES eq. (10) as written) or the group-averaged map per ``(x, y)`` (AIF360 OptTools).
+DISTORTION_SCOPES = ("per_group", "pooled")
 
 #: Solvers that handle this LP through CVXPY (the ones installed are checked at fit time).
 SOLVERS = ("CLARABEL", "HIGHS", "SCS", "SCIPY", "ECOS", "GLOP", "GUROBI", "MOSEK", "CPLEX")
@@ -516,13 +528,13 @@ class _Program:
     rows: sparse.csr_matrix          # n_rows × n: row sums (== 1)
     marginal: sparse.csr_matrix      # n_xy × n: p(x̃, ỹ)
     group_outcome: sparse.csr_matrix  # (G·|Y|) × n: q(ŷ | d) of active groups
-    bounds: list[tuple[int, sparse.csr_matrix]]  # (level, rows × n) excess-distortion rows
+    bounds: list[tuple[int, sparse.csr_matrix]]  # (level, scope rows × n) excess distortion
     target: np.ndarray               # n_xy
     groups: np.ndarray               # active group indices d
 
 
 def _assemble(layout: _Layout, keys: np.ndarray, mass: np.ndarray, tr: _Transitions,
-              target: np.ndarray) -> _Program:
+              target: np.ndarray, scope: str = "per_group") -> _Program:
     n_rows, n = len(keys), tr.n_variables
     n_xy, n_y = layout.n_xy, layout.n_y
     row_d = keys // n_xy
@@ -539,13 +551,21 @@ def _assemble(layout: _Layout, keys: np.ndarray, mass: np.ndarray, tr: _Transiti
     group_outcome = sparse.csr_matrix(
         (weight / p_d[var_d], (group_pos[var_d] * n_y + tr.target % n_y, cols)),
         shape=(len(groups) * n_y, n))
+    # Excess distortion: one row per (d, x, y) ("per_group"), or per (x, y) of the map averaged
+    # over d with weights p(d | x, y) ("pooled", AIF360 OptTools).
+    if scope == "pooled":
+        row_xy = keys % n_xy
+        p_xy = np.bincount(row_xy, weights=mass, minlength=n_xy)
+        owner, share = row_xy[var_row], weight / p_xy[row_xy[var_row]]
+    else:
+        owner, share = var_row, np.ones(n)
     bounds = []
     for level, flag in zip(tr.levels, tr.flags, strict=True):
         hit = np.flatnonzero(flag)
         if hit.size == 0:
             continue
-        used, local = np.unique(var_row[hit], return_inverse=True)
-        bounds.append((level, sparse.csr_matrix((np.ones(hit.size), (local, hit)),
+        used, local = np.unique(owner[hit], return_inverse=True)
+        bounds.append((level, sparse.csr_matrix((share[hit], (local, hit)),
                                                 shape=(len(used), n))))
     return _Program(rows, marginal, group_outcome, bounds, target, groups)
 
@@ -635,8 +655,14 @@ class TOTransform:
         A name in :data:`DISTORTIONS` or a vectorized :data:`DistortionFunction`.
     clist, dlist : sequence of float
         Thresholds ``c_i`` and bounds ``d_i``: ``P(δ >= c_i | d, x, y) <= d_i`` for every
-        ``(d, x, y)`` with positive mass. ``d_i = 0`` forbids the transitions (they are not
-        variables); ``d_i >= 1`` imposes nothing.
+        ``(d, x, y)`` with positive mass (or its ``d``-average, see ``distortion_scope``).
+        ``d_i = 0`` forbids the transitions (they are not variables); ``d_i >= 1`` imposes
+        nothing.
+    distortion_scope : {"per_group", "pooled"}
+        ``"per_group"`` (default): the distortion bounds hold for every ``(d, x, y)``, SAFES
+        eq. (10) as written. ``"pooled"``: they hold for the group-averaged map
+        ``Σ_d p(d | x, y) q(x̃ỹ | d, x, y)`` per ``(x, y)``, AIF360 ``OptTools``' constraint
+        and what SAFES's experiments ran.
     solver : str
         CVXPY solver name: ``"CLARABEL"`` (default, interior point) or ``"HIGHS"`` (it is an
         LP; run as HiGHS's interior point with crossover unless ``solver_options`` sets
@@ -674,7 +700,8 @@ class TOTransform:
                  clist: Sequence[float] = (0.99, 1.99, 2.99),
                  dlist: Sequence[float] = (0.1, 0.05, 0.0), solver: str = "CLARABEL",
                  max_variables: int = 5_000_000, target: Any = None,
-                 solver_options: Mapping[str, Any] | None = None) -> None:
+                 solver_options: Mapping[str, Any] | None = None,
+                 distortion_scope: str = "per_group") -> None:
         self.d_cols = d_cols
         self.x_cols = x_cols
         self.y_col = y_col
@@ -688,6 +715,7 @@ class TOTransform:
         self.max_variables = max_variables
         self.target = target
         self.solver_options = solver_options
+        self.distortion_scope = distortion_scope
 
     # -- validation --------------------------------------------------------------------
 
@@ -697,6 +725,10 @@ class TOTransform:
         if self.discrimination not in DISCRIMINATION_FORMS:
             raise ValueError(f"TOT: discrimination must be one of {list(DISCRIMINATION_FORMS)}, "
                              f"got {self.discrimination!r}")
+        if self.distortion_scope not in DISTORTION_SCOPES:
+            raise ValueError(f"TOT: distortion_scope (contract key tot.distortion_scope) must "
+                             f"be one of {list(DISTORTION_SCOPES)}, got "
+                             f"{self.distortion_scope!r}")
         if isinstance(self.distortion, str):
             if self.distortion not in DISTORTIONS:
                 raise ValueError(f"TOT: unknown distortion {self.distortion!r}; registered: "
@@ -795,7 +827,7 @@ class TOTransform:
                 f"penalty below the smallest such threshold (0 in each column's penalty under "
                 f"tot.distortion.columns); family: distortion",
                 family="distortion", checks={})
-        program = _assemble(layout, keys, mass, tr, target)
+        program = _assemble(layout, keys, mass, tr, target, self.distortion_scope)
         self.setup_time_ = time.perf_counter() - start
 
         start = time.perf_counter()
@@ -1011,9 +1043,14 @@ class TOTransform:
                 "solver": fitted["solver"],
                 "max_variables": int(self.max_variables),
                 "target": "input (X, Y) distribution" if self.target is None else "supplied",
+                "distortion_scope": self.distortion_scope,
             },
             "fallback": "identity map for (d, x, y) with zero mass at fit time",
-            "distortion_scope": "every (d, x, y) with positive mass at fit time",
+            "distortion_scope": (
+                "the group-averaged map sum_d p(d | x, y) q(. | d, x, y), for every (x, y) with "
+                "positive mass at fit time (AIF360 OptTools, as SAFES's experiments ran)"
+                if self.distortion_scope == "pooled" else
+                "every (d, x, y) with positive mass at fit time (SAFES eq. (10) as written)"),
             "solver": {
                 "name": fitted["solver"],
                 "status": self.status_,

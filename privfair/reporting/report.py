@@ -415,7 +415,11 @@ def tot_section(manifest: Mapping[str, Any], synthetic: pd.DataFrame) -> str:
                 record.get("objective_tv"),
             "moved columns": [*(columns.get("features") or []), outcome],
             "distortion bounds (contract key tot.distortion)": bounds or None,
-            "distortion reached (largest over records)": distortion or None,
+            "distortion bounds hold for (contract key tot.distortion_scope)":
+                record.get("distortion_scope"),
+            ("distortion reached (largest over (x, y) cells, averaged over groups)"
+             if params.get("distortion_scope") == "pooled" else
+             "distortion reached (largest over records)"): distortion or None,
         }),
     ])
 

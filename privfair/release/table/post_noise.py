@@ -103,7 +103,8 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
                       y_col=setting.outcome, domain=domain, eta=setting.eta,
                       discrimination=setting.discrimination, distortion=setting.distortion,
                       clist=setting.clist, dlist=setting.dlist,
-                      max_variables=setting.max_variables)
+                      max_variables=setting.max_variables,
+                      distortion_scope=setting.distortion_scope)
     codes = read_codes(synthetic).astype(np.int64)  # TOT builds keys from the codes
     try:
         fitted = tot.fit(codes)
