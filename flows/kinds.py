@@ -26,6 +26,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from prefect import flow  # noqa: E402
+from prefect.states import Completed  # noqa: E402
 from pydantic.fields import FieldInfo  # noqa: E402
 
 from privfair.release.kinds import FLOW_KINDS, ReleaseFamily  # noqa: E402
@@ -98,7 +99,9 @@ def make_flow(family: ReleaseFamily) -> Any:
                    if getattr(options, "engine", "local") == "dask" else None)
         driver = PrefectDriver(dask_address=address)
         with driver.task_runner():  # prefect-dask's DaskTaskRunner given an address
-            return str(run_release(family.kind_for(options), options, driver=driver))
+            folder = str(run_release(family.kind_for(options), options, driver=driver))
+        # The run's final state names the release (`prefect deployment run --watch` prints it).
+        return Completed(message=f"published {folder}", data=folder)
 
     # Named as the module global it is bound to below: deployments (serve, prefect.yaml)
     # load a flow by its function's name, `flows/kinds.py:<command>`.

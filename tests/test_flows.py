@@ -181,6 +181,8 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
         limit = client.read_global_concurrency_limit_by_name("privfair-release-toy")
         tasks = client.read_task_runs()
     assert flow_run.name == run["flow_run_name"]
+    # Issue 25.7: the final state names the release (`deployment run --watch` prints it).
+    assert flow_run.state.is_completed() and flow_run.state.message == f"published {final}"
     assert not {"seed", "insecure_seed", "work_dir"} & set(flow_run.parameters)
     assert flow_run.parameters["epsilon"] == 1.0 and limit.limit == 1
     assert limit.active_slots == 0  # released
