@@ -82,10 +82,25 @@ def test_resume_refuses_to_change_what_was_measured(failed_run, tmp_path, change
         resume_release(table_kind.TABLE, run_id, change, work_dir=tmp_path / "work")
 
 
-def test_resume_refuses_a_published_or_unknown_run(failed_run, tmp_path):
-    run_id, _ = failed_run
-    resume_release(table_kind.TABLE, run_id, {}, work_dir=tmp_path / "work")
-    with pytest.raises(ReleaseInputError, match="is published"):
-        resume_release(table_kind.TABLE, run_id, {}, work_dir=tmp_path / "work")
+def test_a_published_run_gets_a_new_version_at_no_cost(failed_run, toy_contract, tmp_path):
+    """"Or whose result the publisher wants to change": a published run resumed again
+    publishes a new version that records what it post-processes and costs nothing."""
+    run_id, spent = failed_run
+    first = resume_release(table_kind.TABLE, run_id, {}, work_dir=tmp_path / "work")
+    second = resume_release(table_kind.TABLE, run_id, {"n_rows": 55},
+                            work_dir=tmp_path / "work")
+    assert (first.name, second.name) == ("v1", "v2")
+    manifest = json.loads((second / "manifest.json").read_text())
+    assert manifest["resume"]["post_processing_of"] == "v1"
+    assert manifest["sampling"]["n_rows"] == 55
+    book = read_lifetime_ledger(tmp_path / "releases", load_contract(toy_contract))
+    assert book.rho_spent == pytest.approx(spent)
+    assert [(r["version"], r["rho"] > 0, r.get("post_processing_of")) for r in book.releases
+            ] == [("v1", True, None), ("v2", False, "v1")]
+    kinds = [e["kind"] for e in registry_ledgers("toy")[0]["entries"]]
+    assert kinds == ["open", "reserve", "spend", "publish", "publish"]
+
+
+def test_resume_refuses_an_unknown_run(failed_run, tmp_path):
     with pytest.raises(ReleaseInputError, match="no post-noise checkpoint"):
         resume_release(table_kind.TABLE, "nope", {}, work_dir=tmp_path / "work")

@@ -344,12 +344,17 @@ def resume_release(kind: ReleaseKind, run_id: str, changes: Mapping[str, Any], *
         plan = replace(plan, seed_fingerprint=seed_fingerprint(
             options.seed, dataset=dataset_id(plan.contract)))
     lifetime = read_lifetime_ledger(plan.store, plan.contract)
-    held = next((p for p in lifetime.pending if p["run_id"] == run_id), None)
-    if held is None or held.get("state") != "spent, not published":
+    held = next((p for p in lifetime.pending if p["run_id"] == run_id
+                 and p.get("state") == "spent, not published"), None)
+    published = [r for r in lifetime.releases if r.get("run_id") == run_id
+                 and not r.get("post_processing_of")]
+    if held is None and not published:
         state = lifetime.run_state(run_id)
         raise ReleaseInputError(
             f"resume: run {run_id!r} is {state or 'not in the lifetime ledger'}; only a run "
-            "that drew noise and published nothing can be resumed")
+            "that drew noise can be resumed")
+    if held is None:  # a published run: the new version is post-processing of it
+        held = {**published[0], "rdp": None}
     cost = kind.cost(plan)
     charge = RunCharge(
         run_id=run_id, kind=kind.name, dataset=plan.dataset, contract=plan.contract,
@@ -365,6 +370,8 @@ def resume_release(kind: ReleaseKind, run_id: str, changes: Mapping[str, Any], *
                              charge=charge, progress=report, say=driver.say,
                              orchestrator=driver.orchestrator,
                              resumed={"run_id": run_id, "changed": changed,
+                                      "post_processing_of": (published[0]["version"]
+                                                             if published else None),
                                       "privacy_cost": "none: post-processing of the run's "
                                                       "charged measurements"})
         state = restore_state(raw, plan)
@@ -429,7 +436,9 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
         recover_store(store, plan.dataset, locked_already=True)
         lifetime = read_lifetime_ledger(store, plan.contract)
         check_seed_unused(lifetime, charge.seed_fingerprint, charge.run_id)
-        if lifetime.run_state(charge.run_id) not in ("reserved", "spent, not published"):
+        allowed = ("reserved", "spent, not published") + (
+            ("published",) if (context.resumed or {}).get("post_processing_of") else ())
+        if lifetime.run_state(charge.run_id) not in allowed:
             raise PrivfairError(f"run {charge.run_id} holds no reservation in the lifetime "
                                 "ledger; nothing is published")
         version = next_version(folder, lifetime)
@@ -463,10 +472,14 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
                    **dict(written.ledger_fields)}
         if charge.rdp is not None:  # the lifetime composes this run by its Rényi curve
             release["rdp"] = [float(v) for v in charge.rdp]
+        of_version = (context.resumed or {}).get("post_processing_of")
+        if of_version:  # a new version of a published run: post-processing, no cost
+            release.update(rho=0.0, post_processing_of=of_version)
+            release.pop("rdp", None)
         if charge.seed_fingerprint:
             release["seed_fingerprint"] = charge.seed_fingerprint
         row = [plan.dataset, version, str(final.relative_to(store)), published_at,
-               charge.epsilon, charge.delta, charge.rho, plan.method, int(written.n_rows),
+               charge.epsilon, charge.delta, release["rho"], plan.method, int(written.n_rows),
                charge.contract_fingerprint, bool(written.fairness_passed),
                _orchestrator_json(context.orchestrator)]
         commit_publication(store=store, contract_budget=(plan.contract.budget.epsilon,

@@ -143,6 +143,9 @@ def run_history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif kind == "cancel" and run_id in runs:
             runs[run_id] |= {"state": "cancelled (not charged)", "rho": 0.0,
                              "reason": str(e.get("reason", ""))}
+        elif kind == "publish" and e.get("post_processing_of") and run_id in runs:
+            # a later version of a published run (--resume): no cost of its own
+            runs[run_id].setdefault("also_published", []).append(e.get("version"))
         elif kind == "publish":
             key = run_id if run_id in runs else f"release {e.get('version')}"
             run = runs.setdefault(key, {"run_id": run_id, "rho": 0.0, "method": e.get("method"),

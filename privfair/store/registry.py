@@ -423,7 +423,14 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
             fields["store"] = str(store.resolve())
             state = book.run_state(str(r.get("run_id"))) if r.get("run_id") else None
             if state == "published":
-                raise StoreError(f"run {r['run_id']} has already published")
+                if not fields.get("post_processing_of"):
+                    raise StoreError(f"run {r['run_id']} has already published")
+                # A new version of a published run by post-processing alone (--resume): its
+                # run is charged already, so this version costs nothing.
+                fields["rho"] = 0.0
+                fields.pop("rdp", None)
+                new.append(("publish", fields))
+                continue
             if state is None:
                 book.check(rho=float(r["rho"]))
                 book.releases.append(fields)
