@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from kind_cases import CASES, without_column
+from kind_cases import CASES, EDGE_LIST_CASES, edge_list_example, without_column
 
 from privfair.cli import main
 from privfair.contracts.schema import load_contract
@@ -33,7 +33,16 @@ from privfair.store.registry import (
     store_problems,
 )
 
-COVERED = [kind for kind in KINDS if kind.name in CASES]
+COVERED = [kind for kind in KINDS if kind.name in CASES or kind.name in EDGE_LIST_CASES]
+
+
+def case_of(kind):
+    return CASES.get(kind.name) or EDGE_LIST_CASES[kind.name]
+
+
+def inputs_of(kind, toy_contract, toy_parquet):
+    """The contract and data a kind's case is built on (the toy table, or an edge list)."""
+    return (toy_contract, toy_parquet) if kind.name in CASES else edge_list_example()
 
 
 @pytest.fixture(params=COVERED, ids=lambda kind: kind.name)
@@ -42,7 +51,8 @@ def kind(request):
 
 
 def request_for(kind, toy_contract, toy_parquet, tmp_path, **extra):
-    return {**CASES[kind.name].params(toy_contract, toy_parquet, tmp_path), **extra}
+    contract, data = inputs_of(kind, toy_contract, toy_parquet)
+    return {**case_of(kind).params(contract, data, tmp_path), **extra}
 
 
 def cli_args(kind, params: dict) -> list[str]:
@@ -50,7 +60,7 @@ def cli_args(kind, params: dict) -> list[str]:
     from privfair.cli_options import _flag
 
     model = kind.params
-    args = [CASES[kind.name].command]
+    args = [case_of(kind).command]
     for name, value in params.items():
         flag = _flag(name, model.model_fields[name])
         if isinstance(value, bool):
@@ -67,7 +77,7 @@ def entries(contract_path: Path) -> list[dict]:
 
 
 def test_every_kind_has_a_case():
-    assert {kind.name for kind in KINDS} <= set(CASES) | {"embedding"}
+    assert {kind.name for kind in KINDS} <= set(CASES) | set(EDGE_LIST_CASES)
 
 
 def test_declared_cost_is_reserved_before_the_first_private_read(kind, toy_contract,
@@ -95,20 +105,20 @@ def test_declared_cost_is_reserved_before_the_first_private_read(kind, toy_contr
     if "rdp" not in release:
         assert release["rho"] == pytest.approx(declared)
     assert book.rho_spent == pytest.approx(release["rho"]) and book.pending == []
-    kinds = [e["kind"] for e in entries(toy_contract)]
+    kinds = [e["kind"] for e in entries(inputs_of(kind, toy_contract, toy_parquet)[0])]
     assert kinds == ["open", "reserve", "spend", "publish"]
 
 
 def test_a_schema_problem_is_refused_without_spending(kind, toy_contract, toy_parquet,
                                                       tmp_path):
-    column = CASES[kind.name].column
-    bad = without_column(toy_parquet, column, tmp_path)
-    params = request_for(kind, toy_contract, bad, tmp_path)
+    column = case_of(kind).column
+    bad = without_column(inputs_of(kind, toy_contract, toy_parquet)[1], column, tmp_path)
+    params = {**request_for(kind, toy_contract, toy_parquet, tmp_path), "data": str(bad)}
     with pytest.raises(Exception, match=column):
         run_release(kind, params)
-    book = read_lifetime_ledger(None, load_contract(toy_contract))
+    book = read_lifetime_ledger(None, load_contract(inputs_of(kind, toy_contract, toy_parquet)[0]))
     assert book.rho_spent == 0 and book.releases == []
-    assert "spend" not in [e["kind"] for e in entries(toy_contract)]
+    assert "spend" not in [e["kind"] for e in entries(inputs_of(kind, toy_contract, toy_parquet)[0])]
     assert not list((tmp_path / "work" / "staging").glob("*/*"))  # nothing private left
 
 
@@ -120,7 +130,7 @@ def test_a_test_seed_is_refused_the_second_time_whatever_the_work_folder(
               "out": str(tmp_path / "other-store")}
     with pytest.raises(Exception, match="seed"):
         run_release(kind, second)
-    fingerprints = [e.get("seed_fingerprint") for e in entries(toy_contract)
+    fingerprints = [e.get("seed_fingerprint") for e in entries(inputs_of(kind, toy_contract, toy_parquet)[0])
                     if e["kind"] == "publish"]
     assert len(fingerprints) == 1 and fingerprints[0].startswith("hmac-sha256:")
 
@@ -128,7 +138,7 @@ def test_a_test_seed_is_refused_the_second_time_whatever_the_work_folder(
 def test_publication_writes_the_intent_first_and_files_in_a_0700_folder(
         kind, toy_contract, toy_parquet, tmp_path, monkeypatch):
     params = request_for(kind, toy_contract, toy_parquet, tmp_path)
-    folder = tmp_path / "releases" / load_contract(toy_contract).name
+    folder = tmp_path / "releases" / load_contract(inputs_of(kind, toy_contract, toy_parquet)[0]).name
     steps: list[tuple[str, bool, list[int]]] = []
     real = publication.reached
 
@@ -170,12 +180,12 @@ def test_a_failure_around_the_commit_point_is_recovered(kind, step, toy_contract
             run_release(kind, params)
     code = main(["store", "check", "--out", str(store), "--repair"])
     assert code == 0, capsys.readouterr()
-    book = read_lifetime_ledger(store, load_contract(toy_contract))
+    book = read_lifetime_ledger(store, load_contract(inputs_of(kind, toy_contract, toy_parquet)[0]))
     assert store_problems(store, book) == []
     if step == "ledger":  # before the commit point: rolled back, still charged
         assert book.releases == [] and [p["state"] for p in book.pending] == [
             "spent, not published"]
-        assert not (store / load_contract(toy_contract).name / "v1").exists()
+        assert not (store / load_contract(inputs_of(kind, toy_contract, toy_parquet)[0]).name / "v1").exists()
     else:  # after it: rolled forward
         assert [r["version"] for r in book.releases] == ["v1"]
         manifest = json.loads((store / book.dataset / "v1" / "manifest.json").read_text())
@@ -197,7 +207,7 @@ def test_ctrl_c_exits_130_in_one_line_and_gives_the_reservation_back(
     err = capsys.readouterr().err
     assert code == 130
     assert err.strip().splitlines()[-1] == "privfair: interrupted"
-    assert [e["kind"] for e in entries(toy_contract)][-2:] == ["reserve", "cancel"]
+    assert [e["kind"] for e in entries(inputs_of(kind, toy_contract, toy_parquet)[0])][-2:] == ["reserve", "cancel"]
     assert not list((tmp_path / "work" / "staging").glob("*/*"))
 
 
@@ -210,15 +220,13 @@ BAD_NUMBERS = [("epsilon", "1e-300"), ("epsilon", "1e300"), ("epsilon", "nan"),
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.command)
 def test_bad_numbers_and_paths_are_refused_in_one_line(family, name, value, toy_contract,
                                                        toy_parquet, tmp_path, capsys):
-    kind = next((k for k in family.kinds if k.name in CASES), None)
-    if kind is None:  # no request on the toy data (embed: tests/test_embedding_kind.py)
-        pytest.skip(f"no toy case for {family.command}")
+    kind = family.kinds[0]
     params = {**request_for(kind, toy_contract, toy_parquet, tmp_path), name: value}
     code = main([*cli_args(kind, params), "--no-prefect"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1, err
     assert name in err[0]
-    assert not (tmp_path / "releases").exists() and entries(toy_contract) == []
+    assert not (tmp_path / "releases").exists() and entries(inputs_of(kind, toy_contract, toy_parquet)[0]) == []
 
 
 def test_costs_are_in_one_unit_and_finite(kind, toy_contract, toy_parquet, tmp_path):
