@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from kind_cases import CASES
+from kind_cases import CASES, EDGE_LIST_CASES, edge_list_example
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -72,7 +72,7 @@ def published(folder: Path) -> dict[str, bytes]:
 
 
 #: The kinds with a small request in kind_cases.py (a new kind adds one there).
-COVERED = [kind for kind in KINDS if kind.name in CASES]
+COVERED = [kind for kind in KINDS if kind.name in CASES or kind.name in EDGE_LIST_CASES]
 
 
 @pytest.mark.prefect
@@ -81,14 +81,16 @@ def test_both_drivers_publish_the_same_release(kind, prefect_harness, toy_contra
                                                toy_parquet, tmp_path, monkeypatch):
     from flows.kinds import run_local
 
-    case = CASES[kind.name]
+    case = CASES.get(kind.name) or EDGE_LIST_CASES[kind.name]
+    contract, data = ((toy_contract, toy_parquet) if kind.name in CASES
+                      else edge_list_example())
     assert case.command == kind.command
     folders = {}
     for driver in ("in-process", "prefect"):
         root = tmp_path / driver
         monkeypatch.setenv("PRIVFAIR_REGISTRY", str(root / "registry"))
         options = kind.params.model_validate(
-            {**case.params(toy_contract, toy_parquet, root), "seed": SEED,
+            {**case.params(contract, data, root), "seed": SEED,
              "insecure_seed": True})
         final = (run_release(kind, options) if driver == "in-process"
                  else run_local(options, command=case.command))
