@@ -344,7 +344,7 @@ def _resume(args: argparse.Namespace, family: Any) -> int:
     from privfair.cli_options import options_from_args
     from privfair.release.checkpoint import load_checkpoint
     from privfair.release.kinds import kind_named
-    from privfair.release.protocol import resume_release
+    from privfair.release.resume import resume_release
 
     if args.dry_run:
         raise UsageError("--resume and --dry-run: a resume reads no data and costs nothing")

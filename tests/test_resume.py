@@ -19,7 +19,7 @@ from privfair.contracts.schema import load_contract
 from privfair.core.errors import PrivfairError, ReleaseInputError
 from privfair.release.checkpoint import checkpoint_path
 from privfair.release.kinds import release_table
-from privfair.release.protocol import resume_release
+from privfair.release.resume import resume_release
 from privfair.release.table import kind as table_kind
 from privfair.store.registry import read_lifetime_ledger, registry_ledgers
 

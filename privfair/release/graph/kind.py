@@ -1,5 +1,9 @@
 """The ``graph`` release kind: a DP causal graph of a contract's data (``privfair discover``).
 
+This module is long on purpose: it is the kind's whole declaration (parameters, data-free
+checks, the read and search stages for three methods, what is written), which a reader
+checks against the protocol in one place; the drawing lives in ``report.py``.
+
 A declaration on the release protocol (:mod:`privfair.release.protocol`), which reserves the
 run's ρ, fingerprints a test seed, cancels or keeps the charge and publishes. A graph release
 lives in ``<store>/<dataset>/vN/`` beside the table and model releases of the same dataset and

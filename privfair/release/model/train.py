@@ -1,5 +1,9 @@
 """The ``model`` release kind: a DP (and fair) classifier trained on a contract's private data.
 
+This module is long on purpose: it is the kind's whole declaration (parameters, data-free
+checks, the read, train and evaluate stages, what is written); the declared cost lives in
+``budget.py``, the noisy held-out figures in ``evaluation.py``, scoring in ``predict.py``.
+
 ``privfair train`` runs :data:`MODEL` through the release protocol
 (:func:`privfair.release.protocol.run_release`); ``privfair predict`` runs
 :func:`privfair.release.model.predict.predict`. A model release lives in
