@@ -6,7 +6,11 @@ Two questions, answered by bisection on σ (ε falls as σ grows):
   ``steps``, is (ε, δ)-DP by dp-accounting's RDP accountant.
 * :func:`noise_multiplier_on_ledger`: the smallest σ whose charges the ledger itself accepts,
   tried on copies of the ledger, so the answer agrees with the ledger's own accountant
-  whatever it composes with.
+  whatever it composes with, and, when a ``limit`` is given, whose composed Rényi curve that
+  limit accepts too (a GAN release: the lifetime ledger's charge for the curve must not pass
+  the run's declared ρ).
+
+:func:`count_rho` is the ρ of a GAN's anchor counts (a share of the ε the ledger has left).
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ from typing import Any
 from privfair.core.errors import BudgetExceededError
 
 __all__ = [
+    "MARGINAL_SHARE",
     "MAX_NOISE_MULTIPLIER",
+    "count_rho",
     "noise_multiplier_for",
     "noise_multiplier_on_ledger",
     "subsampled_gaussian_epsilon",
@@ -27,6 +33,11 @@ __all__ = [
 #: Above this σ DP-SGD learns nothing useful; a budget that needs more is refused.
 MAX_NOISE_MULTIPLIER = 1e3
 _BISECTION_STEPS = 50
+#: A GAN's default share of the ledger's remaining ε for its (S, Y) and anchor counts.
+MARGINAL_SHARE = 0.25
+#: A curve's limit: its cost over what it may cost (≤ 1 fits), e.g. the lifetime's charge for
+#: it over the run's declared ρ.
+Limit = Callable[[Any], float]
 
 
 def _check(sample_rate: float, steps: int) -> None:
@@ -85,36 +96,72 @@ def noise_multiplier_for(*, epsilon: float, delta: float, sample_rate: float,
         "noise_multiplier_for")
 
 
+def count_rho(ledger: Any, share: float = MARGINAL_SHARE) -> float:
+    """ρ of a GAN's counts: ``share`` of the ε the ledger has left at its δ, as zCDP."""
+    from privfair.core.accounting import zcdp_rho
+
+    if ledger.delta is None:
+        raise ValueError("ledger: a delta is needed to split the budget between the GAN's "
+                         "counts and DP-SGD")
+    left = ledger.epsilon_budget - ledger.epsilon_spent()
+    if left <= 0:
+        raise BudgetExceededError("privacy budget exhausted: nothing is left for the GAN")
+    return zcdp_rho(epsilon=share * left, delta=ledger.delta)
+
+
 def noise_multiplier_on_ledger(ledger: Any, *, charges: Callable[[float], Sequence[dict]],
-                               ) -> float:
-    """Smallest σ (to 0.1%) such that the ledger accepts every charge in ``charges(σ)``.
+                               limit: Limit | None = None) -> float:
+    """Smallest σ (to 0.1%) such that the ledger accepts every charge in ``charges(σ)``
+    and, with a ``limit``, ``limit(curve) ≤ 1`` for the ledger's composed Rényi curve after
+    them (both fall as σ grows).
 
     ``charges(σ)`` returns keyword arguments for ``ledger.spend_subsampled_gaussian`` (one
     dict per release per step, e.g. the gradient sum and DPSGD-F's clipped counts). Each try
     runs on a copy of the ledger; the ledger itself is not touched. The ledger's composed ε is
     smooth and decreasing in log σ, so false position on log ε finds σ in a few accountant
     calls (each costs a fraction of a second); the answer is then checked by the ledger's own
-    budget test.
+    budget test. A ``limit`` the ledger's σ already meets changes nothing; otherwise σ is
+    found again on the larger of the two log-gaps (still decreasing in σ).
     """
     state = ledger.state_dict()
     budget = float(ledger.epsilon_budget)
     unbounded = {**state, "epsilon_budget": 1e12}
 
-    def gap(log_sigma: float) -> float:
-        trial = type(ledger).from_state_dict(unbounded)
-        for kwargs in charges(math.exp(log_sigma)):
-            trial.spend_subsampled_gaussian(**kwargs)
-        return math.log(max(trial.epsilon_spent(), 1e-300)) - math.log(budget)
+    def trial(sigma: float, from_state: dict[str, Any]) -> Any:
+        book = type(ledger).from_state_dict(from_state)
+        for kwargs in charges(sigma):
+            book.spend_subsampled_gaussian(**kwargs)
+        return book
 
-    def fits(sigma: float) -> bool:
-        trial = type(ledger).from_state_dict(state)
+    def ledger_gap(log_sigma: float) -> float:
+        book = trial(math.exp(log_sigma), unbounded)
+        return math.log(max(book.epsilon_spent(), 1e-300)) - math.log(budget)
+
+    def ledger_fits(sigma: float) -> bool:
         try:
-            for kwargs in charges(sigma):
-                trial.spend_subsampled_gaussian(**kwargs)
+            trial(sigma, state)
         except BudgetExceededError:
             return False
         return True
 
+    sigma = _false_position(ledger_gap, ledger_fits)
+    if limit is None or limit(trial(sigma, unbounded).rdp()) <= 1.0:
+        return sigma
+
+    def both_gap(log_sigma: float) -> float:
+        book = trial(math.exp(log_sigma), unbounded)
+        return max(math.log(max(book.epsilon_spent(), 1e-300)) - math.log(budget),
+                   math.log(max(limit(book.rdp()), 1e-300)))
+
+    def both_fit(sigma: float) -> bool:
+        return ledger_fits(sigma) and limit(trial(sigma, unbounded).rdp()) <= 1.0
+
+    return _false_position(both_gap, both_fit)
+
+
+def _false_position(gap: Callable[[float], float], fits: Callable[[float], bool]) -> float:
+    """Smallest σ (to 0.1%) with ``fits(σ)``; ``gap(log σ)`` is a log-ratio, > 0 when σ is
+    too small, decreasing in σ."""
     lo, hi = 0.0, math.log(2.0)
     f_lo, f_hi = gap(lo), gap(hi)
     while f_lo < 0:  # σ = e^lo already fits: step down

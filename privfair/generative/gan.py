@@ -38,11 +38,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from privfair.core.accounting import joint_noise_multiplier
+from privfair.core.accounting import RDP_ORDERS, joint_noise_multiplier
 from privfair.core.domain import Domain
 from privfair.core.errors import BudgetExceededError
 from privfair.core.mechanisms import gaussian_mechanism
-from privfair.generative.calibration import noise_multiplier_on_ledger
+from privfair.generative.calibration import (
+    MARGINAL_SHARE,
+    Limit,
+    count_rho,
+    noise_multiplier_on_ledger,
+)
 from privfair.generative.dag import CausalDAG, CausalGraphError, parse_dag
 from privfair.generative.dpsgd import GroupClipping, clip_factors, ghost_batch, noisy_sum
 from privfair.generative.nets import (
@@ -160,7 +165,7 @@ class GANConfig:
     node_noise_dim: int = 8
     node_hidden: int = 64
     temperature: float = 0.5
-    marginal_share: float = 0.25
+    marginal_share: float = MARGINAL_SHARE
     anchor_weight: float = 2.0
     generator_ema: float | None = None
     patience: int = 3
@@ -767,16 +772,10 @@ def _measure_counts(codes: Mapping[str, np.ndarray], domain: Domain, *, ledger: 
                                float, float]:
     """P(S), P(Y), n̂ and the anchor marginals, from Gaussian measurements of the (S, Y)
     counts and of each anchor pair's counts (one mechanism each, one σ for all)."""
-    from privfair.core.accounting import gaussian_sigma, zcdp_rho
+    from privfair.core.accounting import gaussian_sigma
 
-    if ledger.delta is None:
-        raise ValueError("ledger: a delta is needed to split the budget between the GAN's "
-                         "counts and DP-SGD")
-    left = ledger.epsilon_budget - ledger.epsilon_spent()
-    if left <= 0:
-        raise BudgetExceededError("privacy budget exhausted: nothing is left for the GAN")
     measured = [(protected, outcome)] + [p for p in pairs if p != (protected, outcome)]
-    rho = zcdp_rho(epsilon=share * left, delta=ledger.delta)
+    rho = count_rho(ledger, share)
     sigma = gaussian_sigma(rho=rho / len(measured), sensitivity=1.0)
 
     def counts(a: str, b: str) -> np.ndarray:
@@ -805,7 +804,8 @@ def _measure_counts(codes: Mapping[str, np.ndarray], domain: Domain, *, ledger: 
 def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, outcome: str,
             ledger: Any, rng: np.random.Generator, config: GANConfig | None = None,
             dag: Any = None, noise_multiplier: float | None = None,
-            discrete_noise: bool = False, progress: Progress | None = None) -> FittedGAN:
+            discrete_noise: bool = False, progress: Progress | None = None,
+            limit: Limit | None = None) -> FittedGAN:
     """Train a DP GAN on integer codes and return the post-noise generator.
 
     Parameters
@@ -827,7 +827,8 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     dag : networkx.DiGraph or mapping, optional
         CFGAN's causal graph (required for ``cfgan``).
     noise_multiplier : float, optional
-        σ for DP-SGD; by default the smallest σ the ledger's remaining budget allows.
+        σ for DP-SGD; by default the smallest σ the ledger's remaining budget allows (and
+        ``limit``, when given).
     discrete_noise : bool
         Exact discrete Gaussian noise for the (S, Y) counts (``--discrete-noise``). DP-SGD's
         gradient noise stays floating-point Gaussian: gradients are not integers.
@@ -835,6 +836,11 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         Called after each epoch with ``(epoch, epochs, {"generator_loss", "marginal_shift",
         ...})`` plus the epoch scores (``anchor_tvd``, ``generated_rd``); all are functions of
         post-noise quantities only.
+    limit : callable, optional
+        A further bound on the run's whole Rényi curve (on ``RDP_ORDERS``): ``limit(curve)``
+        is its cost over what it may cost, ≤ 1 fits. A release passes the lifetime ledger's
+        charge for the curve over the run's declared ρ. Checked for the counts before they
+        are drawn (refused with nothing drawn), then σ is calibrated to it.
     """
     config = config or GANConfig()
     parsed_dag = _check_inputs(config, domain, protected, outcome, dag)
@@ -844,6 +850,13 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                for a in domain}
     pairs = anchor_pairs(domain, protected, outcome, config.method) \
         if config.anchor_weight > 0 else ()
+    if limit is not None:  # the counts and nothing else must leave DP-SGD some room
+        before = ledger.rdp() + count_rho(ledger, config.marginal_share) * np.asarray(RDP_ORDERS)
+        if limit(before) >= 1.0:
+            raise BudgetExceededError(
+                f"the GAN's counts alone would cost {limit(before):.3g} times what the run may "
+                "spend next to the dataset's lifetime ledger, leaving nothing for DP-SGD; "
+                "nothing was drawn for them: raise epsilon")
     marginals, anchors, n_hat, marginal_sigma = _measure_counts(
         columns, domain, ledger=ledger, rng=rng, share=config.marginal_share,
         discrete=discrete_noise, protected=protected, outcome=outcome, pairs=pairs)
@@ -869,7 +882,7 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                  "sensitivity": bound * math.sqrt(1 + ratio**-2)}]
 
     sigma = (noise_multiplier if noise_multiplier is not None
-             else noise_multiplier_on_ledger(ledger, charges=charges))
+             else noise_multiplier_on_ledger(ledger, charges=charges, limit=limit))
     for kwargs in charges(sigma):
         ledger.spend_subsampled_gaussian(**kwargs)
 

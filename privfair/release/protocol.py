@@ -185,6 +185,7 @@ class ReleaseKind(ABC):
         """Refuse, before any noise, a run whose lifetime charge could not stay within its
         cost next to ``lifetime`` (the dataset's lifetime ledger; checked when planning and
         again once the run holds its reservation). By default nothing to check."""
+        return None
 
     @abstractmethod
     def stages(self, plan: Any) -> list[Stage]:

@@ -2,6 +2,12 @@
 
 * :func:`check_gan_request` (public, in preflight): roles and the CFGAN causal graph, from a
   publisher's file, checked against the contract before any private read.
+* :func:`lifetime_limit` and :func:`check_lifetime_room` (public): the run declares
+  ρ = zcdp_rho(ε, δ), but the lifetime ledger charges its Rényi curve
+  (:func:`privfair.store.registry.rho_reservation`), which also pays for giving up the
+  zCDP accountant's continuous orders for the ledger's grid. D1's σ is calibrated so that
+  charge stays within the declared ρ, and a run whose counts alone could not is refused
+  before any noise.
 * :func:`train_gan` (private side): the only stage that reads codes; it charges the release
   ledger for the (S, Y) counts and for DP-SGD on D1 before training, and returns the trained
   generator, a post-noise artefact.
@@ -28,8 +34,8 @@ from privfair.release.ingest import code_batches
 from privfair.release.seeds import stage_rng
 from privfair.store.artefacts import FileRef, load_ledger, save_ledger, write_artefact
 
-__all__ = ["GAN_METHODS", "check_gan_request", "data_fairness", "load_causal_graph",
-           "sample_gan", "train_gan"]
+__all__ = ["GAN_METHODS", "check_gan_request", "check_lifetime_room", "data_fairness",
+           "lifetime_limit", "load_causal_graph", "sample_gan", "train_gan"]
 
 #: |RD(D)| at or below this counts as statistical parity of the released table (Xu ch. 6).
 PARITY_THRESHOLD = 0.05
@@ -91,6 +97,43 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
     return dag.to_dict()
 
 
+def lifetime_limit(lifetime: Any, *, rho: float,
+                   run_id: str | None) -> Callable[[np.ndarray], float]:
+    """``curve ↦`` the lifetime ledger's charge for a run of Rényi ``curve`` (what publish
+    records, :func:`privfair.release.table.publish.lifetime_charge`) over the run's declared
+    ``rho``: ≤ 1 when the run publishes within what it declared."""
+    from privfair.release.table.publish import lifetime_charge
+
+    def limit(curve: np.ndarray) -> float:
+        return float(lifetime_charge(lifetime, curve, run_id=run_id)["rho"]) / float(rho)
+
+    return limit
+
+
+def check_lifetime_room(plan: Any, lifetime: Any) -> None:
+    """Refuse, before any noise, a GAN run whose spending before DP-SGD (the DP domains and
+    policy counts at their shares, the (S, Y) and anchor counts) would already cost, in the
+    lifetime ledger, its whole declared ρ (:func:`lifetime_limit`)."""
+    from privfair.core.accounting import RDP_ORDERS, LedgerEntry, PrivacyLedger
+    from privfair.core.errors import BudgetExceededError
+    from privfair.generative.calibration import count_rho
+
+    book = PrivacyLedger(rho_budget=plan.rho, delta=plan.delta)
+    for name in ("domains", "policies"):
+        if plan.split.get(name, 0.0) > 0:
+            book.spend(LedgerEntry(name, "gaussian", 1.0, rho=float(plan.split[name])))
+    curve = (book.spent + count_rho(book)) * np.asarray(RDP_ORDERS)
+    share = lifetime_limit(lifetime, rho=plan.rho, run_id=plan.run_id)(curve)
+    if share >= 1.0:
+        raise BudgetExceededError(
+            f"method {plan.method!r}: next to the lifetime ledger of dataset "
+            f"{plan.dataset!r}, the GAN's Rényi curve would be charged more than the run's "
+            f"declared rho {plan.rho:.6g} before DP-SGD even starts (its counts alone cost "
+            f"{share:.3g} of it: the ledger pays for composing a Rényi curve on its order grid "
+            "instead of zCDP); nothing was read or charged: raise --epsilon, or use a "
+            "marginal method")
+
+
 def _classifier_encoding(contract: Contract, protected: str, outcome: str) -> Any:
     """The model-release encoding of η's inputs: every column but S and Y, one-hot."""
     from privfair.contracts.model_features import FeatureEncoding
@@ -138,8 +181,12 @@ def _read_codes(codes: FileRef, domain: Domain, batch_size: int) -> dict[str, np
 def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str | Path, *,
               method: str, causal_graph: Mapping[str, Any] | None, epochs: int | None,
               group_clipping: bool, seed: int | None, batch_size: int = 200_000,
-              discrete: bool = False, progress: Callable[[int, int], None] | None = None) -> tuple[FileRef, FileRef]:
-    """Train the GAN's D1 with DP-SGD on the codes; returns (generator artefact, ledger)."""
+              discrete: bool = False, progress: Callable[[int, int], None] | None = None,
+              limit: Callable[[np.ndarray], float] | None = None) -> tuple[FileRef, FileRef]:
+    """Train the GAN's D1 with DP-SGD on the codes; returns (generator artefact, ledger).
+
+    ``limit`` (:func:`lifetime_limit`) bounds the run's whole Rényi curve besides the run's
+    ledger: D1's σ is the smallest that both accept."""
     from privfair.generative.gan import GANConfig, fit_gan
 
     domain = contract.domain()
@@ -157,7 +204,8 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
     book = load_ledger(ledger)
     fitted = fit_gan(_read_codes(codes, domain, batch_size), domain, protected=protected,
                      outcome=outcome, ledger=book, rng=stage_rng(seed, "gan"), config=config,
-                     dag=dag, discrete_noise=discrete, progress=(lambda e, n, info: progress(e, n)) if progress else None)
+                     dag=dag, discrete_noise=discrete, limit=limit,
+                     progress=(lambda e, n, info: progress(e, n)) if progress else None)
     if causal_graph is not None and method == "cfgan":
         fitted.privacy["causal_graph_source"] = causal_graph.get("source", "declared")
     return (write_artefact(artefacts, "gan-generator", fitted.to_bytes(), "npz"),

@@ -22,7 +22,12 @@ from typing import Any
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import FairnessViolationError
 from privfair.generative import GAN_METHODS
-from privfair.release.gan.stages import sample_gan, train_gan
+from privfair.release.gan.stages import (
+    check_lifetime_room,
+    lifetime_limit,
+    sample_gan,
+    train_gan,
+)
 from privfair.release.ingest import discretize_counted, load, read_policy_tally
 from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
@@ -197,11 +202,14 @@ def sample_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 def train_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
+    # The lifetime charges the run's Rényi curve: σ keeps that charge within the reservation.
+    limit = (None if context.lifetime is None else
+             lifetime_limit(context.lifetime, rho=context.charge.rho, run_id=plan.run_id))
     generator, ledger = train_gan(
         state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
         method=plan.method, causal_graph=plan.causal_graph, epochs=plan.gan_epochs,
         group_clipping=plan.group_clipping, seed=context.seed, batch_size=plan.batch_size,
-        discrete=plan.discrete_noise,
+        discrete=plan.discrete_noise, limit=limit,
         progress=lambda epoch, epochs: context.progress("train GAN (DP-SGD)",
                                                         0.2 + 0.6 * epoch / epochs))
     return {"generator": generator, "ledger": ledger}
@@ -332,6 +340,9 @@ class GanKind(TableKind):
                 f"|RD(D)| = {abs(float(rd)):.3f} {'PASS' if check['passed'] else 'FAIL'}"
                 f"{claim}{unfair}")
     description = "publish a DP synthetic table from a GAN (dpgan, FairGAN, FairGAN+, CFGAN)"
+
+    def check_lifetime(self, plan: ReleasePlan, lifetime: Any) -> None:
+        check_lifetime_room(plan, lifetime)
 
     def stages(self, plan: ReleasePlan) -> list[Stage]:
         return [*self.reading_stages(plan),
