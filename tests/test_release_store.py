@@ -151,8 +151,7 @@ def test_lifetime_budget_refused_before_any_private_read(toy_contract, toy_parqu
     assert version_dirs(store) == ["v1"]
 
 
-STAGES = ["load", "discretize_counted", "measure_policy_counts", "measure_one_way", "select",
-          "measure_selected", "estimate", "sample", "fairness_transform", "validate_output",
+STAGES = ["load", "discretize_counted", "measure_policy_counts", "measure_table", "estimate", "sample", "fairness_transform", "validate_output",
           "write_table_release"]
 
 
@@ -279,12 +278,10 @@ def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
     codes = ingest.discretize(staged, c, ws.staging)
     led = artefacts.save_ledger(PrivacyLedger(rho_budget=run.rho, delta=run.delta),
                                 ws.artefacts)
-    one, led = private_stages.measure_one_way(codes, c, led, ws.artefacts,
-                                              rho=run.split["one_way"], seed=1)
-    tree, led = private_stages.select(codes, c, one, led, ws.artefacts, method="mst",
-                                      rho=run.split["select"], seed=1)
-    sel, led = private_stages.measure_selected(codes, c, one, tree, led, ws.artefacts,
-                                               rho=run.split["measure"], seed=1)
+    measured = private_stages.measure_table(codes, c, led, ws.artefacts, method="mst",
+                                            epsilon=run.epsilon, delta=run.delta,
+                                            rho=run.rho, seed=1)
+    one, sel, led = measured["one_way"], measured["selected"], measured["ledger"]
     assert artefacts.load_ledger(led).spent == pytest.approx(run.rho)
     model_ref = post_noise.estimate(one, sel, ws.artefacts, max_iters=100)
     model = artefacts.load_model(model_ref)
