@@ -104,3 +104,22 @@ def test_the_outcome_names_the_tot_eta_and_what_it_reached():
     line = table_kind.TABLE.outcome(manifest)
     assert "TOT eta=0.08 applied (discrimination 0.061)" in line
     assert "model-graph fairness FAIL (not claimed by this method)" in line
+
+
+def test_model_and_graph_outcomes_say_what_was_built():
+    from privfair.release.graph.kind import GRAPH
+    from privfair.release.model.train import MODEL
+
+    trivial = {"model": "pflr", "trivial": True, "metrics": {"fair": True}}
+    assert "TRIVIAL" in MODEL.outcome(trivial) and "PASS" not in MODEL.outcome(trivial)
+    model = {"model": "pflr", "trivial": False,
+             "metrics": {"accuracy": 0.661, "majority_baseline_accuracy": 0.502,
+                         "risk_difference": 0.179, "fair": False, "fair_threshold": 0.05}}
+    assert MODEL.outcome(model) == ("built pflr: DP held-out accuracy 0.661 (majority 0.502); "
+                                    "risk difference 0.179 FAIL (|RD| <= 0.05)")
+    graph = {"method": "privpc", "graph": {"nodes": ["a", "b", "c"], "edges": [["a", "b"]],
+                                           "undirected": [["b", "c"]]},
+             "roles_audit": {"unblocked_paths": [["sex", "income"]]}}
+    assert GRAPH.outcome(graph) == ("built privpc: 3 nodes, 1 directed and 1 undirected edges; "
+                                    "roles audit FAIL (1 protected->outcome path(s) avoid "
+                                    "every admissible attribute)")

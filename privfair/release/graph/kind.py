@@ -39,6 +39,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -486,6 +487,16 @@ class GraphKind(ReleaseKind):
     def summary(self, plan: DiscoverPlan) -> str:
         return (f"graph release of {plan.dataset!r}: ε = {plan.epsilon:g}, δ = {plan.delta:g} "
                 f"(ρ = {plan.rho:.4g}), method {plan.search}")
+
+    def outcome(self, manifest: Mapping[str, Any]) -> str:
+        """The graph's size and the roles audit's result."""
+        graph, flagged = manifest["graph"], manifest["roles_audit"]["unblocked_paths"]
+        audit = ("roles audit PASS" if not flagged else
+                 f"roles audit FAIL ({len(flagged)} protected->outcome path(s) avoid every "
+                 "admissible attribute)")
+        return (f"built {manifest['method']}: {len(graph['nodes'])} nodes, "
+                f"{len(graph['edges'])} directed and {len(graph['undirected'])} undirected "
+                f"edges; {audit}")
 
     def stages(self, plan: DiscoverPlan) -> list[Stage]:
         return [Stage("read", read_stage, private=True, at=0.05),

@@ -393,6 +393,21 @@ class ModelKind(ReleaseKind):
         return (f"model release of {plan.dataset!r}: {plan.params.model}, "
                 f"ε = {plan.epsilon:g}, δ = {plan.delta:g}")
 
+    def outcome(self, manifest: Mapping[str, Any]) -> str:
+        """The model, and its held-out figures as released (DP), or why there are none."""
+        what = f"built {manifest['model']}"
+        if manifest.get("trivial"):
+            return f"{what}: TRIVIAL (predicts one class for every row); not called fair"
+        metrics = manifest.get("metrics")
+        if not metrics:
+            return f"{what}: no held-out figures (holdout = 0)"
+        rd = metrics.get("risk_difference")
+        fair = (f"{'PASS' if metrics.get('fair') else 'FAIL'} "
+                f"(|RD| <= {metrics.get('fair_threshold')})")
+        return (f"{what}: DP held-out accuracy {metrics['accuracy']:.3f} (majority "
+                f"{metrics['majority_baseline_accuracy']:.3f}); risk difference "
+                f"{'-' if rd is None else f'{rd:.3f}'} {fair}")
+
     def stages(self, plan: ModelPlan) -> list[Stage]:
         stages = [Stage("read", read_stage, private=True, at=0.05),
                   Stage("train", train_stage, private=True, noise=True, at=0.1)]
