@@ -41,6 +41,7 @@ def test_the_last_lines_name_the_fallback(toy_contract, tmp_path, capsys):
     assert manifest["structure"]["method"] == "independent (small-n fallback)"
     assert line.startswith("built prefair-greedy -> independent (small-n fallback): 0 edges")
     assert f"{manifest['sampling']['n_rows']} rows" in line
+    assert "independent (small-n fallback)" in (folder / "report.html").read_text()
 
 
 def test_a_tree_release_names_its_edges_and_checks(toy_contract, toy_parquet, tmp_path):

@@ -306,8 +306,11 @@ def method_rows(manifest: Mapping[str, Any]) -> dict[str, Any]:
         fixed = {k: split.pop(k) for k in ("domains", "policies") if k in split}
         split = {**fixed, "AIM rounds (select + measure, adaptive; see the ledger)":
                  sum(float(v) for v in split.values())}
+    built = (manifest.get("structure") or {}).get("method")
     rows: dict[str, Any] = {
         "method": method.get("name"),
+        # what was actually built, when it is not what was asked (the small-n fallback)
+        "built": built if built and built != method.get("name") else None,
         "budget split (ρ)": {k: v for k, v in split.items() if v} or None,
         "time budget (s)": method.get("time_budget_s"),
         "discrete Gaussian noise": method.get("discrete_noise"),
