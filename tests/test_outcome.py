@@ -124,3 +124,19 @@ def test_model_and_graph_outcomes_say_what_was_built():
     assert GRAPH.outcome(graph) == ("built privpc: 3 nodes, 1 directed and 1 undirected edges; "
                                     "roles audit FAIL (1 protected->outcome path(s) avoid "
                                     "every admissible attribute)")
+
+
+def test_a_gan_release_ledger_adds_up_to_its_charge_in_one_unit(toy_contract, toy_parquet,
+                                                                 tmp_path):
+    """Issue 25.1: the DP-SGD row showed ρ = 0.0326 (its unamplified bound), more than the
+    release's whole ρ; the rows now add up to what the lifetime ledger charged."""
+    folder = release_table(_request(toy_contract, toy_parquet, tmp_path, method="dpgan",
+                                    gan_epochs=1))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    book = read_lifetime_ledger(None, table_kind.TABLE.check(table_kind.TABLE.parse(
+        _request(toy_contract, toy_parquet, tmp_path))).contract)
+    (release,) = book.releases
+    rows = manifest["ledger"]
+    assert sum(e["rho"] for e in rows) == pytest.approx(release["rho"], rel=1e-9)
+    dpsgd = [e for e in rows if e["mechanism"] == "subsampled-gaussian"]
+    assert dpsgd and all(e["rho_unamplified_bound"] > e["rho"] for e in dpsgd)

@@ -39,8 +39,13 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                    input_validation: Mapping[str, Any], output_validation: Mapping[str, Any],
                    lifetime: LifetimeLedger, fairness_transform: Mapping[str, Any] | None = None,
                    orchestrator: Mapping[str, Any] | None = None,
-                   generative: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                   generative: Mapping[str, Any] | None = None,
+                   charged_rho: float | None = None) -> dict[str, Any]:
     """The release manifest: only public settings and post-DP quantities.
+
+    ``charged_rho``: what the lifetime ledger records for a run accounted by its Rényi
+    curve (a GAN's DP-SGD); its ledger rows are then shown in that unit (see
+    :func:`ledger_in_one_unit`), so they add up to the release's charge.
 
     A GAN release (``generative``) records its DP-SGD parameters, the accountant's ε, the
     causal graph (CFGAN) and the data-fairness measures of the released table instead of a
@@ -73,7 +78,7 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "rho": plan.rho,
             "spent": ledger.guarantee(),
         },
-        "ledger": [asdict(e) for e in ledger.entries],
+        "ledger": ledger_in_one_unit([asdict(e) for e in ledger.entries], charged_rho),
         "lifetime": {
             "epsilon_budget": lifetime.epsilon_budget,
             "delta_budget": lifetime.delta_budget,
@@ -129,6 +134,26 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
 
 
 # --- summaries for the orchestrator (Prefect artifacts) and the CLI -----------------------
+
+
+def ledger_in_one_unit(entries: list[dict[str, Any]],
+                       charged_rho: float | None) -> list[dict[str, Any]]:
+    """Ledger rows in the lifetime ledger's unit (issue 25.1).
+
+    A subsampled-Gaussian (DP-SGD) entry's ``rho`` is the bound of its steps without
+    subsampling's amplification, far above what the run is charged. When the run is charged
+    ``charged_rho`` by its Rényi curve, such a row shows the rest of that charge after the
+    zCDP rows (and keeps the unamplified bound as ``rho_unamplified_bound``), so the rows add
+    up to the release's charge.
+    """
+    rdp = [e for e in entries if e.get("mechanism") == "subsampled-gaussian"]
+    if charged_rho is None or not rdp:
+        return entries
+    fixed = sum(float(e["rho"]) for e in entries if e not in rdp)
+    share = max(float(charged_rho) - fixed, 0.0) / len(rdp)
+    return [e if e not in rdp else {**e, "rho": share,
+                                    "rho_unamplified_bound": float(e["rho"])}
+            for e in entries]
 
 
 def read_manifest(release_dir: str | Path) -> dict[str, Any]:

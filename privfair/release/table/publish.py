@@ -82,13 +82,16 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         labelled.rename(columns=contract.released_names()).to_parquet(
             folder / "synthetic.parquet", index=False)
         tables, n_rows = ["synthetic.parquet"], len(labelled)
+    # DP-SGD: the lifetime composes its Rényi curve, not a ρ it does not have.
+    charge = (lifetime_charge(lifetime, book.rdp(), run_id=plan.run_id) if book.uses_rdp
+              else {})
     manifest = build_manifest(
         plan, version=version, ledger=book, one_way=one_way_model, structure=tree,
         model=meta, contract=contract, n_rows=n_rows,
         input_validation=state["input_validation"],
         output_validation=state["output_validation"], lifetime=lifetime,
         fairness_transform=state.get("fairness_transform"), orchestrator=orchestrator,
-        generative=generative)
+        generative=generative, charged_rho=charge.get("rho"))
     if tables != ["synthetic.parquet"]:
         manifest["sampling"].update(manifest_record(tables, plan.part_rows),
                                     report_rows=len(labelled))
@@ -100,9 +103,6 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
     if classifier is not None:
         names += write_classifier_release(folder / "classifier", classifier,
                                           manifest=manifest, plan=plan)
-    # DP-SGD: the lifetime composes its Rényi curve, not a ρ it does not have.
-    charge = (lifetime_charge(lifetime, book.rdp(), run_id=plan.run_id) if book.uses_rdp
-              else {})
     return Written(manifest=manifest, files=names, n_rows=n_rows,
                    fairness_passed=fairness_passed, ledger_fields=charge)
 
