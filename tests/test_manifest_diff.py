@@ -132,8 +132,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"manifest\.json:method\.estimated_total",
         r"manifest\.json:method\.dp_sgd\.(noise_multiplier|sample_rate|steps|steps_run"
         r"|expected_batch_size|epsilon_dp_sgd_alone)",
-        r"manifest\.json:ledger\[GAN D1 [^]]*\]\.(rho|sigma|sample_rate|steps|queries"
-        r"|rdp\[\d+\])",
+        r"manifest\.json:ledger\[GAN D1 [^]]*\]\.(rho|rho_unamplified_bound|sigma|sample_rate"
+        r"|steps|queries|rdp\[\d+\])",
+        # The lifetime charge of the run's Rényi curve (rho_reservation of the curve): also a
+        # function of (q, steps, σ); the catalog records it.
+        r"catalog:rho",
         r"manifest\.json:guarantee\.spent\.(epsilon|rho_unamplified_bound|rho)",
         r"artifact\.ledger:\[GAN D1 [^]]*\]\.(rho|sigma|queries)",
         r"artifact\.md:privfair release [^>]* > row ε spent",  # guarantee.spent.epsilon
