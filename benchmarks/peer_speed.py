@@ -20,6 +20,13 @@ Peers take the domain and n from the data (their own defaults; see /work/shared/
 privfair takes them from the contract and measures n privately. A peer fit that passes
 ``--peer-timeout`` is stopped and reported as a lower bound.
 
+Caveat (first run, results/peer_speed.json): in this venv the peers' one-way marginals are
+right but their joints are not (COMPAS MST: corr(age_cat, two_year_recid) 0.65 in the sample
+against -0.16 in the data), so their 2-way TVDs (MST 0.14 on COMPAS, 0.11 on Adult; AIM 0.05
+on COMPAS) are far above the figures published for them (AIM on COMPAS ≈ 0.012); the
+smartnoise-synth 1.0.8 × mbi 1.1 (JAX) pairing is the suspect, not investigated further. Fit
+times and memory are what the peers cost as installed.
+
     python benchmarks/peer_speed.py --out benchmarks/results/peer_speed.json
     python benchmarks/peer_speed.py --datasets compas --methods mst    # quick look
     python benchmarks/peer_speed.py --gan --gan-epochs 1                # add DP-CTGAN vs dpgan
