@@ -103,7 +103,7 @@ def test_deployments_expose_the_aim_time_budget():
         from serve import AIM_TIME_BUDGET_S, deployments
     finally:
         sys.path.remove(str(ROOT / "deployments"))
-    served = [d for d in deployments()]
+    served = list(deployments())
     spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
     # Every publishing command has a deployment, in serve.py and in prefect.yaml alike.
     assert {(d.flow_name, d.name) for d in served} == {

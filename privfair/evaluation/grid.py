@@ -231,7 +231,7 @@ def timestamp() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
 
 
-def _new_run_folder(root: Path, stamp: str) -> Path:
+def new_run_folder(root: Path, stamp: str) -> Path:
     root.mkdir(parents=True, exist_ok=True, mode=0o700)
     for i in range(1, 1000):
         folder = root / (stamp if i == 1 else f"{stamp}-{i}")
@@ -249,7 +249,7 @@ def write_outputs(results: pd.DataFrame, params: EvaluateParams | dict[str, Any]
     from privfair.evaluation.evaluate import trade_off_report
 
     params = EvaluateParams.model_validate(params)
-    folder = _new_run_folder(check_out(params.out), stamp or timestamp())
+    folder = new_run_folder(check_out(params.out), stamp or timestamp())
     (folder / MARKER).write_text(NOT_PRIVATE + "\n")
     results.to_parquet(folder / "results.parquet", index=False)
     ok = results[results["error"].isna()]

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from privfair.evaluation.evaluate import NOT_PRIVATE, evaluate_synthetic, privileged_codes
-from privfair.evaluation.grid import MARKER, _new_run_folder, check_out, timestamp
+from privfair.evaluation.grid import MARKER, check_out, new_run_folder, timestamp
 
 __all__ = ["release_contract", "score_release", "write_release_score"]
 
@@ -121,7 +121,7 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
 def write_release_score(record: dict[str, Any], out: str | Path) -> Path:
     """``<out>/<stamp>-<dataset>-<version>/``: score.json, results.parquet and the marker."""
     stamp = f"{timestamp()}-{record['dataset']}-{record['version']}"
-    folder = _new_run_folder(check_out(out), stamp)
+    folder = new_run_folder(check_out(out), stamp)
     (folder / MARKER).write_text(NOT_PRIVATE + "\n")
     (folder / "score.json").write_text(json.dumps(
         {"not_privacy_protected": NOT_PRIVATE, **record}, indent=2, default=float) + "\n")

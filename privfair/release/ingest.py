@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 # --- private side: load, validate, discretize -----------------------------------------------
 
-_NUMERIC_TYPES = re.compile(
+NUMERIC_TYPES = re.compile(
     r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|"
     r"FLOAT|DOUBLE|REAL|DECIMAL.*)$")
 
@@ -58,7 +58,7 @@ def _fmt(path: Path) -> str:
     return "CSV" if path.suffix.lower() == ".csv" else "Parquet"
 
 
-def _quote(name: str) -> str:
+def quote_identifier(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -66,13 +66,13 @@ _INTEGER_TYPES = re.compile(r"^U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?$")
 _FLOAT_TYPES = re.compile(r"^(FLOAT|DOUBLE|REAL|DECIMAL.*)$")
 
 
-def _text_expr(path: Path, name: str, kind: str, normalize: str = "none") -> str:
+def text_expr(path: Path, name: str, kind: str, normalize: str = "none") -> str:
     """SQL giving the text that :mod:`privfair.contracts.encoding` matches categories against.
 
     Integers become their decimal text, whole floats too (``1.0`` -> ``"1"``), booleans
     ``"True"``/``"False"``; other types (dates, blobs, nested) are refused.
     """
-    col = _quote(name)
+    col = quote_identifier(name)
     if kind == '"NULL"' or kind == "NULL":  # an all-null column: its nulls policy decides
         return f"CAST({col} AS VARCHAR) AS {col}"
     if kind == "VARCHAR":
@@ -132,18 +132,18 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
         types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
         select = []
         for spec in contract.columns:
-            col, kind = _quote(spec.name), types[spec.name]
+            col, kind = quote_identifier(spec.name), types[spec.name]
             if spec.type == "numeric":
                 if path.suffix.lower() == ".csv":
                     select.append(f"NULLIF(trim({col}), '') AS {col}")
-                elif _NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL"):
+                elif NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL"):
                     select.append(f"CAST({col} AS DOUBLE) AS {col}")
                 else:  # pragma: no cover - check_source_schema refused it
                     raise ReleaseInputError(
                         f"data file {path}: column {spec.name!r} has type {kind} but contract "
                         f"{contract.name!r} declares it numeric")
             else:
-                select.append(_text_expr(path, spec.name, kind,
+                select.append(text_expr(path, spec.name, kind,
                                          contract.normalization(spec.name)))
         source = source_sql(literal)
         try:

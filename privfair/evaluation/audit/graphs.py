@@ -23,7 +23,7 @@ from privfair.evaluation.audit.core import (
     claimed_epsilon,
     fresh_ledger,
 )
-from privfair.evaluation.audit.tables import QUARTER_NOISE, _looped
+from privfair.evaluation.audit.tables import QUARTER_NOISE, looped
 
 __all__ = ["audit_dpne", "audit_lapmech", "audit_privpc"]
 
@@ -73,7 +73,7 @@ def audit_privpc(*, trials: int, seed: int = 20, epsilon_count: float = 1.5,
                              max_rows=rows + 1, count_share=count_share)
             return _edge_kept(result)
 
-        return _looped(trial)
+        return looped(trial)
 
     rho_round = rho / rounds
     epsilons = [math.sqrt(8 * rho_round * count_share),
@@ -121,7 +121,7 @@ def audit_lapmech(*, trials: int, seed: int = 21, epsilon: float = 1.0,
                               ledger=fresh_ledger(), rng=rng, alpha=alpha, max_order=0)
             return _edge_kept(result)
 
-        return _looped(trial)
+        return looped(trial)
 
     claim = claimed_epsilon(
         lambda ledger: lap_mech(codes, domain, rho=epsilon**2 / 2, ledger=ledger,
@@ -166,7 +166,7 @@ def audit_dpne(*, trials: int, seed: int = 22, epsilon: float = 2.0, nodes: int 
             # residue would otherwise select low-order-bit patterns of the output.
             return float(np.round(np.sum(np.abs(eta) - np.abs(eta + 2)), 9))
 
-        return _looped(trial)
+        return looped(trial)
 
     claim = claimed_epsilon(
         lambda ledger: dpne(empty, dim=1, epsilon=epsilon, ledger=ledger,

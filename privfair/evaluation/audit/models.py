@@ -33,7 +33,7 @@ from privfair.evaluation.audit.core import (
     claimed_epsilon,
     fresh_ledger,
 )
-from privfair.evaluation.audit.tables import GAUSSIAN_DELTA, _looped
+from privfair.evaluation.audit.tables import GAUSSIAN_DELTA, looped
 
 __all__ = ["audit_d1_step", "audit_dpsgd", "audit_dpsgd_f", "audit_functional"]
 
@@ -145,7 +145,7 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
             # ratio depends on nothing but the grid point (with float Laplace noise it did).
             return float(np.sum(np.abs(z - exact[0]) - np.abs(z - exact[1])))
 
-        draw = _looped(trial)
+        draw = looped(trial)
         return _exact_float_draw(draw) if event == "exact-float" else draw
 
     label = {"privlr": "PrivLR", "pflr": "PFLR", "pflr-star": "PFLR*"}[variant]
@@ -302,7 +302,7 @@ def audit_dpsgd_f(*, trials: int, seed: int = 12, noise_multiplier: float = 1.0,
             weight = float(net.weights["layer0.weight"][0, 2])
             return weight * config.expected_batch_size / (config.lr * bound)
 
-        return _looped(trial)
+        return looped(trial)
 
     return audit_mechanism(
         make, mechanism="DPSGD-F (learn.dpsgd, gradient canary)",
@@ -382,7 +382,7 @@ def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
                                                                         strict=True))
             return projection * expected_batch / clip
 
-        return _looped(trial)
+        return looped(trial)
 
     def charge(ledger: PrivacyLedger) -> None:
         ledger.spend_subsampled_gaussian(name="D1", noise_multiplier=noise_multiplier,

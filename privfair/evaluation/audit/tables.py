@@ -62,7 +62,7 @@ def _paired(run: Callable[[bool, int, np.random.Generator], np.ndarray]) -> Draw
     return draw
 
 
-def _looped(trial: Callable[[bool, np.random.Generator], float]) -> Draw:
+def looped(trial: Callable[[bool, np.random.Generator], float]) -> Draw:
     """A draw that calls a one-run ``trial(neighbour, rng) -> score`` ``n`` times."""
 
     def run(neighbour: bool, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -193,7 +193,7 @@ def audit_exponential_selection(*, trials: int, seed: int = 1, epsilon: float = 
                                          name="audit select")
             return float(pick == 0)
 
-        return _looped(trial)
+        return looped(trial)
 
     return audit_mechanism(
         make, mechanism="selection exponential mechanism", claimed_epsilon=epsilon, delta=0.0,
@@ -223,7 +223,7 @@ def audit_aim_selection(*, trials: int, seed: int = 7, epsilon: float = 1.0,
                 sensitivity=1.0, rng=rng, ledger=fresh_ledger(), name="audit AIM select")
             return float(pick == 0)
 
-        return _looped(trial)
+        return looped(trial)
 
     return audit_mechanism(
         make, mechanism="AIM selection (exponential_first_admissible)",
@@ -268,7 +268,7 @@ def audit_quantiles(*, trials: int, seed: int = 2, epsilon: float = 2.0,
                                       ledger=fresh_ledger(), name="audit")
             return float(len(edges) == 3 and 40.0 < edges[1] < 42.0)
 
-        return _looped(trial)
+        return looped(trial)
 
     return audit_mechanism(
         make, mechanism="DP quantiles (dp_bins)", claimed_epsilon=epsilon, delta=0.0,
@@ -311,7 +311,7 @@ def audit_cathist(*, trials: int, seed: int = 3, epsilon: float = 1.0,
                                tolerance=0.01, epsilon=epsilon / noise, rng=rng)
             return float("v07" in released)
 
-        return _looped(trial)
+        return looped(trial)
 
     return audit_mechanism(
         make, mechanism="CatHist", claimed_epsilon=epsilon, delta=0.0, trials=trials,
@@ -357,7 +357,7 @@ def audit_aim_round(*, trials: int, seed: int = 4, rho_round: float = GAUSSIAN_R
                                        ledger=ledger, name="audit AIM measure")
             return float(selection_llr[pick] + (noisy[0] - table[0] - 0.5) / sigma**2)
 
-        return _looped(trial)
+        return looped(trial)
 
     return audit_mechanism(
         make, mechanism="AIM round (select + measure)",
@@ -411,7 +411,7 @@ def audit_end_to_end(*, trials: int, seed: int = 5, epsilon: float = 4.0,
             model = synth.model_
             return float(sum(model.marginal((a,))[1] for a in domain.attributes))
 
-        return _looped(trial)
+        return looped(trial)
 
     return audit_mechanism(
         make, mechanism="end-to-end release (prefair-greedy)", claimed_epsilon=epsilon,

@@ -98,13 +98,13 @@ def _write_private(path: Path, data: bytes) -> None:
 
 def _loader_select(types: dict[str, str], contract: Contract, path: Path) -> str:
     """The loader's SELECT list (:func:`privfair.release.ingest.load`'s type rules)."""
-    from privfair.release.ingest import _NUMERIC_TYPES, _quote, _text_expr
+    from privfair.release.ingest import NUMERIC_TYPES, quote_identifier, text_expr
 
     select = []
     for spec in contract.columns:
-        col, kind = _quote(spec.name), types[spec.name]
+        col, kind = quote_identifier(spec.name), types[spec.name]
         if spec.type == "numeric":
-            if not (_NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL")):
+            if not (NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL")):
                 from privfair.core.errors import ReleaseInputError
 
                 raise ReleaseInputError(  # pragma: no cover - check_dataset_schema refused it
@@ -112,7 +112,7 @@ def _loader_select(types: dict[str, str], contract: Contract, path: Path) -> str
                     f"{contract.name!r} declares it numeric")
             select.append(f"CAST({col} AS DOUBLE) AS {col}")
         else:
-            select.append(_text_expr(path, spec.name, kind, contract.normalization(spec.name)))
+            select.append(text_expr(path, spec.name, kind, contract.normalization(spec.name)))
     return ", ".join(select)
 
 
