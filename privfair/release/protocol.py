@@ -58,6 +58,7 @@ from privfair.store.registry import (
     next_version,
     read_lifetime_ledger,
     release_unspent,
+    rho_reservation,
     reserve_run,
 )
 
@@ -331,8 +332,6 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
 def _cost_rho(cost: Cost, lifetime: Any) -> float:
     if cost.rho is not None:
         return cost.rho
-    from privfair.store.registry import rho_reservation
-
     return rho_reservation(lifetime, np.asarray(cost.rdp, dtype=float))
 
 
