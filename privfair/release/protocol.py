@@ -58,8 +58,8 @@ from privfair.store.registry import (
     next_version,
     read_lifetime_ledger,
     release_unspent,
-    rho_reservation,
     reserve_run,
+    rho_reservation,
 )
 
 log = logging.getLogger(__name__)
