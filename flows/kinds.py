@@ -55,11 +55,17 @@ def _annotation(info: FieldInfo) -> Any:
     return annotation
 
 
+#: The form's one field that is not a release parameter: ``--resume`` as a flow parameter.
+RESUME = "resume_run"
+
+
 def _signature(model: type[ReleaseOptions]) -> inspect.Signature:
     params = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY,
                                 default=info.get_default(call_default_factory=True),
                                 annotation=_annotation(info))
               for name, info in form_fields(model).items()]
+    params.append(inspect.Parameter(RESUME, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                    annotation=str | None))
     return inspect.Signature(params, return_annotation=str)
 
 
@@ -68,6 +74,8 @@ def _docstring(family: ReleaseFamily) -> str:
              "folder.", "", "Args:"]
     for name, info in form_fields(family.params).items():
         lines.append(f"    {name}: {' '.join((info.description or name).split())}")
+    lines.append(f"    {RESUME}: Re-run only the post-noise stages of this charged run (its id) "
+                 "with the post-processing fields set here; no privacy cost.")
     return "\n".join(lines)
 
 
@@ -94,6 +102,10 @@ def make_flow(family: ReleaseFamily) -> Any:
     """The Prefect flow of one release family (its form generated from its parameters)."""
 
     def body(**args: Any) -> str:
+        run_id = args.pop(RESUME, None)
+        if run_id:
+            folder = _resume(family, run_id, args)
+            return Completed(message=f"published {folder} (resumed {run_id})", data=folder)
         options = options_for(family, args)
         address = (getattr(options, "dask_address", None)
                    if getattr(options, "engine", "local") == "dask" else None)
@@ -112,6 +124,24 @@ def make_flow(family: ReleaseFamily) -> Any:
     return flow(name=family.flow_name, persist_result=False,
                 timeout_seconds=ops.FLOW_TIMEOUT_S, on_failure=[ops.on_release_failure],
                 on_crashed=[ops.on_release_failure])(body)
+
+
+def _resume(family: ReleaseFamily, run_id: str, args: dict[str, Any]) -> str:
+    """``resume_run``: the run's post-noise stages with the post-processing fields the form
+    sets away from their defaults (the others keep the run's values)."""
+    from privfair.release.checkpoint import load_checkpoint
+    from privfair.release.kinds import kind_named
+    from privfair.release.resume import resume_release
+
+    local = _LOCAL.get()
+    work_dir = (local.work_dir if local is not None
+                else os.environ.get("PRIVFAIR_WORK_DIR", ".privfair"))
+    kind = kind_named(load_checkpoint(work_dir, run_id)["kind"])
+    fields = family.params.model_fields
+    changes = {k: args[k] for k in kind.post_noise_params
+               if k in args and args[k] != fields[k].get_default(call_default_factory=True)}
+    return str(resume_release(kind, run_id, changes, work_dir=work_dir,
+                              driver=PrefectDriver()))
 
 
 FLOWS = {family.command: make_flow(family) for family in FLOW_KINDS}

@@ -79,7 +79,7 @@ def test_every_flow_has_timeout_hooks_and_no_seed_parameter():
         assert ops.on_release_failure in flow.on_crashed_hooks
         assert flow.persist_result is False
         fields = flow.parameters.model_dump()["properties"]
-        assert set(fields) == set(form_fields(f.params))
+        assert set(fields) == set(form_fields(f.params)) | {"resume_run"}
         assert not set(fields) & {"seed", "insecure_seed", "work_dir"}, f.command
 
 

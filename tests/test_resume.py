@@ -104,3 +104,18 @@ def test_a_published_run_gets_a_new_version_at_no_cost(failed_run, toy_contract,
 def test_resume_refuses_an_unknown_run(failed_run, tmp_path):
     with pytest.raises(ReleaseInputError, match="no post-noise checkpoint"):
         resume_release(table_kind.TABLE, "nope", {}, work_dir=tmp_path / "work")
+
+
+@pytest.mark.prefect
+def test_resume_through_the_flow(prefect_harness, failed_run, tmp_path, monkeypatch):
+    """The flow's equivalent: the form's resume_run runs the post-noise stages as tasks."""
+    from flows.kinds import FLOWS
+
+    run_id, spent = failed_run
+    monkeypatch.setenv("PRIVFAIR_WORK_DIR", str(tmp_path / "work"))
+    folder = Path(FLOWS["release"](resume_run=run_id, n_rows=66, out=str(tmp_path / "releases")))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["resume"]["run_id"] == run_id and manifest["sampling"]["n_rows"] == 66
+    assert manifest["orchestrator"]["name"] == "prefect"
+    kinds = [e["kind"] for e in registry_ledgers("toy")[0]["entries"]]
+    assert kinds == ["open", "reserve", "spend", "publish"]
