@@ -41,6 +41,7 @@ from typing import Any, ClassVar
 import numpy as np
 from pydantic import BaseModel
 
+from privfair.contracts.schema import Contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.release.checkpoint import save_checkpoint
@@ -69,6 +70,28 @@ Progress = Callable[[str, float], None]
 #: The state a run carries from stage to stage: stage outputs by name (file references and
 #: post-noise values; never private rows).
 State = Mapping[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RequestPlan:
+    """What every kind's plan holds: the public facts the protocol reads. A kind's plan
+    subclasses it (``@dataclass(frozen=True, kw_only=True)``) and adds its own settings."""
+
+    run_id: str
+    dataset: str
+    contract: Contract
+    contract_path: str
+    data_path: str
+    data_source: str
+    store: str
+    work_dir: str
+    #: The ledger's label of the run (e.g. ``mst``, ``model:pflr``, ``graph:privpc``).
+    method: str
+    epsilon: float
+    delta: float
+    started_at: str
+    #: Insecure test mode only: the seed's keyed fingerprint (the protocol fills it in).
+    seed_fingerprint: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,11 +193,7 @@ class ReleaseKind(ABC):
 
     @abstractmethod
     def check(self, params: Any) -> Any:
-        """Every data-free check; returns the kind's public plan.
-
-        The plan is a dataclass with at least ``run_id``, ``dataset``, ``contract``,
-        ``store``, ``work_dir``, ``method`` (the ledger's label), ``started_at`` and
-        ``seed_fingerprint`` (None; the protocol fills it in for a test seed).
+        """Every data-free check; returns the kind's public plan (a :class:`RequestPlan`).
         """
 
     def cost(self, plan: Any) -> Cost:

@@ -57,7 +57,14 @@ from privfair.release.checks import (
 from privfair.release.graph.kind import manifest_common, save_private
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
-from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.protocol import (
+    ReleaseKind,
+    RequestPlan,
+    RunContext,
+    Stage,
+    State,
+    Written,
+)
 from privfair.store.artefacts import load_ledger, new_run_id, save_ledger, utc_now
 
 FORMAT = "privfair-embedding-release/1"
@@ -75,21 +82,10 @@ class EmbedParams(ReleaseOptions):
         description="λ of DPNE's ridge term λ Σ ‖w_i‖² (a public setting).")
 
 
-@dataclass(frozen=True)
-class EmbedPlan:
+@dataclass(frozen=True, kw_only=True)
+class EmbedPlan(RequestPlan):
     """The checked, public settings of one embedding release (never the seed)."""
 
-    run_id: str
-    dataset: str
-    contract: Contract
-    contract_path: str
-    data_path: str
-    data_source: str
-    store: str
-    work_dir: str
-    method: str
-    epsilon: float
-    delta: float
     rho: float
     #: DPNE's pure ε′ = min(ε, √(2(ρ − ρ_pol))).
     dpne_epsilon: float
@@ -99,8 +95,6 @@ class EmbedPlan:
     target: str
     nodes: tuple[str, ...]
     seeded: bool
-    started_at: str
-    seed_fingerprint: str | None = None
 
     @property
     def policy_rho(self) -> float:

@@ -68,7 +68,14 @@ from privfair.release.checks import (
 )
 from privfair.release.options import ODD_PATH, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
-from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.protocol import (
+    ReleaseKind,
+    RequestPlan,
+    RunContext,
+    Stage,
+    State,
+    Written,
+)
 from privfair.store.artefacts import (
     FileRef,
     load_ledger,
@@ -121,30 +128,17 @@ class DiscoverParams(ReleaseOptions):
         return value
 
 
-@dataclass(frozen=True)
-class DiscoverPlan:
+@dataclass(frozen=True, kw_only=True)
+class DiscoverPlan(RequestPlan):
     """The checked, public settings of one graph release (never the seed)."""
 
-    run_id: str
-    dataset: str
-    contract: Contract
-    contract_path: str
-    data_path: str
-    data_source: str
-    store: str
-    work_dir: str
-    #: The ledger's label, ``graph:<search>``.
-    method: str
     search: str
-    epsilon: float
-    delta: float
     rho: float
     alpha: float
     max_order: int
     max_rows: int
     coarsen: str | None
     seeded: bool
-    started_at: str
     #: The search's nodes, in order.
     nodes: tuple[str, ...]
     #: PrivPC/LapMech: the (coarsened) domain of the codes; PrivPC*: None.
@@ -152,7 +146,6 @@ class DiscoverPlan:
     groups: Groups = field(default_factory=dict)
     #: PrivPC*: the declared [lower, upper] of each node.
     bounds: tuple[tuple[float, float], ...] = ()
-    seed_fingerprint: str | None = None
 
     @property
     def policy_rho(self) -> float:

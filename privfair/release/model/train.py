@@ -90,7 +90,15 @@ from privfair.release.model.predict import (  # noqa: F401  (re-exported)
 )
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import measure_policy_counts
-from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.protocol import (
+    Cost,
+    ReleaseKind,
+    RequestPlan,
+    RunContext,
+    Stage,
+    State,
+    Written,
+)
 from privfair.reporting.model_card import model_card  # noqa: F401  (re-exported)
 from privfair.store.artefacts import (
     FileRef,
@@ -147,26 +155,13 @@ class TrainParams(ReleaseOptions):
         return value
 
 
-@dataclass(frozen=True)
-class ModelPlan:
+@dataclass(frozen=True, kw_only=True)
+class ModelPlan(RequestPlan):
     """The checked, public settings of one model release (never the seed)."""
 
-    run_id: str
-    dataset: str
-    contract: Contract
-    contract_path: str
-    store: str
-    work_dir: str
-    method: str
-    started_at: str
-    epsilon: float
-    delta: float
     params: TrainParams
-    data_path: str
-    data_source: str
     encoding: FeatureEncoding
     budget: ModelBudget
-    seed_fingerprint: str | None = None
 
 
 def needed_columns(encoding: FeatureEncoding) -> list[str]:

@@ -28,6 +28,7 @@ from privfair.release.checks import (
 )
 from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE
+from privfair.release.protocol import RequestPlan
 from privfair.store.artefacts import (
     new_run_id,
     utc_now,
@@ -184,27 +185,15 @@ def _check_open_domains(contract: Contract) -> None:
 # --- plan and preflight ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ReleasePlan:
+@dataclass(frozen=True, kw_only=True)
+class ReleasePlan(RequestPlan):
     """The public, checked settings of one run; never holds the seed or private values."""
 
-    run_id: str
-    dataset: str
-    #: The parsed contract (frozen); after the DP-domain stage, its resolved form.
-    contract: Contract
-    contract_path: str
     contract_fingerprint: str
     contract_version: str
     declared_contract_fingerprint: str
-    data_path: str
-    data_source: str
-    store: str
-    work_dir: str
-    epsilon: float
-    delta: float
     rho: float
     split: dict[str, float]
-    method: str
     n_rows: int | None
     sample_mode: str
     discrete_noise: bool
@@ -215,9 +204,6 @@ class ReleasePlan:
     batch_size: int
     max_iters: int
     seeded: bool
-    started_at: str
-    #: Insecure test mode only: keyed fingerprint of the seed (seeds.seed_fingerprint).
-    seed_fingerprint: str | None = None
     #: AIM methods: time budget (seconds) of the rounds.
     max_time_s: float | None = None
     #: Keep GX suites and output Data Docs in the store (opt-in: GX costs ~4 s to import).
