@@ -365,11 +365,7 @@ def _resume(args: argparse.Namespace, family: Any) -> int:
 
 def _cost_line(planned: Any) -> str:
     """The run's cost in the lifetime ledger's unit and its share of the lifetime budget."""
-    from privfair.store.registry import read_lifetime_ledger, rho_reservation
-
-    lifetime = read_lifetime_ledger(planned.plan.store, planned.plan.contract)
-    cost = planned.cost
-    rho = cost.rho if cost.rho is not None else rho_reservation(lifetime, cost.rdp)
+    lifetime, rho = planned.lifetime, planned.rho
     share = rho / lifetime.rho_budget if lifetime.rho_budget else float("nan")
     return (f"cost: rho {rho:.6g} of dataset {planned.plan.dataset!r}'s lifetime "
             f"{lifetime.rho_budget:.6g} ({100 * share:.1f} %; {lifetime.rho_remaining:.6g} "

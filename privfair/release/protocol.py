@@ -278,6 +278,9 @@ class Planned:
     params: ReleaseOptions
     plan: Any
     cost: Cost
+    #: The cost in the lifetime ledger's unit, against the ledger as it was read.
+    rho: float
+    lifetime: Any
 
 
 def plan_release(kind: ReleaseKind, params: Any) -> Planned:
@@ -295,9 +298,10 @@ def plan_release(kind: ReleaseKind, params: Any) -> Planned:
             options.seed, dataset=dataset_id(plan.contract)))
     cost = kind.cost(plan)
     lifetime = read_lifetime_ledger(plan.store, plan.contract)
-    lifetime.check(rho=_cost_rho(cost, lifetime))
+    rho = _cost_rho(cost, lifetime)
+    lifetime.check(rho=rho)
     kind.check_lifetime(plan, lifetime)
-    return Planned(kind, options, plan, cost)
+    return Planned(kind, options, plan, cost, rho, lifetime)
 
 
 def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
