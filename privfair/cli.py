@@ -76,7 +76,9 @@ def _add_store(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``privfair`` parser; given the ``command`` about to run, only that publishing
+    command gets its generated options (the others import no kind: issue 23.5)."""
     parser = _Parser(prog="privfair", description=(
         "Differentially private, justifiably fair synthetic releases of sensitive tables."))
     parser.add_argument("--version", action="version", version=f"privfair {_version()}")
@@ -85,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     from privfair.release.kinds import FAMILIES
 
     for family in FAMILIES:
-        _add_publishing_command(sub, family)
+        _add_publishing_command(sub, family, options=command in (None, family.command))
 
     disc = sub.add_parser("discretize", help="write the integer codes of a table (owner's view)",
                           description="Map a table onto its contract's codes (private output).")
@@ -219,14 +221,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_publishing_command(sub: Any, family: Any) -> None:
-    """A publishing command's parser, generated from its kinds' parameter model."""
+def _add_publishing_command(sub: Any, family: Any, *, options: bool) -> None:
+    """A publishing command's parser, generated from its kinds' parameter model (with
+    ``options`` False, the command's name and help only)."""
     from privfair.cli_options import add_options
 
     p = sub.add_parser(family.command, help=family.description,
                        description=f"{family.description[:1].upper()}{family.description[1:]} "
                                    "(through a Prefect flow by default).")
-    add_options(p, family.params)
+    if options:
+        add_options(p, family.params)
     p.add_argument("--no-prefect", action="store_true",
                    help="run the same stages in-process, without Prefect")
     p.add_argument("--dry-run", action="store_true",
@@ -881,7 +885,9 @@ def _score_release(args: argparse.Namespace, privileged: dict[str, str]) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit code."""
     try:
-        args = build_parser().parse_args(argv)
+        words = list(sys.argv[1:] if argv is None else argv)
+        command = next((w for w in words if not w.startswith("-")), "")
+        args = build_parser(command).parse_args(words)
         return int(args.func(args))
     except KeyboardInterrupt:
         print("privfair: interrupted", file=sys.stderr)

@@ -11,59 +11,107 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from privfair.release.embedding.kind import EMBEDDING
-from privfair.release.graph.kind import GRAPH
-from privfair.release.model.train import MODEL
-from privfair.release.options import ReleaseOptions
-from privfair.release.protocol import Progress, ReleaseKind, run_release
-from privfair.release.table.kind import GAN, TABLE, table_kind_for
+if TYPE_CHECKING:  # the protocol imports the registry and pandas: not for `privfair --help`
+    from privfair.release.options import ReleaseOptions
+    from privfair.release.protocol import Progress, ReleaseKind
+
+#: What a family's loader returns: its params model, its kinds, and how options pick a kind.
+Declaration = tuple[type["ReleaseOptions"], tuple["ReleaseKind", ...],
+                    Callable[["ReleaseOptions"], "ReleaseKind"]]
 
 
 @dataclass(frozen=True)
 class ReleaseFamily:
-    """A publishing command and the kinds it runs."""
+    """A publishing command and the kinds it runs.
+
+    The kinds' modules are imported on first use of ``params``, ``kinds`` or ``kind_for``:
+    a command imports its own kinds only (a table release does not pay for the causal or
+    graph kinds' SciPy and torch imports).
+    """
 
     command: str
-    params: type[ReleaseOptions]
-    kinds: tuple[ReleaseKind, ...]
     description: str
-    choose: Callable[[ReleaseOptions], ReleaseKind]
+    load: Callable[[], Declaration]
 
     @property
     def flow_name(self) -> str:
         return f"privfair-{self.command}"
 
+    @cached_property
+    def declaration(self) -> Declaration:
+        return self.load()
+
+    @property
+    def params(self) -> type[ReleaseOptions]:
+        return self.declaration[0]
+
+    @property
+    def kinds(self) -> tuple[ReleaseKind, ...]:
+        return self.declaration[1]
+
     def kind_for(self, options: ReleaseOptions) -> ReleaseKind:
-        return self.choose(options)
+        return self.declaration[2](options)
 
 
-def _only(kind: ReleaseKind) -> Callable[[ReleaseOptions], ReleaseKind]:
-    return lambda options: kind
+def _table_family() -> Declaration:
+    from privfair.release.table.kind import GAN, TABLE, table_kind_for
+
+    return (TABLE.params, (TABLE, GAN),
+            lambda options: table_kind_for(options.method))  # type: ignore[attr-defined]
+
+
+def _model_family() -> Declaration:
+    from privfair.release.model.train import MODEL
+
+    return MODEL.params, (MODEL,), lambda options: MODEL
+
+
+def _graph_family() -> Declaration:
+    from privfair.release.graph.kind import GRAPH
+
+    return GRAPH.params, (GRAPH,), lambda options: GRAPH
+
+
+def _embedding_family() -> Declaration:
+    from privfair.release.embedding.kind import EMBEDDING
+
+    return EMBEDDING.params, (EMBEDDING,), lambda options: EMBEDDING
 
 
 FAMILIES: list[ReleaseFamily] = [
-    ReleaseFamily("release", TABLE.params, (TABLE, GAN),
-                  "publish a DP synthetic table (MST, PreFair, AIM, independent, or a DP GAN)",
-                  lambda options: table_kind_for(options.method)),  # type: ignore[attr-defined]
-    ReleaseFamily("train", MODEL.params, (MODEL,), MODEL.description, _only(MODEL)),
-    ReleaseFamily("discover", GRAPH.params, (GRAPH,), GRAPH.description, _only(GRAPH)),
-    ReleaseFamily("embed", EMBEDDING.params, (EMBEDDING,), EMBEDDING.description,
-                  _only(EMBEDDING)),
+    ReleaseFamily("release", "publish a DP synthetic table (MST, PreFair, AIM, independent, "
+                  "or a DP GAN)", _table_family),
+    ReleaseFamily("train", "publish a DP (and fair) classifier as a model release",
+                  _model_family),
+    ReleaseFamily("discover", "publish a DP causal graph (PrivPC, LapMech or PrivPC*) as a "
+                  "graph release", _graph_family),
+    ReleaseFamily("embed", "publish edge-level DP node embeddings (DPNE) of an edge-list "
+                  "dataset", _embedding_family),
 ]
-
-#: Every release kind, in the order the protocol tests run them.
-KINDS: list[ReleaseKind] = [kind for family in FAMILIES for kind in family.kinds]
 
 #: The families that get a Prefect flow (all of them).
 FLOW_KINDS = FAMILIES
 
 
+def __getattr__(name: str) -> Any:
+    # KINDS imports every kind's module: only the callers that iterate all kinds pay for it.
+    if name == "KINDS":
+        return [kind for family in FAMILIES for kind in family.kinds]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def kind_named(name: str) -> ReleaseKind:
-    """The kind of a ledger's or checkpoint's ``kind`` name."""
-    return next(k for k in KINDS if k.name == name)
+    """The kind of a ledger's or checkpoint's ``kind`` name (imports the families in order
+    until one has it)."""
+    for family_ in FAMILIES:
+        for kind in family_.kinds:
+            if kind.name == name:
+                return kind
+    raise StopIteration(name)
 
 
 def family(command: str) -> ReleaseFamily:
@@ -74,5 +122,8 @@ def family(command: str) -> ReleaseFamily:
 def release_table(params: ReleaseOptions | Mapping[str, Any], *,
                   progress: Progress | None = None) -> Path:
     """Run a table or GAN release in this process (the library's ``privfair release``)."""
-    options = TABLE.parse(params)
-    return run_release(family("release").kind_for(options), options, progress=progress)
+    from privfair.release.protocol import run_release
+
+    table = family("release")
+    options = table.kinds[0].parse(params)
+    return run_release(table.kind_for(options), options, progress=progress)
