@@ -1,4 +1,11 @@
-"""``python -m benchmarks.reproduce --quick | --full [--only SECTION ...] [--out DIR]``."""
+"""``python -m benchmarks.reproduce --quick | --full [--only SECTION ...] [--out DIR]``.
+
+The pieces a driver needs are public: :func:`plan` (the cells of each section),
+:func:`run_any` (one cell, whatever its section), :func:`expected_seconds` (earlier cell
+times, to start the longest first) and :func:`write_report` (the report from
+``results.jsonl``). This CLI runs the cells in a process pool; ``flows/reproduce.py`` runs
+them as Prefect tasks.
+"""
 
 from __future__ import annotations
 
@@ -8,48 +15,116 @@ import importlib
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from .core import load_results, run_cells
 from .report import summary, write
 
 SECTIONS = ("prefair", "safes", "cathist", "xu_causal", "xu_gan", "xu_cfgan", "xu_pflr",
-            "xu_dpsgd", "xu_dpne")
+            "xu_dpsgd", "xu_dpne", "xu_causal_numeric")
+#: Where each mode writes by default (its results.jsonl also times the cells of a run
+#: elsewhere, so the longest start first).
+RESULTS = Path(__file__).resolve().parent / "results"
+MODES = ("quick", "full")
+
+
+def section_module(name: str) -> ModuleType:
+    """The section's module (``cells``, ``run``, ``summarize``, ``TITLE``)."""
+    if name not in SECTIONS:
+        raise ValueError(f"section: expected one of {list(SECTIONS)}, got {name!r}")
+    return importlib.import_module(f"{__package__}.{name}")
+
+
+def plan(mode: str, sections: list[str] | tuple[str, ...] | None = None
+         ) -> list[tuple[str, list[dict[str, Any]]]]:
+    """Each section's cells in ``mode``, in the order of ``SECTIONS``.
+
+    Parameters
+    ----------
+    mode : {"quick", "full"}
+        ``quick``: fewer seeds and lighter settings; ``full``: the papers' grids.
+    sections : sequence of str, optional
+        A subset of :data:`SECTIONS` (all when None).
+
+    Returns
+    -------
+    list of (str, list of dict)
+        Section name and its cells.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
+    names = [n for n in SECTIONS if sections is None or n in sections]
+    return [(name, section_module(name).cells(mode)) for name in names]
+
+
+def run_any(c: dict[str, Any]) -> dict[str, Any]:
+    """Run one cell with its own section's ``run`` (picklable, for a process pool)."""
+    return section_module(c["section"]).run(c)
+
+
+def expected_seconds(mode: str) -> dict[str, float]:
+    """Seconds each cell took in the default ``results/<mode>/results.jsonl`` (by id)."""
+    return {key: record["wall_s"] for key, record in
+            load_results(RESULTS / mode / "results.jsonl").items()}
+
+
+def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any]]]],
+                 out: Path, *, wall_s: float) -> dict[str, Any]:
+    """Summarise every section from ``out/results.jsonl``; write report.html and .json.
+
+    A cell missing from the log counts as failed ("not run"), so an incomplete run never
+    reads as a complete report.
+
+    Returns
+    -------
+    dict
+        The report's document (``report.json``).
+    """
+    done = load_results(out / "results.jsonl")
+    sections = []
+    for name, cells in cells_by_section:
+        module = section_module(name)
+        records = [done.get(c["id"]) or {**c, "status": "failed", "error": "not run",
+                                          "metrics": {}, "wall_s": 0.0} for c in cells]
+        section = module.summarize(records, mode)
+        section["cells"] = len(cells)
+        section["wall_s"] = sum(r["wall_s"] for r in records)
+        sections.append(section)
+    document = {"mode": mode, "generated": datetime.datetime.now().isoformat(
+                    timespec="seconds"), "wall_s": wall_s,
+                "warning": "evaluation output: reads real data, not privacy-protected",
+                "cells_wall_s": sum(s["wall_s"] for s in sections),
+                "sections": sections, "summary": summary(sections)}
+    write(out, document)
+    return document
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--quick", action="store_true", help="≤ 15 min on 2 cores, fewer seeds")
+    mode.add_argument("--quick", action="store_true", help="≈ 7 min on 2 cores, fewer seeds")
     mode.add_argument("--full", action="store_true", help="the papers' grids (hours)")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, metavar="SECTION",
                         help=f"sections to run, of {', '.join(SECTIONS)}")
     parser.add_argument("--out", type=Path, default=None,
                         help="output folder (default benchmarks/reproduce/results/<mode>)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="processes running cells at once (default 2; 1 runs in order)")
     args = parser.parse_args(argv)
     mode_name = "quick" if args.quick else "full"
-    out = args.out or Path(__file__).resolve().parent / "results" / mode_name
+    out = args.out or RESULTS / mode_name
     out.mkdir(parents=True, exist_ok=True)
-    log_path = out / "results.jsonl"
     begin = time.perf_counter()
-    sections = []
-    for name in args.only or SECTIONS:
-        module = importlib.import_module(f"{__package__}.{name}")
-        cells = module.cells(mode_name)
-        start = time.perf_counter()
-        print(f"== {module.TITLE}: {len(cells)} cells", file=sys.stderr, flush=True)
-        records = run_cells(cells, module.run, log_path,
-                            log=lambda text: print(text, file=sys.stderr, flush=True))
-        done = load_results(log_path)
-        section = module.summarize(records, mode_name)
-        section["cells"] = len(cells)
-        section["wall_s"] = sum(done[c["id"]]["wall_s"] for c in cells if c["id"] in done)
-        section["run_wall_s"] = time.perf_counter() - start
-        sections.append(section)
-    document = {"mode": mode_name, "generated": datetime.datetime.now().isoformat(
-                    timespec="seconds"), "wall_s": time.perf_counter() - begin,
-                "warning": "evaluation output: reads real data, not privacy-protected",
-                "cells_wall_s": sum(s["wall_s"] for s in sections),
-                "sections": sections, "summary": summary(sections)}
-    write(out, document)
-    print(f"report: {out / 'report.html'}", file=sys.stderr)
-    return 1 if any(s["failed"] for s in sections) else 0
+    cells_by_section = plan(mode_name, args.only)
+    for name, cells in cells_by_section:
+        print(f"== {section_module(name).TITLE}: {len(cells)} cells", file=sys.stderr,
+              flush=True)
+    run_cells([c for _, cells in cells_by_section for c in cells], run_any,
+              out / "results.jsonl", workers=args.workers,
+              expected_s=expected_seconds(mode_name),
+              log=lambda text: print(text, file=sys.stderr, flush=True))
+    document = write_report(mode_name, cells_by_section, out,
+                            wall_s=time.perf_counter() - begin)
+    print(f"report: {out / 'report.html'} ({document['wall_s']:.0f} s)", file=sys.stderr)
+    return 1 if any(s["failed"] for s in document["sections"]) else 0
