@@ -49,35 +49,134 @@ def load_results(path: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
+def run_cell(c: Mapping[str, Any], runner: Callable[[Mapping[str, Any]], dict]
+             ) -> dict[str, Any]:
+    """Run one cell and return its record (never raises: a failure is recorded).
+
+    Parameters
+    ----------
+    c : mapping
+        The cell (see :func:`cell`).
+    runner : callable
+        Its section's ``run``: the cell's metrics.
+
+    Returns
+    -------
+    dict
+        The cell with ``status`` (``ok`` or ``failed``), ``error``, ``metrics``, ``wall_s``
+        and, for a failure, ``traceback``.
+    """
+    start = time.perf_counter()
+    trace = None
+    try:
+        metrics, status, error = runner(c), "ok", None
+    except Exception as exc:  # noqa: BLE001  (a failed cell is reported, not fatal)
+        metrics, status = {}, "failed"
+        error = f"{type(exc).__name__}: {exc}"
+        trace = traceback.format_exc()
+    record = {**c, "status": status, "error": error, "metrics": metrics,
+              "wall_s": round(time.perf_counter() - start, 2)}
+    if trace:
+        record["traceback"] = trace
+    return record
+
+
+def append_record(path: Path, record: Mapping[str, Any]) -> None:
+    """Append one finished cell to ``results.jsonl`` (one JSON line, flushed on close)."""
+    with path.open("a") as handle:
+        handle.write(json.dumps(record, default=_json_default) + "\n")
+
+
+def pending(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]], *,
+            retry_failed: bool = True) -> list[Mapping[str, Any]]:
+    """The cells still to run: not in ``done``, or failed there when ``retry_failed``."""
+    return [c for c in cells if c["id"] not in done
+            or (done[c["id"]]["status"] != "ok" and retry_failed)]
+
+
+def describe(record: Mapping[str, Any]) -> str:
+    """One log line for a finished cell."""
+    return (f"[{record['wall_s']:7.1f} s] {record['status']:6s} {record['id']}"
+            + (f"  ({record['error']})" if record["error"] else ""))
+
+
+def _one_thread_per_worker() -> None:
+    # Two worker processes share two cores: a BLAS or torch pool per worker would
+    # oversubscribe them. torch reads OMP_NUM_THREADS when a cell first imports it.
+    import os
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1)
+
+
 def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str, Any]], dict],
-              path: Path, *, retry_failed: bool = True, log=print) -> list[dict[str, Any]]:
+              path: Path, *, retry_failed: bool = True, log=print, workers: int = 1,
+              expected_s: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
     """Run each cell not yet in ``path`` and append its record; return all records.
 
     A cell that raises is recorded with ``status: failed`` and the error, and is run again
     by the next invocation when ``retry_failed``.
+
+    Parameters
+    ----------
+    cells : sequence of mapping
+        The cells, in the order of the returned records.
+    runner : callable
+        A cell's metrics; with ``workers > 1`` a module-level function (it is pickled).
+    path : Path
+        ``results.jsonl``: read first (finished cells are skipped), appended to by this
+        process only, one line per cell as it finishes.
+    retry_failed : bool
+        Run again the cells recorded as failed.
+    log : callable
+        Receives one line per finished cell, and a failed cell's traceback.
+    workers : int
+        Processes running cells at once (forked; one BLAS/torch thread each). 1 runs them
+        here, in order.
+    expected_s : mapping of str to float, optional
+        Seconds a cell took before, by id: with ``workers > 1`` the longest start first
+        (unknown cells count as longest), so no long cell is left alone at the end.
+
+    Returns
+    -------
+    list of dict
+        One record per cell, in the order of ``cells``.
     """
     done = load_results(path)
-    records = []
-    for c in cells:
-        previous = done.get(c["id"])
-        if previous and (previous["status"] == "ok" or not retry_failed):
-            records.append(previous)
-            continue
-        start = time.perf_counter()
-        try:
-            metrics, status, error = runner(c), "ok", None
-        except Exception as exc:  # noqa: BLE001  (a failed cell is reported, not fatal)
-            metrics, status = {}, "failed"
-            error = f"{type(exc).__name__}: {exc}"
-            log(traceback.format_exc())
-        record = {**c, "status": status, "error": error, "metrics": metrics,
-                  "wall_s": round(time.perf_counter() - start, 2)}
-        with path.open("a") as handle:
-            handle.write(json.dumps(record, default=_json_default) + "\n")
-        log(f"[{record['wall_s']:7.1f} s] {status:6s} {c['id']}"
-            + (f"  ({error})" if error else ""))
-        records.append(record)
-    return records
+    todo = pending(cells, done, retry_failed=retry_failed)
+
+    def finish(record: dict[str, Any]) -> None:
+        append_record(path, {k: v for k, v in record.items() if k != "traceback"})
+        if record.get("traceback"):
+            log(record["traceback"])
+        log(describe(record))
+        done[record["id"]] = record
+
+    if workers <= 1 or len(todo) <= 1:
+        for c in todo:
+            finish(run_cell(c, runner))
+    else:
+        import concurrent.futures as cf
+        import multiprocessing
+
+        expected = expected_s or {}
+        todo = sorted(todo, key=lambda c: -expected.get(c["id"], math.inf))
+        # fork: the workers inherit the sections' modules and sys.path (spawn would re-run
+        # the entry point); the parent has run no cell, so no torch/OpenMP state is forked.
+        with cf.ProcessPoolExecutor(max_workers=workers,
+                                    mp_context=multiprocessing.get_context("fork"),
+                                    initializer=_one_thread_per_worker) as pool:
+            futures = {pool.submit(run_cell, c, runner): c for c in todo}
+            for future in cf.as_completed(futures):
+                try:
+                    record = future.result()
+                except Exception as exc:  # noqa: BLE001  (a worker died: the cell failed)
+                    record = {**futures[future], "status": "failed", "metrics": {},
+                              "error": f"{type(exc).__name__}: {exc}", "wall_s": 0.0}
+                finish(record)
+    return [done[c["id"]] for c in cells]
 
 
 def _json_default(value: Any) -> Any:

@@ -53,6 +53,7 @@ def evaluate_synthetic(
     seed: int = 0,
     max_train_rows: int | None = None,
     tvd_orders: Sequence[int] = (1, 2, 3),
+    classifier_options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Utility and fairness of one synthetic table, as a flat record.
 
@@ -75,6 +76,9 @@ def evaluate_synthetic(
     tvd_orders : sequence of int
         Marginal orders ``k`` of the ``tvd<k>`` utilities (3-way marginals of a wide table
         are many: 10,660 for 41 columns).
+    classifier_options : mapping of str to mapping, optional
+        Hyper-parameters per classifier kind (``{"mlp": {"epochs": 2}}``), as
+        :func:`privfair.evaluation.classifiers.fit_predict` takes them; defaults otherwise.
 
     Returns
     -------
@@ -99,7 +103,8 @@ def evaluate_synthetic(
         train = synthetic.sample(n=max_train_rows, random_state=seed).reset_index(drop=True)
     for kind in classifiers:
         y_pred, y_score = train_and_predict(kind, train, real_test, domain,
-                                            outcome=outcome, seed=seed)
+                                            outcome=outcome, seed=seed,
+                                            options=(classifier_options or {}).get(kind))
         metrics = score_predictions(train, real_test, domain, outcome=outcome,
                                     y_pred=y_pred, y_score=y_score)
         for key, value in metrics.items():
