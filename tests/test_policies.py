@@ -238,7 +238,8 @@ def test_the_encoder_applies_every_policy_and_tallies_it():
     codes = discretize(frame, contract, tally=tally)
     assert codes["d"].tolist() == [0, 1] and tally == enc.tally
     assert policy_cells(contract) == [("c", "dropped"), ("c", "mapped"), ("n", "dropped"),
-                                      ("n", "clamped"), ("n", "mapped"), ("d", "dropped")]
+                                      ("n", "clamped"), ("n", "mapped"), ("d", "dropped"),
+                                      ("(unparsed record)", "dropped")]
     assert policy_sensitivity(contract) == pytest.approx(math.sqrt(3))
     # refuse is a deprecated alias of drop; its contracts keep their fingerprint
     assert contract.column("c").null_policy.kind == "drop"

@@ -39,6 +39,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from privfair.contracts.csv_source import (
+    UNPARSED_CELL,
+    csv_header,
+    csv_relation_sql,
+    is_csv,
+    unparsed_records,
+)
 from privfair.contracts.schema import ColumnSpec, Contract, OpenCategories
 from privfair.core.errors import DomainError, ReleaseInputError
 
@@ -56,7 +63,9 @@ _ACTION = {"drop": "dropped", "clamp": "clamped", "other": "mapped", "as": "mapp
 def policy_cells(contract: Contract) -> list[tuple[str, str]]:
     """The ``(column, action)`` cells a row can fall into, from the contract alone (public).
 
-    A numeric column under ``clamp`` can also drop a row (text that is not a number).
+    A numeric column under ``clamp`` can also drop a row (text that is not a number). The
+    last cell, :data:`~privfair.contracts.csv_source.UNPARSED_CELL`, counts the records a CSV
+    reader dropped because they do not parse (always 0 for Parquet).
     """
     cells: list[tuple[str, str]] = []
     for spec in contract.columns:
@@ -64,16 +73,18 @@ def policy_cells(contract: Contract) -> list[tuple[str, str]]:
         if spec.type == "numeric" and spec.out_of_domain_policy.kind == "clamp":
             actions.add("dropped")
         cells += [(spec.name, a) for a in ACTIONS if a in actions]
-    return cells
+    return [*cells, UNPARSED_CELL]
 
 
 def policy_sensitivity(contract: Contract) -> float:
     """L2 sensitivity of the vector of :func:`policy_cells` counts under add/remove one row.
 
     In each column a row is in the domain, null or out of the domain, so it adds 1 to at most
-    one cell per column: sqrt(number of columns with a cell).
+    one cell per column; a record that does not parse adds 1 to the unparsed cell alone. So
+    sqrt(number of columns with a cell), and at least 1.
     """
-    return math.sqrt(len({column for column, _ in policy_cells(contract)}))
+    columns = {column for column, _ in policy_cells(contract)} - {UNPARSED_CELL[0]}
+    return math.sqrt(max(1, len(columns)))
 
 
 @dataclass
@@ -358,17 +369,18 @@ def _csv_batches(path: Path, contract: Contract, batch_size: int,
                  ) -> Iterator[dict[str, np.ndarray]]:
     import duckdb
 
-    source = "read_csv($path, header = true, all_varchar = true)"
+    header = csv_header(path)
+    _check_columns(header, contract)
     con = duckdb.connect()
     try:
         with literal_file(path) as literal:
-            header = con.sql(f"SELECT * FROM {source} LIMIT 0", params={"path": literal}).columns
-            _check_columns(header, contract)
             selected = ", ".join('"' + c.replace('"', '""') + '"' for c in contract.column_names)
-            relation = con.sql(f"SELECT {selected} FROM {source}", params={"path": literal})
+            relation = con.sql(f"SELECT {selected} FROM {csv_relation_sql(literal, header)}")
             for batch in relation.to_arrow_reader(batch_size):
                 yield discretize(batch, contract, open_categories=open_categories,
                                  tally=tally)
+        if tally is not None:
+            tally.add(*UNPARSED_CELL, unparsed_records(con))
     finally:
         con.close()
 
@@ -527,9 +539,10 @@ def _bin_codes(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
 def source_sql(path: Path) -> str:
     """DuckDB's reader of a CSV (every column as text) or Parquet file."""
     literal = "'" + str(path).replace("'", "''") + "'"
-    if path.suffix.lower() == ".csv":
-        # Everything as text: types are decided by the contract, not sniffed from the data.
-        return f"read_csv({literal}, header=true, all_varchar=true)"
+    if is_csv(path):
+        # Everything as text in the declared dialect: types are decided by the contract, not
+        # sniffed from the data; a record that does not parse is dropped and counted.
+        return csv_relation_sql(path, csv_header(path))
     return f"read_parquet({literal})"
 
 
@@ -561,15 +574,6 @@ def _type_name(dtype: pa.DataType) -> str:
     return str(dtype)
 
 
-def _csv_header(path: Path) -> list[str]:
-    import csv
-    import gzip
-
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
-        return [h.strip() for h in next(csv.reader(fh), [])]
-
-
 def check_source_schema(path: str | Path, contract: Contract) -> dict[str, str]:
     """Refuse a data file whose schema does not fit the contract, from public facts only.
 
@@ -594,7 +598,7 @@ def check_source_schema(path: str | Path, contract: Contract) -> dict[str, str]:
     csv_file = path.name.lower().endswith((".csv", ".csv.gz"))
     if csv_file:
         try:
-            names = _csv_header(path)
+            names = csv_header(path)
         except (OSError, UnicodeError, EOFError) as exc:
             raise ReleaseInputError(f"data file {path} cannot be read as CSV "
                                     f"({type(exc).__name__})") from None

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from privfair.contracts.csv_source import UNPARSED_CELL, is_csv, unparsed_records
 from privfair.contracts.encoding import (
     STRIP_CHARS,
     PolicyTally,
@@ -153,6 +154,7 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
                 f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(batch_size)})")
         except duckdb.Error as exc:
             raise _duckdb_error(path, exc) from None
+        _stage_unparsed(staging, unparsed_records(con) if is_csv(literal) else 0)
     finally:
         con.close()
         # A raised error's traceback keeps this frame alive (Prefect holds failed states);
@@ -160,6 +162,28 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
         del con
     os.chmod(out, 0o600)
     return stage_file(out)
+
+
+def _stage_unparsed(staging: Path, records: int) -> None:
+    path = staging / UNPARSED_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(str(int(records)))
+    os.chmod(path, 0o600)
+
+
+#: Beside the staged input: how many records of a CSV source did not parse (private).
+UNPARSED_FILE = "unparsed-records.txt"
+
+
+def add_unparsed_records(staged: FileRef, tally: PolicyTally) -> PolicyTally:
+    """Add to ``tally`` the records of the source that :func:`load` dropped because they do
+    not parse in the declared CSV dialect (:mod:`privfair.contracts.csv_source`); returns
+    ``tally``. The count is private: a release publishes it only among the noisy counts."""
+    beside = Path(staged.path).parent / UNPARSED_FILE
+    if beside.exists():
+        tally.add(*UNPARSED_CELL, int(beside.read_text()))
+    return tally
 
 
 def iter_frames(ref: FileRef, *, batch_size: int = 200_000,
@@ -229,7 +253,7 @@ def discretize_counted(staged: FileRef, contract: Contract, staging: str | Path,
     domain = contract.domain()
     schema = pa.schema([(a, code_type(domain.size(a))) for a in domain])
     out = Path(staging) / "codes.parquet"
-    tally = PolicyTally()
+    tally = add_unparsed_records(staged, PolicyTally())
     writer = pq.ParquetWriter(out, schema, compression="zstd")
     try:
         for frame in iter_frames(staged, batch_size=batch_size, categorical=True):

@@ -182,7 +182,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
     the exact tally of touched edges, counted once per distinct edge, is staged."""
     import pyarrow.parquet as pq
 
-    from privfair.release.ingest import load, stage_policy_tally
+    from privfair.release.ingest import add_unparsed_records, load, stage_policy_tally
 
     plan: EmbedPlan = context.plan
     staging = context.workspace.staging
@@ -190,7 +190,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
     frame = pq.read_table(staged.open_checked(),
                           columns=[plan.source, plan.target]).to_pandas()
     frame = frame[distinct_edges(frame, plan.contract, plan.source, plan.target)]
-    tally = PolicyTally()
+    tally = add_unparsed_records(staged, PolicyTally())
     codes = discretize(frame, plan.contract, tally=tally)
     del frame
     edges = np.stack([codes[plan.source].astype(np.int64),

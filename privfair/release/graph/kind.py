@@ -320,7 +320,12 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
     policies (:attr:`DiscoverPlan.policy_contract`); their exact tally is staged."""
     import pyarrow.parquet as pq
 
-    from privfair.release.ingest import discretize_counted, load, stage_policy_tally
+    from privfair.release.ingest import (
+        add_unparsed_records,
+        discretize_counted,
+        load,
+        stage_policy_tally,
+    )
 
     plan: DiscoverPlan = context.plan
     staging = context.workspace.staging
@@ -329,7 +334,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
         frame = pq.read_table(staged.open_checked(), columns=list(plan.nodes)).to_pandas()
         rows, exact = clamp_numeric(frame, plan.nodes, plan.bounds)
         del frame
-        tally = stage_policy_tally(exact, staging)
+        tally = stage_policy_tally(add_unparsed_records(staged, exact), staging)
     else:
         codes, tally = discretize_counted(staged, plan.contract, staging)
         table = pq.read_table(codes.open_checked())  # narrow codes: n × p bytes or so

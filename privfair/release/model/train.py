@@ -50,6 +50,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
+from privfair.contracts.csv_source import UNPARSED_CELL, is_csv, read_csv_text
 from privfair.contracts.encoding import (
     PolicyTally,
     check_source_schema,
@@ -224,12 +225,17 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
 # --- private stages ---------------------------------------------------------------------------
 
 
-def read_private(plan: Any) -> pd.DataFrame:
+def read_private(plan: Any) -> tuple[pd.DataFrame, PolicyTally]:
     """The private rows of ``plan.data_path`` (an empty file is read as no rows, never
-    refused: issue 21.2)."""
+    refused: issue 21.2), and a tally holding the CSV records that do not parse (dropped:
+    :mod:`privfair.contracts.csv_source`)."""
     path = Path(plan.data_path)
-    return pd.read_parquet(path) if path.suffix.lower() in (".parquet", ".pq") else \
-        pd.read_csv(path)
+    tally = PolicyTally()
+    if not is_csv(path):
+        return pd.read_parquet(path), tally
+    frame, unparsed = read_csv_text(path, plan.encoding.columns)
+    tally.add(*UNPARSED_CELL, unparsed)
+    return frame, tally
 
 
 def holdout_mask(rng: np.random.Generator, n: int, holdout: float) -> np.ndarray:
@@ -257,8 +263,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
     """Read, encode under the contract's policies (no value raises; the exact tally of the
     rows they touched is staged for the noisy counts) and split the rows."""
     plan: ModelPlan = context.plan
-    frame = read_private(plan)
-    tally = PolicyTally()
+    frame, tally = read_private(plan)
     x = plan.encoding.transform(frame, plan.contract, tally=tally)
     y, groups = plan.encoding.labels_and_groups(frame, plan.contract)
     del frame
