@@ -8,9 +8,13 @@
    the folder, sampling as many rows as the input in ``--parts`` parts: load → encode →
    count (per file, on the workers) → measure (noise once, here) → estimate (here) →
    sample (per part, on the workers) → validate → write ``synthetic/part-*.parquet``.
-3. Prints JSON: wall time of the whole release and of each stage, rows/s and rows/s per
-   worker, the peak RSS of each worker and of the driver, the 2-vs-1 scaling, and the load
-   average before and after (the machine may be shared: say so beside the numbers).
+3. Times the I/O floor (issue 23.5): a fresh process where pyarrow alone reads the same
+   input, file by file, and writes as many rows as the release published (the input's
+   columns, repeated or cut) as Parquet (zstd) parts, with no release work between.
+4. Prints JSON: wall time of the whole release and of each stage, rows/s and rows/s per
+   worker, the peak RSS of each worker and of the driver, the 2-vs-1 scaling, each run's
+   ratio to the I/O floor, and the load average before and after (the machine may be
+   shared: say so beside the numbers).
 
     python benchmarks/scale_out.py --rows 2000000 --parts 16           # quick look
     python benchmarks/scale_out.py --rows 10000000 --parts 64 \\
@@ -111,6 +115,31 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
             "load_avg_before": load_before, "load_avg_after": os.getloadavg()}
 
 
+def floor(data: str, out: str, rows: str) -> dict:
+    """The I/O floor: read every input file and write ``rows`` rows of its columns."""
+    import pyarrow.parquet as pq
+
+    load_before = os.getloadavg()
+    start = time.perf_counter()
+    files = sorted(Path(data).rglob("*.parquet"))
+    target, written, k = int(rows), 0, 0
+    folder = Path(out)
+    folder.mkdir(parents=True, exist_ok=True)
+    while written < target:  # the input once, then again from its start if it is short
+        for path in files:
+            table = pq.read_table(path)
+            table = table.slice(0, min(table.num_rows, target - written))
+            pq.write_table(table, folder / f"part-{k:05d}.parquet", compression="zstd")
+            written, k = written + table.num_rows, k + 1
+            if written >= target or not table.num_rows:
+                break
+        if not files or written == 0:
+            break
+    seconds = time.perf_counter() - start
+    return {"seconds": round(seconds, 2), "rows_written": written, "parts_written": k,
+            "load_avg_before": load_before, "load_avg_after": os.getloadavg()}
+
+
 def main() -> None:
     import argparse
 
@@ -134,9 +163,17 @@ def main() -> None:
         for w in args.workers:
             runs[f"{w}-workers"] = run_worker(SCRIPT, data, Path(tmp) / f"work-{w}", args.rows,
                                               args.parts, w, args.max_iters)
+        published = max((r.get("synthetic_rows", 0) for r in runs.values()), default=0)
+        io_floor = run_worker(SCRIPT, "floor", data, Path(tmp) / "floor",
+                              published or args.rows)
     doc = {"benchmark": "scale_out", "rows": args.rows, "parts": args.parts,
            "input_bytes": size, "generate_s": generate_s, "method": "mst",
-           "max_iters": args.max_iters, "cpus": os.cpu_count(), "runs": runs}
+           "max_iters": args.max_iters, "cpus": os.cpu_count(), "runs": runs,
+           "io_floor": io_floor}
+    if "seconds" in io_floor:  # target (issue 23.5): the release within 3x its I/O floor
+        for run in runs.values():
+            if "seconds" in run:
+                run["ratio_to_io_floor"] = round(run["seconds"] / io_floor["seconds"], 2)
     one, two = runs.get("1-workers", {}), runs.get("2-workers", {})
     if "seconds" in one and "seconds" in two:
         doc["scaling_2_over_1"] = round(one["seconds"] / two["seconds"], 2)
@@ -147,7 +184,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--worker"]:
+    if sys.argv[1:3] == ["--worker", "floor"]:
+        print(json.dumps(floor(*sys.argv[3:])))
+    elif sys.argv[1:2] == ["--worker"]:
         print(json.dumps(worker(*sys.argv[2:])))
     else:
         main()

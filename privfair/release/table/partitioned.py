@@ -152,6 +152,44 @@ def _as_frame(table: Any) -> Any:
     return pa.table(columns, names=table.column_names).to_pandas()
 
 
+def _text_type(dtype: Any) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+
+
+def _direct_columns(table: Any, contract: Contract) -> Any:
+    """The batch as the encoder reads it, without the loader's SQL, or None where a column's
+    Arrow type needs that SQL's rules.
+
+    The loader casts numbers to DOUBLE and gives text columns as text; the encoder reads the
+    same values from Arrow numbers (as float64) and from text or whole numbers as they are
+    (it applies the column's normalization and integer-to-text rule itself, per distinct
+    value). Text becomes a dictionary (the file's own when it has one), so the encoder
+    matches each distinct value once and no string is copied per row.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = {}
+    for spec in contract.columns:
+        column = table.column(spec.name)
+        dtype = column.type
+        if spec.type == "numeric":
+            if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
+                return None
+            columns[spec.name] = pc.cast(column, pa.float64(), safe=False)
+        elif pa.types.is_dictionary(dtype) and _text_type(dtype.value_type):
+            columns[spec.name] = column
+        elif _text_type(dtype):
+            columns[spec.name] = pc.dictionary_encode(column)
+        elif pa.types.is_integer(dtype):
+            columns[spec.name] = column
+        else:
+            return None
+    return pa.table(columns)
+
+
 def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[str, Any],
                 contract: Contract, out_dir: str, index: int, batch_size: int,
                 encode: bool) -> tuple[FileRef, dict[str, dict[str, int]] | None]:
@@ -181,6 +219,10 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                         kind = partition_types[key]
                         table = table.append_column(
                             key, pa.array([value] * table.num_rows, pa.string()).cast(kind))
+                direct = _direct_columns(table, contract) if encode else None
+                if direct is not None:  # no SQL, no copy of the text: the fast path
+                    writer.write_table(_encode_batch(direct, contract, schema, tally))
+                    continue
                 con.register("part", table)
                 if select is None:
                     described = con.execute("DESCRIBE SELECT * FROM part").fetchall()
@@ -313,9 +355,8 @@ def part_rows_of(ref: FileRef) -> int:
 def validate_part(part: FileRef, contract: Contract) -> Any:
     """The output suite on one decoded part (a task); its row count against the part's."""
     from privfair.contracts.validation import validate_frames
-    from privfair.release.table.post_noise import decode_codes, read_codes
 
-    frame = decode_codes(read_codes(part), contract)
+    frame = labelled_table(part, contract).to_pandas()
     return validate_frames([frame], contract, side="output", n_rows=len(frame))
 
 
@@ -343,15 +384,36 @@ def validate_parts(parts: Sequence[FileRef], contract: Contract, *, n_rows: int 
     return outcome.public_summary()
 
 
+def labelled_table(part: FileRef, contract: Contract, *, released: bool = False) -> Any:
+    """A synthetic codes part as labels (:func:`privfair.contracts.encoding.decode`'s
+    values): each column a dictionary array whose indices are the codes and whose dictionary
+    is the declared labels, so no string is built per row. With ``released``, the columns
+    carry their released names (``rename:``)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    codes = pq.read_table(part.open_checked())
+    names = contract.released_names() if released else {}
+    columns = {}
+    for name in codes.column_names:
+        labels = contract.labels(name)
+        # pandas' categorical code width, so a reader gets what decode() would have written
+        index = pa.int8() if len(labels) < 2**7 else (
+            pa.int16() if len(labels) < 2**15 else pa.int32())
+        indices = codes.column(name).combine_chunks().cast(index)
+        columns[names.get(name, name)] = pa.DictionaryArray.from_arrays(
+            indices, pa.array(labels, pa.string()), safe=True)  # codes outside: refused
+    return pa.table(columns)
+
+
 def write_part(part: FileRef, contract: Contract, folder: str, index: int) -> tuple[str, int]:
     """Decode one part into the release folder with its released column names (a task)."""
-    from privfair.release.table.post_noise import decode_codes, read_codes
+    import pyarrow.parquet as pq
 
-    labelled = decode_codes(read_codes(part), contract)
+    labelled = labelled_table(part, contract, released=True)
     name = f"part-{index:05d}.parquet"
-    labelled.rename(columns=contract.released_names()).to_parquet(Path(folder) / name,
-                                                                 index=False)
-    return name, len(labelled)
+    pq.write_table(labelled, Path(folder) / name, compression="zstd")
+    return name, labelled.num_rows
 
 
 def write_parts(parts: Sequence[FileRef], contract: Contract, folder: Path, *,
@@ -359,22 +421,20 @@ def write_parts(parts: Sequence[FileRef], contract: Contract, folder: Path, *,
     """Write ``synthetic/part-*.parquet`` into the staged release ``folder``; returns the
     files (relative to ``folder``), the total rows, and a sample of labelled rows (the first
     parts, :data:`REPORT_ROWS` at most) for the report."""
-    import pandas as pd
-
-    from privfair.release.table.post_noise import decode_codes, read_codes
+    import pyarrow as pa
 
     out = folder / "synthetic"
     out.mkdir()
     written = map_parts(write_part, [(ref, contract, str(out), i)
                                      for i, ref in enumerate(parts)], client=client)
-    frames, rows = [], 0
+    tables, rows = [], 0
     for ref in parts:
         if rows >= REPORT_ROWS:
             break
-        frame = decode_codes(read_codes(ref), contract).head(REPORT_ROWS - rows)
-        frames.append(frame)
-        rows += len(frame)
-    sample = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        table = labelled_table(ref, contract).slice(0, REPORT_ROWS - rows)
+        tables.append(table)
+        rows += table.num_rows
+    sample = pa.concat_tables(tables).to_pandas()
     return ([f"synthetic/{name}" for name, _ in written], sum(n for _, n in written), sample)
 
 
