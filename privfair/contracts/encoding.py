@@ -249,10 +249,14 @@ def encode(
     tally = PolicyTally()
     codes: dict[str, np.ndarray] = {}
     for spec in contract.columns:
-        codes[spec.name], touched = _encode(
-            spec, _series(frame, spec.name),
-            contract.labels(spec.name, open_categories=open_categories),
-            contract.normalization(spec.name))
+        labels = contract.labels(spec.name, open_categories=open_categories)
+        column = None if isinstance(frame, pd.DataFrame) else frame.column(spec.name)
+        if column is not None and _arrow_direct(spec, column.type):
+            codes[spec.name], touched = _encode_arrow(spec, column, labels,
+                                                      contract.normalization(spec.name))
+        else:
+            codes[spec.name], touched = _encode(spec, _series(frame, spec.name), labels,
+                                                contract.normalization(spec.name))
         for action, mask in touched.items():
             tally.add(spec.name, action, int(mask.sum()))
         keep &= ~touched["dropped"]
@@ -434,6 +438,46 @@ def _encode(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str
     else:
         codes = _match(spec, raw, labels, normalize)
         outside, unparsable = codes < 0, np.zeros(len(codes), dtype=bool)
+    return _apply_policies(spec, labels, codes, outside, unparsable, null)
+
+
+def _arrow_direct(spec: ColumnSpec, dtype: pa.DataType) -> bool:
+    """Whether :func:`_encode_arrow` reads this Arrow column (else it goes through pandas)."""
+    if spec.type == "numeric":
+        return pa.types.is_floating(dtype)
+    return pa.types.is_dictionary(dtype) and (pa.types.is_string(dtype.value_type)
+                                              or pa.types.is_large_string(dtype.value_type))
+
+
+def _encode_arrow(spec: ColumnSpec, column: pa.ChunkedArray | pa.Array, labels: list[str],
+                  normalize: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """:func:`_encode` of a float or dictionary-of-text Arrow column, on its buffers: one
+    ``searchsorted`` for numbers; text matched once per dictionary entry and spread to the
+    rows through the indices (the same codes, masks and policies as the pandas path)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = (column.combine_chunks() if column.num_chunks != 1 else column.chunk(0))
+    if spec.type == "numeric":
+        values = column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+        null = np.isnan(values)  # null or NaN: both missing, as pandas reads them
+        codes, outside = _bin_values(spec, values)
+        return _apply_policies(spec, labels, codes, outside, np.zeros(len(codes), dtype=bool),
+                               null)
+    if isinstance(column, pa.ChunkedArray):  # an empty column: no chunk to combine
+        column = pa.array([], pa.dictionary(pa.int32(), pa.string()))
+    entries = pd.Series(column.dictionary.to_numpy(zero_copy_only=False), dtype=object)
+    per_entry = _match(spec, entries, labels, normalize)
+    null = column.is_null().to_numpy(zero_copy_only=False)
+    indices = column.indices.fill_null(0).to_numpy(zero_copy_only=False)
+    codes = (per_entry[indices] if per_entry.size else np.full(len(indices), -1, np.int64))
+    codes = np.where(null, -1, codes).astype(np.int64)
+    return _apply_policies(spec, labels, codes, codes < 0, np.zeros(len(codes), dtype=bool),
+                           null)
+
+
+def _apply_policies(spec: ColumnSpec, labels: list[str], codes: np.ndarray,
+                    outside: np.ndarray, unparsable: np.ndarray, null: np.ndarray
+                    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The column's ``out_of_domain`` and ``nulls`` policies on its raw codes and masks."""
     outside &= ~null
     unparsable &= outside
     touched = {action: np.zeros(len(codes), dtype=bool) for action in ACTIONS}
@@ -518,13 +562,18 @@ def _bin(spec: ColumnSpec, raw: pd.Series) -> tuple[np.ndarray, np.ndarray, np.n
         values = pd.to_numeric(raw.astype(object), errors="coerce").to_numpy(
             dtype=np.float64, na_value=np.nan)
     unparsable = np.isnan(values) & ~raw.isna().to_numpy(dtype=bool)
+    codes, outside = _bin_values(spec, values)
+    return codes, outside, unparsable
+
+
+def _bin_values(spec: ColumnSpec, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Bin codes of float64 values (clipped to the bounds) and the out-of-range mask."""
     lower, upper = spec.bounds
     with np.errstate(invalid="ignore"):
         inside = (values >= lower) & (values <= upper)
         if spec.integer:
             inside &= values == np.trunc(values)
-    codes = _bin_codes(spec.edges, np.clip(values, lower, upper))
-    return codes, ~inside, unparsable
+    return _bin_codes(spec.edges, np.clip(values, lower, upper)), ~inside
 
 
 def _bin_codes(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
