@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,19 +61,69 @@ def test_cells_resume(tmp_path):
     assert calls == ["t|seed=0", "t|seed=1", "t|seed=1"]  # the ok cell is not re-run
 
 
+def test_cells_in_a_pool_of_two_run_longest_first(tmp_path):
+    cells = [{"section": "t", "id": f"t|seed={s}", "setting": {}, "seed": s} for s in range(4)]
+    log = tmp_path / "results.jsonl"
+    records = run_cells(cells, _square_or_fail, log, log=lambda text: None, workers=2,
+                        expected_s={"t|seed=0": 1.0, "t|seed=1": 5.0, "t|seed=2": 2.0,
+                                    "t|seed=3": 9.0})
+    # records come back in the cells' order, whatever order the workers finished in
+    assert [r["id"] for r in records] == [c["id"] for c in cells]
+    assert [r["status"] for r in records] == ["ok", "ok", "failed", "ok"]
+    assert [r["metrics"].get("x") for r in records] == [0, 1, None, 9]
+    assert records[2]["error"] == "ValueError: seed 2"
+    written = [json.loads(line)["id"] for line in log.read_text().splitlines()]
+    assert sorted(written) == sorted(c["id"] for c in cells)
+    assert written[0] in ("t|seed=3", "t|seed=1")  # the two longest were started first
+    # a second run re-runs only the failed cell
+    again = run_cells(cells, _square_or_fail, log, log=lambda text: None, workers=2,
+                      retry_failed=False)
+    assert again == records and len(log.read_text().splitlines()) == 4
+
+
+def _square_or_fail(c):
+    if c["seed"] == 2:
+        raise ValueError("seed 2")
+    return {"x": c["seed"] ** 2}
+
+
+@pytest.mark.prefect
+def test_reproduce_flow_runs_cells_as_tasks_and_resumes(prefect_harness, tmp_path):
+    sys.path.insert(0, str(ROOT))
+    from flows.reproduce import reproduce_papers
+
+    report = Path(reproduce_papers(mode="quick", sections=["cathist"], out=str(tmp_path)))
+    assert report == tmp_path / "report.html"
+    lines = (tmp_path / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 27 and all(json.loads(line)["status"] == "ok" for line in lines)
+    document = json.loads((tmp_path / "report.json").read_text())
+    [section] = document["sections"]
+    assert section["name"] == "cathist" and section["rows"] and not section["failed"]
+    # resumed: every cell is in results.jsonl, so the second run adds none
+    reproduce_papers(mode="quick", sections=["cathist"], out=str(tmp_path))
+    assert (tmp_path / "results.jsonl").read_text().splitlines() == lines
+
+
 @pytest.mark.slow
-def test_quick_subset_report_complete(tmp_path):
-    sections = ["cathist", "xu_causal", "xu_dpne"]
+def test_quick_report_complete(tmp_path):
+    """The whole --quick (≈ 7 min on 2 quiet cores): every section, no failed cell."""
+    from reproduce.cli import SECTIONS
+
     result = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "reproduce"), "--quick", "--only",
-         *sections, "--out", str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
-        timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
+        [sys.executable, str(ROOT / "benchmarks" / "reproduce"), "--quick", "--out",
+         str(tmp_path)], capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
-    assert [s["name"] for s in report["sections"]] == sections
+    assert report["mode"] == "quick"
+    assert [s["name"] for s in report["sections"]] == list(SECTIONS)
     for section in report["sections"]:
         assert section["rows"], section["name"]
         assert not section["failed"], section["failed"]
+        assert any(r["n"] >= 1 for r in section["rows"]), section["name"]
+    assert [row["section"] for row in report["summary"]] == list(SECTIONS)
+    assert all(row["failed_cells"] == 0 for row in report["summary"])
     html = (tmp_path / "report.html").read_text()
-    assert all(f"id='{name}'" in html for name in sections)
-    assert "data:image/png;base64," in html  # CatHist's plot is inline
+    assert all(f"id='{name}'" in html for name in SECTIONS)
+    assert "data:image/png;base64," in html  # plots are inline
+    # self-contained: nothing is fetched (no script, stylesheet or image from elsewhere)
+    assert not re.search(r"<(script|link|iframe)\b|src=['\"](?!data:)", html)

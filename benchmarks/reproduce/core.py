@@ -148,9 +148,10 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
     todo = pending(cells, done, retry_failed=retry_failed)
 
     def finish(record: dict[str, Any]) -> None:
-        append_record(path, {k: v for k, v in record.items() if k != "traceback"})
         if record.get("traceback"):
             log(record["traceback"])
+        record = {k: v for k, v in record.items() if k != "traceback"}
+        append_record(path, record)
         log(describe(record))
         done[record["id"]] = record
 

@@ -1,0 +1,124 @@
+"""The ``privfair-reproduce`` Prefect flow: every paper table re-run, its cells as tasks.
+
+The same cells, ``results.jsonl`` and report as ``python -m benchmarks.reproduce``
+(``benchmarks/reproduce/``): finished cells are skipped, so a run resumes where the last one
+stopped; each cell is one task (never retried: a failure is a recorded cell, run again by the
+next flow run), on a thread pool by default or on a Dask cluster given its address
+(prefect-dask's ``DaskTaskRunner``; the workers need ``<repo>/benchmarks`` and ``<repo>`` on
+their ``PYTHONPATH``). The flow itself appends the records, so ``results.jsonl`` has one
+writer. ``deployments/`` schedules ``--full`` weekly. The output reads the real embedded data:
+evaluation output, **not privacy-protected**, never a release.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+# Prefect loads entrypoints by file path. opacus installs a top-level ``benchmarks`` package
+# that can shadow the repository's, so the reproduction is imported from its folder as
+# ``reproduce``, as ``python benchmarks/reproduce`` does.
+_BENCHMARKS = str(Path(__file__).resolve().parents[1] / "benchmarks")
+if _BENCHMARKS not in sys.path:
+    sys.path.insert(0, _BENCHMARKS)
+
+from prefect import flow, get_run_logger, task  # noqa: E402
+from prefect.artifacts import create_markdown_artifact  # noqa: E402
+from prefect.futures import as_completed  # noqa: E402
+from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
+from reproduce import cli as reproduction  # noqa: E402
+from reproduce.core import (  # noqa: E402
+    VERDICTS,
+    append_record,
+    describe,
+    load_results,
+    pending,
+    run_cell,
+)
+
+#: Cells at once on the default thread pool (the 2-core machine).
+THREADS = 2
+
+
+@task(name="reproduce-cell", retries=0, persist_result=False, log_prints=False)
+def reproduce_cell(cell: dict[str, Any]) -> dict[str, Any]:
+    """One cell's record (its section's ``run``; a failure is recorded, never raised)."""
+    return run_cell(cell, reproduction.run_any)
+
+
+def _summary_markdown(document: dict[str, Any], report: Path) -> str:
+    lines = [f"**Evaluation output, not privacy-protected.** Report: `{report}`", "",
+             "| section | " + " | ".join(VERDICTS) + " | cells | failed |",
+             "|---" * (len(VERDICTS) + 3) + "|"]
+    for row in document["summary"]:
+        lines.append(f"| {row['section']} | " + " | ".join(str(row[v]) for v in VERDICTS)
+                     + f" | {row['cells']} | {row['failed_cells']} |")
+    return "\n".join(lines)
+
+
+@flow(name="privfair-reproduce", persist_result=False,
+      task_runner=ThreadPoolTaskRunner(max_workers=THREADS))
+def reproduce_papers(mode: Literal["quick", "full"] = "full",
+                     sections: list[str] | None = None, out: str | None = None,
+                     dask_address: str | None = None) -> str:
+    """Run the reproduction's pending cells as tasks, then write its report.
+
+    Parameters
+    ----------
+    mode : {"quick", "full"}
+        ``full``: the papers' grids (hours); ``quick``: fewer seeds.
+    sections : list of str, optional
+        Sections to run (``benchmarks/reproduce/cli.py: SECTIONS``); all when empty.
+    out : str, optional
+        Output folder (default ``benchmarks/reproduce/results/<mode>``, the CLI's).
+    dask_address : str, optional
+        A Dask scheduler's address: cells run there instead of on the thread pool.
+
+    Returns
+    -------
+    str
+        The path of ``report.html``.
+    """
+    log = get_run_logger()
+    begin = time.perf_counter()
+    folder = Path(out) if out else reproduction.RESULTS / mode
+    folder.mkdir(parents=True, exist_ok=True)
+    results = folder / "results.jsonl"
+    cells_by_section = reproduction.plan(mode, sections or None)
+    expected = reproduction.expected_seconds(mode)
+    todo = sorted(pending([c for _, cells in cells_by_section for c in cells],
+                          load_results(results)),
+                  key=lambda c: -expected.get(c["id"], float("inf")))
+    log.info("reproduction (%s): %d cells pending; evaluation output, not privacy-protected",
+             mode, len(todo))
+    if dask_address:
+        from prefect_dask import DaskTaskRunner
+
+        from privfair.release.table.dask_engine import check_dask_address, security
+
+        check_dask_address(dask_address)
+        with DaskTaskRunner(address=dask_address,
+                            client_kwargs={"security": security(dask_address)}) as runner:
+            futures = [runner.submit(reproduce_cell, parameters={"cell": c}) for c in todo]
+            _collect(futures, results, log)
+    else:
+        _collect([reproduce_cell.submit(c) for c in todo], results, log)
+    document = reproduction.write_report(mode, cells_by_section, folder,
+                                         wall_s=time.perf_counter() - begin)
+    report = folder / "report.html"
+    create_markdown_artifact(key="privfair-reproduce", markdown=_summary_markdown(
+        document, report), description="the papers reproduced: verdicts per section")
+    return str(report)
+
+
+def _collect(futures: list, results: Path, log: Any) -> None:
+    # Only the flow appends, as each task finishes: one writer, and a killed run keeps
+    # every finished cell.
+    for future in as_completed(futures):
+        record = future.result()
+        append_record(results, {k: v for k, v in record.items() if k != "traceback"})
+        if record.get("traceback"):
+            log.warning(record["traceback"])
+        log.info(describe(record))
