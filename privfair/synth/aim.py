@@ -175,6 +175,8 @@ def run_aim(
     progress: Callable[[float], None] | None = None,
     max_time_s: float | None = None,
     stop_after_initial: Callable[[Sequence[Measurement], float], bool] | None = None,
+    select_share: float = 0.1,
+    initial_scale: float = 1.0,
 ) -> AIMResult:
     """Run AIM at privacy cost ``rho``.
 
@@ -212,6 +214,13 @@ def run_aim(
     progress : callable, optional
         ``progress(fraction)`` after every round: the larger of the ρ and the time budget
         used, so it moves steadily whichever ends the run.
+    select_share : float
+        Share of each round's ρ spent on selection (AIM's 0.1); the rest measures.
+    initial_scale : float
+        ρ of the initial one-way marginals as a multiple of AIM's (``d/(2σ²)``, i.e. as
+        much as d rounds' measurements): more makes every attribute's marginal, and so every
+        pair the model does not measure, less noisy, at the cost of the rounds. The total ρ
+        spent is ``rho`` whatever it is.
     """
     if fair:
         if roles is None:
@@ -225,15 +234,21 @@ def run_aim(
     max_weight = max(weights.values())
     d = len(domain)
     rounds = rounds or 16 * d
-    sigma = math.sqrt(rounds / (2 * 0.9 * rho))
-    epsilon = math.sqrt(8 * 0.1 * rho / rounds)
+    if not 0 < select_share < 1:
+        raise ValueError(f"select_share must be in (0, 1), got {select_share!r}")
+    measure_share = 1 - select_share
+    sigma = math.sqrt(rounds / (2 * measure_share * rho))
+    epsilon = math.sqrt(8 * select_share * rho / rounds)
     report = progress or (lambda fraction: None)
 
     start = ledger.spent
     clock = _Clock(max_time_s)
     oneway = [(a,) for a in domain]
+    initial_rho = initial_scale * d / (2 * sigma**2)
+    if not 0 < initial_rho < rho:  # public: ρ, d, the round count and the scale
+        raise ValueError(f"initial_scale {initial_scale!r} leaves no ρ for the rounds")
     measurements = measure_marginals(
-        {c: tables[c] for c in oneway}, oneway, rho=d / (2 * sigma**2), rng=rng,
+        {c: tables[c] for c in oneway}, oneway, rho=initial_rho, rng=rng,
         ledger=ledger, name="AIM initial one-way marginals", discrete=discrete)
     model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
                      max_time_s=clock.fit_time())
@@ -252,8 +267,8 @@ def run_aim(
         final = (clock.last_round() or
                  remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8))
         if final:
-            sigma = math.sqrt(1 / (2 * 0.9 * remaining))
-            epsilon = math.sqrt(8 * 0.1 * remaining)
+            sigma = math.sqrt(1 / (2 * measure_share * remaining))
+            epsilon = math.sqrt(8 * select_share * remaining)
         used_after = used + 1 / (2 * sigma**2) + epsilon**2 / 8
         size_cap = max_model_size_mb * used_after / rho
         model_cliques = list(model.potentials)
