@@ -88,3 +88,109 @@ def test_small_causal_cell_runs(module, setting):
                               "seed": 0}], "quick")["rows"]
     assert len(rows) == 3 * len(module.METHODS)
     assert all(r["paper"] is not None for r in rows)
+
+
+def test_chapter_9_tables_transcribed():
+    from reproduce.core import paper_table
+
+    assert len(paper_table("xu_table9_2")) == 2 * 4 * 3  # balanced/unbalanced × 4 methods
+    assert len(paper_table("xu_table9_3")) == 4 * 2 * 6  # methods × (loss, norm) × groups
+    assert len(paper_table("xu_table9_4")) == 7 * 3  # SGD, DPSGD C = 1..5, DPSGD-F
+    table_9_5 = paper_table("xu_table9_5")
+    dutch = [r for r in table_9_5 if "dutch" in r["setting"]]
+    # Four settings (Adult and Dutch, balanced and not): 4 methods × 3 groups, and ε.
+    assert len(dutch) == 2 * (4 * 3 + 1) and len(table_9_5) == 4 * (4 * 3 + 1)
+    by_key = {(r["dataset"], r["method"], r["metric"], r["group"]): r["value"]
+              for r in paper_table("xu_table9_3")}
+    assert by_key[("mnist", "DPSGD", "grad_norm", "class8")] == 100.46
+    assert by_key[("adult", "DPSGD-F", "loss", "male")] == 0.50
+
+
+def test_last_epoch_by_group_known_values():
+    import numpy as np
+    from reproduce.xu_dpsgd import last_epoch_by_group
+
+    weights = {"layer0.weight": np.zeros((1, 2)), "layer0.bias": np.zeros(1)}
+    x = np.array([[3.0, 4.0], [0.0, 0.0]])
+    out = last_epoch_by_group(weights, x, np.array([1.0, 0.0]), np.array([1, 0]))
+    # σ(0) = .5: loss ln 2 for both; per-row norm .5·√(‖x‖² + 1).
+    assert out["loss_male"] == pytest.approx(np.log(2)) == out["loss_female"]
+    assert out["grad_norm_male"] == pytest.approx(0.5 * np.sqrt(26))
+    assert out["grad_norm_female"] == pytest.approx(0.5)
+    assert out["row_norm_male"] == pytest.approx(5.0)
+
+
+def test_gap_reason_reads_the_paper_run_against_our_seeds():
+    from reproduce.xu_dpsgd import gap_why
+
+    text = gap_why([0.03, 0.04, 0.035], 0.013, by_clip={2.0: [0.01, 0.02]})
+    assert "outside our range [0.030, 0.040] over 3 seeds" in text
+    assert "every seed of ours is within τ = 0.05" in text and "0.015 at C = 2" in text
+    assert "inside" in gap_why([0.01, 0.02], 0.013, by_clip={})
+    assert gap_why([0.02], 0.013, by_clip={}).startswith("one seed")
+
+
+def test_dpsgd_small_cell_and_not_shipped_rows():
+    from reproduce import xu_dpsgd
+    from reproduce.core import cell
+
+    c = cell(xu_dpsgd.NAME, {"setting": "balanced", "epochs": 1}, 0)
+    out = xu_dpsgd.run(c)
+    assert set(out) == set(xu_dpsgd.METHODS)
+    assert out["DPSGD"]["epsilon"] > 0 and out["SGD"]["epsilon"] is None
+    assert 0 < out["DPSGD-F"]["loss_male"] < 2 and out["DPSGD-F"]["grad_norm_female"] > 0
+    rows = xu_dpsgd.summarize([{**c, "status": "ok", "metrics": out}], "quick")["rows"]
+    shipped_not = [r for r in rows if "dataset not shipped" in r["why"]]
+    assert shipped_not and {r["verdict"] for r in shipped_not} == {"not comparable"}
+    assert len([r for r in shipped_not if "MNIST" in r["why"] and "Dutch" not in r["why"]]) \
+        == 24 + 21
+
+
+def test_counterfactual_effect_known_value():
+    import numpy as np
+    from reproduce.xu_cfgan import counterfactual_effects
+
+    from privfair.core.domain import Domain
+    from privfair.generative.dag import parse_dag
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    sex = rng.integers(0, 2, n)
+    table = {"sex": sex, "race": rng.integers(0, 2, n), "native-country": rng.integers(0, 2, n),
+             "income": sex.copy()}
+    domain = Domain(("sex", "race", "native-country", "income"), (2, 2, 2, 2))
+    dag = parse_dag({"edges": [["sex", "income"], ["race", "income"],
+                               ["native-country", "income"]]}, domain,
+                    protected=("sex",), outcome=("income",))
+    effects = counterfactual_effects(table, domain, dag, 0)
+    assert len(effects) == 4
+    # income = sex in every context: CE(o) = 1 up to the estimator's smoothing.
+    assert all(v > 0.95 for v in effects.values())
+    table["income"] = rng.integers(0, 2, n)
+    assert all(abs(v) < 0.1 for v in counterfactual_effects(table, domain, dag, 0).values())
+
+
+def test_table_7_2_and_dpne_grid_transcribed():
+    from reproduce.core import paper_table
+
+    rows = paper_table("xu_table7_2")
+    assert Counter(r["variant"] for r in rows) == {"real": 7, "dpgan": 7, "a1": 3, "a3": 7,
+                                                   "cfgan-ce": 7}
+    grid = paper_table("xu_table5_2_5_4")
+    assert Counter(r["table"] for r in grid) == {"5.2": 49, "5.4": 49}  # 7 k × 7 columns
+    by_key = {(r["table"], r["k"], r["epsilon"]): r["value"] for r in grid}
+    assert by_key[("5.2", "100", "none")] == 0.555 and by_key[("5.4", "1000", "10")] == 0.784
+
+
+def test_dpne_size_rows_are_not_comparable_with_ours_beside():
+    from reproduce import xu_dpne
+
+    metrics = {"non-private": (0.9, 0.7), **{f"eps={e:g}": (0.5, 0.6)
+                                               for e in xu_dpne.GRID_EPSILONS}}
+    records = [{"status": "ok", "setting": {"graph": "sbm-4x100", "k": 10}, "metrics": metrics,
+                "id": "x", "seed": 0}]
+    rows = xu_dpne.size_rows(records)
+    assert len(rows) == 98 and {r["verdict"] for r in rows} == {"not comparable"}
+    k10 = [r for r in rows if r["setting"].startswith("Table 5.2 k=10,")]
+    assert len(k10) == 7 and all(r["ours"] in (0.9, 0.5) for r in k10)
+    assert all(r["n"] == 0 for r in rows if " k=20," in r["setting"])
