@@ -196,18 +196,29 @@ def iter_frames(ref: FileRef, *, batch_size: int = 200_000,
     them per distinct value, not per row, skips building one Python string per cell (the
     bulk of those stages' time on wide tables).
     """
+    if categorical:
+        for batch in iter_batches(ref, batch_size=batch_size, columns=columns):
+            yield batch.to_pandas()
+        return
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(ref.open_checked()) as pf:
+        for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+            yield batch.to_pandas()
+
+
+def iter_batches(ref: FileRef, *, batch_size: int = 200_000,
+                 columns: list[str] | None = None) -> Iterator[Any]:
+    """Stream a staged Parquet as Arrow record batches, text columns as dictionary arrays
+    read straight from the file's dictionary pages."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = ref.open_checked()
-    text = None
-    if categorical:
-        schema = pq.read_schema(path)
-        text = [f.name for f in schema if pa.types.is_string(f.type)
-                or pa.types.is_large_string(f.type)]
+    text = [f.name for f in pq.read_schema(path) if pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type)]
     with pq.ParquetFile(path, read_dictionary=text) as pf:
-        for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
-            yield batch.to_pandas()
+        yield from pf.iter_batches(batch_size=batch_size, columns=columns)
 
 
 def validate_input(staged: FileRef, contract: Contract,
@@ -256,8 +267,9 @@ def discretize_counted(staged: FileRef, contract: Contract, staging: str | Path,
     tally = add_unparsed_records(staged, PolicyTally())
     writer = pq.ParquetWriter(out, schema, compression="zstd")
     try:
-        for frame in iter_frames(staged, batch_size=batch_size, categorical=True):
-            codes = disc.discretize(frame, contract, tally=tally)
+        # Arrow batches, text read as dictionaries: the encoder works on their buffers.
+        for batch in iter_batches(staged, batch_size=batch_size):
+            codes = disc.discretize(batch, contract, tally=tally)
             writer.write_table(pa.table(
                 {a: np.asarray(codes[a]).astype(schema.field(a).type.to_pandas_dtype())
                  for a in domain}, schema=schema))
