@@ -20,6 +20,7 @@ if str(ROOT) not in sys.path:
 from prefect import serve  # noqa: E402
 
 from flows.kinds import FLOWS, release  # noqa: E402
+from flows.reproduce import reproduce_papers  # noqa: E402
 from tasks import ops  # noqa: E402
 
 #: Datasets whose one-slot concurrency limits exist from the start (not from the first run),
@@ -52,7 +53,14 @@ def deployments() -> list:
                                  description=f"privfair {command}: any contract, data and "
                                              "budget, from the UI form")
               for command, flow in FLOWS.items() if command != "release"]
-    return [monthly, ad_hoc, *others]
+    # The papers' reproduction (evaluation output, not a release): resumes from its
+    # results.jsonl, so a run cut short by the next one loses no finished cell.
+    weekly_reproduction = reproduce_papers.to_deployment(
+        name="weekly-full", cron="0 2 * * 6", parameters={"mode": "full"},
+        tags=["privfair", "scheduled", "evaluation"],
+        description="Every paper table re-run (--full, hours; 02:00 UTC Saturdays): "
+                    "evaluation output, not privacy-protected.")
+    return [monthly, ad_hoc, *others, weekly_reproduction]
 
 
 def prepare(*, alert_webhook: str | None = None, alert_block: str | None = None) -> None:

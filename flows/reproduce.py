@@ -4,8 +4,8 @@ The same cells, ``results.jsonl`` and report as ``python -m benchmarks.reproduce
 (``benchmarks/reproduce/``): finished cells are skipped, so a run resumes where the last one
 stopped; each cell is one task (never retried: a failure is a recorded cell, run again by the
 next flow run), on a thread pool by default or on a Dask cluster given its address
-(prefect-dask's ``DaskTaskRunner``; the workers need ``<repo>/benchmarks`` and ``<repo>`` on
-their ``PYTHONPATH``). The flow itself appends the records, so ``results.jsonl`` has one
+(prefect-dask's ``DaskTaskRunner``; the workers need the repository root first on their
+``PYTHONPATH``). The flow itself appends the records, so ``results.jsonl`` has one
 writer. ``deployments/`` schedules ``--full`` weekly. The output reads the real embedded data:
 evaluation output, **not privacy-protected**, never a release.
 """
@@ -17,19 +17,20 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-# Prefect loads entrypoints by file path. opacus installs a top-level ``benchmarks`` package
-# that can shadow the repository's, so the reproduction is imported from its folder as
-# ``reproduce``, as ``python benchmarks/reproduce`` does.
-_BENCHMARKS = str(Path(__file__).resolve().parents[1] / "benchmarks")
-if _BENCHMARKS not in sys.path:
-    sys.path.insert(0, _BENCHMARKS)
+# Prefect loads entrypoints by file path (and puts flows/ on sys.path, where this file is a
+# top-level ``reproduce``): the repository root goes first, so ``benchmarks`` is its folder
+# and not the top-level ``benchmarks`` package that opacus installs.
+_ROOT = str(Path(__file__).resolve().parents[1])
+if sys.path[:1] != [_ROOT]:
+    sys.path.insert(0, _ROOT)
 
 from prefect import flow, get_run_logger, task  # noqa: E402
 from prefect.artifacts import create_markdown_artifact  # noqa: E402
 from prefect.futures import as_completed  # noqa: E402
 from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
-from reproduce import cli as reproduction  # noqa: E402
-from reproduce.core import (  # noqa: E402
+
+from benchmarks.reproduce import cli as reproduction  # noqa: E402
+from benchmarks.reproduce.core import (  # noqa: E402
     VERDICTS,
     append_record,
     describe,

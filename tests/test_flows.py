@@ -107,9 +107,10 @@ def test_deployments_expose_the_aim_time_budget():
     spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
     # Every publishing command has a deployment, in serve.py and in prefect.yaml alike.
     assert {(d.flow_name, d.name) for d in served} == {
-        ("privfair-release", "monthly-adult"), *((f"privfair-{c}", "ad-hoc") for c in FLOWS)}
+        ("privfair-release", "monthly-adult"), *((f"privfair-{c}", "ad-hoc") for c in FLOWS),
+        ("privfair-reproduce", "weekly-full")}
     assert {d["entrypoint"] for d in spec["deployments"]} == {
-        f"flows/kinds.py:{c}" for c in FLOWS}
+        *(f"flows/kinds.py:{c}" for c in FLOWS), "flows/reproduce.py:reproduce_papers"}
     declared = {d["name"]: d.get("parameters", {}) for d in spec["deployments"]
                 if d["entrypoint"] == "flows/kinds.py:release"}
     for deployment in served:
