@@ -31,13 +31,13 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 
 from benchmarks.reproduce import cli as reproduction  # noqa: E402
 from benchmarks.reproduce.core import (  # noqa: E402
-    VERDICTS,
     append_record,
     describe,
     load_results,
     pending,
     run_cell,
 )
+from benchmarks.reproduce.report import summary_markdown  # noqa: E402
 
 #: Cells at once on the default thread pool (the 2-core machine).
 THREADS = 2
@@ -47,16 +47,6 @@ THREADS = 2
 def reproduce_cell(cell: dict[str, Any]) -> dict[str, Any]:
     """One cell's record (its section's ``run``; a failure is recorded, never raised)."""
     return run_cell(cell, reproduction.run_any)
-
-
-def _summary_markdown(document: dict[str, Any], report: Path) -> str:
-    lines = [f"**Evaluation output, not privacy-protected.** Report: `{report}`", "",
-             "| section | " + " | ".join(VERDICTS) + " | cells | failed |",
-             "|---" * (len(VERDICTS) + 3) + "|"]
-    for row in document["summary"]:
-        lines.append(f"| {row['section']} | " + " | ".join(str(row[v]) for v in VERDICTS)
-                     + f" | {row['cells']} | {row['failed_cells']} |")
-    return "\n".join(lines)
 
 
 @flow(name="privfair-reproduce", persist_result=False,
@@ -109,8 +99,10 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     document = reproduction.write_report(mode, cells_by_section, folder,
                                          wall_s=time.perf_counter() - begin)
     report = folder / "report.html"
-    create_markdown_artifact(key="privfair-reproduce", markdown=_summary_markdown(
-        document, report), description="the papers reproduced: verdicts per section")
+    create_markdown_artifact(
+        key="privfair-reproduce", description="the papers reproduced: verdicts per section",
+        markdown=f"**Evaluation output, not privacy-protected.** Report: `{report}`\n\n"
+                 + summary_markdown(document, link=report.as_uri()))
     return str(report)
 
 

@@ -99,6 +99,9 @@ def test_reproduce_flow_runs_cells_as_tasks_and_resumes(prefect_harness, tmp_pat
     document = json.loads((tmp_path / "report.json").read_text())
     [section] = document["sections"]
     assert section["name"] == "cathist" and section["rows"] and not section["failed"]
+    summary = (tmp_path / "summary.md").read_text().splitlines()
+    assert len(summary) == 3 and summary[2].startswith("| [CatHist")
+    assert " | 27 | 0 | " in summary[2]  # 27 cells, none failed
     # resumed: every cell is in results.jsonl, so the second run adds none
     reproduce_papers(mode="quick", sections=["cathist"], out=str(tmp_path))
     assert (tmp_path / "results.jsonl").read_text().splitlines() == lines
@@ -121,6 +124,7 @@ def test_quick_report_complete(tmp_path):
         assert not section["failed"], section["failed"]
         assert any(r["n"] >= 1 for r in section["rows"]), section["name"]
     assert [row["section"] for row in report["summary"]] == list(SECTIONS)
+    assert len((tmp_path / "summary.md").read_text().splitlines()) == 2 + len(SECTIONS)
     assert all(row["failed_cells"] == 0 for row in report["summary"])
     html = (tmp_path / "report.html").read_text()
     assert all(f"id='{name}'" in html for name in SECTIONS)

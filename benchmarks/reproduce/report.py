@@ -29,6 +29,31 @@ def summary(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def summary_markdown(document: dict[str, Any], *, link: str = "report.html") -> str:
+    """The summary as a Markdown table (``summary.md``; the README quotes it).
+
+    Parameters
+    ----------
+    document : dict
+        The report's document (``report.json``).
+    link : str
+        Where the report is, relative to the Markdown's reader: each section links to its
+        anchor there.
+
+    Returns
+    -------
+    str
+        One row per section: verdict counts, cells, failed cells and the cells' seconds.
+    """
+    lines = ["| section | " + " | ".join(VERDICTS) + " | cells | failed | cell s |",
+             "|---" * (len(VERDICTS) + 4) + "|"]
+    for row in document["summary"]:
+        lines.append(f"| [{row['title']}]({link}#{row['section']}) | "
+                     + " | ".join(str(row[v]) for v in VERDICTS)
+                     + f" | {row['cells']} | {row['failed_cells']} | {row['wall_s']:.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 def _num(value: Any, digits: int = 3) -> str:
     if value is None:
         return ""
@@ -42,8 +67,9 @@ def _num(value: Any, digits: int = 3) -> str:
 
 
 def write(out: Path, document: dict[str, Any]) -> None:
-    """Write ``report.json`` and ``report.html`` into ``out``."""
+    """Write ``report.json``, ``report.html`` and ``summary.md`` into ``out``."""
     (out / "report.json").write_text(json.dumps(document, indent=1, default=str))
+    (out / "summary.md").write_text(summary_markdown(document))
     parts = ["<!doctype html><meta charset='utf-8'><title>privfair: the papers reproduced"
              "</title><style>body{font:14px sans-serif;max-width:1200px;margin:2em auto}"
              "table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;"
