@@ -12,7 +12,7 @@
    input, file by file, and writes as many rows as the release published (the input's
    columns, repeated or cut) as Parquet (zstd) parts, with no release work between.
 4. Prints JSON: wall time of the whole release and of each stage, rows/s and rows/s per
-   worker, the peak RSS of each worker and of the driver, the 2-vs-1 scaling, each run's
+   worker, the CPU seconds and peak RSS of each worker and of the driver, the 2-vs-1 scaling, each run's
    ratio to the I/O floor, and the load average before and after (the machine may be
    shared: say so beside the numbers).
 
@@ -74,6 +74,12 @@ def generate(folder: Path, rows: int, parts: int) -> float:
     return time.perf_counter() - start
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters: str) -> dict:
     """One whole release on a fresh LocalCluster of ``workers`` worker processes."""
     from distributed import Client, LocalCluster
@@ -90,6 +96,7 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
                        dashboard_address=None, local_directory=str(scratch_dir(root)))
           as cluster, Client(cluster) as client):
         client.run(__import__, "privfair.release.table.partitioned")  # start-up is not work
+        cpu_before, driver_before = client.run(cpu_seconds), cpu_seconds()
         start = time.perf_counter()
         folder = release_table({
             "contract": "adult", "data": data, "epsilon": 1.0, "delta": 1e-9,
@@ -99,7 +106,12 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
             "max_iters": int(max_iters)},
             progress=lambda stage, fraction: stages.append((stage, time.perf_counter())))
         seconds = time.perf_counter() - start
+        driver_cpu = cpu_seconds() - driver_before
+        cpu_after = client.run(cpu_seconds)
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    # CPU seconds do not depend on what else runs on the machine: with the wall time they
+    # tell a starved worker (CPU << wall) from a serial driver (driver CPU ~ wall).
+    worker_cpu = sorted(round(cpu_after[k] - cpu_before[k], 2) for k in cpu_after)
     manifest = json.loads((folder / "manifest.json").read_text())
     marks = [s for s in stages if s[0] not in ("preflight",)] + [("end", start + seconds)]
     per_stage: dict[str, float] = {}
@@ -108,6 +120,7 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
     files = [f for f in manifest["files"] if f.startswith("synthetic/")]
     return {"workers": w, "seconds": round(seconds, 2), "rows_per_s": round(n / seconds),
             "rows_per_s_per_worker": round(n / seconds / w), "stages_s": per_stage,
+            "cpu_s_per_worker": worker_cpu, "cpu_s_driver": round(driver_cpu, 2),
             "peak_rss_mb_per_worker": sorted(round(v / 1024, 1) for v in peaks.values()),
             "peak_rss_mb_driver": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
                                         / 1024, 1),
@@ -136,7 +149,8 @@ def floor(data: str, out: str, rows: str) -> dict:
         if not files or written == 0:
             break
     seconds = time.perf_counter() - start
-    return {"seconds": round(seconds, 2), "rows_written": written, "parts_written": k,
+    return {"seconds": round(seconds, 2), "cpu_s": round(cpu_seconds(), 2),
+            "rows_written": written, "parts_written": k,
             "load_avg_before": load_before, "load_avg_after": os.getloadavg()}
 
 
