@@ -6,8 +6,10 @@ Two measurements, one run, one JSON document:
   seed) is timed from the shell's point of view and set beside the floor of the same I/O: a
   fresh process that imports pyarrow, reads the same input file and writes as many rows as
   the release published (the input's columns, repeated or cut to that count) to Parquet
-  (zstd). Tables: the embedded Adult (48,842 × 13, Parquet) and a generated 300,000 × 41
-  table (``benchmarks/gen_table.py --parquet``). Target: release ≤ 3 × floor.
+  (zstd). The CPU seconds (user + system) of both processes are recorded beside the wall
+  times: on a shared machine they move far less with the load. Tables: the embedded Adult
+  (48,842 × 13, Parquet) and a generated 300,000 × 41 table (``benchmarks/gen_table.py
+  --parquet``). Target: release ≤ 3 × floor.
 * **Bootstrap floor.** AIM's mean 2-way TVD at ε = 1 (δ = 1e-9, the release's default time
   budget) against the 2-way TVD of an i.i.d. resample of the real table with no privacy at
   all (n rows drawn with replacement): COMPAS and Adult, per sampling mode. Target ≤ 1.5 ×.
@@ -38,7 +40,8 @@ AIM_TIME_S = 240.0  # the release's default AIM time budget (privfair release --
 #: The same release in a fresh process, timed after its imports (release_table, in-process).
 IN_PROCESS = """
 import json, sys, time
-from privfair.release.kinds import release_table
+from privfair.release.kinds import family, release_table
+family("release").kinds  # the table kind's modules load on first use: imports, not timed
 params = json.loads(sys.argv[1])
 start = time.perf_counter()
 release_table(params)
@@ -61,10 +64,23 @@ def _env(registry: Path) -> dict[str, str]:
             "PREFECT_HOME": str(registry.parent / "prefect-home")}
 
 
+def _children_cpu() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+#: CPU seconds (user + system) of the last command :func:`timed` ran: on a shared machine
+#: they move far less with the load than the wall time does.
+LAST_CPU_S = [0.0]
+
+
 def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env)
     seconds = time.perf_counter() - start
+    LAST_CPU_S[0] = _children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"{cmd[:4]}...: exit {done.returncode}: {done.stderr[-2000:]}")
     return seconds, done.stdout
@@ -92,6 +108,7 @@ def io_floor(tables: dict[str, tuple[str, str]], methods: list[str], seed: int,
             if method.startswith("aim"):
                 cmd += ["--max-time", str(AIM_TIME_S)]
             release_s, _ = timed(cmd, _env(registry))
+            release_cpu_s = LAST_CPU_S[0]
             # the same release again (own registry, store and seed) timed after its imports
             again = run / "again"
             (again / "registry").mkdir(parents=True)
@@ -109,11 +126,15 @@ def io_floor(tables: dict[str, tuple[str, str]], methods: list[str], seed: int,
                                else synthetic[0].parent) if synthetic else 0
             floor_s, _ = timed([sys.executable, "-c", FLOOR, data,
                                 str(run / "floor.parquet"), str(n)])
+            floor_cpu_s = LAST_CPU_S[0]
             rows_out.append({"table": name, "method": method, "release_s": round(release_s, 2),
                              "release_after_imports_s": round(in_process_s, 2),
                              "io_floor_s": round(floor_s, 2), "rows_out": n,
                              "ratio": round(release_s / floor_s, 2),
                              "ratio_after_imports": round(in_process_s / floor_s, 2),
+                             "release_cpu_s": round(release_cpu_s, 2),
+                             "io_floor_cpu_s": round(floor_cpu_s, 2),
+                             "ratio_cpu": round(release_cpu_s / floor_cpu_s, 2),
                              "note": f"AIM time budget {AIM_TIME_S:g} s"
                                      if method.startswith("aim") else None})
             print(rows_out[-1], file=sys.stderr, flush=True)
