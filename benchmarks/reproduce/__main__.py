@@ -11,4 +11,6 @@ if __package__ in (None, ""):
 else:
     from .cli import main
 
-sys.exit(main())
+# Guarded: the process pool's workers import this module as ``__mp_main__``.
+if __name__ == "__main__":
+    sys.exit(main())

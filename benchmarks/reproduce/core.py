@@ -133,8 +133,8 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
     log : callable
         Receives one line per finished cell, and a failed cell's traceback.
     workers : int
-        Processes running cells at once (forked; one BLAS/torch thread each). 1 runs them
-        here, in order.
+        Processes running cells at once (one BLAS/torch thread each). 1 runs them here, in
+        order.
     expected_s : mapping of str to float, optional
         Seconds a cell took before, by id: with ``workers > 1`` the longest start first
         (unknown cells count as longest), so no long cell is left alone at the end.
@@ -164,10 +164,10 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
 
         expected = expected_s or {}
         todo = sorted(todo, key=lambda c: -expected.get(c["id"], math.inf))
-        # fork: the workers inherit the sections' modules and sys.path (spawn would re-run
-        # the entry point); the parent has run no cell, so no torch/OpenMP state is forked.
+        # forkserver: workers fork from a fresh single-threaded server, never from a caller
+        # that runs threads (a Prefect test harness, torch), which could fork a held lock.
         with cf.ProcessPoolExecutor(max_workers=workers,
-                                    mp_context=multiprocessing.get_context("fork"),
+                                    mp_context=multiprocessing.get_context("forkserver"),
                                     initializer=_one_thread_per_worker) as pool:
             futures = {pool.submit(run_cell, c, runner): c for c in todo}
             for future in cf.as_completed(futures):
