@@ -194,3 +194,26 @@ def test_dpne_size_rows_are_not_comparable_with_ours_beside():
     k10 = [r for r in rows if r["setting"].startswith("Table 5.2 k=10,")]
     assert len(k10) == 7 and all(r["ours"] in (0.9, 0.5) for r in k10)
     assert all(r["n"] == 0 for r in rows if " k=20," in r["setting"])
+
+
+def test_cfgan_chi2_reason_carries_the_measurements():
+    from reproduce import xu_cfgan
+
+    def record(variant, **metrics):
+        return {"status": "ok", "id": variant, "seed": 0, "metrics": metrics,
+                "setting": {"variant": variant, "epsilon": "inf", "epochs": 0}}
+
+    base = {"te": 0.1, "ie": 0.1, "lr": 0.8, "ce": {"o": 0.1}, "ce_max_abs": 0.1}
+    records = [record("real", **{**base, "chi2_joint": 0.0, "chi2_sampling_floor": 875.0}),
+               record("dpgan", **{**base, "chi2_joint": 16_000.0}),
+               record("cfgan-te", **{**base, "chi2_joint": 32_000.0}),
+               record("cfgan-te λ=1", **{**base, "te": 0.147, "chi2_joint": 30_000.0}),
+               record("cfgan λ=0", **{**base, "chi2_joint": 29_000.0})]
+    rows = xu_cfgan.summarize(records, "full")["rows"]
+    chi2 = next(r for r in rows if r["setting"] == "cfgan-te, ε=∞" and r["metric"] == "chi2_joint")
+    assert chi2["verdict"] == "worse" and chi2["paper"] == 14566
+    for text in ("χ² = 875", "2.00× our fairness-blind dpgan's", "λ = 1 our χ² is 30,000",
+                 "TE 0.147", "(λ = 0) our per-node DAG generator alone scores χ² = 29,000"):
+        assert text in chi2["why"]
+    dpgan = next(r for r in rows if r["setting"] == "dpgan, ε=∞" and r["metric"] == "chi2_joint")
+    assert dpgan["verdict"] == "within"  # 16,000 against 14,482 ± 25 %
