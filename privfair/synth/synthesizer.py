@@ -313,10 +313,20 @@ def generate(
     Columns are int64 codes, or with ``narrow`` each attribute's narrowest unsigned dtype
     (an eighth of the memory for most attributes; widen before doing arithmetic on them).
     """
-    columns = sample_model(model, n_rows, rng=rng, mode=mode)
-    columns = decompress(columns, compression, rng=rng)
+    columns = generate_columns(model, compression, n_rows, rng=rng, mode=mode)
     return pd.DataFrame({a: columns[a] if narrow else columns[a].astype(np.int64)
                          for a in compression.original})
+
+
+def generate_columns(
+    model: GraphicalModel, compression: Compression, n_rows: int, *,
+    rng: np.random.Generator, mode: str = "iid",
+) -> dict[str, np.ndarray]:
+    """:func:`generate`'s rows as ``{attribute: codes}`` in the declared order, each in its
+    narrowest unsigned dtype (the same draws from ``rng``; no frame is built)."""
+    columns = decompress(sample_model(model, n_rows, rng=rng, mode=mode), compression,
+                         rng=rng)
+    return {a: columns[a] for a in compression.original}
 
 
 def stream_sample(

@@ -319,13 +319,13 @@ def sample_part(model: FileRef, one_way: FileRef, artefacts: str, index: int, n_
     import pyarrow.parquet as pq
 
     from privfair.store.artefacts import load_model, load_one_way
-    from privfair.synth.synthesizer import generate
+    from privfair.synth.synthesizer import generate_columns
 
-    frame = generate(load_model(model), load_one_way(one_way).compression, n_rows, rng=rng,
-                     mode="iid", narrow=True)
+    # numpy columns straight into Arrow (no copy): no pandas frame in between
+    columns = generate_columns(load_model(model), load_one_way(one_way).compression, n_rows,
+                               rng=rng, mode="iid")
     buffer = io.BytesIO()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buffer,
-                   compression="zstd")
+    pq.write_table(pa.table(columns), buffer, compression="zstd")
     return write_artefact(artefacts, f"synthetic-codes-part{index:05d}", buffer.getvalue(),
                           "parquet")
 
