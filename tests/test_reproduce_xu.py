@@ -123,9 +123,10 @@ def test_last_epoch_by_group_known_values():
 def test_gap_reason_reads_the_paper_run_against_our_seeds():
     from reproduce.xu_dpsgd import gap_why
 
-    text = gap_why([0.03, 0.04, 0.035], 0.013, by_clip={2.0: [0.01, 0.02]})
+    text = gap_why([0.03, 0.04, 0.035], 0.013, by_clip={2.0: [0.01, 0.02]}, row_norm=3.46)
     assert "outside our range [0.030, 0.040] over 3 seeds" in text
     assert "every seed of ours is within τ = 0.05" in text and "0.015 at C = 2" in text
+    assert "one-hot rows (‖x‖ ≈ 3.5) are clipped" in text
     assert "inside" in gap_why([0.01, 0.02], 0.013, by_clip={})
     assert gap_why([0.02], 0.013, by_clip={}).startswith("one seed")
 
