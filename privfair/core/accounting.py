@@ -86,10 +86,13 @@ def zcdp_delta(*, rho: float, epsilon: float) -> float:
     lo, hi = 1.0 + 1e-12, max(2.0, (epsilon + 1) / (2 * rho) + 2)
     for _ in range(200):
         mid = (lo + hi) / 2
+        settled = mid in (lo, hi)  # adjacent floats: later steps repeat this one
         if (2 * mid - 1) * rho - epsilon + math.log1p(-1 / mid) < 0:
             lo = mid
         else:
             hi = mid
+        if settled:
+            break
     return min(1.0, math.exp(log_delta((lo + hi) / 2)))
 
 
@@ -103,10 +106,13 @@ def zcdp_epsilon(*, rho: float, delta: float) -> float:
     lo, hi = 0.0, rho + 2 * math.sqrt(rho * math.log(1 / delta)) + 1.0
     for _ in range(200):
         mid = (lo + hi) / 2
+        settled = mid in (lo, hi)
         if zcdp_delta(rho=rho, epsilon=mid) > delta:
             lo = mid
         else:
             hi = mid
+        if settled:
+            break
     return hi
 
 
@@ -123,10 +129,13 @@ def zcdp_rho(*, epsilon: float, delta: float) -> float:
     lo, hi = 0.0, epsilon + 1.0
     for _ in range(200):
         mid = (lo + hi) / 2
+        settled = mid in (lo, hi)
         if zcdp_delta(rho=mid, epsilon=epsilon) <= delta:
             lo = mid
         else:
             hi = mid
+        if settled:
+            break
     return lo
 
 
