@@ -169,3 +169,40 @@ def test_aim_refuses_an_initial_share_that_leaves_nothing_for_the_rounds():
         run_aim(tables, domain, rho=0.1, rng=np.random.default_rng(0), ledger=ledger,
                 initial_scale=1000.0)
     assert ledger.spent == 0.0
+
+
+@pytest.mark.parametrize("discrete", [False, True])
+def test_one_way_by_cells_charges_rho_and_gives_big_domains_less_noise(discrete):
+    from privfair.synth.aim import measure_one_way_by_cells
+
+    domain = Domain(("small", "big"), (2, 16))
+    tables = {("small",): np.array([600.0, 400.0]), ("big",): np.full(16, 62.5)}
+    if discrete:
+        tables = {("small",): np.array([600, 400]), ("big",): np.full(16, 62)}
+    ledger = PrivacyLedger(rho_budget=0.05)  # exactly ρ: one step more would raise
+    out = measure_one_way_by_cells(tables, [("small",), ("big",)], domain=domain, rho=0.05,
+                                   rng=np.random.default_rng(0), ledger=ledger, name="one-way",
+                                   discrete=discrete)
+    assert ledger.spent == pytest.approx(0.05, rel=1e-9)
+    assert len(ledger.entries) == (2 if discrete else 1)
+    small, big = (float(m.stddev.flat[0]) for m in out)
+    # σ ∝ k^(-1/3): the 16-cell attribute's σ is half the binary one's (16/2 = 2³)
+    assert big == pytest.approx(small / 2)
+    assert sum(1 / (2 * s**2) for s in (small, big)) == pytest.approx(0.05)
+
+
+def test_one_way_by_cells_is_unbiased_with_the_stated_noise():
+    from privfair.synth.aim import measure_one_way_by_cells
+
+    domain = Domain(("a", "b"), (3, 24))
+    tables = {("a",): np.array([50.0, 30.0, 20.0]), ("b",): np.arange(24, dtype=float)}
+    rng = np.random.default_rng(7)
+    draws = [measure_one_way_by_cells(tables, [("a",), ("b",)], domain=domain, rho=0.5,
+                                      rng=rng, ledger=PrivacyLedger(rho_budget=1.0),
+                                      name="one-way") for _ in range(3000)]
+    for i, c in enumerate([("a",), ("b",)]):
+        values = np.stack([d[i].values for d in draws])
+        sigma = draws[0][i].stddev.flat[0]
+        # 3000 draws: the mean's standard error is σ/55; 5 of them bounds it
+        np.testing.assert_allclose(values.mean(axis=0), tables[c], atol=5 * sigma / 55)
+        np.testing.assert_allclose(values.std(axis=0), sigma, rtol=0.1)
