@@ -179,6 +179,7 @@ def run_aim(
     initial_scale: float = 1.0,
     initial_allocation: str = "uniform",
     penalty_scale: float = 1.0,
+    time_started: float | None = None,
 ) -> AIMResult:
     """Run AIM at privacy cost ``rho``.
 
@@ -209,6 +210,9 @@ def run_aim(
         time left, so the run ends within about ``max_time_s`` with a valid model that used
         its whole budget. The ρ spent and the mechanisms do not depend on it, only when the
         rounds stop.
+    time_started : float, optional
+        ``time.monotonic()`` at which ``max_time_s`` started (default: now), so a caller's
+        budget can also cover what it did before, e.g. counting the candidate tables.
     stop_after_initial : callable, optional
         ``stop_after_initial(initial_one_way, rho_left)``, post-processing of the initial
         noisy one-way marginals: when it returns True the run stops there, having spent only
@@ -252,7 +256,7 @@ def run_aim(
     report = progress or (lambda fraction: None)
 
     start = ledger.spent
-    clock = _Clock(max_time_s)
+    clock = _Clock(max_time_s, started=time_started)
     oneway = [(a,) for a in domain]
     initial_rho = initial_scale * d / (2 * sigma**2)
     if not 0 < initial_rho < rho:  # public: ρ, d, the round count and the scale
@@ -379,10 +383,10 @@ class _Clock:
     Without a budget every answer is "no limit".
     """
 
-    def __init__(self, budget_s: float | None) -> None:
+    def __init__(self, budget_s: float | None, *, started: float | None = None) -> None:
         self.budget = budget_s
-        self.started = time.monotonic()
-        self.round_start = self.started
+        self.started = time.monotonic() if started is None else started
+        self.round_start = time.monotonic()
         self.longest_round = 0.0
 
     def _rounds_left(self) -> float:
