@@ -3,17 +3,14 @@ give what the pandas ones gave."""
 
 from __future__ import annotations
 
-import io
-
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from privfair.contracts import encoding as disc
 from privfair.contracts.datasets import load_codes
-from privfair.release.table.partitioned import labelled_table
-from privfair.store.artefacts import write_artefact
+from privfair.release.table.partitioned import labelled_columns, read_part, sample_part
+from privfair.store.artefacts import save_model, save_one_way
 from privfair.synth.synthesizer import FairSynthesizer, generate, generate_columns
 
 
@@ -37,29 +34,37 @@ def test_generate_columns_draws_what_generate_draws(adult_mst) -> None:
         assert np.array_equal(codes, frame[name].to_numpy())
 
 
-def test_labelled_table_decodes_as_decode(adult_mst, tmp_path) -> None:
+def test_labelled_columns_decode_as_decode(adult_mst) -> None:
     synth, contract = adult_mst
     columns = generate_columns(synth.model_, synth.compression_, 3_000,
                                rng=np.random.default_rng(5))
-    buffer = io.BytesIO()
-    pq.write_table(pa.table(columns), buffer)
-    part = write_artefact(tmp_path, "codes", buffer.getvalue(), "parquet")
     expected = disc.decode({a: c.astype(np.int64) for a, c in columns.items()}, contract)
-    got = labelled_table(part, contract).to_pandas()
+    got = labelled_columns(columns, contract).to_pandas()
     assert list(got.columns) == list(expected.columns)
     for name in expected.columns:
         assert list(got[name].cat.categories) == list(expected[name].cat.categories)
         assert np.array_equal(got[name].cat.codes.to_numpy(), expected[name].cat.codes.to_numpy())
-    released = labelled_table(part, contract, released=True)
+    released = labelled_columns(columns, contract, released=True)
     assert released.column_names == [contract.released_names()[a] for a in columns]
 
 
-def test_labelled_table_refuses_a_code_outside_the_labels(adult_mst, tmp_path) -> None:
+def test_labelled_columns_refuse_a_code_outside_the_labels(adult_mst) -> None:
     _, contract = adult_mst
     name = contract.column_names[0]
-    buffer = io.BytesIO()
-    pq.write_table(pa.table({name: np.array([0, len(contract.labels(name))], np.uint8)}),
-                   buffer)
-    part = write_artefact(tmp_path, "codes", buffer.getvalue(), "parquet")
     with pytest.raises(pa.ArrowException):
-        labelled_table(part, contract)
+        labelled_columns({name: np.array([0, len(contract.labels(name))], np.uint8)}, contract)
+
+
+def test_a_sampled_part_is_the_published_table_of_its_generator(adult_mst, tmp_path) -> None:
+    synth, contract = adult_mst
+    model = save_model(synth.model_, tmp_path)
+    one_way = save_one_way(synth.one_way_, synth.one_way_measurements_, tmp_path)
+    part = sample_part(model, one_way, contract, str(tmp_path), 0, 2_000,
+                       np.random.default_rng(6))
+    frame = read_part(part, contract)
+    columns = generate_columns(synth.model_, synth.compression_, 2_000,
+                               rng=np.random.default_rng(6))
+    expected = disc.decode({a: c.astype(np.int64) for a, c in columns.items()}, contract)
+    assert list(frame.columns) == list(expected.columns)
+    for name in expected.columns:
+        assert frame[name].astype(str).tolist() == expected[name].astype(str).tolist()

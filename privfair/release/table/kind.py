@@ -190,7 +190,7 @@ def sample_stage(context: RunContext, state: State) -> dict[str, Any]:
     if plan.output == "partitioned":  # parts of part_rows rows, one generator each
         with part_client(plan) as client:
             return {"synthetic": sample_parts(
-                state["model"], state["one_way"], context.workspace.artefacts,
+                state["model"], state["one_way"], plan.contract, context.workspace.artefacts,
                 n_rows=plan.n_rows, part_rows=plan.part_rows, seed=context.seed,
                 client=client)}
     return {"synthetic": sample(state["model"], state["one_way"], context.workspace.artefacts,

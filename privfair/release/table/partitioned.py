@@ -20,9 +20,10 @@ same functions run here, one file after the other:
 * **sample** (post-processing): ``output="partitioned"`` splits the rows into parts of
   ``part_rows``; part ``k`` is drawn by its own generator, the ``k``-th child spawned from
   the run's sample generator (:meth:`numpy.random.Generator.spawn`), so the table does not
-  depend on which worker drew which part. Output validation runs per part and is combined;
-  the release folder holds the parts as ``synthetic/part-NNNNN.parquet``, each hashed in the
-  manifest.
+  depend on which worker drew which part. A part is written once, as published (labels as
+  dictionary arrays over the codes, released column names): output validation reads it per
+  part and is combined, and publication copies it into the release folder as
+  ``synthetic/part-NNNNN.parquet``, each hashed in the manifest.
 
 The workers must see the private working folder and the store (this machine, or a shared
 file system): exact per-part tables and tallies travel back to the driver as messages, TLS
@@ -312,28 +313,29 @@ def part_sizes(n_rows: int, part_rows: int) -> list[int]:
     return [int(part_rows)] * full + ([rest] if rest or not full else [])
 
 
-def sample_part(model: FileRef, one_way: FileRef, artefacts: str, index: int, n_rows: int,
-                rng: np.random.Generator) -> FileRef:
-    """Draw one part of the synthetic codes with its own generator (a task)."""
-    import pyarrow as pa
+def sample_part(model: FileRef, one_way: FileRef, contract: Contract, artefacts: str,
+                index: int, n_rows: int, rng: np.random.Generator) -> FileRef:
+    """Draw one part of the synthetic table with its own generator (a task), written as the
+    part the release publishes: labels as dictionary arrays over the codes, released column
+    names (so the stages after it read it and copy it, and never decode it again)."""
     import pyarrow.parquet as pq
 
     from privfair.store.artefacts import load_model, load_one_way
     from privfair.synth.synthesizer import generate_columns
 
-    # numpy columns straight into Arrow (no copy): no pandas frame in between
     columns = generate_columns(load_model(model), load_one_way(one_way).compression, n_rows,
                                rng=rng, mode="iid")
     buffer = io.BytesIO()
-    pq.write_table(pa.table(columns), buffer, compression="zstd")
-    return write_artefact(artefacts, f"synthetic-codes-part{index:05d}", buffer.getvalue(),
+    pq.write_table(labelled_columns(columns, contract, released=True), buffer,
+                   compression="zstd")
+    return write_artefact(artefacts, f"synthetic-part{index:05d}", buffer.getvalue(),
                           "parquet")
 
 
-def sample_parts(model: FileRef, one_way: FileRef, artefacts: str | Path, *,
-                 n_rows: int | None, part_rows: int, seed: int | None,
+def sample_parts(model: FileRef, one_way: FileRef, contract: Contract, artefacts: str | Path,
+                 *, n_rows: int | None, part_rows: int, seed: int | None,
                  client: Any = None) -> list[FileRef]:
-    """Draw the synthetic codes as parts of ``part_rows`` rows (post-processing); ``n_rows``
+    """Draw the synthetic table as parts of ``part_rows`` rows (post-processing); ``n_rows``
     defaults to the noisy total. Part ``k`` uses the ``k``-th generator spawned from the
     run's sample generator."""
     from privfair.store.artefacts import load_model
@@ -341,7 +343,7 @@ def sample_parts(model: FileRef, one_way: FileRef, artefacts: str | Path, *,
     n = round(load_model(model).total) if n_rows is None else int(n_rows)
     sizes = part_sizes(n, part_rows)
     generators = stage_rng(seed, "sample").spawn(len(sizes))
-    calls = [(model, one_way, str(artefacts), i, size, rng)
+    calls = [(model, one_way, contract, str(artefacts), i, size, rng)
              for i, (size, rng) in enumerate(zip(sizes, generators, strict=True))]
     return map_parts(sample_part, calls, client=client)
 
@@ -352,11 +354,22 @@ def part_rows_of(ref: FileRef) -> int:
     return int(pq.read_metadata(ref.open_checked()).num_rows)
 
 
+def read_part(part: FileRef, contract: Contract) -> Any:
+    """A synthetic part (as :func:`sample_part` wrote it) as a pandas frame of categoricals
+    under the declared column names (what :func:`privfair.contracts.encoding.decode`
+    gives)."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(part.open_checked())
+    declared = {v: k for k, v in contract.released_names().items()}
+    return table.rename_columns([declared[n] for n in table.column_names]).to_pandas()
+
+
 def validate_part(part: FileRef, contract: Contract) -> Any:
-    """The output suite on one decoded part (a task); its row count against the part's."""
+    """The output suite on one synthetic part (a task); its row count against the part's."""
     from privfair.contracts.validation import validate_frames
 
-    frame = labelled_table(part, contract).to_pandas()
+    frame = read_part(part, contract)
     return validate_frames([frame], contract, side="output", n_rows=len(frame))
 
 
@@ -384,36 +397,35 @@ def validate_parts(parts: Sequence[FileRef], contract: Contract, *, n_rows: int 
     return outcome.public_summary()
 
 
-def labelled_table(part: FileRef, contract: Contract, *, released: bool = False) -> Any:
-    """A synthetic codes part as labels (:func:`privfair.contracts.encoding.decode`'s
-    values): each column a dictionary array whose indices are the codes and whose dictionary
-    is the declared labels, so no string is built per row. With ``released``, the columns
-    carry their released names (``rename:``)."""
+def labelled_columns(columns: dict[str, np.ndarray], contract: Contract, *,
+                     released: bool = False) -> Any:
+    """Synthetic codes as labels (:func:`privfair.contracts.encoding.decode`'s values): each
+    column a dictionary array whose indices are the codes and whose dictionary is the
+    declared labels, so no string is built per row. With ``released``, the columns carry
+    their released names (``rename:``)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    codes = pq.read_table(part.open_checked())
     names = contract.released_names() if released else {}
-    columns = {}
-    for name in codes.column_names:
+    arrays = {}
+    for name, codes in columns.items():
         labels = contract.labels(name)
         # pandas' categorical code width, so a reader gets what decode() would have written
         index = pa.int8() if len(labels) < 2**7 else (
             pa.int16() if len(labels) < 2**15 else pa.int32())
-        indices = codes.column(name).combine_chunks().cast(index)
-        columns[names.get(name, name)] = pa.DictionaryArray.from_arrays(
+        indices = pa.array(np.asarray(codes)).cast(index)
+        arrays[names.get(name, name)] = pa.DictionaryArray.from_arrays(
             indices, pa.array(labels, pa.string()), safe=True)  # codes outside: refused
-    return pa.table(columns)
+    return pa.table(arrays)
 
 
-def write_part(part: FileRef, contract: Contract, folder: str, index: int) -> tuple[str, int]:
-    """Decode one part into the release folder with its released column names (a task)."""
-    import pyarrow.parquet as pq
+def write_part(part: FileRef, folder: str, index: int) -> tuple[str, int]:
+    """Copy one synthetic part, checked against its fingerprint, into the release folder (a
+    task); it was written as published by :func:`sample_part`."""
+    import shutil
 
-    labelled = labelled_table(part, contract, released=True)
     name = f"part-{index:05d}.parquet"
-    pq.write_table(labelled, Path(folder) / name, compression="zstd")
-    return name, labelled.num_rows
+    shutil.copyfile(part.open_checked(), Path(folder) / name)
+    return name, part_rows_of(part)
 
 
 def write_parts(parts: Sequence[FileRef], contract: Contract, folder: Path, *,
@@ -421,20 +433,20 @@ def write_parts(parts: Sequence[FileRef], contract: Contract, folder: Path, *,
     """Write ``synthetic/part-*.parquet`` into the staged release ``folder``; returns the
     files (relative to ``folder``), the total rows, and a sample of labelled rows (the first
     parts, :data:`REPORT_ROWS` at most) for the report."""
-    import pyarrow as pa
+    import pandas as pd
 
     out = folder / "synthetic"
     out.mkdir()
-    written = map_parts(write_part, [(ref, contract, str(out), i)
-                                     for i, ref in enumerate(parts)], client=client)
-    tables, rows = [], 0
+    written = map_parts(write_part, [(ref, str(out), i) for i, ref in enumerate(parts)],
+                        client=client)
+    frames, rows = [], 0
     for ref in parts:
         if rows >= REPORT_ROWS:
             break
-        table = labelled_table(ref, contract).slice(0, REPORT_ROWS - rows)
-        tables.append(table)
-        rows += table.num_rows
-    sample = pa.concat_tables(tables).to_pandas()
+        frame = read_part(ref, contract).head(REPORT_ROWS - rows)
+        frames.append(frame)
+        rows += len(frame)
+    sample = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     return ([f"synthetic/{name}" for name, _ in written], sum(n for _, n in written), sample)
 
 
