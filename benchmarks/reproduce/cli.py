@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="output folder (default benchmarks/reproduce/results/<mode>)")
     parser.add_argument("--workers", type=int, default=2,
                         help="processes running cells at once (default 2; 1 runs in order)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run no cell: write the report from results.jsonl as it stands "
+                             "(a run in progress; cells not run yet are listed as failed)")
     args = parser.parse_args(argv)
     mode_name = "quick" if args.quick else "full"
     out = args.out or RESULTS / mode_name
@@ -120,10 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, cells in cells_by_section:
         print(f"== {section_module(name).TITLE}: {len(cells)} cells", file=sys.stderr,
               flush=True)
-    run_cells([c for _, cells in cells_by_section for c in cells], run_any,
-              out / "results.jsonl", workers=args.workers,
-              expected_s=expected_seconds(mode_name),
-              log=lambda text: print(text, file=sys.stderr, flush=True))
+    if not args.report_only:
+        run_cells([c for _, cells in cells_by_section for c in cells], run_any,
+                  out / "results.jsonl", workers=args.workers,
+                  expected_s=expected_seconds(mode_name),
+                  log=lambda text: print(text, file=sys.stderr, flush=True))
     document = write_report(mode_name, cells_by_section, out,
                             wall_s=time.perf_counter() - begin)
     print(f"report: {out / 'report.html'} ({document['wall_s']:.0f} s)", file=sys.stderr)
