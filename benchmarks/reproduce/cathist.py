@@ -104,11 +104,17 @@ def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
                                     "holds the TVD error here)"})
     claims = {c["id"]: c["text"] for c in meta["claims"]}
 
+    finished = sum(r["status"] == "ok" for r in records)
+
     def claim(cid: str, holds: bool, detail: str) -> None:
+        # A trend over cells not run yet (a --full in progress) is unknown, not broken.
+        word = "not comparable" if finished < len(records) else (
+            "within" if holds else "worse")
         rows.append({"setting": "trend", "metric": claims[cid], "paper": None,
                      "paper_sd": None, "source": meta["source"], "ours": float(holds),
-                     "ours_sd": 0.0, "n": 1, "verdict": "within" if holds else "worse",
-                     "why": detail})
+                     "ours_sd": 0.0, "n": 1, "verdict": word,
+                     "why": detail if finished == len(records) else
+                     f"{finished} of {len(records)} cells finished; {detail}"})
 
     rising = [(a, e) for a in ATTRIBUTES for e in EPSILONS
               if not (a == "workclass" and e == 0.01)]
