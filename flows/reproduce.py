@@ -34,6 +34,7 @@ from benchmarks.reproduce.core import (  # noqa: E402
     append_record,
     describe,
     load_results,
+    longest_first,
     pending,
     run_cell,
 )
@@ -79,9 +80,8 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     results = folder / "results.jsonl"
     cells_by_section = reproduction.plan(mode, sections or None)
     expected = reproduction.expected_seconds(mode)
-    todo = sorted(pending([c for _, cells in cells_by_section for c in cells],
-                          load_results(results)),
-                  key=lambda c: -expected.get(c["id"], float("inf")))
+    todo = longest_first(pending([c for _, cells in cells_by_section for c in cells],
+                                 load_results(results)), expected)
     log.info("reproduction (%s): %d cells pending; evaluation output, not privacy-protected",
              mode, len(todo))
     if dask_address:

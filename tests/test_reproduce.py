@@ -14,7 +14,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from reproduce.core import compare_row, mean_sd, run_cells, verdict  # noqa: E402
+from reproduce.core import (  # noqa: E402
+    compare_row,
+    longest_first,
+    mean_sd,
+    run_cells,
+    verdict,
+)
 
 
 def test_verdict_known_values():
@@ -79,6 +85,13 @@ def test_cells_in_a_pool_of_two_run_longest_first(tmp_path):
     again = run_cells(cells, _square_or_fail, log, log=lambda text: None, workers=2,
                       retry_failed=False)
     assert again == records and len(log.read_text().splitlines()) == 4
+
+
+def test_longest_first_then_seed_major():
+    cells = [{"id": f"{name}|seed={s}", "seed": s} for name in ("a", "b") for s in (0, 1)]
+    order = longest_first(cells, {"b|seed=1": 3.0, "a|seed=0": 1.0})
+    # unknown cells count as longest, seed 0 of every row before any seed 1
+    assert [c["id"] for c in order] == ["b|seed=0", "a|seed=1", "b|seed=1", "a|seed=0"]
 
 
 def _square_or_fail(c):

@@ -100,6 +100,17 @@ def describe(record: Mapping[str, Any]) -> str:
             + (f"  ({record['error']})" if record["error"] else ""))
 
 
+def longest_first(cells: Sequence[Mapping[str, Any]], expected_s: Mapping[str, float]
+                  ) -> list[Mapping[str, Any]]:
+    """The cells in the order a pool should start them.
+
+    Longest first by ``expected_s`` (seconds by id; unknown cells count as longest), so no
+    long cell is left alone at the end; ties by seed, so a run without timings (a first
+    ``--full``) gives every row its seed 0 before any row its seed 1.
+    """
+    return sorted(cells, key=lambda c: (-expected_s.get(c["id"], math.inf), c["seed"]))
+
+
 def _one_thread_per_worker() -> None:
     # Two worker processes share two cores: a BLAS or torch pool per worker would
     # oversubscribe them. torch reads OMP_NUM_THREADS when a cell first imports it.
@@ -136,8 +147,8 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
         Processes running cells at once (one BLAS/torch thread each). 1 runs them here, in
         order.
     expected_s : mapping of str to float, optional
-        Seconds a cell took before, by id: with ``workers > 1`` the longest start first
-        (unknown cells count as longest), so no long cell is left alone at the end.
+        Seconds a cell took before, by id: with ``workers > 1`` cells start in the order of
+        :func:`longest_first`.
 
     Returns
     -------
@@ -162,8 +173,7 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
         import concurrent.futures as cf
         import multiprocessing
 
-        expected = expected_s or {}
-        todo = sorted(todo, key=lambda c: -expected.get(c["id"], math.inf))
+        todo = longest_first(todo, expected_s or {})
         # forkserver: workers fork from a fresh single-threaded server, never from a caller
         # that runs threads (a Prefect test harness, torch), which could fork a held lock.
         with cf.ProcessPoolExecutor(max_workers=workers,
