@@ -94,6 +94,19 @@ def test_longest_first_then_seed_major():
     assert [c["id"] for c in order] == ["b|seed=0", "a|seed=1", "b|seed=1", "a|seed=0"]
 
 
+def test_plan_keeps_section_order_and_refuses_unknown_sections():
+    from reproduce.cli import SECTIONS, plan
+
+    planned = plan("quick", ["xu_pflr", "cathist"])
+    assert [name for name, _ in planned] == ["cathist", "xu_pflr"]  # SECTIONS' order
+    assert SECTIONS.index("cathist") < SECTIONS.index("xu_pflr")
+    assert all(c["section"] == name for name, cells in planned for c in cells)
+    with pytest.raises(ValueError, match="xu_nope"):
+        plan("quick", ["xu_nope"])
+    with pytest.raises(ValueError, match="mode"):
+        plan("slow")
+
+
 def _square_or_fail(c):
     if c["seed"] == 2:
         raise ValueError("seed 2")

@@ -54,6 +54,9 @@ def plan(mode: str, sections: list[str] | tuple[str, ...] | None = None
     """
     if mode not in MODES:
         raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
+    unknown = sorted(set(sections or ()) - set(SECTIONS))
+    if unknown:
+        raise ValueError(f"sections: {unknown} not among {list(SECTIONS)}")
     names = [n for n in SECTIONS if sections is None or n in sections]
     return [(name, section_module(name).cells(mode)) for name in names]
 
