@@ -218,3 +218,7 @@ def test_cfgan_chi2_reason_carries_the_measurements():
         assert text in chi2["why"]
     dpgan = next(r for r in rows if r["setting"] == "dpgan, ε=∞" and r["metric"] == "chi2_joint")
     assert dpgan["verdict"] == "within"  # 16,000 against 14,482 ± 25 %
+
+
+def test_numeric_search_order_is_capped_for_large_graphs():
+    assert [xu_causal_numeric.search_order(p) for p in (10, 20, 50, 100)] == [3, 3, 2, 1]
