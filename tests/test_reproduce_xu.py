@@ -222,3 +222,25 @@ def test_cfgan_chi2_reason_carries_the_measurements():
 
 def test_numeric_search_order_is_capped_for_large_graphs():
     assert [xu_causal_numeric.search_order(p) for p in (10, 20, 50, 100)] == [3, 3, 2, 1]
+
+
+def test_dpne_size_cell_runs():
+    from reproduce import xu_dpne
+    from reproduce.core import cell
+
+    out = xu_dpne.run(cell(xu_dpne.NAME, {"graph": "sbm-4x100", "k": 10}, 0))
+    assert set(out) == {"non-private", *(f"eps={e:g}" for e in xu_dpne.GRID_EPSILONS)}
+    node, link = out["non-private"]
+    assert node > 0.8 and 0.5 < link <= 1.0  # four planted blocks are easy without noise
+    assert all(0.0 <= v[0] <= 1.0 and 0.0 <= v[1] <= 1.0 for v in out.values())
+
+
+def test_cfgan_real_cell_measures_effects_and_the_sampling_floor():
+    from reproduce import xu_cfgan
+    from reproduce.core import cell
+
+    out = xu_cfgan.run(cell(xu_cfgan.NAME, {"variant": "real", "epsilon": "inf",
+                                            "epochs": 0}, 0))
+    assert out["chi2_joint"] == 0.0 and 0 < out["chi2_sampling_floor"] < 5_000
+    assert len(out["ce"]) == 4 and out["ce_max_abs"] == max(abs(v) for v in out["ce"].values())
+    assert 0.1 < out["te"] < 0.3  # the binarised Adult's total effect of sex on income
