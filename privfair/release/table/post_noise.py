@@ -29,7 +29,7 @@ from privfair.store.artefacts import (
 )
 from privfair.synth.synthesizer import (
     fit_model,
-    generate,
+    generate_columns,
 )
 
 log = logging.getLogger(__name__)
@@ -64,11 +64,10 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str | Path, *, n_rows: i
     fitted = load_model(model)
     compression = load_one_way(one_way).compression
     n = round(fitted.total) if n_rows is None else int(n_rows)
-    # Narrow codes (mostly one byte a cell): the stages after this only decode them.
-    frame = generate(fitted, compression, n, rng=stage_rng(seed, "sample"), mode=mode,
-                     narrow=True)
-    table = pa.Table.from_pandas(frame, preserve_index=False)
-    del frame
+    # Narrow codes (mostly one byte a cell): the stages after this only decode them. The
+    # numpy columns go to Arrow without a copy (no pandas frame in between).
+    table = pa.table(generate_columns(fitted, compression, n, rng=stage_rng(seed, "sample"),
+                                      mode=mode))
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     return write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
