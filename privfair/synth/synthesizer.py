@@ -581,6 +581,7 @@ class FairSynthesizer:
 
     def _measure_aim(self, counter: Counter, *, rho: float, rng: np.random.Generator,
                      ledger: PrivacyLedger, report: Callable[[str, float], None]) -> None:
+        started = time.monotonic()  # the time budget covers counting the candidates too
         tables = counter(candidate_cliques(self.domain))
         report("AIM rounds", 0.1)
         signals: list[tuple[TreeSignal, float]] = []
@@ -596,6 +597,7 @@ class FairSynthesizer:
                          roles=self.roles, fair=self.method == "aim-fair",
                          max_model_size_mb=self.max_model_size_mb, refit=False,
                          discrete=self.discrete_noise, max_time_s=self.max_time_s,
+                         time_started=started,
                          stop_after_initial=small_n if self.small_n_fallback else None,
                          progress=lambda fraction: report("AIM rounds", 0.1 + 0.3 * fraction))
         initial = result.measurements[:result.n_initial]
