@@ -196,7 +196,6 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                 encode: bool) -> tuple[FileRef, dict[str, dict[str, int]] | None]:
     """Load one file of the dataset (a task; private): its codes part and exact tally, or
     (``encode`` False) its staged input part."""
-    import duckdb
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -206,7 +205,7 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
     hidden = set(hidden_index_columns(source))
     schema = _code_schema(contract) if encode else _staged_schema(contract)
     tally = PolicyTally()
-    con = duckdb.connect()
+    con = None  # DuckDB only for a column type the direct path does not read
     writer = pq.ParquetWriter(target, schema, compression="zstd")
     os.chmod(target, 0o600)
     try:
@@ -224,6 +223,10 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                 if direct is not None:  # no SQL, no copy of the text: the fast path
                     writer.write_table(_encode_batch(direct, contract, schema, tally))
                     continue
+                if con is None:
+                    import duckdb
+
+                    con = duckdb.connect()
                 con.register("part", table)
                 if select is None:
                     described = con.execute("DESCRIBE SELECT * FROM part").fetchall()
@@ -239,7 +242,8 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                 del table, loaded
     finally:
         writer.close()
-        con.close()
+        if con is not None:
+            con.close()
     os.chmod(target, 0o600)
     return FileRef.of(target), (tally.to_dict() if encode else None)
 
