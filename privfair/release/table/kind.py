@@ -19,8 +19,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from privfair.contracts.csv_source import is_csv
-from privfair.contracts.encoding import PolicyTally
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import FairnessViolationError
 from privfair.generative import GAN_METHODS
@@ -30,12 +28,7 @@ from privfair.release.gan.stages import (
     sample_gan,
     train_gan,
 )
-from privfair.release.ingest import (
-    discretize_counted,
-    load,
-    read_policy_tally,
-    stage_policy_tally,
-)
+from privfair.release.ingest import discretize_counted, load, read_policy_tally
 from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.seeds import stage_rng
@@ -43,7 +36,6 @@ from privfair.release.table.manifest import ledger_rows, summary_markdown
 from privfair.release.table.partitioned import (
     discretize_dataset,
     ingest_dataset,
-    ingest_part,
     part_client,
     sample_parts,
     validate_parts,
@@ -57,7 +49,7 @@ from privfair.release.table.post_noise import (
 )
 from privfair.release.table.private import measure_table, resolve_domains
 from privfair.release.table.publish import write_table_release
-from privfair.store.artefacts import load_ledger, private_dir, save_ledger
+from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.synth.aim import MIN_FIT_SHARE
 from privfair.synth.synthesizer import AIM_METHODS, FAIR_METHODS
 
@@ -80,14 +72,6 @@ def load_stage(context: RunContext, state: State) -> dict[str, Any]:
                                  encode=not plan.split["domains"],
                                  batch_size=plan.batch_size, client=client)
         return {**out, "ledger": ledger}
-    if not plan.split["domains"] and not is_csv(plan.data_path):
-        # A Parquet file is encoded as it is read, as a dataset's part is: no staged copy.
-        codes, tally = ingest_part(str(plan.data_path), {}, {}, plan.contract,
-                                   str(private_dir(context.workspace.staging / "codes")), 0,
-                                   plan.batch_size, True)
-        return {"staged": None, "codes": codes, "ledger": ledger,
-                "policy_tally": stage_policy_tally(PolicyTally.from_dict(tally),
-                                                   context.workspace.staging)}
     # No check of values here (issue 21.2): the schema was checked before the reservation
     # (preflight) and values get the contract's policies in the discretize stage.
     staged = load(plan.data_path, plan.contract, context.workspace.staging,
