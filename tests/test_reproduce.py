@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from reproduce.core import (  # noqa: E402
+from benchmarks.reproduce.core import (  # noqa: E402
     compare_row,
     longest_first,
     mean_sd,
@@ -95,7 +95,7 @@ def test_longest_first_then_seed_major():
 
 
 def test_plan_keeps_section_order_and_refuses_unknown_sections():
-    from reproduce.cli import SECTIONS, plan
+    from benchmarks.reproduce.cli import SECTIONS, plan
 
     planned = plan("quick", ["xu_pflr", "cathist"])
     assert [name for name, _ in planned] == ["cathist", "xu_pflr"]  # SECTIONS' order
@@ -136,7 +136,7 @@ def test_reproduce_flow_runs_cells_as_tasks_and_resumes(prefect_harness, tmp_pat
 @pytest.mark.slow
 def test_quick_report_complete(tmp_path):
     """The whole --quick (≈ 7 min on 2 quiet cores): every section, no failed cell."""
-    from reproduce.cli import SECTIONS
+    from benchmarks.reproduce.cli import SECTIONS
 
     result = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "reproduce"), "--quick", "--out",

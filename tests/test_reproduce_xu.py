@@ -11,8 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from reproduce import xu_causal, xu_causal_numeric  # noqa: E402
-from reproduce.core import paper_table  # noqa: E402
+from benchmarks.reproduce import xu_causal, xu_causal_numeric  # noqa: E402
+from benchmarks.reproduce.core import paper_table  # noqa: E402
 
 
 def test_tables_4_4_to_4_6_transcribed():
@@ -78,7 +78,7 @@ def test_lapmech_over_its_cell_limit_is_not_comparable():
     (xu_causal_numeric, {"epsilon": 1.0, "n": 1_000, "p": 10, "s": 0.4}),
 ])
 def test_small_causal_cell_runs(module, setting):
-    from reproduce.core import cell
+    from benchmarks.reproduce.core import cell
 
     out = module.run(cell(module.NAME, setting, 0))
     for method in module.METHODS:
@@ -91,7 +91,7 @@ def test_small_causal_cell_runs(module, setting):
 
 
 def test_chapter_9_tables_transcribed():
-    from reproduce.core import paper_table
+    from benchmarks.reproduce.core import paper_table
 
     assert len(paper_table("xu_table9_2")) == 2 * 4 * 3  # balanced/unbalanced × 4 methods
     assert len(paper_table("xu_table9_3")) == 4 * 2 * 6  # methods × (loss, norm) × groups
@@ -108,7 +108,8 @@ def test_chapter_9_tables_transcribed():
 
 def test_last_epoch_by_group_known_values():
     import numpy as np
-    from reproduce.xu_dpsgd import last_epoch_by_group
+
+    from benchmarks.reproduce.xu_dpsgd import last_epoch_by_group
 
     weights = {"layer0.weight": np.zeros((1, 2)), "layer0.bias": np.zeros(1)}
     x = np.array([[3.0, 4.0], [0.0, 0.0]])
@@ -121,7 +122,7 @@ def test_last_epoch_by_group_known_values():
 
 
 def test_gap_reason_reads_the_paper_run_against_our_seeds():
-    from reproduce.xu_dpsgd import gap_why
+    from benchmarks.reproduce.xu_dpsgd import gap_why
 
     text = gap_why([0.03, 0.04, 0.035], 0.013, by_clip={2.0: [0.01, 0.02]}, row_norm=3.46)
     assert "outside our range [0.030, 0.040] over 3 seeds" in text
@@ -132,8 +133,8 @@ def test_gap_reason_reads_the_paper_run_against_our_seeds():
 
 
 def test_dpsgd_small_cell_and_not_shipped_rows():
-    from reproduce import xu_dpsgd
-    from reproduce.core import cell
+    from benchmarks.reproduce import xu_dpsgd
+    from benchmarks.reproduce.core import cell
 
     c = cell(xu_dpsgd.NAME, {"setting": "balanced", "epochs": 1}, 0)
     out = xu_dpsgd.run(c)
@@ -149,8 +150,8 @@ def test_dpsgd_small_cell_and_not_shipped_rows():
 
 def test_counterfactual_effect_known_value():
     import numpy as np
-    from reproduce.xu_cfgan import counterfactual_effects
 
+    from benchmarks.reproduce.xu_cfgan import counterfactual_effects
     from privfair.core.domain import Domain
     from privfair.generative.dag import parse_dag
 
@@ -172,7 +173,7 @@ def test_counterfactual_effect_known_value():
 
 
 def test_table_7_2_and_dpne_grid_transcribed():
-    from reproduce.core import paper_table
+    from benchmarks.reproduce.core import paper_table
 
     rows = paper_table("xu_table7_2")
     assert Counter(r["variant"] for r in rows) == {"real": 7, "dpgan": 7, "a1": 3, "a3": 7,
@@ -184,7 +185,7 @@ def test_table_7_2_and_dpne_grid_transcribed():
 
 
 def test_dpne_size_rows_are_not_comparable_with_ours_beside():
-    from reproduce import xu_dpne
+    from benchmarks.reproduce import xu_dpne
 
     metrics = {"non-private": (0.9, 0.7), **{f"eps={e:g}": (0.5, 0.6)
                                                for e in xu_dpne.GRID_EPSILONS}}
@@ -198,7 +199,7 @@ def test_dpne_size_rows_are_not_comparable_with_ours_beside():
 
 
 def test_cfgan_chi2_reason_carries_the_measurements():
-    from reproduce import xu_cfgan
+    from benchmarks.reproduce import xu_cfgan
 
     def record(variant, **metrics):
         return {"status": "ok", "id": variant, "seed": 0, "metrics": metrics,
@@ -225,8 +226,8 @@ def test_numeric_search_order_is_capped_for_large_graphs():
 
 
 def test_dpne_size_cell_runs():
-    from reproduce import xu_dpne
-    from reproduce.core import cell
+    from benchmarks.reproduce import xu_dpne
+    from benchmarks.reproduce.core import cell
 
     out = xu_dpne.run(cell(xu_dpne.NAME, {"graph": "sbm-4x100", "k": 10}, 0))
     assert set(out) == {"non-private", *(f"eps={e:g}" for e in xu_dpne.GRID_EPSILONS)}
@@ -236,8 +237,8 @@ def test_dpne_size_cell_runs():
 
 
 def test_cfgan_real_cell_measures_effects_and_the_sampling_floor():
-    from reproduce import xu_cfgan
-    from reproduce.core import cell
+    from benchmarks.reproduce import xu_cfgan
+    from benchmarks.reproduce.core import cell
 
     out = xu_cfgan.run(cell(xu_cfgan.NAME, {"variant": "real", "epsilon": "inf",
                                             "epochs": 0}, 0))
