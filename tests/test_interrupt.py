@@ -29,7 +29,10 @@ sys.path.insert(0, str(ROOT / "tests"))
 from prefect_server import alive, uvicorn_children  # noqa: E402
 
 _PAUSED_CLI = """
-import pathlib, sys, time
+import pathlib, signal, sys, time
+# A terminal's Ctrl-C, even when the test runner was started in the background (where the
+# shell leaves SIGINT ignored for its children)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from privfair.release.table import kind as table_kind
 real = table_kind.measure_table
 def measured_then_paused(*args, **kwargs):
