@@ -164,12 +164,16 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
     return stage_file(out)
 
 
-def _stage_unparsed(staging: Path, records: int) -> None:
-    path = staging / UNPARSED_FILE
+def _write_private(path: Path, data: bytes) -> None:
+    # Created 0600, never readable by others even for an instant.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as fh:
-        fh.write(str(int(records)))
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
     os.chmod(path, 0o600)
+
+
+def _stage_unparsed(staging: Path, records: int) -> None:
+    _write_private(staging / UNPARSED_FILE, str(int(records)).encode())
 
 
 #: Beside the staged input: how many records of a CSV source did not parse (private).
@@ -283,10 +287,7 @@ def stage_policy_tally(tally: PolicyTally, staging: str | Path) -> FileRef:
     """The exact tally of touched rows as a 0600 file in the private staging folder (read it
     back with :func:`read_policy_tally`; never published as is)."""
     counts = Path(staging) / "policy-counts.json"
-    fd = os.open(counts, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(json_bytes(tally.to_dict()))
-    os.chmod(counts, 0o600)
+    _write_private(counts, json_bytes(tally.to_dict()))
     return stage_file(counts)
 
 

@@ -90,13 +90,6 @@ def map_parts(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *,
 # --- private: load and encode per part ---------------------------------------------------------
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        fh.write(data)
-    os.chmod(path, 0o600)
-
-
 def _loader_select(types: dict[str, str], contract: Contract, path: Path) -> str:
     """The loader's SELECT list (:func:`privfair.release.ingest.load`'s type rules)."""
     from privfair.release.ingest import NUMERIC_TYPES, quote_identifier, text_expr
@@ -269,12 +262,12 @@ def discretize_part(staged: FileRef, contract: Contract, out_dir: str, index: in
 
 
 def _stage_tally(tallies: Sequence[dict[str, dict[str, int]]], staging: str | Path) -> FileRef:
+    from privfair.release.ingest import stage_policy_tally
+
     total = PolicyTally()
     for part in tallies:
         total.update(PolicyTally.from_dict(part))
-    path = Path(staging) / "policy-counts.json"
-    _write_private(path, json_bytes(total.to_dict()))
-    return FileRef.of(path)
+    return stage_policy_tally(total, staging)
 
 
 def ingest_dataset(folder: str | Path, contract: Contract, staging: str | Path, *,
