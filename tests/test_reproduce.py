@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks.reproduce.core import (  # noqa: E402
+    cell,
     compare_row,
     longest_first,
     mean_sd,
@@ -157,3 +158,23 @@ def test_quick_report_complete(tmp_path):
     assert "data:image/png;base64," in html  # plots are inline
     # self-contained: nothing is fetched (no script, stylesheet or image from elsewhere)
     assert not re.search(r"<(script|link|iframe)\b|src=['\"](?!data:)", html)
+
+
+def test_safes_counts_solver_failures_as_failed_attempts():
+    """An attempt every LP solver failed on is a failed attempt, left out of the means."""
+    from benchmarks.reproduce import safes
+
+    scores = dict.fromkeys(safes.METRICS, 0.5)
+    outcomes = [{"Accuracy": 0.7, **{m: 0.1 for m in safes.METRICS if m != "Accuracy"}},
+                {"infeasible": True, "error": "TOT infeasible"},
+                {"solver_failed": True, "error": "TOT: solver HIGHS failed"}]
+    records = [{**cell(safes.NAME, {"dataset": "compas", "epsilon": 1.0}, seed),
+                "status": "ok", "metrics": {"none": scores, "privfair eta=0.08": outcome}}
+               for seed, outcome in enumerate(outcomes)]
+    rows = {(r["setting"], r["metric"]): r for r in safes.summarize(records, "quick")["rows"]}
+    label = "compas, η=0.08, ε=1 [privfair TOT]"
+    share = rows[(label, "TOT failed-attempt share")]
+    assert share["ours"] == pytest.approx(2 / 3) and share["n"] == 3
+    assert "1 infeasible, 1 solver failures" in share["why"]
+    accuracy = rows[(label, "Accuracy")]
+    assert accuracy["n"] == 1 and accuracy["ours"] == pytest.approx(0.7)

@@ -222,7 +222,22 @@ def test_inaccurate_solution_missing_a_constraint_is_refused():
     # SCS stopped after 5 iterations: cvxpy's "inaccurate" warning is absorbed into the status,
     # and the map, checked exactly, misses eta -> a typed error rather than a silent result.
     with pytest.raises(TOTSolverError, match="misses the discrimination constraint"):
-        make(0.1, solver="SCS", solver_options={"max_iters": 5}).fit(frame_from(unfair_p()))
+        make(0.1, solver="SCS", solver_options={"max_iters": 5},
+             fallback_solver=None).fit(frame_from(unfair_p()))
+
+
+def test_a_failed_solver_falls_back_to_highs_and_says_so():
+    # the same truncated SCS run, with the default fallback: HiGHS solves the program and
+    # the fit reaches the hand-computed optimum; the manifest names both
+    t = make(0.1, solver="SCS", solver_options={"max_iters": 5}).fit(frame_from(unfair_p()))
+    assert t.objective_ == pytest.approx(0.15, abs=1e-6)
+    assert t.discrimination_["max_additive_gap"] <= 0.1 + 1e-6
+    assert len(t.solver_failures_) == 1 and "SCS" in t.solver_failures_[0]
+    solver = t.to_manifest()["solver"]
+    assert solver["name"] == "HIGHS" and solver["failed_before"] == t.solver_failures_
+    assert make(0.1).fit(frame_from(unfair_p())).solver_failures_ == []
+    with pytest.raises(ValueError, match="fallback_solver"):
+        make(0.1, fallback_solver="NOPE").fit(frame_from(unfair_p()))
 
 
 def test_bad_parameters_are_refused():

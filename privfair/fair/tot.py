@@ -627,6 +627,16 @@ _OK = ("optimal", "optimal_inaccurate")
 _INFEASIBLE = ("infeasible", "infeasible_inaccurate", "infeasible_or_unbounded")
 
 
+def _default_options(solver: str) -> dict[str, Any]:
+    """Solve options a solver gets unless ``solver_options`` says otherwise."""
+    if solver == "HIGHS":
+        # HiGHS's default dual simplex is ~10× slower than its interior point on this
+        # transportation-like LP (measured: 24 s vs 1.8 s at 63k variables); crossover stays
+        # on, so the answer is still a vertex.
+        return {"highs_options": {"solver": "ipm"}}
+    return {}
+
+
 # --- estimator ---------------------------------------------------------------------------
 
 
@@ -687,6 +697,9 @@ class TOTransform:
         sparse program (distortion scan + matrices).
     n_variables_, dense_variables_ : int
         Variables of the sparse program, and of AIF360's dense ``|D×X×Y| × |X×Y|`` map.
+    solver_failures_ : list of str
+        Why each solver tried before the one that produced the map failed (empty when the
+        first one did).
     status_ : str
         Solver status (``"optimal"`` or ``"optimal_inaccurate"``).
     discrimination_ : dict
@@ -701,7 +714,8 @@ class TOTransform:
                  dlist: Sequence[float] = (0.1, 0.05, 0.0), solver: str = "CLARABEL",
                  max_variables: int = 5_000_000, target: Any = None,
                  solver_options: Mapping[str, Any] | None = None,
-                 distortion_scope: str = "per_group") -> None:
+                 distortion_scope: str = "per_group",
+                 fallback_solver: str | None = "HIGHS") -> None:
         self.d_cols = d_cols
         self.x_cols = x_cols
         self.y_col = y_col
@@ -716,6 +730,7 @@ class TOTransform:
         self.target = target
         self.solver_options = solver_options
         self.distortion_scope = distortion_scope
+        self.fallback_solver = fallback_solver
 
     # -- validation --------------------------------------------------------------------
 
@@ -755,6 +770,10 @@ class TOTransform:
                              f"{self.max_variables!r}")
         if not isinstance(self.solver, str) or self.solver.upper() not in SOLVERS:
             raise ValueError(f"TOT: solver must be one of {list(SOLVERS)}, got {self.solver!r}")
+        if self.fallback_solver is not None and (not isinstance(self.fallback_solver, str)
+                                                 or self.fallback_solver.upper() not in SOLVERS):
+            raise ValueError(f"TOT: fallback_solver must be None or one of {list(SOLVERS)}, "
+                             f"got {self.fallback_solver!r}")
         return fn, clist, dlist
 
     def _target(self, layout: _Layout, keys: np.ndarray, mass: np.ndarray) -> np.ndarray:
@@ -803,12 +822,7 @@ class TOTransform:
         if solver not in cp.installed_solvers():
             raise ValueError(f"TOT: solver {solver} is not installed; installed: "
                              f"{cp.installed_solvers()}")
-        options = dict(self.solver_options or {})
-        if solver == "HIGHS" and "highs_options" not in options:
-            # HiGHS's default dual simplex is ~10× slower than its interior point on this
-            # transportation-like LP (measured: 24 s vs 1.8 s at 63k variables); crossover stays
-            # on, so the answer is still a vertex.
-            options["highs_options"] = {"solver": "ipm"}
+        options = {**_default_options(solver), **(self.solver_options or {})}
         eta = float(self.eta)
         start = time.perf_counter()
         tr = _scan_transitions(layout, keys % layout.n_xy, distortion, clist, dlist,
@@ -830,6 +844,31 @@ class TOTransform:
         program = _assemble(layout, keys, mass, tr, target, self.distortion_scope)
         self.setup_time_ = time.perf_counter() - start
 
+        attempts = [(solver, options)]
+        fallback = None if self.fallback_solver is None else self.fallback_solver.upper()
+        if fallback is not None and fallback != solver and fallback in cp.installed_solvers():
+            attempts.append((fallback, _default_options(fallback)))
+        self.solver_failures_ = []
+        for name, solver_options in attempts[:-1]:
+            try:
+                self._solve_program(program, layout, keys, mass, tr, target, eta, clist, dlist,
+                                    name, solver_options)
+                return self
+            except TOTSolverError as exc:
+                # a numerical failure says nothing about feasibility, and another LP solver
+                # may succeed: Clarabel fails on some near-degenerate COMPAS programs that
+                # HiGHS solves
+                self.solver_failures_.append(str(exc))
+        name, solver_options = attempts[-1]
+        self._solve_program(program, layout, keys, mass, tr, target, eta, clist, dlist, name,
+                            solver_options)
+        return self
+
+    def _solve_program(self, program: _Program, layout: _Layout, keys: np.ndarray,
+                       mass: np.ndarray, tr: _Transitions, target: np.ndarray, eta: float,
+                       clist: list[float], dlist: list[float], solver: str,
+                       options: Mapping[str, Any]) -> None:
+        """Solve the assembled program with one solver and keep the checked, cleaned map."""
         start = time.perf_counter()
         status, v, solver_objective, stats = _solve(
             program, n_y=layout.n_y, eta=eta, form=self.discrimination, dlist=dlist,
@@ -865,7 +904,6 @@ class TOTransform:
             for level, matrix in program.bounds}
         self._fitted_params = {"eta": eta, "clist": clist, "dlist": dlist, "solver": solver}
         self._check_solution(program, q, eta, dlist, solver, status)
-        return self
 
     def _check_solution(self, program: _Program, q: np.ndarray, eta: float,
                         dlist: Sequence[float], solver: str, status: str) -> None:
@@ -1053,6 +1091,7 @@ class TOTransform:
                 "every (d, x, y) with positive mass at fit time (SAFES eq. (10) as written)"),
             "solver": {
                 "name": fitted["solver"],
+                "failed_before": list(self.solver_failures_),
                 "status": self.status_,
                 "objective": self.solver_objective_,
                 "solver_time_s": self.solver_time_,
