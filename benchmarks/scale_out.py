@@ -93,7 +93,8 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
     stages: list[tuple[str, float]] = []
     load_before = os.getloadavg()
     with (LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
-                       dashboard_address=None, local_directory=str(scratch_dir(root)))
+                       dashboard_address=None, local_directory=str(scratch_dir(root)),
+                       scheduler_kwargs={"dashboard_address": ":0"})
           as cluster, Client(cluster) as client):
         client.run(__import__, "privfair.release.table.partitioned")  # start-up is not work
         cpu_before, driver_before = client.run(cpu_seconds), cpu_seconds()

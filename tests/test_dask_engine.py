@@ -10,7 +10,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from privfair.core.domain import Domain
-from privfair.synth.measure import all_pairs, count_marginals, count_marginals_parquet
+from privfair.synth.measure import (
+    all_pairs,
+    count_marginals,
+    count_marginals_parquet,
+    parquet_partitions,
+)
 
 DOMAIN = Domain(("a", "b", "c"), (3, 4, 2))
 
@@ -24,7 +29,7 @@ def dataset(tmp_path):
     for k, n in enumerate((500, 1, 1200)):
         columns = {a: rng.integers(0, s, n).astype(np.uint8) for a, s in
                    zip(DOMAIN.attributes, DOMAIN.sizes, strict=True)}
-        # two row groups in the last file: units are (file, row group)
+        # two row groups in the last file: units are runs of one file's row groups
         pq.write_table(pa.table(columns), folder / f"part-{k}.parquet", row_group_size=700)
         frames.append(columns)
     whole = {a: np.concatenate([f[a] for f in frames]) for a in DOMAIN}
@@ -33,6 +38,22 @@ def dataset(tmp_path):
 
 def _expected(whole):
     return count_marginals(DOMAIN, [(a,) for a in DOMAIN] + all_pairs(DOMAIN), [whole])
+
+
+def test_counting_units_are_runs_of_row_groups_bounded_by_their_number(dataset, tmp_path):
+    folder, _ = dataset
+    files = [str(folder / f"part-{k}.parquet") for k in range(3)]
+    # at most 64 units: one per row group here (1 + 1 + 2)
+    assert parquet_partitions(folder) == [(files[0], (0,)), (files[1], (0,)),
+                                          (files[2], (0,)), (files[2], (1,))]
+    # fewer units asked than files: one per file, each file's groups in one run
+    assert parquet_partitions(folder, units=2) == [(files[0], (0,)), (files[1], (0,)),
+                                                   (files[2], (0, 1))]
+    # one file of 10 row groups dealt into runs of ceil(10 / 3) = 4
+    one = tmp_path / "one.parquet"
+    pq.write_table(pa.table({"a": np.zeros(10, np.uint8)}), one, row_group_size=1)
+    assert [groups for _, groups in parquet_partitions(one, units=3)] == [
+        (0, 1, 2, 3), (4, 5, 6, 7), (8, 9)]
 
 
 def test_local_engine_equals_counting_the_whole_table(dataset):

@@ -145,6 +145,9 @@ class Written:
     fairness_passed: bool
     #: Extra fields of the ledger's ``publish`` entry (e.g. the run's Rényi curve).
     ledger_fields: Mapping[str, Any] = field(default_factory=dict)
+    #: sha256 of files hashed as they were written (e.g. by the Dask workers that wrote the
+    #: parts); the others are hashed at publication.
+    digests: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -418,7 +421,8 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
                 raise PrivfairError(
                     f"the run's accounting (rho {float(charged):.6g}) exceeds its declared "
                     f"cost (rho {float(charge.rho):.6g}); nothing is published")
-            manifest["files"] = {name: sha256_file(tmp / name) for name in written.files}
+            manifest["files"] = {name: written.digests.get(name) or sha256_file(tmp / name)
+                                 for name in written.files}
             (tmp / "manifest.json").write_bytes(json_bytes(manifest))
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)

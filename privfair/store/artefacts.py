@@ -100,12 +100,25 @@ class FileRef:
 
     def open_checked(self) -> Path:
         """The path, after checking that the file is there and unchanged."""
+        self._check(sha256_file(self._existing()))
+        return Path(self.path)
+
+    def read_checked(self) -> bytes:
+        """The file's bytes, checked as :meth:`open_checked` does, in one read."""
+        data = self._existing().read_bytes()
+        self._check(hashlib.sha256(data).hexdigest())
+        return data
+
+    def _existing(self) -> Path:
         path = Path(self.path)
         if not path.is_file():
             raise StoreError(f"artefact {path} is missing (was the working folder cleaned?)")
-        if sha256_file(path) != self.sha256:
-            raise StoreError(f"artefact {path} changed since it was written (sha256 mismatch)")
         return path
+
+    def _check(self, digest: str) -> None:
+        if digest != self.sha256:
+            raise StoreError(f"artefact {self.path} changed since it was written (sha256 "
+                             f"mismatch)")
 
 
 def write_artefact(folder: str | Path, kind: str, data: bytes, ext: str) -> FileRef:

@@ -148,11 +148,18 @@ def count_marginals(
 ENGINES = ("local", "dask")
 
 
-def parquet_partitions(source: str | Path | Sequence[str | Path]) -> list[tuple[str, int]]:
-    """The counting units of a Parquet dataset: ``(file, row group)`` pairs, in order.
+#: About how many counting units a Parquet dataset is dealt into (at least one per file).
+COUNTING_UNITS = 64
+
+
+def parquet_partitions(source: str | Path | Sequence[str | Path], *,
+                       units: int = COUNTING_UNITS) -> list[tuple[str, tuple[int, ...]]]:
+    """The counting units of a Parquet dataset: ``(file, row groups)`` pairs, in order.
 
     ``source`` is a file, a folder of ``*.parquet`` part files (searched recursively, as a
-    partitioned dataset is laid out), or a list of files.
+    partitioned dataset is laid out), or a list of files. Each file's row groups are dealt
+    into contiguous runs of one length, so that there are about ``units`` units and never
+    fewer than files: the partial tables the caller sums grow with the units, not the rows.
     """
     import pyarrow.parquet as pq
 
@@ -163,23 +170,26 @@ def parquet_partitions(source: str | Path | Sequence[str | Path]) -> list[tuple[
         files = [Path(f) for f in source]
     if not files:
         raise ValueError(f"no Parquet files under {source}")
-    units = []
+    groups = []
     for f in files:
         with pq.ParquetFile(f) as pf:
-            units += [(str(f), g) for g in range(pf.num_row_groups)]
-    return units
+            groups.append(pf.num_row_groups)
+    run = max(1, -(-sum(groups) // max(int(units), len(files))))
+    return [(str(f), tuple(range(start, min(n, start + run))))
+            for f, n in zip(files, groups, strict=True) for start in range(0, n, run)]
 
 
 def count_partition(domain: Domain, cliques: Sequence[Clique],
-                    unit: tuple[str, int]) -> dict[Clique, np.ndarray]:
-    """Exact tables of one ``(file, row group)`` unit (runs on a worker; private)."""
+                    unit: tuple[str, Sequence[int]]) -> dict[Clique, np.ndarray]:
+    """Exact tables of one ``(file, row groups)`` unit (runs on a worker; private)."""
     import pyarrow.parquet as pq
 
-    path, group = unit
-    with pq.ParquetFile(path) as pf:
-        table = pf.read_row_group(group, columns=list(domain.attributes))
+    path, groups = unit
     counter = MarginalCounter(domain, cliques)
-    counter.update({a: table.column(a).to_numpy() for a in domain})
+    with pq.ParquetFile(path) as pf:
+        for group in groups:
+            table = pf.read_row_group(group, columns=list(domain.attributes))
+            counter.update({a: table.column(a).to_numpy() for a in domain})
     return counter.tables()
 
 
@@ -189,9 +199,9 @@ def count_marginals_parquet(
 ) -> dict[Clique, np.ndarray]:
     """Exact contingency tables over a (partitioned) Parquet dataset of codes.
 
-    Each ``(file, row group)`` unit is counted on its own and the tables are summed on the
-    caller's side (the driver), so the result equals :func:`count_marginals` over the whole
-    table. With ``engine="dask"`` the units are counted by the workers of ``client`` (a
+    Each unit (a run of one file's row groups, :func:`parquet_partitions`) is counted on its
+    own and the tables are summed on the caller's side (the driver), so the result equals
+    :func:`count_marginals` over the whole table. With ``engine="dask"`` the units are counted by the workers of ``client`` (a
     ``distributed.Client``; the current default client when ``None``). Noise is never drawn
     here: the caller measures the summed tables once, with one mechanism.
     """

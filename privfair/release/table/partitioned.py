@@ -362,12 +362,12 @@ def read_part(part: FileRef, contract: Contract) -> Any:
     return table.rename_columns([declared[n] for n in table.column_names]).to_pandas()
 
 
-def validate_part(part: FileRef, contract: Contract) -> Any:
-    """The output suite on one synthetic part (a task); its row count against the part's."""
+def validate_part(part: FileRef, contract: Contract) -> tuple[Any, int]:
+    """The output suite on one synthetic part (a task), and the part's row count."""
     from privfair.contracts.validation import validate_frames
 
     frame = read_part(part, contract)
-    return validate_frames([frame], contract, side="output", n_rows=len(frame))
+    return validate_frames([frame], contract, side="output", n_rows=len(frame)), len(frame)
 
 
 def validate_parts(parts: Sequence[FileRef], contract: Contract, *, n_rows: int | None,
@@ -377,8 +377,10 @@ def validate_parts(parts: Sequence[FileRef], contract: Contract, *, n_rows: int 
     from privfair.contracts.validation import ValidationOutcome
     from privfair.release.table.plan import OutputValidationError
 
-    outcomes = map_parts(validate_part, [(ref, contract) for ref in parts], client=client)
-    total = sum(part_rows_of(ref) for ref in parts)
+    # the workers read and check the parts; the driver never reads a synthetic row here
+    results = map_parts(validate_part, [(ref, contract) for ref in parts], client=client)
+    outcomes = [outcome for outcome, _ in results]
+    total = sum(rows for _, rows in results)
     checks = []
     for i, check in enumerate(outcomes[0].checks):
         success = all(o.checks[i]["success"] for o in outcomes)
@@ -415,21 +417,24 @@ def labelled_columns(columns: dict[str, np.ndarray], contract: Contract, *,
     return pa.table(arrays)
 
 
-def write_part(part: FileRef, folder: str, index: int) -> tuple[str, int]:
+def write_part(part: FileRef, folder: str, index: int) -> tuple[str, int, str]:
     """Copy one synthetic part, checked against its fingerprint, into the release folder (a
-    task); it was written as published by :func:`sample_part`."""
-    import shutil
+    task); it was written as published by :func:`sample_part`. Returns its name, rows and
+    sha256 (its bytes are read once, here, not again by the driver)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
+    data = part.read_checked()
     name = f"part-{index:05d}.parquet"
-    shutil.copyfile(part.open_checked(), Path(folder) / name)
-    return name, part_rows_of(part)
+    (Path(folder) / name).write_bytes(data)
+    return name, int(pq.read_metadata(pa.BufferReader(data)).num_rows), part.sha256
 
 
 def write_parts(parts: Sequence[FileRef], contract: Contract, folder: Path, *,
-                client: Any = None) -> tuple[list[str], int, Any]:
+                client: Any = None) -> tuple[dict[str, str], int, Any]:
     """Write ``synthetic/part-*.parquet`` into the staged release ``folder``; returns the
-    files (relative to ``folder``), the total rows, and a sample of labelled rows (the first
-    parts, :data:`REPORT_ROWS` at most) for the report."""
+    files (relative to ``folder``) with their sha256, the total rows, and a sample of
+    labelled rows (the first parts, :data:`REPORT_ROWS` at most) for the report."""
     import pandas as pd
 
     out = folder / "synthetic"
@@ -444,7 +449,8 @@ def write_parts(parts: Sequence[FileRef], contract: Contract, folder: Path, *,
         frames.append(frame)
         rows += len(frame)
     sample = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    return ([f"synthetic/{name}" for name, _ in written], sum(n for _, n in written), sample)
+    return ({f"synthetic/{name}": digest for name, _, digest in written},
+            sum(n for _, n, _ in written), sample)
 
 
 def manifest_record(parts: Sequence[str], part_rows: int) -> dict[str, Any]:

@@ -123,7 +123,8 @@ def count_codes(domain: Domain, cliques: Sequence[Iterable[str]],
                                                  code_batches(part, batch_size=batch_size,
                                                               narrow=True)))
     with dask_client(dask_address, scratch=scratch) as client:
-        paths = [part.open_checked() for part in parts]
+        # the workers that read the parts check them (in parallel), not the driver
+        paths = client.gather(client.map(FileRef.open_checked, parts, pure=False))
         return count_marginals_parquet(domain, cliques, paths[0] if len(paths) == 1 else paths,
                                        engine=engine, client=client)
 
@@ -168,8 +169,11 @@ def dask_client(address: str | None, *, scratch: str | Path | None = None) -> It
 
             # The scheduler's scratch follows 'temporary-directory', the workers' the argument.
             with dask.config.set({"temporary-directory": str(folder)}):
-                _CLUSTERS[key] = Client(LocalCluster(processes=True, dashboard_address=None,
-                                                     local_directory=str(folder)))
+                # no dashboard, and its metrics server on a free port: a second release on
+                # this machine must not warn (or fail) for want of port 8787
+                _CLUSTERS[key] = Client(LocalCluster(
+                    processes=True, dashboard_address=None, local_directory=str(folder),
+                    scheduler_kwargs={"dashboard_address": ":0"}))
                 dask_engine.keep_scratch_private(_CLUSTERS[key])
         client = _CLUSTERS[key]
     yield client

@@ -70,12 +70,14 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         fairness_passed = bool(generative["fairness_check"]["passed"])
         classifier = generative.get("classifier")
         generative = {k: v for k, v in generative.items() if k != "classifier"}
+    digests: dict[str, str] = {}
     if isinstance(state["synthetic"], list):  # output "partitioned": synthetic/part-*.parquet
         from privfair.release.table.partitioned import manifest_record, part_client, write_parts
 
         with part_client(plan) as client:
-            tables, n_rows, labelled = write_parts(state["synthetic"], contract, folder,
-                                                   client=client)
+            digests, n_rows, labelled = write_parts(state["synthetic"], contract, folder,
+                                                    client=client)
+        tables = list(digests)
     else:
         labelled = decode_codes(read_codes(state["synthetic"]), contract)
         # Columns carry their released names (`rename:`); the manifest maps them back.
@@ -104,7 +106,7 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         names += write_classifier_release(folder / "classifier", classifier,
                                           manifest=manifest, plan=plan)
     return Written(manifest=manifest, files=names, n_rows=n_rows,
-                   fairness_passed=fairness_passed, ledger_fields=charge)
+                   fairness_passed=fairness_passed, ledger_fields=charge, digests=digests)
 
 
 def write_classifier_release(folder: Path, classifier: Mapping[str, Any], *,
