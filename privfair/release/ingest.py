@@ -97,7 +97,7 @@ def text_expr(path: Path, name: str, kind: str, normalize: str = "none") -> str:
 
 
 def load(data_path: str | Path, contract: Contract,
-         staging: str | Path, *, batch_size: int = 200_000) -> FileRef:
+         staging: str | Path, *, batch_size: int = 200_000, in_place: bool = False) -> FileRef:
     """Stream the declared columns of a CSV/Parquet file into a staged Parquet (private).
 
     DuckDB reads the source in a streaming pipeline (memory stays bounded for inputs larger
@@ -109,9 +109,20 @@ def load(data_path: str | Path, contract: Contract,
     as null) so that text that is not a number stays distinguishable from a null. The file is
     read literally (a name such as ``part?.parquet`` is not a glob), and a pandas index stored
     in a Parquet file is not data.
+
+    With ``in_place``, a Parquet file whose declared columns all have types that read as the
+    staged values (numbers for numeric columns; text, or integers as their decimal text, for
+    categorical ones: a decision on the schema alone) is not copied: the staged file is a
+    reference to it (:data:`INPUT_REFERENCE`, with its sha256, checked at every read), and
+    :func:`iter_batches` gives the values the copy would hold. It suits a release whose
+    domains are all declared; a DP domain step reads the staged copy.
     """
     path = Path(data_path)
     check_source_schema(path, contract)
+    if in_place and not is_csv(path):
+        readings = _in_place_readings(path, contract)
+        if readings is not None:
+            return _stage_reference(path, readings, Path(staging))
     with literal_file(path) as literal:
         return _load(path, Path(literal), contract, Path(staging), batch_size=batch_size)
 
@@ -164,6 +175,73 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
     return stage_file(out)
 
 
+#: In the staging folder: a Parquet input read in place, as :func:`load` stages it with
+#: ``in_place`` (its path, sha256 and how each declared column is read; no values).
+INPUT_REFERENCE = "input-reference.json"
+
+
+def _in_place_readings(path: Path, contract: Contract) -> dict[str, str] | None:
+    """How each declared column of a Parquet input reads as the loader's staged value
+    (``number``, ``text``, ``stripped text``, ``integer text``), or None when one of them
+    needs the loader's SQL (booleans, floats as text, dates, all-null columns...)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(path)
+    readings = {}
+    for spec in contract.columns:
+        dtype = schema.field(spec.name).type
+        if pa.types.is_dictionary(dtype):
+            dtype = dtype.value_type
+        text = pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+        if spec.type == "numeric":
+            if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
+                return None
+            readings[spec.name] = "number"
+        elif text:
+            readings[spec.name] = ("stripped text" if contract.normalization(spec.name)
+                                   == "strip" else "text")
+        elif pa.types.is_integer(dtype):
+            readings[spec.name] = "integer text"
+        else:
+            return None
+    return readings
+
+
+def _stage_reference(path: Path, readings: dict[str, str], staging: Path) -> FileRef:
+    reference = {"path": str(path.resolve()), "sha256": FileRef.of(path).sha256,
+                 "columns": [[name, reading] for name, reading in readings.items()]}
+    _write_private(staging / INPUT_REFERENCE, json_bytes(reference))
+    return stage_file(staging / INPUT_REFERENCE)
+
+
+def _read_in_place(batch: Any, readings: dict[str, str]) -> Any:
+    """A batch of the input as the loader would have staged it (text as dictionaries)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    columns = {}
+    for name, reading in readings.items():
+        column = batch.column(name)
+        if reading == "number":
+            columns[name] = pc.cast(column, pa.float64(), safe=False)
+            continue
+        if reading == "integer text":
+            column = pc.cast(column, pa.string())
+        if not pa.types.is_dictionary(column.type):
+            column = pc.dictionary_encode(column)
+        if column.type.value_type != pa.string():
+            column = pa.DictionaryArray.from_arrays(column.indices,
+                                                    column.dictionary.cast(pa.string()))
+        if reading == "stripped text":  # the loader's trim, once per distinct value
+            stripped = pc.utf8_trim(column.dictionary, characters=STRIP_CHARS)
+            distinct = pc.unique(stripped)  # " F" and "F" are one value once stripped
+            column = pa.DictionaryArray.from_arrays(
+                pc.take(pc.index_in(stripped, distinct), column.indices), distinct)
+        columns[name] = column
+    return pa.RecordBatch.from_pydict(columns)
+
+
 def _write_private(path: Path, data: bytes) -> None:
     # Created 0600, never readable by others even for an instant.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -200,9 +278,13 @@ def iter_frames(ref: FileRef, *, batch_size: int = 200_000,
     them per distinct value, not per row, skips building one Python string per cell (the
     bulk of those stages' time on wide tables).
     """
-    if categorical:
+    if categorical or Path(ref.path).name == INPUT_REFERENCE:
         for batch in iter_batches(ref, batch_size=batch_size, columns=columns):
-            yield batch.to_pandas()
+            frame = batch.to_pandas()
+            if not categorical:
+                frame = frame.astype({c: object for c in frame.columns
+                                      if isinstance(frame[c].dtype, pd.CategoricalDtype)})
+            yield frame
         return
     import pyarrow.parquet as pq
 
@@ -215,14 +297,24 @@ def iter_batches(ref: FileRef, *, batch_size: int = 200_000,
                  columns: list[str] | None = None) -> Iterator[Any]:
     """Stream a staged Parquet as Arrow record batches, text columns as dictionary arrays
     read straight from the file's dictionary pages."""
+    import json
+
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = ref.open_checked()
+    readings = None
+    if path.name == INPUT_REFERENCE:  # the input itself, read in place (see load)
+        reference = json.loads(path.read_text())
+        path = FileRef(reference["path"], reference["sha256"]).open_checked()
+        declared = dict(reference["columns"])  # in the contract's order
+        readings = {name: declared[name] for name in (columns or declared)}
+        columns = list(readings)
     text = [f.name for f in pq.read_schema(path) if pa.types.is_string(f.type)
             or pa.types.is_large_string(f.type)]
     with pq.ParquetFile(path, read_dictionary=text) as pf:
-        yield from pf.iter_batches(batch_size=batch_size, columns=columns)
+        for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+            yield batch if readings is None else _read_in_place(batch, readings)
 
 
 def validate_input(staged: FileRef, contract: Contract,
