@@ -377,6 +377,12 @@ def _normalise(table: np.ndarray) -> np.ndarray:
 
 
 _LOG_FLOOR = 30.0
+#: ``estimate(robust_descent=True)``'s floor on each clique's log-potentials, below the
+#: clique's maximum. Far looser than :data:`_LOG_FLOOR`: potentials of overlapping cliques
+#: compensate each other, so one clique's range is not its cells' mass, and at 30 the floor
+#: bound at the optimum (Adult, AIM's 43 measurements at ε = 1: loss 996 against 990
+#: unfloored). At 100 the fits reach the unfloored loss, and e^-100 is far from underflow.
+_DESCENT_FLOOR = 100.0
 
 
 def estimate_total(measurements: Sequence[Measurement]) -> float:
@@ -598,6 +604,7 @@ def estimate(
     callback: Callable[[int, float], None] | None = None,
     max_time_s: float | None = None,
     method: str = "auto",
+    robust_descent: bool = False,
 ) -> GraphicalModel:
     """Fit a graphical model to noisy marginal measurements by mirror descent.
 
@@ -624,6 +631,16 @@ def estimate(
     method : {"auto", "mirror-descent"}
         ``"auto"`` solves decomposable measured models exactly (see Notes) and runs mirror
         descent otherwise; ``"mirror-descent"`` always runs mirror descent.
+    robust_descent : bool
+        Mirror descent that cannot stall or end on a bad step (issue 23.5): the floor on
+        log-potentials is :data:`_DESCENT_FLOOR` below each clique's maximum instead of
+        :data:`_LOG_FLOOR`, a cell the floor overtakes keeps its value instead of being
+        dragged up with it, and the fit returns its best iterate, converging when the best
+        loss improves by less than ``tol`` over 20 iterations. Without it, a fit
+        warm-started from AIM's rounds on Adult at ε = 1 stopped after 20 iterations at a
+        loss of 1396 against an optimum of 990 (every clipped step was an ascent), and a fit
+        may return an accelerated step that raised the loss. Off by default for now: it
+        changes the pinned releases of ``tests/test_parity.py``.
 
     Notes
     -----
@@ -685,11 +702,17 @@ def estimate(
         # gradient with respect to the probabilities; total folds into the step size
         return constant + 0.5 * float(np.dot(wr, r)), total * wr
 
-    def clip(point: np.ndarray) -> np.ndarray:
-        # Cells pushed far below the clique's maximum carry no mass (e^-30 relative) but,
-        # left to drift, would underflow whole messages to zero in belief propagation.
-        floor = np.repeat(np.maximum.reduceat(point, offsets) - _LOG_FLOOR, sizes)
-        return np.maximum(point, floor)
+    gap = _DESCENT_FLOOR if robust_descent else _LOG_FLOOR
+
+    def clip(point: np.ndarray, start: np.ndarray) -> np.ndarray:
+        # Cells pushed far below the clique's maximum carry no mass but, left to drift,
+        # would underflow whole messages to zero in belief propagation. So a step never
+        # takes a cell below the floor. With robust_descent, a cell the floor overtook (its
+        # clique's maximum rose) keeps its value from ``start``: dragging it up with the
+        # floor adds mass the gradient did not ask for, and where potentials compensate
+        # each other that made every step an ascent, so warm-started fits stalled.
+        floor = np.repeat(np.maximum.reduceat(point, offsets) - gap, sizes)
+        return np.maximum(point, np.minimum(start, floor) if robust_descent else floor)
 
     theta = np.zeros(int(sizes.sum()))
     if warm_start:
@@ -714,10 +737,14 @@ def estimate(
     beliefs, mu, point_loss, grad = evaluate(point)
     momentum = 1.0
     losses = [point_loss]
+    # With robust_descent the fit returns its best iterate: an accelerated step may raise
+    # the loss (the momentum then restarts), and the fit must not end on such a step.
+    best_loss, best_theta, best_beliefs = point_loss, theta, beliefs
+    best_before = best_loss  # the best loss at the previous convergence check
     converged, it = False, 0
     for it in range(1, max_iters + 1):
         while True:
-            trial = clip(point - alpha * grad)
+            trial = clip(point - alpha * grad, point)
             trial_beliefs, trial_mu, trial_loss, trial_grad = evaluate(trial)
             predicted = float(np.dot(grad, mu - trial_mu))
             if point_loss - trial_loss >= 0.5 * predicted or alpha < 1e-300:
@@ -730,20 +757,28 @@ def estimate(
         else:
             next_momentum = (1 + math.sqrt(1 + 4 * momentum**2)) / 2
             step = (momentum - 1) / next_momentum
-            point = clip(trial + step * (trial - theta))
+            point = clip(trial + step * (trial - theta), trial)
             momentum = next_momentum
             _, mu, point_loss, grad = evaluate(point)
         theta, beliefs, loss = trial, trial_beliefs, trial_loss
         losses.append(loss)
+        if loss < best_loss:
+            best_loss, best_theta, best_beliefs = loss, theta, beliefs
         if it % 20 == 0:
             if callback is not None:
                 callback(it, loss)
-            previous = min(losses[-21:-1])
-            if previous - loss <= tol * max(abs(previous), 1.0):
+            if robust_descent:  # the best loss improved by less than tol in 20 iterations
+                previous, latest = best_before, best_loss
+                best_before = best_loss
+            else:
+                previous, latest = min(losses[-21:-1]), loss
+            if previous - latest <= tol * max(abs(previous), 1.0):
                 converged = True
                 break
         if max_time_s is not None and time.monotonic() - started >= max_time_s:
             break  # the time budget ends the fit; reported as not converged
+    if robust_descent:
+        theta, beliefs, loss = best_theta, best_beliefs, best_loss
     report = FitReport(iterations=it, loss=loss, converged=converged, losses=losses)
     potentials = {c: t.copy() for c, t in unflatten(theta).items()}
     return GraphicalModel(domain, tree, potentials, total, [b[0] for b in beliefs], report)
