@@ -345,12 +345,6 @@ def sample_parts(model: FileRef, one_way: FileRef, contract: Contract, artefacts
     return map_parts(sample_part, calls, client=client)
 
 
-def part_rows_of(ref: FileRef) -> int:
-    import pyarrow.parquet as pq
-
-    return int(pq.read_metadata(ref.open_checked()).num_rows)
-
-
 def read_part(part: FileRef, contract: Contract) -> Any:
     """A synthetic part (as :func:`sample_part` wrote it) as a pandas frame of categoricals
     under the declared column names (what :func:`privfair.contracts.encoding.decode`
