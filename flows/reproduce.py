@@ -6,8 +6,9 @@ stopped; each cell is one task (never retried: a failure is a recorded cell, run
 next flow run), on a thread pool by default or on a Dask cluster given its address
 (prefect-dask's ``DaskTaskRunner``; the workers need the repository root first on their
 ``PYTHONPATH``). The flow itself appends the records, so ``results.jsonl`` has one
-writer. ``deployments/`` schedules ``--full`` weekly. The output reads the real embedded data:
-evaluation output, **not privacy-protected**, never a release.
+writer. ``deployments/`` schedules ``--full`` weekly. The report reads the real embedded data
+(evaluation output, never a release), so its numbers stay in its files: the Prefect logs and
+artifact carry cell ids, states, error types and cell counts only.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from benchmarks.reproduce.core import (  # noqa: E402
     pending,
     run_cell,
 )
-from benchmarks.reproduce.report import summary_markdown  # noqa: E402
+from benchmarks.reproduce.report import status_markdown  # noqa: E402
 
 #: Cells at once on the default thread pool (the 2-core machine).
 THREADS = 2
@@ -82,8 +83,7 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     expected = reproduction.expected_seconds(mode)
     todo = longest_first(pending([c for _, cells in cells_by_section for c in cells],
                                  load_results(results)), expected)
-    log.info("reproduction (%s): %d cells pending; evaluation output, not privacy-protected",
-             mode, len(todo))
+    log.info("reproduction (%s): %d cells pending", mode, len(todo))
     if dask_address:
         from prefect_dask import DaskTaskRunner
 
@@ -99,19 +99,18 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     document = reproduction.write_report(mode, cells_by_section, folder,
                                          wall_s=time.perf_counter() - begin)
     report = folder / "report.html"
+    # Only the run's status: the verdicts read the real rows, so they stay in the report
     create_markdown_artifact(
-        key="privfair-reproduce", description="the papers reproduced: verdicts per section",
-        markdown=f"**Evaluation output, not privacy-protected.** Report: `{report}`\n\n"
-                 + summary_markdown(document, link=report.as_uri()))
+        key="privfair-reproduce", description="the papers reproduced: cells per section",
+        markdown=f"Report (verdicts and numbers): `{report}`\n\n" + status_markdown(document))
     return str(report)
 
 
 def _collect(futures: list, results: Path, log: Any) -> None:
     # Only the flow appends, as each task finishes: one writer, and a killed run keeps
-    # every finished cell.
+    # every finished cell. A failure's message and traceback go to results.jsonl, not to
+    # Prefect's logs: they may quote values computed from the real rows.
     for future in as_completed(futures):
         record = future.result()
-        append_record(results, {k: v for k, v in record.items() if k != "traceback"})
-        if record.get("traceback"):
-            log.warning(record["traceback"])
-        log.info(describe(record))
+        append_record(results, record)
+        log.info(describe(record, detail=False))

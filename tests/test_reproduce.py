@@ -178,3 +178,20 @@ def test_safes_counts_solver_failures_as_failed_attempts():
     assert "1 infeasible, 1 solver failures" in share["why"]
     accuracy = rows[(label, "Accuracy")]
     assert accuracy["n"] == 1 and accuracy["ours"] == pytest.approx(0.7)
+
+
+def test_the_flows_status_carries_no_verdict_or_error_text():
+    """The Prefect artifact and log lines: cells and states only, no evaluation numbers."""
+    from benchmarks.reproduce.core import describe
+    from benchmarks.reproduce.report import status_markdown, summary
+
+    section = {"name": "safes", "title": "SAFES", "cells": 3, "wall_s": 2.0,
+               "failed": [{"id": "x", "error": "E: gap 0.123"}],
+               "rows": [{"verdict": "worse"}, {"verdict": "within"}]}
+    table = status_markdown({"summary": summary([section])})
+    assert table.splitlines()[2] == "| SAFES | 3 | 1 |"
+    assert "worse" not in table and "within" not in table
+    record = {"wall_s": 1.0, "status": "failed", "id": "safes|s|seed=0",
+              "error": "TOTSolverError: gap 0.123"}
+    assert describe(record, detail=False).endswith("(TOTSolverError)")
+    assert "0.123" in describe(record)

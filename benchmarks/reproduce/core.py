@@ -94,10 +94,14 @@ def pending(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, 
             or (done[c["id"]]["status"] != "ok" and retry_failed)]
 
 
-def describe(record: Mapping[str, Any]) -> str:
-    """One log line for a finished cell."""
+def describe(record: Mapping[str, Any], *, detail: bool = True) -> str:
+    """One log line for a finished cell; without ``detail``, an error only by its type (its
+    message may quote values computed from the real rows)."""
+    error = record["error"]
+    if error and not detail:
+        error = error.split(":", 1)[0]
     return (f"[{record['wall_s']:7.1f} s] {record['status']:6s} {record['id']}"
-            + (f"  ({record['error']})" if record["error"] else ""))
+            + (f"  ({error})" if error else ""))
 
 
 def longest_first(cells: Sequence[Mapping[str, Any]], expected_s: Mapping[str, float]

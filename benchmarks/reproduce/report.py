@@ -54,6 +54,18 @@ def summary_markdown(document: dict[str, Any], *, link: str = "report.html") -> 
     return "\n".join(lines) + "\n"
 
 
+def status_markdown(document: dict[str, Any]) -> str:
+    """Cells and failed cells per section, as Markdown: what the Prefect artifact shows.
+
+    No verdict and no metric: those read the real rows, so they stay in the report's files
+    (a label does not make a number private, and Prefect keeps artifacts in its database).
+    """
+    lines = ["| section | cells | failed |", "|---|---|---|"]
+    lines += [f"| {row['title']} | {row['cells']} | {row['failed_cells']} |"
+              for row in document["summary"]]
+    return "\n".join(lines) + "\n"
+
+
 def _num(value: Any, digits: int = 3) -> str:
     if value is None:
         return ""
