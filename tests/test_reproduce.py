@@ -50,6 +50,21 @@ def test_compare_row_and_mean_sd():
     assert row["paper_accounting"] == 0.1 and row["paper_accounting_verdict"] == "worse"
 
 
+def test_a_worse_row_counts_as_unexplained_until_it_carries_a_why():
+    from benchmarks.reproduce.report import summary
+
+    paper = {"value": 0.6, "sd": 0.01, "source": "T1"}
+    bare = compare_row("a", "m", [0.9, 0.9], paper)
+    told = compare_row("b", "m", [0.9, 0.9], paper, why="measured: the split")
+    near = compare_row("c", "m", [0.6, 0.6], paper, why="measured: the split")
+    assert [r["verdict"] for r in (bare, told, near)] == ["worse", "worse", "within"]
+    assert (bare["explained"], told["explained"], near["explained"]) == (False, True, False)
+    assert told["why"].endswith("; measured: the split") and "split" not in near["why"]
+    section = {"name": "s", "title": "S", "failed": [], "rows": [bare, told, near]}
+    [row] = summary([section])
+    assert (row["worse"], row["unexplained"], row["within"]) == (2, 1, 1)
+
+
 def test_cells_resume(tmp_path):
     calls = []
 

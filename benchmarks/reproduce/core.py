@@ -291,8 +291,10 @@ def compare_row(setting: str, metric: str, values: Sequence[float | None],
     """One row of a section's verdict table: ours (mean ± sd over seeds) beside the paper's.
 
     ``paper_accounting`` holds the same metric run at the paper's own neighbouring relation
-    and sensitivity (the paper's analysis, not our guarantee); ``why`` replaces the verdict's
-    reason when the gap has a known explanation.
+    and sensitivity (the paper's analysis, not our guarantee), or, where a section says so in
+    its ``accounting_label``, under the paper's own protocol; ``why`` is a measured
+    explanation of the gap: it is appended to the verdict's reason, and a row outside the
+    paper's spread that has one is marked ``explained``.
     """
     mean, sd, n = mean_sd(values)
     value = paper["value"] if paper else None
@@ -302,7 +304,7 @@ def compare_row(setting: str, metric: str, values: Sequence[float | None],
     row = {"setting": setting, "metric": metric, "paper": value, "paper_sd": paper_sd,
            "source": paper.get("source") if paper else None, "ours": mean, "ours_sd": sd,
            "n": n, "verdict": word, "why": reason if why is None or word == "within"
-           else f"{reason}; {why}"}
+           else f"{reason}; {why}", "explained": why is not None and word in ("better", "worse")}
     if paper_accounting is not None:
         pa_mean, pa_sd, pa_n = mean_sd(paper_accounting)
         pa_word, _ = verdict(pa_mean, pa_sd, value, paper_sd, better=better, rel_tol=rel_tol,

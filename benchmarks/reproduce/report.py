@@ -13,17 +13,25 @@ from .core import VERDICTS
 
 COLOURS = {"within": "#d8f0d8", "better": "#cfe3ff", "worse": "#f8d4d4",
            "not comparable": "#eeeeee"}
+#: Header of the paper_accounting column unless a section names its own.
+ACCOUNTING_LABEL = "paper accounting (paper's analysis, not our guarantee)"
 WARNING = ("Evaluation output, not a release: every number here reads the real embedded data "
            "and is not privacy-protected.")
 
 
 def summary(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Verdict counts, failed cells and wall time per section."""
+    """Verdict counts, failed cells and wall time per section.
+
+    ``unexplained`` counts the ``worse`` rows that carry no measured explanation (no
+    ``explained`` mark from :func:`~benchmarks.reproduce.core.compare_row`).
+    """
     out = []
     for s in sections:
         counts = Counter(r["verdict"] for r in s["rows"])
         out.append({"section": s["name"], "title": s["title"],
                     **{v: counts.get(v, 0) for v in VERDICTS},
+                    "unexplained": sum(r["verdict"] == "worse" and not r.get("explained")
+                                       for r in s["rows"]),
                     "cells": s.get("cells", 0), "failed_cells": len(s["failed"]),
                     "wall_s": round(s.get("wall_s", 0.0), 1)})
     return out
@@ -45,12 +53,13 @@ def summary_markdown(document: dict[str, Any], *, link: str = "report.html") -> 
     str
         One row per section: verdict counts, cells, failed cells and the cells' seconds.
     """
-    lines = ["| section | " + " | ".join(VERDICTS) + " | cells | failed | cell s |",
-             "|---" * (len(VERDICTS) + 4) + "|"]
+    lines = ["| section | " + " | ".join(VERDICTS)
+             + " | worse, unexplained | cells | failed | cell s |",
+             "|---" * (len(VERDICTS) + 5) + "|"]
     for row in document["summary"]:
         lines.append(f"| [{row['title']}]({link}#{row['section']}) | "
                      + " | ".join(str(row[v]) for v in VERDICTS)
-                     + f" | {row['cells']} | {row['failed_cells']} | {row['wall_s']:.0f} |")
+                     + f" | {row.get('unexplained', 0)} | {row['cells']} | {row['failed_cells']} | {row['wall_s']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -100,11 +109,11 @@ def write(out: Path, document: dict[str, Any]) -> None:
              "not our guarantee.</p>",
              "<h2>Summary</h2><table><tr><th>section</th>"
              + "".join(f"<th>{v}</th>" for v in VERDICTS)
-             + "<th>cells</th><th>failed</th><th>wall s</th></tr>"]
+             + "<th>worse, unexplained</th><th>cells</th><th>failed</th><th>wall s</th></tr>"]
     for row in document["summary"]:
         parts.append(f"<tr><td><a href='#{row['section']}'>{html.escape(row['title'])}</a></td>"
                      + "".join(f"<td>{row[v]}</td>" for v in VERDICTS)
-                     + f"<td>{row['cells']}</td><td>{row['failed_cells']}</td>"
+                     + f"<td>{row.get('unexplained', 0)}</td><td>{row['cells']}</td><td>{row['failed_cells']}</td>"
                        f"<td>{row['wall_s']}</td></tr>")
     parts.append("</table>")
     for s in document["sections"]:
@@ -118,7 +127,7 @@ def write(out: Path, document: dict[str, Any]) -> None:
         accounting = any("paper_accounting" in r for r in s["rows"])
         parts.append("<table><tr><th>setting</th><th>metric</th><th>paper</th><th>ours "
                      "(mean ± sd, n)</th>"
-                     + ("<th>paper accounting (paper's analysis, not our guarantee)</th>"
+                     + (f"<th>{html.escape(s.get('accounting_label', ACCOUNTING_LABEL))}</th>"
                         if accounting else "")
                      + "<th>verdict</th><th>why</th><th>source</th></tr>")
         for r in s["rows"]:
