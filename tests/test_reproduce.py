@@ -195,6 +195,74 @@ def test_safes_counts_solver_failures_as_failed_attempts():
     assert accuracy["n"] == 1 and accuracy["ours"] == pytest.approx(0.7)
 
 
+def test_the_smallest_reachable_gap_is_where_per_group_tot_turns_feasible():
+    """Hand-computed bound, and privfair's per-(g, x, y) TOT on COMPAS either side of it."""
+    from benchmarks.reproduce import safes
+    from privfair.evaluation.evaluate import TOT_SETUPS
+    from privfair.fair.tot import InfeasibleFairnessError, TOTransform
+
+    rates = {"a": 0.442, "b": 0.641, "c": 0.600, "d": 0.637}
+    # highest floor 0.641 * 0.95, lowest ceiling 0.442 + 0.05 * 0.558
+    assert safes.smallest_reachable_gap(rates, y_flip_bound=0.05) == pytest.approx(0.13905)
+    assert safes.smallest_reachable_gap({"a": 0.5, "b": 0.55}, y_flip_bound=0.05) == 0.0
+    data = safes._data("compas")
+    gap = safes.smallest_reachable_gap(
+        safes.group_rates(data.train, d_cols=["race", "sex"], y_col="two_year_recid",
+                          favorable=0), y_flip_bound=safes.COMPAS_FLIP_BOUND)
+    setup = {**TOT_SETUPS["compas"], "distortion_scope": "per_group"}
+    TOTransform(domain=data.domain, eta=gap + 0.005, **setup).fit(data.train)
+    with pytest.raises(InfeasibleFairnessError):
+        TOTransform(domain=data.domain, eta=gap - 0.005, **setup).fit(data.train)
+
+
+def _safes_records(split_spd: list[float], pooled_cod: float) -> list[dict]:
+    from benchmarks.reproduce import safes
+
+    def scores(**values):
+        return {**dict.fromkeys(safes.METRICS, 0.5), **values}
+
+    records = []
+    for seed in range(3):
+        records.append({**cell(safes.NAME, {"dataset": "compas", "epsilon": 10.0}, seed),
+                        "status": "ok", "metrics": {
+                            "none": scores(**{"SPD (race)": -0.25}),
+                            "privfair eta=0.15": scores(**{"COD (race)": -0.150}),
+                            "aif360 eta=0.15": scores(**{"COD (race)": pooled_cod}),
+                            "fell_back": False}})
+        records.append({**cell(safes.NAME, {"dataset": "compas", "epsilon": 0.1}, seed),
+                        "status": "ok", "metrics": {
+                            "none": scores(Accuracy=0.40), "fell_back": True,
+                            "paper aim": {"none": scores(Accuracy=0.57 + 0.01 * seed)}}})
+    for split, spd in enumerate(split_spd):
+        records.append({**cell(safes.NAME, {"dataset": "compas", "split": split}, 0),
+                        "status": "ok", "metrics": {"none": scores(**{"SPD (race)": spd})}})
+    return records
+
+
+def test_safes_explains_a_gap_only_by_what_was_measured():
+    """Split-to-split sd, AIM without the small-n rule, and the pooled TOT program."""
+    from benchmarks.reproduce import safes
+
+    def rows(records):
+        return {(r["setting"], r["metric"]): r
+                for r in safes.summarize(records, "quick")["rows"]}
+
+    wide = rows(_safes_records([-0.20, -0.25, -0.30, -0.28], pooled_cod=-0.098))
+    spd = wide[("compas, η=none, ε=10", "SPD (race)")]  # paper -0.284 ± 0.003
+    assert spd["verdict"] == "worse" and spd["explained"] and "split-to-split sd 0.0" in spd["why"]
+    accuracy = wide[("compas, η=none, ε=0.1", "Accuracy")]  # paper 0.581 ± 0.067
+    assert accuracy["verdict"] == "worse" and accuracy["explained"]
+    assert accuracy["paper_accounting"] == pytest.approx(0.58)
+    assert "independence model in 3/3 runs" in accuracy["why"]
+    per_group = wide[("compas, η=0.15, ε=10 [privfair TOT]", "COD (race)")]  # -0.098 ± 0.005
+    assert per_group["verdict"] == "worse" and per_group["explained"]
+    assert wide[("compas, η=0.15, ε=10 [aif360 TOT]", "COD (race)")]["verdict"] == "within"
+    # negative controls: a tight split spread, a pooled program that misses too
+    tight = rows(_safes_records([-0.250, -0.251, -0.252, -0.253], pooled_cod=-0.150))
+    assert not tight[("compas, η=none, ε=10", "SPD (race)")]["explained"]
+    assert not tight[("compas, η=0.15, ε=10 [privfair TOT]", "COD (race)")]["explained"]
+
+
 def test_the_flows_status_carries_no_verdict_or_error_text():
     """The Prefect artifact and log lines: cells and states only, no evaluation numbers."""
     from benchmarks.reproduce.core import describe

@@ -303,14 +303,26 @@ def compare_row(setting: str, metric: str, values: Sequence[float | None],
                            abs_tol=abs_tol)
     row = {"setting": setting, "metric": metric, "paper": value, "paper_sd": paper_sd,
            "source": paper.get("source") if paper else None, "ours": mean, "ours_sd": sd,
-           "n": n, "verdict": word, "why": reason if why is None or word == "within"
-           else f"{reason}; {why}", "explained": why is not None and word in ("better", "worse")}
+           "n": n, "verdict": word, "why": reason, "explained": False}
+    if why is not None:
+        explain(row, why)
     if paper_accounting is not None:
         pa_mean, pa_sd, pa_n = mean_sd(paper_accounting)
         pa_word, _ = verdict(pa_mean, pa_sd, value, paper_sd, better=better, rel_tol=rel_tol,
                              abs_tol=abs_tol)
         row.update(paper_accounting=pa_mean, paper_accounting_sd=pa_sd,
                    paper_accounting_verdict=pa_word)
+    return row
+
+
+def explain(row: dict[str, Any], why: str) -> dict[str, Any]:
+    """Append a measured explanation to a row outside the paper's spread, marking it.
+
+    A row within the spread needs none and is left as it is.
+    """
+    if row["verdict"] in ("better", "worse"):
+        row["why"] = f"{row['why']}; {why}"
+        row["explained"] = True
     return row
 
 
