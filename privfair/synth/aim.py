@@ -167,7 +167,7 @@ def run_aim(
     workload: Sequence[Clique] | None = None,
     max_model_size_mb: float = 80.0,
     rounds: int | None = None,
-    max_iters: int = 250,
+    max_iters: int = 50,
     final_max_iters: int = 10_000,
     refit: bool = True,
     discrete: bool = False,
@@ -198,7 +198,9 @@ def run_aim(
         Nominal number of rounds T (default 16·d).
     max_iters, final_max_iters : int
         Estimation iteration caps for the warm-started per-round fits and the final fit;
-        both also stop on ``tol``.
+        both also stop on ``tol``. A round's fit only has to rank the candidates, and 50
+        warm-started iterations do that as well as 250 (Adult, COMPAS, 5 seeds each:
+        ``benchmarks/results/aim_floor_robust_descent.json``).
     refit : bool
         Finish with a full fit (skip it when the caller refits from the measurements).
     discrete : bool
