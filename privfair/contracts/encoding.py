@@ -573,7 +573,10 @@ def _bin_values(spec: ColumnSpec, values: np.ndarray) -> tuple[np.ndarray, np.nd
         inside = (values >= lower) & (values <= upper)
         if spec.integer:
             inside &= values == np.trunc(values)
-    return _bin_codes(spec.edges, np.clip(values, lower, upper)), ~inside
+    edges = spec.edges
+    if len(edges) <= _COUNTED_EDGES and lower <= upper:
+        return _counted_bin_codes(edges, lower, upper, values), ~inside
+    return _bin_codes(edges, np.clip(values, lower, upper)), ~inside
 
 
 def _bin_codes(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
@@ -583,6 +586,41 @@ def _bin_codes(edges: Sequence[float], values: np.ndarray) -> np.ndarray:
     k = len(edges) - 1
     codes = np.searchsorted(np.asarray(edges, dtype=np.float64), values, side="right") - 1
     return np.clip(codes, 0, k - 1).astype(np.int64)
+
+
+#: Up to this many edges, :func:`_bin_values` counts the edges at or below each value (one
+#: vectorised comparison per edge) instead of a binary search per value: the same codes,
+#: about ten times faster for a handful of edges (a binary search mispredicts its branches
+#: on unsorted values).
+_COUNTED_EDGES = 32
+
+
+def _counted_bin_codes(edges: Sequence[float], lower: float, upper: float,
+                       values: np.ndarray) -> np.ndarray:
+    """``_bin_codes(edges, np.clip(values, lower, upper))`` (``lower <= upper``), without
+    the clip or the binary search.
+
+    With ``f(x)`` the number of edges ``<= x`` (``searchsorted(..., side="right")``), which
+    never decreases in ``x``, ``f(clip(x, lower, upper)) = clip(f(x), f(lower), f(upper))``
+    for every value that is not NaN; NaN (which the binary search sorts past every edge)
+    gets the last bin, as there.
+    """
+    k = len(edges) - 1
+    edge_values = np.asarray(edges, dtype=np.float64)
+    count = np.zeros(len(values), dtype=np.uint8 if len(edges) < 255 else np.int64)
+    with np.errstate(invalid="ignore"):
+        for edge in edge_values:
+            count += values >= edge  # NaN compares False: counted 0, fixed below
+    # codes + 1 = clip(clip(count, f(lower), f(upper)), 1, k): one clip to the intersection,
+    # or to the end the two intervals meet at when they do not overlap
+    low = min(max(int(np.count_nonzero(edge_values <= lower)), 1), k)
+    high = max(min(int(np.count_nonzero(edge_values <= upper)), k), 1)
+    codes = np.clip(count, low, high).astype(np.int64)
+    codes -= 1
+    nan = np.isnan(values)
+    if nan.any():
+        codes[nan] = k - 1
+    return codes
 
 
 def source_sql(path: Path) -> str:

@@ -78,6 +78,45 @@ def _unflatten(domain: Domain, attributes: tuple[str, ...], flat: np.ndarray,
         columns[a] = codes.astype(code_dtype(domain.size(a)))
 
 
+def _inverse_cdf(shifted: np.ndarray, u: np.ndarray, parent_key: np.ndarray) -> np.ndarray:
+    """``min(searchsorted(shifted.ravel(), u, "right") - parent_key * k, k - 1)``: the value
+    drawn in each row from its group's shifted CDF (row ``g`` of ``shifted``, in ``[g, g+1]``)
+    by ``u`` in ``[g, g+1]``.
+
+    A binary search per value mispredicts its branches on unsorted ``u``; when the shifted
+    CDFs are sorted as one array (they are, unless a table holds NaN or a negative mass), the
+    same count is ``#{j < k - 1: shifted[g, j] <= u}`` (every entry of an earlier group is at
+    most ``g <= u``, a later group is reached only past the whole of group ``g``, which the
+    cap at ``k - 1`` folds back), found here by a branchless binary search over the rows'
+    own entries: ``log2(k)`` vectorised gathers and comparisons of the same floats.
+    """
+    k = shifted.shape[1]
+    flat_cdf = shifted.ravel()
+    if not (np.all(np.isfinite(flat_cdf)) and np.all(flat_cdf[1:] >= flat_cdf[:-1])):
+        flat = np.searchsorted(flat_cdf, u, side="right") - parent_key * k
+        return np.minimum(flat, k - 1)
+    steps = (k - 1).bit_length()  # candidates 1 .. 2**steps - 1 >= k - 1
+    if steps == 0:  # one value per group
+        return np.zeros(len(u), dtype=np.int64)
+    width = 1 << steps
+    table = np.full((len(shifted), width), np.inf)  # past entry k - 2: never <= u
+    table[:, 1:k] = shifted[:, :k - 1]  # entry j at column j + 1; column 0 unused
+    flat_table = table.ravel()
+    pos = parent_key * width  # row g's column 0: the count so far is 0
+    # Preallocated buffers and arithmetic instead of a masked copy: a mask picked by random
+    # values mispredicts as much as the binary search it replaces.
+    cand, values = np.empty_like(pos), np.empty(len(u))
+    found = np.empty(len(u), dtype=bool)
+    for step in (1 << s for s in reversed(range(steps))):
+        np.add(pos, step, out=cand)
+        np.take(flat_table, cand, out=values, mode="clip")  # in range: no bounds check
+        np.less_equal(values, u, out=found)
+        np.multiply(found, step, out=cand)
+        pos += cand
+    pos &= width - 1
+    return pos
+
+
 def sample_model(model: GraphicalModel, n_rows: int, *, rng: np.random.Generator,
                  mode: str = "iid") -> dict[str, np.ndarray]:
     """Draw ``n_rows`` rows of codes from ``model``, each column in its narrowest unsigned
@@ -97,11 +136,10 @@ def sample_model(model: GraphicalModel, n_rows: int, *, rng: np.random.Generator
         if mode == "iid":
             cdf = np.cumsum(cond, axis=1)
             cdf[:, -1] = 1.0
-            # One searchsorted over all groups: shift group g's CDF into [g, g+1).
-            shifted = (cdf + np.arange(len(cdf))[:, None]).ravel()
+            # One search over all groups: shift group g's CDF into [g, g+1).
+            shifted = cdf + np.arange(len(cdf))[:, None]
             u = rng.random(n_rows) + parent_key
-            flat = np.searchsorted(shifted, u, side="right") - parent_key * cond.shape[1]
-            flat = np.minimum(flat, cond.shape[1] - 1)
+            flat = _inverse_cdf(shifted, u, parent_key)
         else:
             sizes = np.bincount(parent_key, minlength=cond.shape[0])
             counts = systematic_round(cond * sizes[:, None], sizes, rng)
