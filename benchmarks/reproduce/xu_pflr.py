@@ -27,6 +27,10 @@ def cells(mode: str) -> list[dict[str, Any]]:
     seeds = 2 if mode == "quick" else 10
     out = [cell(NAME, {"model": m, "epsilon": "none"}, s)
            for m in ("LR", "FairLR") for s in range(1 if mode == "quick" else seeds)]
+    # Table 8.1's LR under the functional mechanism's objective (its 2nd-order Taylor
+    # loss) without noise: which of the two losses the paper's "LR" row matches.
+    out += [cell(NAME, {"model": "LR", "epsilon": "none", "loss": "taylor"}, s)
+            for s in range(1 if mode == "quick" else seeds)]
     for model in MODELS:
         for eps in (0.1, 1.0, 10.0, 100.0):
             runs = [("ours", 1.0), ("paper", 1.0)]
@@ -55,10 +59,29 @@ def run(c: dict[str, Any]) -> dict[str, Any]:
     s = c["setting"]
     x, y, group, bound = _data()
     train, test = split(len(x), c["seed"])
-    if s["epsilon"] == "none":
+    if s.get("loss") == "taylor":
+        # ε = 1e12: Laplace scale 24/1e12 on the coefficients, no noise to speak of.
+        model = FunctionalLogisticRegression(epsilon=1e12, variant="privlr", row_l1_bound=bound,
+                                             rng=np.random.default_rng(c["seed"]))
+        model.fit(x[train], y[train].astype(float), group[train].astype(float),
+                  ledger=PrivacyLedger(epsilon_budget=1e12, delta=1e-6, accounting="rdp"))
+        pred = model.predict(x[test]).astype(float)
+    elif s["epsilon"] == "none":
         w = _logistic_fit(x[train], y[train].astype(float),
                           group[train].astype(float) if s["model"] == "FairLR" else None)
-        pred = (x[test] @ w > 0).astype(float)
+        logit = x[test] @ w
+        pred = (logit > 0).astype(float)
+        target = _paper_accuracy(s["model"])
+        if target is not None:
+            # The same model's |RD| where a higher threshold brings its accuracy down to the
+            # paper's (the accuracy–fairness trade-off at the paper's operating point).
+            cuts = np.linspace(0.0, 6.0, 601)
+            acc = np.array([np.mean((logit > t) == y[test]) for t in cuts])
+            at = (logit > cuts[int(np.argmin(np.abs(acc - target)))]).astype(float)
+            shifted = group_scores(y[test], at, group[test])
+            return {**group_scores(y[test], pred, group[test]),
+                    "rd_at_paper_accuracy": shifted["risk_difference"],
+                    "accuracy_at_paper_accuracy": shifted["accuracy"]}
     else:
         eps = s["epsilon"] * (PAPER_SCALE if s["accounting"] == "paper" else 1.0)
         model = FunctionalLogisticRegression(
@@ -71,17 +94,54 @@ def run(c: dict[str, Any]) -> dict[str, Any]:
     return group_scores(y[test], pred, group[test])
 
 
+def _paper_accuracy(model: str) -> float | None:
+    row = {(r["method"], r["epsilon"], r["metric"]): r
+           for r in paper_table("xu_table8_1_8_2")}.get((model, "none", "accuracy"))
+    return row["value"] if row else None
+
+
+def table81_why(model: str, metric: str, runs: list[dict[str, Any]],
+                taylor: list[dict[str, Any]]) -> str | None:
+    """Measured reading of a Table 8.1 |RD| gap: the same LR under the functional mechanism's
+    Taylor loss (no noise) and the model's |RD| at the paper's accuracy."""
+    if metric != "rd" or not runs:
+        return None
+    shifted = [m["rd_at_paper_accuracy"] for m in runs if "rd_at_paper_accuracy" in m]
+    acc = [m["accuracy_at_paper_accuracy"] for m in runs if "rd_at_paper_accuracy" in m]
+    parts = []
+    if model == "LR" and taylor:
+        parts.append(
+            f"the same LR fitted on the functional mechanism's 2nd-order Taylor loss (the "
+            f"objective PrivLR/PFLR optimise), without noise, has |RD| "
+            f"{np.mean([m['risk_difference'] for m in taylor]):.4f} at accuracy "
+            f"{np.mean([m['accuracy'] for m in taylor]):.4f} over {len(taylor)} splits: the "
+            "paper's LR row matches that objective better than the exact logistic loss")
+    if shifted and model == "FairLR":
+        parts.append(
+            f"at the paper's accuracy ({np.mean(acc):.4f}, a higher decision threshold) ours "
+            f"has |RD| {np.mean(shifted):.4f}: the paper's operating point trades accuracy "
+            "for disparity")
+    return "; ".join(parts) or None
+
+
 def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     paper = {(r["method"], r["epsilon"], r["metric"]): r
              for r in paper_table("xu_table8_1_8_2")}
     rows = []
+    taylor = ok_metrics(records, model="LR", epsilon="none", loss="taylor")
     for model in ("LR", "FairLR"):
-        runs = ok_metrics(records, model=model, epsilon="none")
+        runs = ok_metrics(records, model=model, epsilon="none", loss=None)
         for metric, key in (("accuracy", "accuracy"), ("rd", "risk_difference")):
             rows.append(compare_row(f"Table 8.1, {model} (non-private)", metric,
                                     [m[key] for m in runs], paper.get((model, "none", metric)),
                                     better="higher" if metric == "accuracy" else "abs_lower",
-                                    abs_tol=0.01))
+                                    abs_tol=0.01, why=table81_why(model, metric, runs, taylor)))
+    for metric, key in (("accuracy", "accuracy"), ("rd", "risk_difference")):
+        if taylor:
+            rows.append(compare_row(
+                "Table 8.1, LR (non-private) on the Taylor loss of the functional mechanism",
+                metric, [m[key] for m in taylor], paper.get(("LR", "none", metric)),
+                better="higher" if metric == "accuracy" else "abs_lower", abs_tol=0.01))
     for model in MODELS:
         for eps in (0.1, 1.0, 10.0, 100.0):
             ours = ok_metrics(records, model=model, epsilon=eps, accounting="ours", alpha=1.0)
