@@ -33,6 +33,7 @@ from privfair.contracts.schema import Contract
 from privfair.core.domain import code_dtype
 from privfair.core.errors import ReleaseInputError
 from privfair.store.artefacts import (
+    CODES_PARQUET,
     FileRef,
     json_bytes,
     stage_file,
@@ -361,7 +362,7 @@ def discretize_counted(staged: FileRef, contract: Contract, staging: str | Path,
     schema = pa.schema([(a, code_type(domain.size(a))) for a in domain])
     out = Path(staging) / "codes.parquet"
     tally = add_unparsed_records(staged, PolicyTally())
-    writer = pq.ParquetWriter(out, schema, compression="zstd")
+    writer = pq.ParquetWriter(out, schema, **CODES_PARQUET)
     try:
         # Arrow batches, text read as dictionaries: the encoder works on their buffers.
         for batch in iter_batches(staged, batch_size=batch_size):

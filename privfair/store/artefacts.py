@@ -38,6 +38,15 @@ class StoreError(PrivfairError, ValueError):
 # --- small file helpers ---------------------------------------------------------------------
 
 
+#: How code columns (small unsigned integers: staged codes, synthetic codes) are written to
+#: Parquet: delta-packed bits, no dictionary, no compressor. About 2.4 times faster to write
+#: than dictionary pages under zstd (which cost as much as encoding the table), read as fast,
+#: about 1.6 times larger; the same values, and private or post-noise files only (the
+#: published table keeps its own format).
+CODES_PARQUET: dict[str, Any] = {"compression": "none", "use_dictionary": False,
+                                 "column_encoding": "DELTA_BINARY_PACKED"}
+
+
 def utc_now() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 

@@ -19,6 +19,7 @@ from privfair.contracts.schema import Contract
 from privfair.release.seeds import stage_rng
 from privfair.release.table.plan import OutputValidationError
 from privfair.store.artefacts import (
+    CODES_PARQUET,
     FileRef,
     json_bytes,
     load_measurements,
@@ -69,7 +70,7 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str | Path, *, n_rows: i
     table = pa.table(generate_columns(fitted, compression, n, rng=stage_rng(seed, "sample"),
                                       mode=mode))
     buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
+    pq.write_table(table, buffer, **CODES_PARQUET)
     return write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
 
 
@@ -116,7 +117,7 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
     moved = fitted.transform(codes, rng=stage_rng(seed, "tot"))
     table = pa.table({a: moved[a].to_numpy().astype(np.int64) for a in domain})
     buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
+    pq.write_table(table, buffer, **CODES_PARQUET)
     ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
     record = {"name": "tot", "applied": True, "post_processing": True,
               "additional_privacy_cost": 0.0, **tot.to_manifest()}
