@@ -73,3 +73,52 @@ def test_inverse_cdf_falls_back_on_an_unsorted_table() -> None:
     u = rng.random(500) + parent_key
     np.testing.assert_array_equal(_inverse_cdf(shifted, u, parent_key),
                                   _searchsorted_draw(shifted, u, parent_key))
+
+
+def test_contract_yaml_parsed_by_libyaml_as_by_the_python_loader() -> None:
+    import yaml
+
+    from privfair.contracts import schema
+    from privfair.contracts.datasets import CONTRACTS_DIR
+
+    for path in sorted(CONTRACTS_DIR.glob("*.yaml")):
+        text = path.read_text(encoding="utf-8")
+        assert schema._load_yaml(text) == yaml.load(text, Loader=schema._ContractLoader)  # noqa: S506
+    # YAML 1.2 floats and duplicate keys: the contract loader's own rules
+    assert schema._load_yaml("a: 1e-6\n") == {"a": 1e-6}
+    with pytest.raises(schema.ContractError, match="duplicate key 'a' at line 2"):
+        schema.parse_contract("a: 1\na: 2\n")
+    # a refused document is reported in the Python loader's words
+    bad = "name: x\ncolumns: [a, b\n"
+    with pytest.raises(yaml.YAMLError) as python_error:
+        yaml.load(bad, Loader=schema._ContractLoader)  # noqa: S506
+    with pytest.raises(schema.ContractError) as refused:
+        schema.parse_contract(bad)
+    assert str(python_error.value.problem) in str(refused.value)
+
+
+def test_publication_takes_the_table_validation_decoded(tmp_path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfair.contracts.datasets import CONTRACTS_DIR
+    from privfair.contracts.schema import load_contract
+    from privfair.release.table import post_noise
+    from privfair.store.artefacts import FileRef
+
+    contract = load_contract(CONTRACTS_DIR / "compas.yaml")
+    domain = contract.domain()
+    rng = np.random.default_rng(0)
+    path = tmp_path / "codes.parquet"
+    pq.write_table(pa.table({a: rng.integers(0, domain.size(a), 50).astype(np.uint8)
+                             for a in domain}), path)
+    ref = FileRef.of(path)
+    expected = post_noise.decode_codes(post_noise.read_codes(ref), contract)
+    post_noise._DECODED.clear()
+    post_noise._DECODED[(ref.sha256, contract.fingerprint())] = expected
+    assert post_noise.decoded_synthetic(ref, contract) is expected  # handed over, once
+    assert not post_noise._DECODED
+    again = post_noise.decoded_synthetic(ref, contract)  # read and decoded again
+    assert again is not expected
+    pd_testing = pytest.importorskip("pandas.testing")
+    pd_testing.assert_frame_equal(again, expected)

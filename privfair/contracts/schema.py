@@ -927,6 +927,30 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 
 _ContractLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
+
+if getattr(yaml, "__with_libyaml__", False):
+    class _ContractCLoader(yaml.CSafeLoader):
+        """:class:`_ContractLoader` on libyaml's parser (the same resolvers and constructors
+        in Python over the same events; several times faster on a wide contract). A document
+        it refuses is parsed again by :class:`_ContractLoader`, whose error is the one
+        reported."""
+
+    _ContractCLoader.yaml_implicit_resolvers = _ContractLoader.yaml_implicit_resolvers
+    _ContractCLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+                                     _construct_mapping)
+    _FAST_LOADER: type | None = _ContractCLoader
+else:  # pragma: no cover - PyYAML built without libyaml
+    _FAST_LOADER = None
+
+
+def _load_yaml(text: str) -> Any:
+    if _FAST_LOADER is not None:
+        try:
+            return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a SafeLoader subclass
+        except (yaml.YAMLError, _DuplicateKey):
+            pass  # the pure-Python loader below gives the error its usual wording
+    return yaml.load(text, Loader=_ContractLoader)  # noqa: S506 - a SafeLoader subclass
+
 # Sub-models reached by a validation error location, to list the allowed keys.
 _MODEL_AT: dict[tuple[str, ...], type[BaseModel]] = {
     (): Contract,
@@ -998,7 +1022,7 @@ def parse_contract(text: str, *, source: str = "<string>") -> Contract:
         With a one-line message naming the problem.
     """
     try:
-        data = yaml.load(text, Loader=_ContractLoader)  # noqa: S506 - a SafeLoader subclass
+        data = _load_yaml(text)
     except _DuplicateKey as dup:
         raise ContractError(
             f"contract {source}: duplicate key {dup.key!r} at line {dup.line}"

@@ -17,7 +17,7 @@ from privfair.core.errors import BudgetExceededError
 from privfair.release.protocol import Written
 from privfair.release.table.manifest import build_manifest
 from privfair.release.table.plan import ReleasePlan
-from privfair.release.table.post_noise import decode_codes, read_codes
+from privfair.release.table.post_noise import decoded_synthetic
 from privfair.store.artefacts import (
     json_bytes,
     load_ledger,
@@ -79,7 +79,7 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
                                                     client=client)
         tables = list(digests)
     else:
-        labelled = decode_codes(read_codes(state["synthetic"]), contract)
+        labelled = decoded_synthetic(state["synthetic"], contract)
         # Columns carry their released names (`rename:`); the manifest maps them back.
         labelled.rename(columns=contract.released_names()).to_parquet(
             folder / "synthetic.parquet", index=False)
