@@ -32,7 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from .core import cell, compare_row, explain, failed_rows, ok_metrics, paper_table, png_of
+from .core import (
+    cell,
+    compare_row,
+    explain,
+    failed_rows,
+    ok_metrics,
+    paper_table,
+    png_of,
+    verdict,
+)
 
 NAME = "safes"
 TITLE = "SAFES Supplementary Tables 4–9 and Figs. 3–4: AIM + TOT"
@@ -50,6 +59,8 @@ BETTER = {"Cumulative 2-way TVD": "lower", "Accuracy": "higher"}
 SCOPES = {"privfair": "per_group", "aif360": "pooled"}
 #: The split seed of every ε cell; split cells use others.
 SPLIT_SEED = 2024
+#: Spread floor of every row (metrics are printed to three decimals).
+ABS_TOL = 0.005
 #: Largest share of rows per (g, x, y) whose outcome SAFES's COMPAS distortion lets TOT flip.
 COMPAS_FLIP_BOUND = 0.05
 
@@ -246,7 +257,7 @@ def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
                             why = "TOT failed in every attempt (see the notes)"
                         row = compare_row(
                             label, metric, [m.get(metric) for m in good], paper,
-                            better=BETTER.get(metric), why=why, abs_tol=0.005,
+                            better=BETTER.get(metric), why=why, abs_tol=ABS_TOL,
                             paper_accounting=None if paper_aim is None else
                             [m.get(metric) for m in paper_aim if _solved(m)])
                         if row.get("paper_accounting_verdict") in ("within", "better"):
@@ -344,22 +355,26 @@ def _split_why(row: dict[str, Any], sd: float | None, mean: float | None,
     """
     if not sd or row["paper"] is None or not math.isfinite(row["ours"]):
         return None
-    spread = row["paper_sd"] if row["paper_sd"] is not None else 0.1 * abs(row["paper"])
-    spread = max(math.hypot(spread, row["ours_sd"] or 0.0, sd), 0.005)
-    gap = row["ours"] - row["paper"]
+    ours_sd = row["ours_sd"] if row["ours_sd"] is not None and math.isfinite(row["ours_sd"]) \
+        else 0.0
+
+    def within(ours: float) -> bool:  # the row's own verdict, the split sd added to ours
+        return verdict(ours, math.hypot(ours_sd, sd), row["paper"], row["paper_sd"],
+                       abs_tol=ABS_TOL)[0] == "within"
+
     where = (f"the sd of this metric without DP over {n_splits} random 80/20 splits (the "
              "paper's sd is over DP runs on its one split, ours over seeds on split "
              f"{SPLIT_SEED})")
-    if abs(gap) <= spread:
+    if within(row["ours"]):
         return f"within once the split-to-split sd {sd:.3f} is added: {where}"
     if mean is None or ours_without_dp is None or not math.isfinite(ours_without_dp):
         return None
     shift = mean - ours_without_dp
-    if abs(gap + shift) <= spread:
+    if within(row["ours"] + shift):
         return (f"our split's value without DP ({ours_without_dp:.3f}) lies {-shift:+.3f} from "
                 f"the mean over {n_splits} splits ({mean:.3f} ± {sd:.3f}); moved by that, the "
-                f"gap is {gap + shift:+.3f}, within the spread ⊕ the split sd {sd:.3f}: "
-                f"{where}")
+                f"gap is {row['ours'] + shift - row['paper']:+.3f}, within the spread ⊕ the "
+                f"split sd {sd:.3f}: {where}")
     return None
 
 
