@@ -187,11 +187,12 @@ def validate_output(synthetic: FileRef, contract: Contract,
     """GX checks of the decoded synthetic table (public, so the summary can be detailed)."""
     from privfair.contracts.validation import validate_frames
 
-    labelled = decode_codes(read_codes(synthetic), contract)
     _DECODED.clear()
-    _DECODED[(synthetic.sha256, contract.fingerprint())] = labelled
+    labelled = decode_codes(read_codes(synthetic), contract)
     outcome = validate_frames([labelled], contract, side="output", n_rows=n_rows)
     if not outcome.passed:
         raise OutputValidationError(
             f"synthetic table breaks contract {contract.name!r}: {outcome.problem_line()}")
+    # only a table that will be published is kept for publication
+    _DECODED[(synthetic.sha256, contract.fingerprint())] = labelled
     return outcome.public_summary()
