@@ -1,6 +1,7 @@
 """Exact contingency tables: joint-table counting of pairs equals counting each pair."""
 
 import itertools
+import zlib
 
 import numpy as np
 import pytest
@@ -45,3 +46,43 @@ def test_counting_refuses_codes_outside_the_domain():
     with pytest.raises(DomainError, match="'b'"):
         count_marginals(domain, list(itertools.combinations("ab", 2)),
                         [{"a": np.array([0, 1]), "b": np.array([0, 3])}])
+
+
+@pytest.mark.parametrize("method", ["mst", "prefair-greedy", "independent"])
+def test_a_tree_reads_the_data_once_and_measures_what_two_reads_gave(method):
+    """One counting pass serves the one-way tables and the candidate pairs (on 100M rows the
+    second pass was 8 s of a 94 s release), and the release is the one two passes made."""
+    from privfair.core.domain import Roles
+    from privfair.synth.synthesizer import FairSynthesizer
+
+    rng = np.random.default_rng(3)
+    domain = Domain(("s", "a", "b", "y"), (2, 3, 4, 2))
+    data = {a: rng.integers(0, k, 5000) for a, k in domain.items()}
+    data["y"] = (data["a"] + data["s"] > 1).astype(np.int64)  # a dependence to select
+    roles = Roles(protected=("s",), outcome=("y",), admissible=("a",))
+    calls: list[list[tuple[str, ...]]] = []
+
+    def counter(cliques):
+        calls.append(list(cliques))
+        return count_marginals(domain, list(cliques), [data])
+
+    def fit(counting):
+        synth = FairSynthesizer(domain=domain, roles=roles, epsilon=2.0, delta=1e-9,
+                                method=method)
+        return synth.measure(rng=lambda stage: np.random.default_rng(zlib.crc32(stage.encode())),
+                             counter=counting)
+
+    once = fit(counter)
+    assert len(calls) == 1
+    pairs = set(all_pairs(domain))
+    assert set(calls[0]) == {(a,) for a in domain} | (set() if method == "independent"
+                                                       else pairs)
+
+    def pass_per_request(cliques):  # the old protocol: one-way first, pairs on demand
+        return count_marginals(domain, list(cliques), [data])
+
+    twice = fit(pass_per_request)
+    assert once.structure_.edges == twice.structure_.edges
+    for mine, theirs in zip(once.selected_, twice.selected_, strict=True):
+        assert mine.clique == theirs.clique
+        np.testing.assert_array_equal(mine.values, theirs.values)

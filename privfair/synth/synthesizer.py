@@ -549,7 +549,12 @@ class FairSynthesizer:
     def _measure_tree(self, counter: Counter, *, split: BudgetSplit, stage_rng: StageRngs,
                       ledger: PrivacyLedger, report: Callable[[str, float], None]) -> None:
         independent = self.method == INDEPENDENT
-        tables = counter([(a,) for a in self.domain])
+        one_way_cliques = [(a,) for a in self.domain]
+        # A tree counts its candidate pairs in the same pass as the one-way tables: one
+        # read of the data instead of two (on 100M rows, 8 s of 94). Where the small-n rule
+        # then drops the tree, no mechanism ever reads the pair tables.
+        tables = counter(one_way_cliques if independent
+                         else [*one_way_cliques, *all_pairs(self.domain)])
         report("measure one-way", 0.1)
         rng = stage_rng("one-way")
         one_way = measure_one_way(tables, self.domain, rho=split.one_way, rng=rng,
@@ -560,7 +565,6 @@ class FairSynthesizer:
             else split.select + split.measure,
             rng=rng, ledger=ledger, discrete=self.discrete_noise, compress=self.compress,
             threshold=self.compress_threshold, prior=self.prior)
-        del tables
         self.compression_ = self.one_way_.compression
         if independent or self.tree_signal_.fallback:  # no pair is read, nothing charged
             self.structure_ = independent_structure(
@@ -569,7 +573,8 @@ class FairSynthesizer:
             self.selected_ = []
             return
         report("select structure", 0.2)
-        pairs = counter(all_pairs(self.domain))
+        pairs = {c: tables[c] for c in all_pairs(self.domain)}
+        del tables
         self.structure_ = select(pairs, self.one_way_, self.roles, method=self.method,
                                  rho=split.select, rng=stage_rng("select"), ledger=ledger,
                                  max_search_nodes=self.max_search_nodes)
