@@ -3,14 +3,23 @@ give what the pandas ones gave."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from privfair.contracts import encoding as disc
 from privfair.contracts.datasets import load_codes
-from privfair.release.table.partitioned import labelled_columns, read_part, sample_part
-from privfair.store.artefacts import save_model, save_one_way
+from privfair.release.table.partitioned import (
+    labelled_columns,
+    read_part,
+    sample_part,
+    validate_part,
+    validate_parts,
+)
+from privfair.release.table.plan import OutputValidationError
+from privfair.store.artefacts import StoreError, save_model, save_one_way
 from privfair.synth.synthesizer import FairSynthesizer, generate, generate_columns
 
 
@@ -59,8 +68,8 @@ def test_a_sampled_part_is_the_published_table_of_its_generator(adult_mst, tmp_p
     synth, contract = adult_mst
     model = save_model(synth.model_, tmp_path)
     one_way = save_one_way(synth.one_way_, synth.one_way_measurements_, tmp_path)
-    part = sample_part(model, one_way, contract, str(tmp_path), 0, 2_000,
-                       np.random.default_rng(6))
+    part, checks = sample_part(model, one_way, contract, str(tmp_path), 0, 2_000,
+                               np.random.default_rng(6))
     frame = read_part(part, contract)
     columns = generate_columns(synth.model_, synth.compression_, 2_000,
                                rng=np.random.default_rng(6))
@@ -68,3 +77,36 @@ def test_a_sampled_part_is_the_published_table_of_its_generator(adult_mst, tmp_p
     assert list(frame.columns) == list(expected.columns)
     for name in expected.columns:
         assert frame[name].astype(str).tolist() == expected[name].astype(str).tolist()
+
+
+def test_validation_takes_the_checks_sampling_ran_and_reads_only_unchecked_parts(
+        adult_mst, tmp_path) -> None:
+    """Sampling checks each part before writing it; validation combines those checks by the
+    part's sha256 and reads back only a part without one (issue 23.5: no second read of
+    100M synthetic rows). A failed check still refuses the release."""
+    synth, contract = adult_mst
+    model = save_model(synth.model_, tmp_path)
+    one_way = save_one_way(synth.one_way_, synth.one_way_measurements_, tmp_path)
+    sampled = [sample_part(model, one_way, contract, str(tmp_path), i, 1_500,
+                           np.random.default_rng(i)) for i in range(3)]
+    parts, checks = [ref for ref, _ in sampled], [c for _, c in sampled]
+    for part, check in zip(parts, checks, strict=True):
+        assert check == validate_part(part, contract)  # the same verdicts as a read-back
+    summary = validate_parts(parts, contract, n_rows=4_500, checked=checks)
+    assert summary["passed"]
+
+    # a checked part is not read: its file may be gone; an unchecked one is read
+    for part in parts[:2]:
+        Path(part.path).unlink()
+    assert validate_parts(parts, contract, n_rows=4_500, checked=checks[:2])["passed"]
+    with pytest.raises(StoreError, match="missing"):
+        validate_parts(parts, contract, n_rows=4_500, checked=checks[1:])
+
+    # a failed check refuses, and the row count is the parts' total
+    column = next(i for i, c in enumerate(checks[2]["checks"]) if c["column"])
+    failed = {**checks[2], "checks": [{**c, "success": False} if i == column else c
+                                      for i, c in enumerate(checks[2]["checks"])]}
+    with pytest.raises(OutputValidationError):
+        validate_parts(parts, contract, n_rows=4_500, checked=[*checks[:2], failed])
+    with pytest.raises(OutputValidationError):
+        validate_parts(parts, contract, n_rows=4_501, checked=checks)

@@ -126,8 +126,9 @@ def validate_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
     if isinstance(state["synthetic"], list):  # per part on the cluster, combined here
         with part_client(plan) as client:
-            return {"output_validation": validate_parts(state["synthetic"], plan.contract,
-                                                        n_rows=plan.n_rows, client=client)}
+            return {"output_validation": validate_parts(
+                state["synthetic"], plan.contract, n_rows=plan.n_rows,
+                checked=state.get("part_checks", ()), client=client)}
     output = validate_output(state["synthetic"], plan.contract, n_rows=plan.n_rows)
     if plan.data_docs:  # opt-in: GX itself costs more than a small release
         from privfair.release.table.data_docs import validation_records
@@ -189,10 +190,11 @@ def sample_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
     if plan.output == "partitioned":  # parts of part_rows rows, one generator each
         with part_client(plan) as client:
-            return {"synthetic": sample_parts(
+            parts, checks = sample_parts(
                 state["model"], state["one_way"], plan.contract, context.workspace.artefacts,
                 n_rows=plan.n_rows, part_rows=plan.part_rows, seed=context.seed,
-                client=client)}
+                client=client)
+        return {"synthetic": parts, "part_checks": checks}
     return {"synthetic": sample(state["model"], state["one_way"], context.workspace.artefacts,
                                 n_rows=plan.n_rows, mode=plan.sample_mode, seed=context.seed)}
 
