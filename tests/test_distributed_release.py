@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -201,3 +202,24 @@ def test_dataset_files_of_a_flat_and_a_hive_folder(tmp_path, toy_frame, toy_data
     files, partitions = dataset_files(toy_dataset)
     assert [keys for _, keys in files] == [{"sex": "F"}] * 2 + [{"sex": "M"}] * 2
     assert partitions.names == ["sex"]
+
+
+def test_a_parts_codes_are_written_as_the_one_file_codes_are(toy_contract, toy_dataset,
+                                                               tmp_path):
+    """Each worker writes its codes part as the single-process release writes its codes
+    (``CODES_PARQUET``: delta-packed integers, no dictionary, no compression), which its
+    counting pass reads back faster than zstd pages."""
+    from privfair.contracts.schema import load_contract
+    from privfair.release.table.partitioned import ingest_part
+
+    contract = load_contract(toy_contract)
+    source = next(iter(sorted(toy_dataset.rglob("*.parquet"))))
+    ref, tally = ingest_part(str(source), {"sex": "F"}, {"sex": pa.string()},
+                             contract, str(tmp_path), 0, 400, True)
+    meta = pq.ParquetFile(ref.path).metadata
+    assert meta.num_rows == pq.ParquetFile(source).metadata.num_rows and tally is not None
+    for i in range(meta.num_columns):
+        column = meta.row_group(0).column(i)
+        assert column.compression == "UNCOMPRESSED"
+        assert "PLAIN_DICTIONARY" not in column.encodings
+        assert "RLE_DICTIONARY" not in column.encodings
