@@ -113,3 +113,20 @@ def test_clean_table_never_imports_great_expectations(toy_contract, tmp_path):
         "assert 'great_expectations' not in sys.modules\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def test_a_categorical_column_is_checked_by_its_values_not_its_unused_categories():
+    """The in-set check of a categorical column may stop at its categories when they all lie
+    in the set; otherwise it looks at the values, as the plain check does."""
+    spec = [("expect_column_values_to_be_in_set", "c", {"value_set": ["a", "b"]})]
+
+    def verdict(values, categories):
+        frame = pd.DataFrame({"c": pd.Categorical(values, categories=categories)})
+        return precheck(frame, spec)[0]
+
+    assert verdict(["a", "b", None], ["a", "b"]) is True
+    assert verdict(["a", "a"], ["a", "b", "zz"]) is True  # an unused category outside
+    assert verdict(["a", "zz"], ["a", "b", "zz"]) is False  # a used one
+    assert verdict([1, 2], [1, 2]) is False  # numbers are not the labels "1", "2"
+    plain = pd.DataFrame({"c": ["a", "zz", None]})
+    assert precheck(plain, spec) == [False]

@@ -169,8 +169,7 @@ def precheck(frame: pd.DataFrame, spec: Sequence[ExpectationSpec]) -> list[bool]
         elif kind == "expect_column_values_to_not_be_null":
             verdicts.append(not bool(frame[column].isna().any()))
         elif kind == "expect_column_values_to_be_in_set":
-            values = frame[column].dropna()
-            verdicts.append(bool(values.isin(kwargs["value_set"]).all()))
+            verdicts.append(_all_in_set(frame[column], kwargs["value_set"]))
         elif kind == "expect_column_values_to_be_between":
             values = pd.to_numeric(frame[column].dropna(), errors="coerce")
             inside = (values >= kwargs["min_value"]) & (values <= kwargs["max_value"])
@@ -178,6 +177,23 @@ def precheck(frame: pd.DataFrame, spec: Sequence[ExpectationSpec]) -> list[bool]
         else:  # pragma: no cover - suite_spec makes only the kinds above
             raise ValueError(f"no pre-check for expectation {kind!r}")
     return verdicts
+
+
+def _all_in_set(column: pd.Series, value_set: Sequence[Any]) -> bool:
+    """Every non-null value of ``column`` is in ``value_set``.
+
+    A categorical column holds only its categories (or null), so when they all lie in the
+    set no row needs looking at: a decoded synthetic table's categories are the contract's
+    labels, and this is the whole check on 300k rows in microseconds.
+    """
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        allowed = set(value_set)
+        try:
+            if all(category in allowed for category in column.cat.categories):
+                return True
+        except TypeError:  # an unhashable category: look at the rows
+            pass
+    return bool(column.dropna().isin(value_set).all())
 
 
 def gx_context() -> Any:
