@@ -46,6 +46,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from privfair.version import VERSION
+
 METHODS = ("mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "independent")
 GAN_METHODS = ("dpgan", "fairgan", "fairgan-plus", "cfgan")
 
@@ -57,15 +59,6 @@ class UsageError(Exception):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line instead of usage + message
         raise UsageError(message)
-
-
-def _version() -> str:
-    import importlib.metadata
-
-    try:
-        return importlib.metadata.version("privfair")
-    except importlib.metadata.PackageNotFoundError:  # a source tree without an install
-        return "0+unknown"
 
 
 def _add_store(p: argparse.ArgumentParser) -> None:
@@ -81,7 +74,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     command gets its generated options (the others import no kind: issue 23.5)."""
     parser = _Parser(prog="privfair", description=(
         "Differentially private, justifiably fair synthetic releases of sensitive tables."))
-    parser.add_argument("--version", action="version", version=f"privfair {_version()}")
+    parser.add_argument("--version", action="version", version=f"privfair {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     from privfair.release.kinds import FAMILIES

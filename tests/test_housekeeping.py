@@ -81,3 +81,15 @@ def test_cli_store_gc_and_version(tmp_path, capsys):
         main(["--version"])
     assert done.value.code == 0
     assert capsys.readouterr().out.strip().startswith("privfair 0.")
+
+
+def test_the_installed_version_is_the_one_privfair_records():
+    """pyproject.toml reads the version from privfair/version.py: the distribution's metadata
+    and what manifests and `--version` record cannot drift apart."""
+    import importlib.metadata
+
+    from privfair.store.catalog import code_version
+    from privfair.version import VERSION
+
+    assert importlib.metadata.version("privfair") == VERSION
+    assert code_version()["privfair"] == VERSION

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib.metadata
 import re
 import subprocess
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from privfair.store.artefacts import StoreError
+from privfair.version import VERSION
 
 if TYPE_CHECKING:
     from privfair.store.registry import LifetimeLedger
@@ -115,15 +115,7 @@ def next_version(folder: Path, ledger: LifetimeLedger) -> str:
 
 def code_version() -> dict[str, Any]:
     """privfair version and, in a git checkout, the commit (with a dirty flag)."""
-    try:
-        version = importlib.metadata.version("privfair")
-    except importlib.metadata.PackageNotFoundError:
-        version = "0+unknown"
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-        if pyproject.is_file():
-            m = re.search(r'^version\s*=\s*"([^"]+)"', pyproject.read_text(), re.M)
-            version = m.group(1) if m else version
-    out: dict[str, Any] = {"privfair": version, "git_commit": None}
+    out: dict[str, Any] = {"privfair": VERSION, "git_commit": None}
     repo = Path(__file__).resolve().parents[2]
     if (repo / ".git").exists():
         try:

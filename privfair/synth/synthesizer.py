@@ -13,7 +13,6 @@ wrap; :class:`FairSynthesizer` and :func:`synthesize` chain them for library use
 
 from __future__ import annotations
 
-import importlib.metadata
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,6 +41,7 @@ from privfair.synth.measure import (
 from privfair.synth.sampling import MODES, decompress, sample_model
 from privfair.synth.structure import METHODS as TREE_METHODS
 from privfair.synth.structure import SelectedStructure, check_fairness, select_structure
+from privfair.version import VERSION
 
 AIM_METHODS = ("aim", "aim-fair")
 #: The DP independence baseline: the whole budget on the one-way marginals, no 2-way ones.
@@ -384,13 +384,6 @@ def stream_sample(
     return parts
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("privfair")
-    except importlib.metadata.PackageNotFoundError:  # running from a source checkout
-        return "0+unknown"
-
-
 def _check_settings(*, epsilon: float, delta: float, method: str, sample_mode: str) -> None:
     if method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
@@ -692,7 +685,7 @@ class FairSynthesizer:
             },
             "domain": self.domain.to_dict(),
             "roles": self.roles.to_dict(),
-            "privfair_version": _version(),
+            "privfair_version": VERSION,
         }
 
 
