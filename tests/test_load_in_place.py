@@ -122,3 +122,43 @@ def test_an_input_changed_after_loading_is_refused_at_the_next_read(mixed, tmp_p
     mixed_frame(seed=4).to_parquet(data)
     with pytest.raises(StoreError, match="changed since it was written"):
         discretize_counted(staged, contract, staging)
+
+
+def test_a_dask_worker_reads_a_part_as_the_one_file_release_does(mixed, tmp_path):
+    """A Dask worker's part (:func:`~privfair.release.table.partitioned.ingest_part`) goes
+    through the same schema reading (:func:`~privfair.release.ingest.column_readings`) and
+    gives the one-file release's codes and tally, leaving trimming and integer text to the
+    encoder."""
+    import pyarrow.parquet as pq
+
+    from privfair.contracts.encoding import PolicyTally
+    from privfair.release.ingest import column_readings
+    from privfair.release.table.partitioned import ingest_part
+
+    contract, data = mixed
+    assert column_readings(pq.read_schema(data), contract) is not None  # the direct path
+    _, expected, expected_tally = staged_codes(tmp_path, "file", contract, data,
+                                               in_place=True)
+    part, tally = ingest_part(str(data), {}, {}, contract, str(tmp_path), 0, 300, True)
+    got = pq.read_table(part.path)
+    for name in expected:
+        np.testing.assert_array_equal(got.column(name).to_numpy(), expected[name],
+                                      err_msg=name)
+    assert PolicyTally.from_dict(tally).to_dict() == expected_tally
+
+
+def test_integer_categories_in_a_dictionary_read_by_their_values():
+    """A dictionary of whole numbers (e.g. a hive partition key) reads as its values: as
+    numbers for the encoder, as their decimal text for the loader's staged values."""
+    import pyarrow as pa
+
+    from privfair.release.ingest import read_columns
+
+    grade = pa.DictionaryArray.from_arrays(pa.array([1, 0, None, 1], pa.int32()),
+                                           pa.array([3, 9], pa.int64()))
+    batch = pa.RecordBatch.from_pydict({"grade": grade})
+    raw = read_columns(batch, {"grade": "integer text"}, as_loaded=False).column(0)
+    assert pa.types.is_int64(raw.type) and raw.to_pylist() == [9, 3, None, 9]
+    loaded = read_columns(batch, {"grade": "integer text"}).column(0)
+    assert loaded.type == pa.dictionary(loaded.type.index_type, pa.string())
+    assert loaded.to_pylist() == ["9", "3", None, "9"]

@@ -121,7 +121,9 @@ def load(data_path: str | Path, contract: Contract,
     path = Path(data_path)
     check_source_schema(path, contract)
     if in_place and not is_csv(path):
-        readings = _in_place_readings(path, contract)
+        import pyarrow.parquet as pq
+
+        readings = column_readings(pq.read_schema(path), contract)
         if readings is not None:
             return _stage_reference(path, readings, Path(staging))
     with literal_file(path) as literal:
@@ -181,14 +183,16 @@ def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
 INPUT_REFERENCE = "input-reference.json"
 
 
-def _in_place_readings(path: Path, contract: Contract) -> dict[str, str] | None:
-    """How each declared column of a Parquet input reads as the loader's staged value
+def column_readings(schema: Any, contract: Contract) -> dict[str, str] | None:
+    """How each declared column of an Arrow ``schema`` reads without the loader's SQL
     (``number``, ``text``, ``stripped text``, ``integer text``), or None when one of them
-    needs the loader's SQL (booleans, floats as text, dates, all-null columns...)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    needs that SQL (booleans, floats as text, dates, all-null columns...).
 
-    schema = pq.read_schema(path)
+    Decided on the schema alone (public): the one-file release reading its input in place
+    and the Dask workers reading their parts both ask it, and :func:`read_columns` reads.
+    """
+    import pyarrow as pa
+
     readings = {}
     for spec in contract.columns:
         dtype = schema.field(spec.name).type
@@ -216,25 +220,38 @@ def _stage_reference(path: Path, readings: dict[str, str], staging: Path) -> Fil
     return stage_file(staging / INPUT_REFERENCE)
 
 
-def _read_in_place(batch: Any, readings: dict[str, str]) -> Any:
-    """A batch of the input as the loader would have staged it (text as dictionaries)."""
+def read_columns(batch: Any, readings: dict[str, str], *, as_loaded: bool = True) -> Any:
+    """A batch's declared columns as :func:`column_readings` says they read: numbers as
+    float64, text as dictionary arrays (the file's own dictionary when it has one).
+
+    With ``as_loaded`` (the one-file path, whose input validation reads these values) text
+    is also trimmed as the loader trims it and whole numbers become text; without it (the
+    Dask workers) the encoder applies both rules itself, once per distinct value.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     columns = {}
     for name, reading in readings.items():
         column = batch.column(name)
+        if isinstance(column, pa.ChunkedArray):  # a table's column: one array per batch
+            column = column.combine_chunks()
         if reading == "number":
             columns[name] = pc.cast(column, pa.float64(), safe=False)
             continue
         if reading == "integer text":
+            if pa.types.is_dictionary(column.type):  # the values, not their indices
+                column = pc.take(column.dictionary, column.indices)
+            if not as_loaded:
+                columns[name] = column
+                continue
             column = pc.cast(column, pa.string())
         if not pa.types.is_dictionary(column.type):
             column = pc.dictionary_encode(column)
-        if column.type.value_type != pa.string():
+        if as_loaded and column.type.value_type != pa.string():
             column = pa.DictionaryArray.from_arrays(column.indices,
                                                     column.dictionary.cast(pa.string()))
-        if reading == "stripped text":  # the loader's trim, once per distinct value
+        if as_loaded and reading == "stripped text":  # the loader's trim, per distinct value
             stripped = pc.utf8_trim(column.dictionary, characters=STRIP_CHARS)
             distinct = pc.unique(stripped)  # " F" and "F" are one value once stripped
             column = pa.DictionaryArray.from_arrays(
@@ -315,7 +332,7 @@ def iter_batches(ref: FileRef, *, batch_size: int = 200_000,
             or pa.types.is_large_string(f.type)]
     with pq.ParquetFile(path, read_dictionary=text) as pf:
         for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
-            yield batch if readings is None else _read_in_place(batch, readings)
+            yield batch if readings is None else read_columns(batch, readings)
 
 
 def validate_input(staged: FileRef, contract: Contract,

@@ -152,44 +152,6 @@ def _as_frame(table: Any) -> Any:
     return pa.table(columns, names=table.column_names).to_pandas()
 
 
-def _text_type(dtype: Any) -> bool:
-    import pyarrow as pa
-
-    return pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
-
-
-def _direct_columns(table: Any, contract: Contract) -> Any:
-    """The batch as the encoder reads it, without the loader's SQL, or None where a column's
-    Arrow type needs that SQL's rules.
-
-    The loader casts numbers to DOUBLE and gives text columns as text; the encoder reads the
-    same values from Arrow numbers (as float64) and from text or whole numbers as they are
-    (it applies the column's normalization and integer-to-text rule itself, per distinct
-    value). Text becomes a dictionary (the file's own when it has one), so the encoder
-    matches each distinct value once and no string is copied per row.
-    """
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    columns = {}
-    for spec in contract.columns:
-        column = table.column(spec.name)
-        dtype = column.type
-        if spec.type == "numeric":
-            if not (pa.types.is_integer(dtype) or pa.types.is_floating(dtype)):
-                return None
-            columns[spec.name] = pc.cast(column, pa.float64(), safe=False)
-        elif pa.types.is_dictionary(dtype) and _text_type(dtype.value_type):
-            columns[spec.name] = column
-        elif _text_type(dtype):
-            columns[spec.name] = pc.dictionary_encode(column)
-        elif pa.types.is_integer(dtype):
-            columns[spec.name] = column
-        else:
-            return None
-    return pa.table(columns)
-
-
 def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[str, Any],
                 contract: Contract, out_dir: str, index: int, batch_size: int,
                 encode: bool) -> tuple[FileRef, dict[str, dict[str, int]] | None]:
@@ -197,6 +159,8 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
     (``encode`` False) its staged input part."""
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from privfair.release.ingest import column_readings, read_columns
 
     source = Path(path)
     target = Path(out_dir) / f"part-{index:05d}.parquet"
@@ -219,8 +183,9 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                         kind = partition_types[key]
                         table = table.append_column(
                             key, pa.array([value] * table.num_rows, pa.string()).cast(kind))
-                direct = _direct_columns(table, contract) if encode else None
-                if direct is not None:  # no SQL, no copy of the text: the fast path
+                readings = column_readings(table.schema, contract) if encode else None
+                if readings is not None:  # no SQL, no copy of the text: the fast path
+                    direct = read_columns(table, readings, as_loaded=False)
                     writer.write_table(_encode_batch(direct, contract, schema, tally))
                     continue
                 if con is None:
