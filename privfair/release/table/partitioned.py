@@ -173,7 +173,10 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                                                  else {"compression": "zstd"}))
     os.chmod(target, 0o600)
     try:
-        with pq.ParquetFile(source) as pf:
+        # text straight from the file's dictionary pages: no hashing of every row's string
+        text = [f.name for f in pq.read_schema(source) if pa.types.is_string(f.type)
+                or pa.types.is_large_string(f.type)] if encode else None
+        with pq.ParquetFile(source, read_dictionary=text) as pf:
             columns = [n for n in pf.schema_arrow.names if n in declared and n not in hidden]
             select = None
             for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
