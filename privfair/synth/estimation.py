@@ -24,10 +24,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
 import numpy as np
 
 from privfair.core.domain import Clique, Domain
+from privfair.core.graphs import bfs_edges, maximum_spanning_forest
 from privfair.synth.measure import Measurement
 
 
@@ -90,16 +90,13 @@ def _junction_tree(domain: Domain, edges: frozenset[frozenset[str]]) -> Junction
     maximal = list(dict.fromkeys(maximal))
     ordered = [domain.canonical(c) for c in maximal]
 
-    graph = nx.Graph()
-    graph.add_nodes_from(range(len(ordered)))
-    for i in range(len(ordered)):
-        for j in range(i + 1, len(ordered)):
-            # +1 keeps disconnected components joined by empty separators.
-            graph.add_edge(i, j, weight=len(set(ordered[i]) & set(ordered[j])) + 1)
-    tree = nx.maximum_spanning_tree(graph)
+    # +1 keeps disconnected components joined by empty separators, so the forest is a tree.
+    pairs = [(i, j, len(set(ordered[i]) & set(ordered[j])) + 1)
+             for i in range(len(ordered)) for j in range(i + 1, len(ordered))]
+    tree = maximum_spanning_forest(len(ordered), pairs)
     parent = [-1] * len(ordered)
     order = [0]
-    for u, v in nx.bfs_edges(tree, 0):
+    for u, v in bfs_edges(len(ordered), tree, source=0):
         parent[v] = u
         order.append(v)
     return JunctionTree(tuple(ordered), tuple(parent), tuple(order))

@@ -25,12 +25,12 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import networkx as nx
 import numpy as np
 
 from privfair.core.accounting import PrivacyLedger, exponential_epsilon, gaussian_sigma
 from privfair.core.domain import Clique, Domain, Roles
 from privfair.core.errors import RoleError, StructureSearchLimitError
+from privfair.core.graphs import DisjointSet, shortest_path
 from privfair.core.mechanisms import exponential_mechanism, gaussian_mechanism
 
 METHODS = ("mst", "prefair-greedy", "prefair-exact")
@@ -71,19 +71,24 @@ def check_fairness(
     ``edges`` may be cliques of any size (all their attributes are joined), so the same
     check serves trees and general Markov networks.
     """
-    graph = nx.Graph()
-    graph.add_nodes_from(attributes)
+    # Neighbours in first-seen order: which of several equally short violation paths is
+    # reported (and so which edge prefair-exact branches on first) follows that order.
+    neighbours: dict[str, dict[str, None]] = {a: {} for a in attributes}
     for clique in edges:
-        graph.add_edges_from(itertools.combinations(tuple(clique), 2))
+        for a, b in itertools.combinations(tuple(clique), 2):
+            neighbours.setdefault(a, {})[b] = None
+            neighbours.setdefault(b, {})[a] = None
     admissible = set(roles.admissible)
-    reduced = graph.subgraph(n for n in graph if n not in admissible)
+    reduced = {v: [w for w in nbrs if w not in admissible]
+               for v, nbrs in neighbours.items() if v not in admissible}
     violations = []
     for p in roles.protected:
         if p not in reduced:
             continue
         for o in roles.outcome:
-            if o in reduced and nx.has_path(reduced, p, o):
-                violations.append((p, o, tuple(nx.shortest_path(reduced, p, o))))
+            path = shortest_path(reduced, p, o) if o in reduced else None
+            if path is not None:
+                violations.append((p, o, tuple(path)))
     return FairnessCheck(passed=not violations, violations=tuple(violations))
 
 
@@ -108,24 +113,6 @@ def allowed_edges(domain: Domain, roles: Roles, method: str) -> list[Edge]:
     raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
 
 
-class _DisjointSet:
-    def __init__(self, items: Iterable[str]) -> None:
-        self.parent = {i: i for i in items}
-
-    def find(self, x: str) -> str:
-        while self.parent[x] != x:
-            self.parent[x] = self.parent[self.parent[x]]
-            x = self.parent[x]
-        return x
-
-    def union(self, a: str, b: str) -> bool:
-        ra, rb = self.find(a), self.find(b)
-        if ra == rb:
-            return False
-        self.parent[ra] = rb
-        return True
-
-
 def private_kruskal(
     domain: Domain,
     candidates: Sequence[Edge],
@@ -145,12 +132,13 @@ def private_kruskal(
     n_rounds = len(domain) - 1
     if n_rounds == 0:
         return []
-    graph = nx.Graph(list(candidates))
-    graph.add_nodes_from(domain.attributes)
-    if not nx.is_connected(graph):
+    reachable = DisjointSet(domain.attributes)
+    for a, b in candidates:
+        reachable.union(a, b)
+    if reachable.count() > 1:
         raise RoleError("the allowed edges cannot connect every attribute; check the roles")
     epsilon = exponential_epsilon(rho=rho / n_rounds)
-    components = _DisjointSet(domain.attributes)
+    components = DisjointSet(domain.attributes)
     chosen: list[Edge] = []
     for r in range(n_rounds):
         joining = [i for i, (a, b) in enumerate(candidates)
@@ -168,7 +156,7 @@ def _max_spanning_tree(
     include: frozenset[int], exclude: frozenset[int],
 ) -> list[int] | None:
     """Kruskal with forced and forbidden edges; ``order`` is edges by decreasing weight."""
-    ds = _DisjointSet(nodes)
+    ds = DisjointSet(nodes)
     tree = []
     for i in sorted(include):
         a, b = edges[i]
