@@ -22,7 +22,7 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -463,6 +463,69 @@ ESTIMATION_METHODS = ("auto", "mirror-descent")
 EXACT_MAX_VARIABLES = 200_000
 
 
+@dataclass(frozen=True, eq=False)
+class CscMatrix:
+    """A sparse matrix in canonical compressed-sparse-column form, as Clarabel reads one.
+
+    Clarabel's binding reads ``shape``, ``indptr``, ``indices``, ``data`` and
+    ``has_canonical_format`` off the object it is given, so these arrays stand in for
+    ``scipy.sparse.csc_matrix``, whose import (~0.1 s, numpy.f2py included) a table release
+    would otherwise pay for two matrices. Canonical: each column's row indices sorted, no
+    duplicates.
+    """
+
+    shape: tuple[int, int]
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    has_canonical_format: ClassVar[bool] = True
+
+    @classmethod
+    def from_coo(cls, data: np.ndarray, rows: np.ndarray, cols: np.ndarray, *,
+                 shape: tuple[int, int]) -> CscMatrix:
+        """The matrix with ``data[k]`` at ``(rows[k], cols[k])``, duplicates summed.
+
+        Arrays equal to ``scipy.sparse.csc_matrix((data, (rows, cols)), shape=shape)``'s,
+        explicit zeros (duplicates that cancel) included.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = np.asarray(cols, dtype=np.int64)
+        data = np.asarray(data, dtype=np.float64)
+        order = np.lexsort((rows, cols))
+        rows, cols, data = rows[order], cols[order], data[order]
+        first = np.ones(rows.size, dtype=bool)
+        first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+        starts = np.flatnonzero(first)
+        if data.size:
+            data = np.add.reduceat(data, starts)
+        indptr = np.zeros(shape[1] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(cols[starts], minlength=shape[1]), out=indptr[1:])
+        return cls((int(shape[0]), int(shape[1])), indptr, rows[starts], data)
+
+    @classmethod
+    def diagonal(cls, values: np.ndarray) -> CscMatrix:
+        """``diag(values)`` without its zero entries, as ``scipy.sparse.diags(values,
+        format="csc")`` stores it (the solver's sparsity pattern, hence its pivots, follows)."""
+        values = np.asarray(values, dtype=np.float64)
+        kept = np.flatnonzero(values)
+        indptr = np.zeros(values.size + 1, dtype=np.int64)
+        np.cumsum(values != 0, out=indptr[1:])
+        return cls((values.size, values.size), indptr, kept.astype(np.int64), values[kept])
+
+    def matvec(self, x: np.ndarray) -> np.ndarray:
+        """``self @ x``, summed column by column as SciPy's ``csc_matvec`` does, so the
+        result is the same to the last bit."""
+        cols = np.repeat(np.arange(self.shape[1]), np.diff(self.indptr))
+        return np.bincount(self.indices, weights=self.data * np.asarray(x)[cols],
+                           minlength=self.shape[0])
+
+    def to_scipy(self) -> Any:
+        """The same matrix as a ``scipy.sparse.csc_matrix`` (imports SciPy)."""
+        import scipy.sparse as sparse
+
+        return sparse.csc_matrix((self.data, self.indices, self.indptr), shape=self.shape)
+
+
 @dataclass(frozen=True)
 class ExactFit:
     """Log-potentials (one per maximal clique) of an exact fit, and solver iterations."""
@@ -499,7 +562,6 @@ def fit_exact(domain: Domain, tree: JunctionTree,
     if n_x + n_z > max_variables:
         return None
     import clarabel
-    import scipy.sparse as sparse
 
     offset, start = {}, 0
     for c in blocks:
@@ -552,9 +614,8 @@ def fit_exact(domain: Domain, tree: JunctionTree,
     rows.append(n_eq + np.arange(n_x))
     cols.append(np.arange(n_x))
     vals.append(np.full(n_x, -1.0))
-    constraint = sparse.csc_matrix(
-        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-        shape=(n_eq + n_x, n))
+    constraint = CscMatrix.from_coo(np.concatenate(vals), np.concatenate(rows),
+                                    np.concatenate(cols), shape=(n_eq + n_x, n))
     b = np.concatenate([*rhs, np.zeros(n_x)])
     weights, targets_flat = np.zeros(n), np.zeros(n)
     for c, (y, w) in measured.items():
@@ -564,14 +625,21 @@ def fit_exact(domain: Domain, tree: JunctionTree,
     # the χ² of the fit, O(cells) at the optimum whatever the noise scale, so the solver's
     # relative tolerances bound errors relative to σ (in the raw variables they would be
     # relative to the counts, i.e. far coarser than σ when the noise is small).
-    b = b - constraint @ targets_flat
+    b = b - constraint.matvec(targets_flat)
     b[n_eq:] = targets_flat[:n_x]  # x ≥ 0 is −v ≤ ȳ
     settings = clarabel.DefaultSettings()
     settings.verbose = False
-    solution = clarabel.DefaultSolver(sparse.diags(weights, format="csc"), np.zeros(n),
-                                      constraint, b,
-                                      [clarabel.ZeroConeT(n_eq),
-                                       clarabel.NonnegativeConeT(n_x)], settings).solve()
+    objective = CscMatrix.diagonal(weights)
+    cones = [clarabel.ZeroConeT(n_eq), clarabel.NonnegativeConeT(n_x)]
+    try:
+        solver = clarabel.DefaultSolver(objective, np.zeros(n), constraint, b, cones, settings)
+    except (AttributeError, TypeError):
+        # Clarabel 0.11 reads any object with a CSC matrix's attributes; should a later
+        # release insist on SciPy's class, the same arrays as SciPy matrices make the fit pay
+        # SciPy's import rather than fail (tests/test_exact_fit_csc.py flags the change).
+        solver = clarabel.DefaultSolver(objective.to_scipy(), np.zeros(n),
+                                        constraint.to_scipy(), b, cones, settings)
+    solution = solver.solve()
     if str(solution.status) not in ("Solved", "AlmostSolved"):
         return None
     x = np.maximum(np.asarray(solution.x)[:n_x] + targets_flat[:n_x], 0.0)
