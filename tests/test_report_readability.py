@@ -178,19 +178,3 @@ def test_shorten_keeps_both_ends(label, limit):
     short = shorten(label, limit)
     assert len(short) == min(len(label), limit)
     assert short[0] == "a" and short[-1] == "j"
-
-
-def test_a_decoded_tables_bars_are_the_counts_of_its_plain_values():
-    """The report counts a categorical column from its codes: the same bars (values, order
-    and heights) as the same column of plain values, missing values and unused categories
-    included."""
-    from privfair.reporting.report import marginals_svg
-
-    values = ["b", "a", float("nan"), "b", "c", "b", float("nan")]
-    decoded = pd.DataFrame({"x": pd.Categorical(values, categories=["a", "b", "c", "unused"])})
-    plain = pd.DataFrame({"x": pd.Series(values, dtype=object)})
-    labels = {"x": ["a", "b", "c", "unused"]}
-    assert marginals_svg(decoded, labels) == marginals_svg(plain, labels)
-    assert marginals_svg(decoded) == marginals_svg(plain)
-    bars = re.findall(r"<title>([^<]*)</title></rect>", marginals_svg(decoded, labels))
-    assert bars == ["a: 1", "b: 3", "c: 1", "unused: 0", "nan: 2"]

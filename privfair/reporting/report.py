@@ -21,7 +21,6 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from privfair.reporting.charts import (
@@ -151,26 +150,17 @@ def structure_svg(attributes: Sequence[str], edges: Sequence[Sequence[str]],
     return drawing + full_names_table(cut)
 
 
-def _value_counts(series: pd.Series) -> pd.Series:
-    """Each value's count in ``series`` (missing values included), zero counts dropped."""
-    if isinstance(series.dtype, pd.CategoricalDtype):
-        # a decoded table's columns: one bincount of the codes (slot 0 counts the missing)
-        tally = np.bincount(series.cat.codes.to_numpy().astype(np.intp) + 1,
-                            minlength=len(series.cat.categories) + 1)
-        counts = pd.Series(tally[1:], index=series.cat.categories.astype(object))
-        if tally[0]:
-            counts = pd.concat([counts, pd.Series([tally[0]], index=[np.nan])])
-    else:
-        counts = series.astype("object").value_counts(dropna=False)
-    return counts[counts > 0]
-
-
 def marginals_svg(synthetic: pd.DataFrame,
                     labels: Mapping[str, Sequence[Any]] | None = None) -> str:
     """One-way bar charts of the synthetic table, one small SVG per column."""
     charts = []
     for column in synthetic.columns:
-        counts = _value_counts(synthetic[column])
+        series = synthetic[column]
+        # A categorical (decoded codes) is counted on its codes; zero counts are dropped so
+        # both paths list the same values.
+        counts = (series if isinstance(series.dtype, pd.CategoricalDtype)
+                  else series.astype("object")).value_counts(dropna=False)
+        counts = counts[counts > 0]
         order = list(labels[column]) if labels and column in labels else sorted(
             counts.index, key=str)
         order += [v for v in counts.index if v not in order]
