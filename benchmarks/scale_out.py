@@ -82,17 +82,20 @@ def cpu_seconds() -> float:
 
 def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters: str) -> dict:
     """One whole release on a fresh LocalCluster of ``workers`` worker processes."""
+    import dask
     from distributed import Client, LocalCluster
 
     from privfair.release.kinds import release_table
-    from privfair.release.table.dask_engine import scratch_dir
+    from privfair.release.table.dask_engine import scratch_dir, worker_environ
 
     n, p, w = int(rows), int(parts), int(workers)
     root = Path(work)
     os.environ["PRIVFAIR_REGISTRY"] = str(root / "registry")
     stages: list[tuple[str, float]] = []
     load_before = os.getloadavg()
-    with (LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
+    # the workers' malloc as privfair's own LocalCluster sets it (dask_engine.WORKER_MALLOC)
+    with (dask.config.set({"distributed.nanny.pre-spawn-environ": worker_environ()}),
+          LocalCluster(n_workers=w, threads_per_worker=1, processes=True,
                        dashboard_address=None, local_directory=str(scratch_dir(root)),
                        scheduler_kwargs={"dashboard_address": ":0"})
           as cluster, Client(cluster) as client):

@@ -4,6 +4,7 @@ Dask LocalCluster (issue 23.1)."""
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from privfair.core.errors import ReleaseInputError
+from privfair.release.table.dask_engine import WORKER_MALLOC
 
 
 @pytest.fixture
@@ -122,6 +124,10 @@ def test_dask_release_on_a_local_cluster_writes_a_partitioned_output(
             assert scratch in folder.parents
             for path in (folder, folder.parent, scratch):
                 assert stat.S_IMODE(path.stat().st_mode) & 0o077 == 0, path
+        # the workers' malloc keeps a part's arrays on the heap (dask_engine.WORKER_MALLOC)
+        environ = client.run(lambda: {k: os.environ.get(k) for k in WORKER_MALLOC})
+        assert all(env == {k: str(v) for k, v in WORKER_MALLOC.items()}
+                   for env in environ.values())
     finally:
         for c in private._CLUSTERS.values():
             cluster = c.cluster

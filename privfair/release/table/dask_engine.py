@@ -21,6 +21,23 @@ from privfair.core.errors import ReleaseInputError
 CONNECT_TIMEOUT_S = 2.0
 TLS_KEYS = ("ca-file", "client.cert", "client.key")
 
+#: glibc malloc settings for the workers of privfair's LocalCluster (and advice for a
+#: publisher's own workers). Dask's default ``MALLOC_TRIM_THRESHOLD_`` of 64 KiB also turns
+#: off glibc's adaptive mmap threshold, so every array above 128 KiB is a fresh mapping
+#: whose pages fault in on first touch: counting a 1.56M-row part took 0.31 s instead of
+#: 0.17 s, encoding it 0.55 s instead of 0.43 s. Arrays below 32 MiB come from the heap,
+#: and free memory beyond 64 MiB at its top goes back to the system: a bound per worker
+#: that does not grow with the rows.
+WORKER_MALLOC = {"MALLOC_MMAP_THRESHOLD_": 32 * 2**20, "MALLOC_TRIM_THRESHOLD_": 64 * 2**20}
+
+
+def worker_environ() -> dict[str, Any]:
+    """Dask's environment for spawned workers (``distributed.nanny.pre-spawn-environ``)
+    with :data:`WORKER_MALLOC`: set it as that key when starting a cluster."""
+    import dask
+
+    return {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **WORKER_MALLOC}
+
 
 def _is_loopback(host: str) -> bool:
     if host == "localhost":

@@ -168,7 +168,9 @@ def dask_client(address: str | None, *, scratch: str | Path | None = None) -> It
             import dask
 
             # The scheduler's scratch follows 'temporary-directory', the workers' the argument.
-            with dask.config.set({"temporary-directory": str(folder)}):
+            with dask.config.set({"temporary-directory": str(folder),
+                                  "distributed.nanny.pre-spawn-environ":
+                                      dask_engine.worker_environ()}):
                 # no dashboard, and its metrics server on a free port: a second release on
                 # this machine must not warn (or fail) for want of port 8787
                 _CLUSTERS[key] = Client(LocalCluster(
