@@ -374,8 +374,8 @@ def test_flow_counts_on_dask(prefect_harness, toy_contract, toy_parquet, tmp_pat
                                   dashboard_address=":0") as cluster:
         on_dask = release_on("dask", cluster.scheduler_address)
         counted = dict(cluster.scheduler.task_prefixes["count_partition"].state_counts)
-    # 1-way, all pairs (select), selected pairs: 3 stages x the codes' row groups (>= 2)
-    assert counted.get("memory", 0) >= 6, counted
+    # one pass (the 1-way tables and all pairs together) over the codes' units (>= 2)
+    assert counted.get("memory", 0) >= 2, counted
     local = release_on("local", None)
     # same counts, same seeded noise: the same synthetic table
     assert on_dask["files"]["synthetic.parquet"] == local["files"]["synthetic.parquet"]
