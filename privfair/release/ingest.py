@@ -317,7 +317,6 @@ def iter_batches(ref: FileRef, *, batch_size: int = 200_000,
     read straight from the file's dictionary pages."""
     import json
 
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     path = ref.open_checked()
@@ -328,11 +327,19 @@ def iter_batches(ref: FileRef, *, batch_size: int = 200_000,
         declared = dict(reference["columns"])  # in the contract's order
         readings = {name: declared[name] for name in (columns or declared)}
         columns = list(readings)
-    text = [f.name for f in pq.read_schema(path) if pa.types.is_string(f.type)
-            or pa.types.is_large_string(f.type)]
-    with pq.ParquetFile(path, read_dictionary=text) as pf:
+    with pq.ParquetFile(path, read_dictionary=text_columns(pq.read_schema(path))) as pf:
         for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
             yield batch if readings is None else read_columns(batch, readings)
+
+
+def text_columns(schema: Any) -> list[str]:
+    """The text columns of an Arrow ``schema``: read them as dictionaries
+    (``read_dictionary``), straight from the file's dictionary pages, so no row's string is
+    built or hashed."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type)]
 
 
 def validate_input(staged: FileRef, contract: Contract,

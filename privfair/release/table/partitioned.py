@@ -160,7 +160,7 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from privfair.release.ingest import column_readings, read_columns
+    from privfair.release.ingest import column_readings, read_columns, text_columns
 
     source = Path(path)
     target = Path(out_dir) / f"part-{index:05d}.parquet"
@@ -173,12 +173,11 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                                                  else {"compression": "zstd"}))
     os.chmod(target, 0o600)
     try:
-        # text straight from the file's dictionary pages: no hashing of every row's string
-        text = [f.name for f in pq.read_schema(source) if pa.types.is_string(f.type)
-                or pa.types.is_large_string(f.type)] if encode else None
+        text = text_columns(pq.read_schema(source)) if encode else None
         with pq.ParquetFile(source, read_dictionary=text) as pf:
             columns = [n for n in pf.schema_arrow.names if n in declared and n not in hidden]
             select = None
+            readings: dict[str, str] | None = None  # decided on the first batch's schema
             for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
                 table = pa.Table.from_batches([batch])
                 for key, value in keys.items():
@@ -186,7 +185,8 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                         kind = partition_types[key]
                         table = table.append_column(
                             key, pa.array([value] * table.num_rows, pa.string()).cast(kind))
-                readings = column_readings(table.schema, contract) if encode else None
+                if encode and readings is None and select is None:
+                    readings = column_readings(table.schema, contract)
                 if readings is not None:  # no SQL, no copy of the text: the fast path
                     direct = read_columns(table, readings, as_loaded=False)
                     writer.write_table(_encode_batch(direct, contract, schema, tally))
@@ -351,8 +351,8 @@ def part_checks(part: FileRef, frame: Any, contract: Contract) -> dict[str, Any]
     from privfair.contracts.validation import validate_frames
 
     outcome = validate_frames([frame], contract, side="output", n_rows=len(frame))
-    return {"sha256": part.sha256, "rows": len(frame), "checks": outcome.checks,
-            "batches": outcome.batches}
+    return {"sha256": part.sha256, "rows": len(frame), "suite": outcome.suite,
+            "checks": outcome.checks, "batches": outcome.batches}
 
 
 def validate_part(part: FileRef, contract: Contract) -> dict[str, Any]:
@@ -385,7 +385,7 @@ def validate_parts(parts: Sequence[FileRef], contract: Contract, *, n_rows: int 
         if check["expectation"].startswith("expect_table_row_count"):
             success = total == n_rows if n_rows is not None else total >= 1
         combined.append({**check, "success": bool(success)})
-    outcome = ValidationOutcome(side="output", suite=f"{contract.name}-output",
+    outcome = ValidationOutcome(side="output", suite=results[0]["suite"],
                                 passed=all(c["success"] for c in combined), checks=combined,
                                 batches=sum(r["batches"] for r in results))
     if not outcome.passed:
