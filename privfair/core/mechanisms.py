@@ -13,8 +13,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import random
+from collections.abc import Iterator
+from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
@@ -25,6 +29,76 @@ from privfair.core.accounting import (
     exponential_rho,
     gaussian_rho,
 )
+
+
+# --- the layer's audit hooks ------------------------------------------------------------------
+# Audits and tests, never a release, set these through the two context managers below. A
+# context variable (not a module global or an environment variable) so that nothing outside
+# the audit's own call stack can shrink the noise of a production run.
+
+
+@dataclass(frozen=True)
+class Query:
+    """One privacy query as the layer saw it: what the audit and the neighbour suite check.
+
+    ``exact`` is a copy of the exact answer (private: only ever held in a test or an audit
+    on data it built); ``scale`` the declared noise scale (σ for Gaussian noise, b for
+    Laplace, the Gumbel scale 2Δ/ε for the exponential mechanism).
+    """
+
+    name: str
+    mechanism: str
+    exact: np.ndarray
+    sensitivity: float
+    scale: float
+
+
+_NOISE_FACTOR: contextvars.ContextVar[float] = contextvars.ContextVar(
+    "privfair_noise_factor", default=1.0)
+_RECORDER: contextvars.ContextVar[list[Query] | None] = contextvars.ContextVar(
+    "privfair_query_recorder", default=None)
+
+
+@contextlib.contextmanager
+def scaled_noise(factor: float) -> Iterator[None]:
+    """Audits only: draw every privacy noise of the layer at ``factor`` × its declared scale.
+
+    The ledger still records the declared scale, so an audit run under ``factor < 1`` is a
+    mechanism that breaks its claim, which the audit must catch.
+    """
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"factor must be a finite number > 0, got {factor!r}")
+    token = _NOISE_FACTOR.set(float(factor))
+    try:
+        yield
+    finally:
+        _NOISE_FACTOR.reset(token)
+
+
+@contextlib.contextmanager
+def recorded_queries() -> Iterator[list[Query]]:
+    """Tests and audits only: collect a :class:`Query` for every draw made inside."""
+    queries: list[Query] = []
+    token = _RECORDER.set(queries)
+    try:
+        yield queries
+    finally:
+        _RECORDER.reset(token)
+
+
+def noise_factor() -> float:
+    """The factor :func:`scaled_noise` set (1 outside an audit)."""
+    return _NOISE_FACTOR.get()
+
+
+def record_query(*, name: str, mechanism: str, exact: np.ndarray | float,
+                 sensitivity: float, scale: float) -> None:
+    """Hand a query to the recorder, if a test or an audit installed one."""
+    queries = _RECORDER.get()
+    if queries is not None:
+        queries.append(Query(name=name, mechanism=mechanism,
+                             exact=np.array(exact, dtype=np.float64, copy=True),
+                             sensitivity=float(sensitivity), scale=float(scale)))
 
 
 def gaussian_mechanism(
@@ -75,12 +149,15 @@ def gaussian_mechanism(
         sigma=float(sigma),
         queries=int(values.size),
     ))
+    record_query(name=name, mechanism="gaussian", exact=values, sensitivity=sensitivity,
+                 scale=sigma)
+    drawn = sigma * noise_factor()
     if discrete:
         if not np.issubdtype(values.dtype, np.integer):
             raise ValueError("discrete Gaussian noise needs integer values (counts)")
-        noise = sample_discrete_gaussian(values.size, sigma=sigma, source=discrete_source)
+        noise = sample_discrete_gaussian(values.size, sigma=drawn, source=discrete_source)
         return (values.astype(np.int64) + noise.reshape(values.shape)).astype(np.float64)
-    return values.astype(np.float64) + rng.normal(0.0, sigma, size=values.shape)
+    return values.astype(np.float64) + rng.normal(0.0, drawn, size=values.shape)
 
 
 def exponential_mechanism(
@@ -116,10 +193,12 @@ def exponential_mechanism(
         epsilon=float(epsilon),
         queries=int(scores.size if queries is None else queries),
     ))
+    record_query(name=name, mechanism="exponential", exact=scores, sensitivity=sensitivity,
+                 scale=2 * sensitivity / epsilon)
     logits = epsilon / (2 * sensitivity) * scores
     if log_base is not None:
         logits = logits + np.asarray(log_base, dtype=np.float64)
-    return int(np.argmax(logits + rng.gumbel(size=scores.size)))
+    return int(np.argmax(logits + noise_factor() * rng.gumbel(size=scores.size)))
 
 
 # --- exact discrete Gaussian (Canonne, Kamath, Steinke 2020, Algorithms 1-3) ---------------
