@@ -27,8 +27,14 @@ def _tree(tmp_path: Path, now: float) -> dict[str, Path]:
         "new_artefact": _file(ws.artefacts / "model-bbbb.npz", 1, now),
         "new_result": _file(ws.results / "key-new", 1, now),
         "old_report": _file(ws.root / "private-reports" / "r-input-validation.json", 10, now),
-        "crash_staging": _file(ws.staging / "staged.parquet", 2, now),
+        # A killed run's staging: its lock file is there, nobody holds it.
+        "crash_staging": _file(ws.root / "staging" / "run-killed" / "staged.parquet", 2, now),
+        "crash_lock": _file(ws.root / "staging" / "run-killed" / ".lock", 2, now, b""),
         "live_staging": _file(ws.root / "staging" / "run-now" / "staged.parquet", 0.01, now),
+        # This process's run holds its lock: never removed, however old.
+        "held_staging": _file(ws.staging / "staged.parquet", 2, now),
+        # Not privfair's (no lock file): never removed.
+        "user_file": _file(ws.root / "staging" / "photos" / "a.jpg", 30, now),
     }
 
 
@@ -43,7 +49,7 @@ def test_gc_removes_old_files_crash_leftovers_and_the_cache_they_feed(tmp_path):
     assert sorted(map(str, report.removed)) == sorted(map(str, dry.removed))
     gone = {k for k, p in files.items() if not p.exists()}
     # the young cached result goes with the old artefact it may point at
-    assert gone == {"old_artefact", "new_result", "old_report", "crash_staging"}
+    assert gone == {"old_artefact", "new_result", "old_report", "crash_staging", "crash_lock"}
     assert not files["crash_staging"].parent.exists()
     assert report.bytes_freed == 400 and report.line().startswith("removed 4 item(s)")
 

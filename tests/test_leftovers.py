@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -91,13 +92,97 @@ def test_src_folders_of_dead_processes_and_tmp_files_are_found(tmp_path, systmp)
     os.symlink(data, dead_src / "source.csv")
     store = tmp_path / "store"
     (store / "toy").mkdir(parents=True)
-    intent = store / "toy" / "..intent-v1.json.0a1b.tmp"
+    intent = store / "toy" / f"..intent-v1.json.{'0a1b' * 8}.tmp"
     intent.write_text("{}")
     _old(intent)
-    fresh = store / "toy" / ".manifest.json.ff.tmp"
+    fresh = store / "toy" / f".manifest.json.{'ff' * 16}.tmp"
     fresh.write_text("{}")  # a write in progress: left alone
     found = find_leftovers(tmp_path / "work", store, temp_dir=systmp)
     assert found == sorted([dead_src, intent])
     check_store(store, work_dir=tmp_path / "work", repair=True)
     assert not dead_src.exists() and not intent.exists() and fresh.exists()
     assert data.exists()  # the link is removed, never the file it names
+
+
+# --- issue 36.3: repair deletes only what privfair made, never a live run's -----------------
+
+
+def test_repair_never_deletes_a_users_files(tmp_path, systmp):
+    """A user's folder under ``staging/`` and ``.tmp`` files privfair did not make survive
+    repair however old they are; privfair's own leftovers beside them go."""
+    work, store = tmp_path / "work", tmp_path / "store"
+    Workspace.open(work).cleanup_private()  # a real work folder
+    photo = work / "staging" / "photos" / "a.jpg"
+    photo.parent.mkdir(parents=True)
+    photo.write_bytes(b"jpeg")
+    (store / "toy").mkdir(parents=True)
+    theirs = [work / ".report.tmp", store / "toy" / ".draft.tmp", store / ".notes.abc.tmp",
+              store / "toy" / ".tmp-notes"]
+    for path in theirs:
+        path.write_text("mine")
+    dead = work / "staging" / "20200101T000000-deadbeef"  # a killed run: lock file, free
+    dead.mkdir()
+    (dead / ".lock").touch()
+    ours = store / "toy" / f".manifest.json.{uuid.uuid4().hex}.tmp"
+    ours.write_text("{}")
+    for path in [photo, photo.parent, *theirs, dead, ours]:
+        _old(path, 30 * 86_400)
+    report = check_store(store, work_dir=work, repair=True)
+    assert photo.read_bytes() == b"jpeg"
+    assert all(p.read_text() == "mine" for p in theirs)
+    assert not dead.exists() and not ours.exists()
+    assert not any("photos" in line or "notes" in line or "draft" in line
+                   or "report" in line for line in report.repaired + report.problems)
+
+
+def test_an_empty_staging_folder_left_while_being_created_is_removed(tmp_path, systmp):
+    """A run killed while creating its staging folder leaves a ``.privfair-new-*`` one (the
+    run folder itself never exists without its lock); repair removes it once not young."""
+    work = tmp_path / "work"
+    Workspace.open(work).cleanup_private()
+    half = work / "staging" / ".privfair-new-0123"
+    half.mkdir()
+    assert find_leftovers(work, temp_dir=systmp) == []  # young: its creator may be alive
+    _old(half)
+    assert find_leftovers(work, temp_dir=systmp) == [half]
+    check_store(tmp_path / "store", work_dir=work, repair=True)
+    assert not half.exists()
+
+
+_PAUSED_WRITE = """
+import sys
+from pathlib import Path
+from privfair.store import artefacts
+
+def pause(tmp):
+    print(tmp, flush=True)
+    sys.stdin.readline()  # paused between the write and the rename
+
+artefacts.reached_rename = pause
+artefacts.atomic_write(Path(sys.argv[1]), b"payload")
+print("renamed", flush=True)
+"""
+
+
+def test_repair_never_deletes_a_live_writes_tmp_file_however_old(tmp_path, systmp):
+    """A run paused between its write and its rename (65 s and more): its ``.tmp`` file is
+    aged by hand past every grace period; repair leaves it, and the run then renames it."""
+    store = tmp_path / "store"
+    (store / "toy").mkdir(parents=True)
+    target = store / "toy" / "lifetime_ledger.json"
+    child = subprocess.Popen([sys.executable, "-c", _PAUSED_WRITE, str(target)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).parents[1])
+    try:
+        tmp = Path(child.stdout.readline().strip())
+        assert tmp.parent == target.parent and tmp.is_file()
+        _old(tmp, 65)
+        assert find_leftovers(tmp_path / "work", store, temp_dir=systmp) == []
+        check_store(store, work_dir=tmp_path / "work", repair=True)
+        assert tmp.is_file()
+        out, _ = child.communicate("\n", timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 0 and "renamed" in out
+    assert target.read_bytes() == b"payload" and not tmp.exists()

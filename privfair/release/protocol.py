@@ -31,7 +31,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import shutil
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -406,7 +405,7 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
                                 "ledger; nothing is published")
         version = next_version(folder, lifetime)
         final = folder / version
-        tmp = folder / f".tmp-{version}-{uuid.uuid4().hex[:8]}"
+        tmp = folder / publication.staged_name(version)
         intent = write_intent(folder, version, run_id=charge.run_id, staged=tmp)
         try:
             publication.reached("files")  # fault-injection tests stop here

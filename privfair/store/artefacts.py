@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import fcntl
 import hashlib
 import io
 import json
@@ -68,16 +69,29 @@ def private_dir(path: str | Path) -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` by a temporary file renamed over it.
+
+    The temporary file ``.<name>.<32 hex>.tmp`` is locked (``flock``) by this writer from its
+    creation to its rename, so ``store check --repair`` knows it is privfair's and never
+    removes it while the write is alive, however long it pauses (issue 36.3).
+    """
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        with open(tmp, "wb") as fh:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "wb") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)  # held until the file is closed
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
+            reached_rename(tmp)
+            os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def reached_rename(tmp: Path) -> None:
+    """An atomic write is about to rename ``tmp`` (tests pause or kill here)."""
 
 
 def json_bytes(obj: Any) -> bytes:
@@ -157,13 +171,15 @@ class Workspace:
     def open(cls, root: str | Path, run_id: str | None = None) -> Workspace:
         """Create the folders and take the run's lock on ``staging/.lock`` (held until
         :meth:`cleanup_private`: ``store check`` never touches a locked staging folder)."""
-        from privfair.store.leftovers import hold_staging_lock
+        from privfair.store.leftovers import create_staging
 
         ws = cls(Path(root).resolve(), run_id or new_run_id())
-        for p in (ws.root, ws.staging.parent, ws.staging, ws.artefacts, ws.results):
+        for p in (ws.root, ws.staging.parent, ws.artefacts, ws.results):
             private_dir(p)
         if ws.staging not in _STAGING_LOCKS:
-            _STAGING_LOCKS[ws.staging] = hold_staging_lock(ws.staging)
+            # Created with its lock held (the mark that makes it privfair's to remove).
+            _STAGING_LOCKS[ws.staging] = create_staging(ws.staging)
+        os.chmod(ws.staging, 0o700)
         return ws
 
     @property

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privfair.store.publication import delete_row, recover_store
+from privfair.store.publication import delete_row, is_publication_leftover, recover_store
 from privfair.store.registry import (
     cancel_reservation,
     fold,
@@ -80,8 +80,8 @@ def check_store(store: str | Path, *, repair: bool = False,
     report = StoreReport()
     for name, ident in _datasets(store):
         folder = store / name
-        leftovers = sorted(p.name for p in folder.glob(".intent-*")) + sorted(
-            p.name for p in folder.glob(".tmp-*")) if folder.is_dir() else []
+        leftovers = sorted(p.name for p in folder.iterdir() if is_publication_leftover(p)) \
+            if folder.is_dir() else []
         if repair and leftovers:
             report.repaired += recover_store(store, name)
         else:

@@ -12,8 +12,8 @@ A release run leaves in its working folder:
 
 :func:`collect_garbage` removes what is older than a cut-off. Whenever an artefact goes, the
 whole result cache goes too: a cached result may point at it, and the cache only saves time.
-Staging folders are removed once older than ``stale_staging_s`` (the flow timeout), when no
-run can still be using them. Releases and the lifetime ledgers live in the store, never here.
+Staging folders are removed once older than ``stale_staging_s`` (the flow timeout) and
+only when privfair made them (their lock file) and no run holds their lock. Releases and the lifetime ledgers live in the store, never here.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from privfair.core.errors import PrivfairError
+from privfair.store.leftovers import dead_staging
 
 __all__ = ["RUN_TIME_LIMIT_S", "GarbageReport", "collect_garbage"]
 
@@ -102,7 +103,9 @@ def collect_garbage(work_dir: str | Path, *, older_than_s: float, stale_staging_
     for path in sorted((root / "private-reports").glob("*")):
         if old(path, older_than_s):
             take(path)
-    for path in sorted((root / "staging").glob("*")):
-        if path.is_dir() and old(path, stale_staging_s):
+    for path in sorted((root / "staging").glob("*")) + sorted((root / "staging").glob(".*")):
+        # Only a staging folder privfair made whose run is gone; never one whose run holds
+        # its lock, however old (issue 36.3), nor a folder privfair did not make.
+        if dead_staging(path) and old(path, stale_staging_s):
             take(path)
     return report

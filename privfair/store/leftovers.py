@@ -1,13 +1,20 @@
 """Private leftovers of runs that died, found without being told where (issue 21.7).
 
-* ``<work_dir>/staging/<run_id>/``: a run's private staging. A live run holds an ``flock`` on
-  ``<run_id>/.lock`` (taken by :meth:`Workspace.open`, released by its cleanup); a folder
-  whose lock is free belongs to a dead run. A folder whose lock is held is never touched (one
-  without a lock file, from older code, only once it is an hour old).
+Repair deletes only what privfair made (issue 36.3): each kind of leftover carries privfair's
+mark, and one whose writer still holds its lock is never touched, whatever its age.
+
+* ``<work_dir>/staging/<run_id>/``: a run's private staging, marked by its lock file
+  ``<run_id>/.lock``. :func:`create_staging` builds it under a ``.privfair-new-*`` name with
+  the lock taken and renames it into place, so a run folder never exists without its lock;
+  a live run holds the ``flock`` until its cleanup, a folder whose lock is free belongs to a
+  dead run. A folder without a lock file is not privfair's (a user's ``photos/``) and is
+  never touched; an empty ``.privfair-new-*`` folder (a run killed while creating it) is.
 * ``privfair-src-<pid>-*`` folders in the system temp folder (links to private files made by
   :func:`privfair.contracts.encoding.literal_file`) whose process is gone.
-* ``.*.tmp`` files (e.g. ``..intent-*.tmp``) of interrupted atomic writes, in the work
-  folder and the store.
+* ``.<name>.<32 hex>.tmp`` files of interrupted :func:`~privfair.store.artefacts.atomic_write`
+  calls, in the work folder and the store: the writer holds an ``flock`` on the file from its
+  creation to its rename, so a paused live write is never taken for a dead one. Other
+  ``.tmp`` files (``.report.tmp``) are not privfair's.
 """
 
 from __future__ import annotations
@@ -19,15 +26,21 @@ import re
 import shutil
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 LOCK_NAME = ".lock"
-#: A .tmp file younger than this may be a write in progress: left alone.
+#: The prefix of a staging folder being created (lock not yet taken, or not yet renamed).
+NEW_STAGING_PREFIX = ".privfair-new-"
+#: Between a file's creation and its writer's lock there is an instant without a lock: a
+#: privfair file younger than this is left alone as well (a held lock protects it after).
 GRACE_S = 60.0
-#: A staging folder without a lock file, or a ``privfair-src-*`` folder without a pid in its
-#: name, was made by a run of older code that took no lock: left alone until this old.
+#: A ``privfair-src-*`` folder without a pid in its name was made by older code: left alone
+#: until this old.
 LEGACY_GRACE_S = 3600.0
 _SRC = re.compile(r"privfair-src-(\d+)-")
+#: The temporary name :func:`privfair.store.artefacts.atomic_write` gives a file it writes.
+ATOMIC_TMP = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")
 
 
 def hold_staging_lock(staging: Path) -> int:
@@ -41,15 +54,39 @@ def hold_staging_lock(staging: Path) -> int:
     return fd
 
 
-def staging_is_live(run: Path) -> bool:
-    """Whether a live run holds ``run``'s lock (a young folder without one counts as live)."""
-    lock = run / LOCK_NAME
+def create_staging(staging: Path) -> int:
+    """Create the run folder ``staging`` (0700) with its lock held; returns the descriptor.
+
+    The folder is built as ``.privfair-new-*`` beside it, the lock taken inside, then renamed:
+    a run folder is never seen without its lock file (the mark repair needs). An existing
+    folder (a resumed run) has its lock taken in place.
+    """
+    if staging.is_dir():
+        return hold_staging_lock(staging)
+    building = staging.parent / f"{NEW_STAGING_PREFIX}{uuid.uuid4().hex}"
+    building.mkdir(mode=0o700)
     try:
-        fd = os.open(lock, os.O_RDWR)
-    except FileNotFoundError:
-        return _young(run, LEGACY_GRACE_S)
+        fd = hold_staging_lock(building)
+    except BaseException:
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    try:
+        os.rename(building, staging)
     except OSError:
-        return True
+        os.close(fd)
+        shutil.rmtree(building, ignore_errors=True)
+        if not staging.is_dir():
+            raise
+        return hold_staging_lock(staging)  # another process of the same run made it first
+    return fd
+
+
+def is_locked(path: Path) -> bool:
+    """Whether some process holds an ``flock`` on ``path`` (False if it cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
@@ -57,6 +94,36 @@ def staging_is_live(run: Path) -> bool:
     finally:
         os.close(fd)  # closing drops the probe's lock
     return False
+
+
+def staging_is_live(run: Path) -> bool:
+    """Whether a live run holds ``run``'s lock."""
+    return is_locked(run / LOCK_NAME)
+
+
+def staging_is_privfairs(run: Path) -> bool:
+    """Whether privfair made the staging folder ``run`` (its lock file is the mark)."""
+    if run.is_symlink() or not run.is_dir():
+        return False
+    if run.name.startswith(NEW_STAGING_PREFIX):
+        return True
+    lock = run / LOCK_NAME
+    return lock.is_file() and not lock.is_symlink()
+
+
+def dead_staging(run: Path) -> bool:
+    """A staging folder privfair made whose run is gone (never one a run holds)."""
+    if not staging_is_privfairs(run) or staging_is_live(run):
+        return False
+    if run.name.startswith(NEW_STAGING_PREFIX):  # its creator may not have locked it yet
+        return not _young(run)
+    return True
+
+
+def dead_atomic_tmp(path: Path) -> bool:
+    """A temporary file of an interrupted :func:`atomic_write` (never one being written)."""
+    return bool(ATOMIC_TMP.fullmatch(path.name)) and not path.is_symlink() \
+        and path.is_file() and not _young(path) and not is_locked(path)
 
 
 def _young(path: Path, grace: float = GRACE_S) -> bool:
@@ -82,7 +149,7 @@ def find_leftovers(work_dir: str | Path, store: str | Path | None = None,
     work = Path(work_dir).expanduser().resolve()
     staging = work / "staging"
     for run in sorted(staging.iterdir()) if staging.is_dir() else []:
-        if run.is_dir() and not run.is_symlink() and not staging_is_live(run):
+        if dead_staging(run):
             out.append(run)
     tmp = Path(temp_dir or tempfile.gettempdir())
     for folder in sorted(tmp.glob("privfair-src-*")) if tmp.is_dir() else []:
@@ -99,8 +166,7 @@ def find_leftovers(work_dir: str | Path, store: str | Path | None = None,
             here = Path(dirpath)
             dirnames[:] = [d for d in dirnames if here / d not in out
                            and not (here == staging and staging_is_live(here / d))]
-            out += [here / f for f in filenames
-                    if f.startswith(".") and f.endswith(".tmp") and not _young(here / f)]
+            out += [here / f for f in filenames if dead_atomic_tmp(here / f)]
     return sorted(set(out))
 
 

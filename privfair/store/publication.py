@@ -21,7 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,23 @@ log = logging.getLogger(__name__)
 def reached(step: str) -> None:
     """A publication step is about to run (fault-injection tests raise or kill here)."""
     log.debug("publication step: %s", step)
+
+
+#: The names privfair gives a publication's intent record and staged folder: repair touches
+#: nothing else in a dataset's folder (a user's ``.tmp-notes`` is not privfair's).
+INTENT_NAME = re.compile(r"\.intent-(v\d+)\.json")
+STAGED_NAME = re.compile(r"\.tmp-v\d+-[0-9a-f]{8}")
+
+
+def staged_name(version: str) -> str:
+    """A fresh name for the staged (invisible) folder of ``version``."""
+    return f".tmp-{version}-{uuid.uuid4().hex[:8]}"
+
+
+def is_publication_leftover(path: Path) -> bool:
+    """An intent record or a staged folder of a publication (privfair's names only)."""
+    return bool(INTENT_NAME.fullmatch(path.name)
+                or (STAGED_NAME.fullmatch(path.name) and path.is_dir()))
 
 
 def _intent_path(folder: Path, version: str) -> Path:
@@ -112,14 +131,14 @@ def recover_store(store: Path, dataset: str, *, locked_already: bool = False) ->
     """Finish or undo the publications a killed run left in ``store/dataset``; returns what
     was done. Staged folders without an intent record (older crashes) are removed."""
     folder = store / dataset
-    if not folder.is_dir() or not any(p.name.startswith((".intent-", ".tmp-"))
-                                      for p in folder.iterdir()):
+    if not folder.is_dir() or not any(is_publication_leftover(p) for p in folder.iterdir()):
         return []
     if not locked_already:
         with locked(folder):
             return recover_store(store, dataset, locked_already=True)
     done: list[str] = []
-    for path in sorted(folder.glob(".intent-*.json")):
+    for path in sorted(p for p in folder.glob(".intent-*.json")
+                       if INTENT_NAME.fullmatch(p.name)):
         try:
             record = json.loads(path.read_text())
         except ValueError:
@@ -144,8 +163,9 @@ def recover_store(store: Path, dataset: str, *, locked_already: bool = False) ->
             shutil.rmtree(record["staged"], ignore_errors=True)
         path.unlink(missing_ok=True)
     for tmp in sorted(folder.glob(".tmp-*")):
-        shutil.rmtree(tmp, ignore_errors=True)
-        done.append(f"removed the staged folder {tmp.name}")
+        if STAGED_NAME.fullmatch(tmp.name) and tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+            done.append(f"removed the staged folder {tmp.name}")
     for line in done:
         log.warning("store recovery: %s", line)
     return done
