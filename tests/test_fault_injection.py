@@ -22,8 +22,8 @@ from privfair.store.check import check_store
 from privfair.store.registry import list_releases, read_lifetime_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
-BEFORE_COMMIT = ["intent", "files", "rename", "ledger"]
-AFTER_COMMIT = ["catalog", "done"]
+BEFORE_COMMIT = ["intent", "files", "ledger"]
+AFTER_COMMIT = ["rename", "catalog", "done"]
 
 
 def _no_private_leftovers(work: Path) -> None:
@@ -93,13 +93,17 @@ run_release(dict(contract=sys.argv[2], data=sys.argv[3], out=sys.argv[4], work_d
 """
 
 
-@pytest.mark.parametrize("step", ["ledger", "catalog"])
+@pytest.mark.parametrize("step", ["ledger", "rename", "catalog"])
 def test_sigkill_during_publication_is_recovered(step, toy_contract, toy_parquet, tmp_path):
-    """Issue 10.8: a process SIGKILLed after the rename (before / after the ledger commit)
-    leaves an intent record (and no private file); ``store check --repair`` rolls it back or
-    forward, and the noise is charged either way."""
+    """Issue 10.8: a process SIGKILLed before the ledger commit, after it but before the
+    rename, or after the rename leaves an intent record (and no private file); ``store check
+    --repair`` rolls it back or forward, and the noise is charged either way. Issue 36.5:
+    the release folder is visible only once the ledger charges it."""
     store, work = _killed_run(_KILLER, step, toy_contract, toy_parquet, tmp_path)
-    assert (store / "toy" / "v1").is_dir()  # renamed: a complete, readable table
+    # Renamed only after the commit: never a complete, uncharged v1 for readers (or repair).
+    assert (store / "toy" / "v1").is_dir() == (step == "catalog")
+    assert [p.name.startswith(".tmp-v1-") for p in (store / "toy").glob(".tmp-*")] \
+        == ([] if step == "catalog" else [True])
     _no_private_leftovers(work)  # private staging was gone before publication began
     report = check_store(store, work_dir=work)
     assert not report.consistent
@@ -108,10 +112,11 @@ def test_sigkill_during_publication_is_recovered(step, toy_contract, toy_parquet
     _no_private_leftovers(work)
     book = read_lifetime_ledger(store, load_contract(toy_contract))
     assert book.rho_spent > 0
+    assert not list((store / "toy").glob(".tmp-*"))
     if step == "ledger":
         assert not (store / "toy" / "v1").exists() and book.releases == []
         assert [p["state"] for p in book.pending] == ["spent, not published"]
-    else:
+    else:  # committed: rolled forward (renamed, catalogued)
         assert [r["version"] for r in list_releases(store)] == ["v1"]
         manifest = json.loads((store / "toy" / "v1" / "manifest.json").read_text())
         assert manifest["version"] == "v1"

@@ -164,9 +164,10 @@ def test_a_tampered_or_reset_ledger_is_refused(tamper, toy_contract, toy_parquet
 
 def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_parquet,
                                                               tmp_path, monkeypatch, capsys):
-    """Item 8: a publication stopped after the rename leaves an intent record; ``store check``
-    reports it, ``--repair`` rolls it back and removes private staging; the run stays
-    charged. A stale catalog row does not block the next release."""
+    """Item 8: a publication stopped before its ledger commit leaves an intent record and its
+    staged folder (never a visible ``v2``: issue 36.5); ``store check`` reports it,
+    ``--repair`` rolls it back and removes private staging; the run stays charged. A stale
+    catalog row does not block the next release."""
     store = tmp_path / "releases"
     run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
 
@@ -177,7 +178,7 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
         if step == "ledger":
             raise Killed
 
-    # A kill cannot run the rollback: keep the rename, the intent and a private staging dir.
+    # A kill cannot run the rollback: keep the staged folder, the intent and private staging.
     with monkeypatch.context() as m:
         m.setattr(publication, "reached", die)
         m.setattr(publication.shutil, "rmtree", lambda *a, **k: None)
@@ -188,14 +189,15 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
     # The kill also ends the process, which releases its staging lock.
     for staging in list(artefacts_module._STAGING_LOCKS):
         os.close(artefacts_module._STAGING_LOCKS.pop(staging))
-    assert (store / "toy" / "v2").is_dir()
+    assert not (store / "toy" / "v2").exists()
+    assert [p.name[:8] for p in (store / "toy").glob(".tmp-*")] == [".tmp-v2-"]
     code = main(["store", "check", "--out", str(store), "--work-dir", str(tmp_path / "work")])
     out = capsys.readouterr().out
     assert code == 1 and ".intent-v2.json" in out and "private leftover of a dead run" in out
     code = main(["store", "check", "--out", str(store), "--work-dir", str(tmp_path / "work"),
                  "--repair"])
     assert code == 0, capsys.readouterr().out
-    assert not (store / "toy" / "v2").exists()
+    assert not (store / "toy" / "v2").exists() and not list((store / "toy").glob(".tmp-*"))
     assert check_store(store, work_dir=tmp_path / "work").consistent
     book = read_lifetime_ledger(store, load_contract(toy_contract))
     assert [p["state"] for p in book.pending] == ["spent, not published"]

@@ -4,16 +4,18 @@ Under the dataset's store lock:
 
 1. **intent**: ``<store>/<dataset>/.intent-vN.json`` names the version, the run and the staged
    folder (and, once written, the ledger and catalog records);
-2. **files**: everything is written into ``.tmp-vN-…`` (mode 0700);
-3. **rename**: the staged folder becomes ``vN``;
-4. **ledger**: a ``publish`` entry in the lifetime ledger: *the commit point*;
+2. **files**: everything is written into ``.tmp-vN-…`` (mode 0700), invisible to readers;
+3. **ledger**: a ``publish`` entry in the lifetime ledger: *the commit point*;
+4. **rename**: the staged folder becomes ``vN``: a release folder is visible only once the
+   ledger charges it (issue 36.5), never in between;
 5. **catalog**: the catalog row, then the store's copy of the ledger;
 6. the intent record is removed.
 
-A failure before step 4 removes the folder and the intent (no write is needed, so a full disk
-cannot block it); the run's noise stays charged by its reservation. A kill leaves the intent:
-:func:`recover_store` (run at the next start, by ``privfair store check --repair`` and before
-every publication) rolls it forward if the ledger has the ``publish`` entry and back otherwise.
+A failure before step 3 removes the staged folder and the intent (no write is needed, so a
+full disk cannot block it); the run's noise stays charged by its reservation. A kill leaves
+the intent: :func:`recover_store` (run at the next start, by ``privfair store check
+--repair`` and before every publication) rolls it forward (rename, catalog) if the ledger has
+the ``publish`` entry and back (the staged folder removed) otherwise.
 """
 
 from __future__ import annotations
@@ -88,19 +90,20 @@ def commit_publication(*, store: Path, contract_budget: tuple[float, float], ide
     write_intent(final.parent, version, run_id=release.get("run_id"), staged=staged,
                  ident=ident, release=dict(release), catalog_row=catalog_row)
     try:
-        reached("rename")
-        os.chmod(staged, 0o755)
-        os.rename(staged, final)
         reached("ledger")
         book = record_published(ident=ident, name=dataset, budget=contract_budget,
                                 store=store, releases=[dict(release)])
     except BaseException:
-        shutil.rmtree(staged, ignore_errors=True)
-        shutil.rmtree(final, ignore_errors=True)
-        intent.unlink(missing_ok=True)
+        # An error after the registry committed (a dropped connection) must not lose a
+        # charged release: then the intent stays for recovery to roll forward.
+        if not _committed(store, dataset, ident, version):
+            shutil.rmtree(staged, ignore_errors=True)
+            intent.unlink(missing_ok=True)
         raise
     # Committed: from here a failure leaves the intent for recovery to roll forward.
     try:
+        reached("rename")
+        _make_visible(staged, final)
         reached("catalog")
         _insert_row(store, catalog_row)
         write_store_copy(store, book)
@@ -111,6 +114,24 @@ def commit_publication(*, store: Path, contract_budget: tuple[float, float], ide
                          "completes it") from exc
     intent.unlink(missing_ok=True)
     return book
+
+
+def _make_visible(staged: Path, final: Path) -> None:
+    """Rename the staged folder of a committed release to its version (readable by all)."""
+    os.chmod(staged, 0o755)
+    os.rename(staged, final)
+
+
+def _committed(store: Path, dataset: str, ident: str | None, version: str) -> bool:
+    """Whether the ledger has the ``publish`` entry of ``version`` in ``store`` (True when
+    the registry cannot tell: recovery decides later, nothing is removed now)."""
+    try:
+        chain = read_chain(ident) if ident else []
+    except Exception:
+        return True
+    here = str(store.resolve())
+    return any(r.get("version") == version and r.get("store") == here
+               for r in fold(chain, dataset, ident or dataset).releases)
 
 
 def _insert_row(store: Path, row: list[Any]) -> None:
@@ -151,16 +172,23 @@ def recover_store(store: Path, dataset: str, *, locked_already: bool = False) ->
         here = str(store.resolve())
         committed = any(r.get("version") == version and r.get("store") == here
                         for r in book.releases)
+        staged = Path(record["staged"]) if record.get("staged") else None
+        if staged is not None and (staged.parent.resolve() != folder.resolve()
+                                   or not STAGED_NAME.fullmatch(staged.name)):
+            staged = None  # not a name privfair gives: never touched
+        if committed and not final.is_dir() and staged is not None and staged.is_dir():
+            _make_visible(staged, final)  # committed before its rename: roll forward
         if committed and final.is_dir() and record.get("catalog_row"):
             _insert_row(store, record["catalog_row"])
             write_store_copy(store, book)
             done.append(f"completed the publication of {dataset} {version}")
         else:
-            shutil.rmtree(final, ignore_errors=True)
-            delete_row(store, dataset, version)
+            if not committed:  # an uncharged folder (left by older code: renamed first)
+                shutil.rmtree(final, ignore_errors=True)
+                delete_row(store, dataset, version)
             done.append(f"rolled back the unfinished publication of {dataset} {version}")
-        if record.get("staged"):
-            shutil.rmtree(record["staged"], ignore_errors=True)
+        if staged is not None:
+            shutil.rmtree(staged, ignore_errors=True)
         path.unlink(missing_ok=True)
     for tmp in sorted(folder.glob(".tmp-*")):
         if STAGED_NAME.fullmatch(tmp.name) and tmp.is_dir() and not tmp.is_symlink():
@@ -176,11 +204,11 @@ def recover_store(store: Path, dataset: str, *, locked_already: bool = False) ->
 
 def commit_release(*, store: Path, dataset: str, version: str, staged: Path, final: Path,
                    lifetime: Mapping[str, Any], catalog_row: Sequence[Any]) -> None:
-    """Rename ``staged`` to ``final``, append its ``publish`` entry, add the catalog row.
+    """Append the ``publish`` entry of ``staged``, rename it to ``final``, add the catalog row.
 
     ``lifetime`` is the caller's view of the ledger (``LifetimeLedger.to_dict()``) with the
     new release appended to ``releases``. A failure before the ledger entry removes the
-    folder; after it, recovery completes the catalog.
+    staged folder; after it, recovery renames it and completes the catalog.
     """
     release = dict(next(r for r in reversed(lifetime["releases"])
                         if r.get("version") == version))
