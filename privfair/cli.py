@@ -543,8 +543,12 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.exists():
         raise UsageError(f"--out {out} exists; expected a new file (a draft never overwrites)")
+    from privfair.store.backends import open_registry
+
+    # The draft pins the dataset to this registry (one dataset, one budget: issue 36.4).
     text = draft_contract(args.data, max_categories=args.max_categories,
-                          max_codes=args.max_codes, name=args.name)
+                          max_codes=args.max_codes, name=args.name,
+                          registry_id=open_registry().ident)
     console = _stderr_console()
     if out is None:
         sys.stdout.write(text)

@@ -146,7 +146,9 @@ def system_temp(tmp_path_factory, monkeypatch) -> Path:
 
 @pytest.fixture(autouse=True)
 def privacy_registry(tmp_path_factory, monkeypatch) -> Path:
-    """Each test gets its own privacy registry (lifetime ledgers), never the user's."""
+    """Each test gets its own privacy registry (lifetime ledgers), never the user's, and its
+    own client state (the witness of the ledger heads it has seen)."""
     root = tmp_path_factory.mktemp("registry")
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(root))
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path_factory.mktemp("state")))
     return root

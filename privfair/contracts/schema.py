@@ -15,6 +15,7 @@ File layout
 
     name: adult
     dataset_id: uci-adult     # optional: keys the lifetime ledger (default: the name)
+    registry_id: 0123456789abcdef0123456789abcdef  # optional: pins the privacy registry
     version: "1.0.0"
     description: UCI Adult, train + test.
     drop: [fnlwgt]                 # raw columns that are read past and never used
@@ -532,6 +533,10 @@ class Contract(_Strict):
     # The dataset's stable identity: it keys the lifetime privacy ledger (the registry), so a
     # renamed contract or a new release folder still draws on the same budget. Default: name.
     dataset_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$")
+    # The privacy registry that holds the dataset's ledger (its id, written by `contract
+    # draft`): every reservation refuses another registry, so one dataset never has two
+    # budgets. Optional: a contract without one is not pinned.
+    registry_id: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
     description: str = ""
     columns: tuple[ColumnSpec, ...] = Field(min_length=1)
     drop: tuple[str, ...] = ()
@@ -768,8 +773,9 @@ class Contract(_Strict):
         Comments, key order and YAML spelling do not change it; any declared value does.
         """
         dump = self.model_dump(mode="python", by_alias=True)
-        if dump.get("dataset_id") is None:  # contracts without one keep their fingerprint
-            dump.pop("dataset_id", None)
+        for key in ("dataset_id", "registry_id"):
+            if dump.get(key) is None:  # contracts without one keep their fingerprint
+                dump.pop(key, None)
         # Likewise for keys added later, left at their defaults.
         for key, default in (("normalize", "none"), ("reviewed", None), ("tot", None),
                              ("causal_graph", None)):

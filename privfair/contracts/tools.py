@@ -322,7 +322,7 @@ WHOLE_NUMBER_CATEGORIES = 12
 
 def draft_contract(data_path: str | Path, *, max_categories: int = 50,
                    max_codes: int = WHOLE_NUMBER_CATEGORIES, name: str | None = None,
-                   bins: int = 5) -> str:
+                   bins: int = 5, registry_id: str | None = None) -> str:
     """A draft contract (YAML text) for a CSV/Parquet file.
 
     Parameters
@@ -340,6 +340,9 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
         Contract name; defaults to the file's stem.
     bins : int
         Suggested number of bins of numeric columns (round-number edges near quantiles).
+    registry_id : str, optional
+        The id of the privacy registry that will hold the dataset's ledger: the contract
+        pins it (``registry_id:``), and every reservation refuses another registry.
 
     Returns
     -------
@@ -367,6 +370,7 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
     stem = name or re.sub(r"[^A-Za-z0-9_.-]+", "_", path.name.split(".")[0]).strip("._-")
     doc: dict[str, Any] = {
         "name": stem or "dataset", "version": "0.1.0",
+        **({"registry_id": registry_id} if registry_id else {}),
         "description": f"Draft from {path.name}; review every domain before a release.",
         "reviewed": False, "normalize": "strip", "columns": columns}
     if drop:

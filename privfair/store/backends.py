@@ -26,8 +26,9 @@ import random
 import secrets
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -99,12 +100,17 @@ _PG_TRIGGERS = [
 
 @dataclass(frozen=True)
 class Registry:
-    """An open privacy registry: its engine, its key and a name for messages."""
+    """An open privacy registry: its engine, its key, a name for messages and its id.
+
+    ``ident`` is the registry's random id (``meta.registry_id``, HMAC'd), made with its key
+    check: a contract's ``registry_id`` pins its dataset to this registry (issue 36.4).
+    """
 
     name: str
     engine: sa.Engine
     key: bytes
     dialect: str
+    ident: str = ""
 
 
 # --- where the registry is --------------------------------------------------------------------
@@ -135,6 +141,22 @@ def key_path() -> Path:
     if registry_url() is not None and os.environ.get("PRIVFAIR_REGISTRY_KEY_FILE"):
         return Path(os.environ["PRIVFAIR_REGISTRY_KEY_FILE"]).expanduser().resolve()
     return registry_folder() / KEY_FILE
+
+
+def check_pinned(pinned: str | None, dataset: str) -> None:
+    """Refuse a dataset whose contract pins another registry (``registry_id:``).
+
+    One dataset, one registry: a second registry (another user's SQLite file, a team's
+    PostgreSQL) would keep a second budget for the same people.
+    """
+    if not pinned:
+        return
+    reg = open_registry()
+    if not hmac.compare_digest(str(pinned), reg.ident):
+        raise StoreError(f"contract of dataset {dataset!r} pins registry {pinned} "
+                         f"(registry_id), but PRIVFAIR_REGISTRY is registry {reg.ident} "
+                         f"({reg.name}); a dataset has one registry: set PRIVFAIR_REGISTRY "
+                         "to the one its contract names")
 
 
 # --- opening ------------------------------------------------------------------------------------
@@ -186,12 +208,27 @@ def _sqlite_engine(path: Path, *, create: bool) -> sa.Engine:
     return engine
 
 
+#: The files of a folder registry, each 0600 whatever the folder's mode (issue 36.4).
+_PRIVATE_FILES = (DB_FILE, f"{DB_FILE}-wal", f"{DB_FILE}-shm", f"{DB_FILE}-journal",
+                  KEY_FILE, "registry.lock", ".lock")
+
+
+def _private_files(folder: Path) -> None:
+    """Make the registry's files in ``folder`` 0600 (those of older versions were 0644)."""
+    for name in _PRIVATE_FILES:
+        path = folder / name
+        with contextlib.suppress(OSError):
+            st = path.lstat()
+            if st.st_uid == os.getuid() and st.st_mode & 0o077 and path.is_file():
+                os.chmod(path, 0o600)
+
+
 def _open_sqlite(folder: Path) -> Registry:
     key = _read_key(folder / KEY_FILE)
+    _private_files(folder)
     reg = Registry(str(folder / DB_FILE), _sqlite_engine(folder / DB_FILE, create=False), key,
                    "sqlite")
-    run(reg, lambda conn: _check_key(conn, reg))
-    return reg
+    return replace(reg, ident=run(reg, lambda conn: _check_key(conn, reg)))
 
 
 def _create_sqlite(folder: Path) -> None:
@@ -221,6 +258,8 @@ def _create_sqlite(folder: Path) -> None:
             leftover.unlink()
         try:
             key = _write_key(key_file)
+            # Created 0600 before SQLite opens it: its journal files take the same mode.
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             engine = _sqlite_engine(tmp, create=True)
             reg = Registry(str(db), engine, key, "sqlite")
             run(reg, lambda conn: _create_schema(conn, reg))
@@ -251,29 +290,59 @@ def _open_pg(url: str) -> Registry:
     name = driver_url.render_as_string(hide_password=True).replace("+psycopg", "")
     path = key_path()
     probe = Registry(name, engine, b"", "postgresql")
-    created = run(probe, lambda conn: _pg_schema(conn, probe))
+    run(probe, lambda conn: _pg_schema(conn, probe))
     if not path.is_file():
-        if not created:
-            raise StoreError(f"privacy registry {name}: its key file {path} is missing; copy "
-                             "the team's registry.key there or set PRIVFAIR_REGISTRY_KEY_FILE")
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with contextlib.suppress(FileExistsError):  # another worker wrote it first
-            _write_key(path)
+        _first_contact(probe, path)
     reg = Registry(name, engine, _read_key(path), "postgresql")
-    run(reg, lambda conn: _check_key(conn, reg))
-    return reg
+    return replace(reg, ident=run(reg, lambda conn: _check_key(conn, reg)))
 
 
-def _pg_schema(conn: sa.Connection, reg: Registry) -> bool:
-    """Create the tables and triggers once; True if this registry has no key check yet."""
+def _first_contact(probe: Registry, path: Path) -> None:
+    """Make the key of a registry that has none, or refuse: one key, whoever races.
+
+    The key is written as ``registry.key.pending`` and becomes ``registry.key`` only once this
+    client's key check is the one the registry recorded (one serial transaction decides);
+    a client that lost the race, or comes later, keeps no key of its own and is told to copy
+    the team's. The key never goes into the database: whoever can write the database
+    could then recompute every chain.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    pending = path.with_name(path.name + ".pending")
+    with locked(path.parent):  # the processes sharing this home: one at a time
+        if path.is_file():
+            return
+        key = pending.read_bytes() if pending.is_file() else b""
+        if len(key) != 32:  # none, or a write cut short: never claimed with it
+            pending.unlink(missing_ok=True)
+            key = _write_key(pending)
+        reg = replace(probe, key=key)
+        if run(reg, lambda conn: _claim_key(conn, reg)):
+            os.rename(pending, path)  # this key is the registry's (now or after a crash)
+            return
+        pending.unlink(missing_ok=True)
+    raise StoreError(f"privacy registry {probe.name}: its key file {path} is missing (the "
+                     "registry's key was made by another client); copy the team's "
+                     "registry.key there or set PRIVFAIR_REGISTRY_KEY_FILE")
+
+
+def _claim_key(conn: sa.Connection, reg: Registry) -> bool:
+    """Record ``reg.key``'s check if the registry has none; whether it is the registry's."""
+    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7417220411)")
+    row = conn.execute(sa.select(META.c.value).where(META.c.name == "key_check")).first()
+    if row is None:
+        _check_key(conn, reg)
+        return True
+    return hmac.compare_digest(row.value, _key_check(reg.key))
+
+
+def _pg_schema(conn: sa.Connection, reg: Registry) -> None:
+    """Create the tables and triggers once."""
     # One process at a time creates the schema (concurrent CREATE TABLE IF NOT EXISTS races).
     conn.exec_driver_sql("SELECT pg_advisory_xact_lock(7417220411)")
     if conn.exec_driver_sql("SELECT to_regclass('public.meta')").scalar() is None:
         _meta.create_all(conn)
         for sql in _PG_TRIGGERS:
             conn.exec_driver_sql(sql.replace("%", "%%"))  # the driver's placeholder escape
-    return conn.execute(sa.select(META.c.value).where(META.c.name == "key_check")).first() \
-        is None
 
 
 def _create_schema(conn: sa.Connection, reg: Registry) -> None:
@@ -307,9 +376,14 @@ def mac(reg: Registry, *parts: Any) -> str:
     return hmac.new(reg.key, canonical(list(parts)), hashlib.sha256).hexdigest()
 
 
-def _check_key(conn: sa.Connection, reg: Registry) -> None:
-    """Record the key's check value in a new registry; refuse another key in an old one."""
-    check = hmac.new(reg.key, _KEY_CHECK, hashlib.sha256).hexdigest()
+def _key_check(key: bytes) -> str:
+    return hmac.new(key, _KEY_CHECK, hashlib.sha256).hexdigest()
+
+
+def _check_key(conn: sa.Connection, reg: Registry) -> str:
+    """Record the key's check value in a new registry; refuse another key in an old one.
+    Returns the registry's id (made here for a new registry, or one of an older version)."""
+    check = _key_check(reg.key)
     row = conn.execute(sa.select(META.c.value).where(META.c.name == "key_check")).first()
     if row is None:
         if conn.execute(sa.select(sa.func.count()).select_from(HEADS)).scalar():
@@ -319,6 +393,20 @@ def _check_key(conn: sa.Connection, reg: Registry) -> None:
     elif not hmac.compare_digest(row.value, check):
         raise StoreError(f"privacy registry {reg.name}: the key {key_path()} is not this "
                          "registry's key")
+    return _registry_id(conn, reg)
+
+
+def _registry_id(conn: sa.Connection, reg: Registry) -> str:
+    row = conn.execute(sa.select(META).where(META.c.name == "registry_id")).first()
+    if row is None:
+        value = uuid.uuid4().hex
+        conn.execute(sa.insert(META).values(name="registry_id", value=value,
+                                            mac=mac(reg, "registry_id", value)))
+        return value
+    if not hmac.compare_digest(row.mac, mac(reg, "registry_id", row.value)):
+        raise StoreError(f"privacy registry {reg.name}: its id fails its check (edited); "
+                         "restore it from a backup")
+    return str(row.value)
 
 
 # --- transactions ---------------------------------------------------------------------------------
@@ -359,12 +447,15 @@ def _turn(reg: Registry, conn: sa.Connection, queue: str | None) -> Iterator[Non
     if queue is None:
         yield
     elif reg.dialect == "sqlite":
-        with open(Path(reg.name).with_suffix(".lock"), "a+") as fh:
-            fcntl.flock(fh, fcntl.LOCK_EX)
+        fd = os.open(Path(reg.name).with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
     else:
         # In autocommit on the driver's connection: one round trip each, outside any
         # transaction (the serializable one begins after the lock is held).

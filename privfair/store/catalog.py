@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import re
 import subprocess
 import time
@@ -20,13 +21,16 @@ if TYPE_CHECKING:
 
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
-    private = folder / ".lock"
-    with open(private, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    """Hold the exclusive ``flock`` of ``folder/.lock`` (created 0600, whatever the umask)."""
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 _CATALOG_SCHEMA = """

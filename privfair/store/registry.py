@@ -149,6 +149,7 @@ def _budget(contract: Contract, fixed: LifetimeLedger, ident: str) -> tuple[floa
 
 def _ledger_from(contract: Contract, entries: list[dict[str, Any]]) -> LifetimeLedger:
     ident = dataset_id(contract)
+    backends.check_pinned(getattr(contract, "registry_id", None), ident)  # issue 36.4
     book = fold(entries, contract.name, ident)
     book.epsilon_budget, book.delta_budget = _budget(contract, book, ident)
     return book

@@ -61,7 +61,7 @@ def import_files(reg: backends.Registry, files: list[Path], *,
                  seed: Path = seed) -> list[dict]:
             out = registry_sql.import_chain(conn, reg, ident, chain)
             if seed.is_file() and len(seed.read_bytes()) == 32:
-                registry_sql.put_seed_key(conn, ident, seed.read_bytes())
+                registry_sql.put_seed_key(conn, reg, ident, seed.read_bytes())
             return out
 
         backends.run(reg, step)

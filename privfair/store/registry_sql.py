@@ -6,6 +6,8 @@ transaction, or opens one; see ``backends.py`` for the tables.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import hmac
 import json
 import secrets
@@ -15,6 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from privfair.store import witness
 from privfair.store.artefacts import StoreError
 from privfair.store.backends import (
     ENTRIES,
@@ -69,6 +72,7 @@ def load(conn: sa.Connection, reg: Registry, ident: str) -> tuple[Head | None, l
             raise StoreError(f"lifetime ledger {where} was deleted (the registry lists it); "
                              f"`privfair ledger reset --dataset {ident} --reason ...` records "
                              "the loss")
+        witness.check(reg.key, ident, reg.name, None, [])  # seen here before: emptied?
         return None, []
     # The head's HMAC proves the registry wrote it (the list of datasets adds nothing here).
     if not hmac.compare_digest(
@@ -83,7 +87,13 @@ def load(conn: sa.Connection, reg: Registry, ident: str) -> tuple[Head | None, l
         raise StoreError(f"lifetime ledger {where} has {len(entries)} entries but the registry "
                          f"recorded {row.entry_count} (truncated or rolled back); restore it "
                          "from a backup")
-    return Head(row.generation, row.entry_count, row.head), entries
+    head = Head(row.generation, row.entry_count, row.head)
+    witness.check(reg.key, ident, reg.name, _seen(head), entries)
+    return head, entries
+
+
+def _seen(head: Head | None) -> witness.Seen | None:
+    return None if head is None else witness.Seen(head.generation, head.count, head.head)
 
 
 #: Per registry, dataset and generation: the rows (body text) this process has verified, and
@@ -144,18 +154,29 @@ def transact(ident: str, build: Callable[[list[dict]], list[tuple[str, dict[str,
     """Load ``ident``'s chain, append what ``build(chain)`` returns, in one transaction."""
     reg = open_registry()
 
-    def step(conn: sa.Connection) -> list[dict]:
+    def step(conn: sa.Connection) -> tuple[Head | None, list[dict]]:
         head, entries = load(conn, reg, ident)
         new = build(entries)
-        return append(conn, reg, ident, head, entries, new) if new else entries
+        if not new:
+            return head, entries
+        out = append(conn, reg, ident, head, entries, new)
+        return Head(head.generation if head else 0, len(out), out[-1]["hash"]), out
 
-    return run(reg, step, queue=ident)
+    return _witnessed(reg, ident, run(reg, step, queue=ident))
 
 
 def read(ident: str) -> list[dict]:
     """The dataset's verified chain ([] if it has none)."""
     reg = open_registry()
-    return run(reg, lambda conn: load(conn, reg, ident)[1], queue=ident)
+    return _witnessed(reg, ident, run(reg, lambda conn: load(conn, reg, ident), queue=ident))
+
+
+def _witnessed(reg: Registry, ident: str, loaded: tuple[Head | None, list[dict]]) -> list[dict]:
+    """The chain of a committed transaction, its head remembered by this client's witness."""
+    head, entries = loaded
+    if head is not None:
+        witness.record(reg.key, ident, witness.Seen(head.generation, head.count, head.head))
+    return entries
 
 
 def datasets() -> list[str]:
@@ -165,24 +186,63 @@ def datasets() -> list[str]:
 
 
 def seed_key(ident: str) -> bytes:
-    """The dataset's 32-byte secret for test-seed fingerprints, created on first use."""
+    """The dataset's 32-byte secret for test-seed fingerprints, created on first use.
+
+    Stored wrapped under the registry key (:func:`wrap_seed_key`), never in clear: reading
+    the database is not enough to compute a seed's fingerprint.
+    """
     reg = open_registry()
 
     def step(conn: sa.Connection) -> bytes:
         row = conn.execute(sa.select(SEED_KEYS.c.key).where(SEED_KEYS.c.dataset == ident)).first()
         if row is not None:
-            return bytes.fromhex(row.key)
+            return unwrap_seed_key(reg, ident, row.key)
         key = secrets.token_bytes(32)
-        conn.execute(sa.insert(SEED_KEYS).values(dataset=ident, key=key.hex()))
+        conn.execute(sa.insert(SEED_KEYS).values(dataset=ident,
+                                                 key=wrap_seed_key(reg, ident, key)))
         return key
 
     return run(reg, step)
 
 
-def put_seed_key(conn: sa.Connection, ident: str, key: bytes) -> None:
+def put_seed_key(conn: sa.Connection, reg: Registry, ident: str, key: bytes) -> None:
     if conn.execute(sa.select(SEED_KEYS.c.key).where(SEED_KEYS.c.dataset == ident)).first():
         raise StoreError(f"dataset {ident!r} already has a seed key in the registry")
-    conn.execute(sa.insert(SEED_KEYS).values(dataset=ident, key=key.hex()))
+    conn.execute(sa.insert(SEED_KEYS).values(dataset=ident, key=wrap_seed_key(reg, ident, key)))
+
+
+#: How a wrapped seed key is stored: this prefix, then the RFC 3394 AES key wrap (40 bytes,
+#: base64url: 56 characters; the column holds 64).
+_WRAPPED = "aeskw1:"
+
+
+def _wrapping_key(reg: Registry, ident: str) -> bytes:
+    # One key-encryption key per dataset, derived from the registry key: a wrapped key copied
+    # to another dataset's row fails to unwrap.
+    return hmac.new(reg.key, b"privfair-seed-key-wrap/1\n" + ident.encode("utf-8"),
+                    hashlib.sha256).digest()
+
+
+def wrap_seed_key(reg: Registry, ident: str, key: bytes) -> str:
+    """``key`` wrapped (AES key wrap, authenticated) under the registry key, for ``ident``."""
+    from cryptography.hazmat.primitives.keywrap import aes_key_wrap
+
+    wrapped = aes_key_wrap(_wrapping_key(reg, ident), key)
+    return _WRAPPED + base64.urlsafe_b64encode(wrapped).decode("ascii")
+
+
+def unwrap_seed_key(reg: Registry, ident: str, stored: str) -> bytes:
+    """The seed key of a stored row; a 64-hex row of older registries is read as it is."""
+    if not stored.startswith(_WRAPPED):
+        return bytes.fromhex(stored)  # written in clear by an older version (append-only)
+    from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap
+
+    try:
+        return aes_key_unwrap(_wrapping_key(reg, ident),
+                              base64.urlsafe_b64decode(stored[len(_WRAPPED):]))
+    except (InvalidUnwrap, ValueError):
+        raise StoreError(f"the seed key of dataset {ident!r} in registry {reg.name} fails its "
+                         "check (edited or copied from another dataset)") from None
 
 
 def import_chain(conn: sa.Connection, reg: Registry, ident: str,
@@ -227,4 +287,6 @@ def reset(ident: str, *, reason: str, by: str, at: str) -> dict[str, Any]:
         _set_head(conn, reg, ident, Head(generation + 1, 0, GENESIS), new=row is None)
         return lost
 
-    return run(reg, step)
+    lost = run(reg, step)
+    witness.record(reg.key, ident, witness.Seen(lost["generation"] + 1, 0, GENESIS))
+    return lost

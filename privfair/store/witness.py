@@ -1,0 +1,127 @@
+"""The client's witness of every ledger head it has seen: no silent rollback of a registry.
+
+A registry's own checks (HMAC chain, HMAC'd head and entry count) cannot tell a ledger from an
+older copy of itself: a restored older ``registry.sqlite`` or ``pg_dump``, or tables emptied
+by a superuser, are each a consistent registry that has forgotten later charges. So every
+client keeps, **outside the registry**, the highest head it has seen of each dataset
+(generation, entry count, head hash) and refuses a registry that shows less: fewer entries, an
+older generation, another history, or no ledger at all. A ``ledger reset`` opens a new
+generation and is accepted (it is recorded in the registry).
+
+The witness is ``witness.json`` in ``$PRIVFAIR_STATE_HOME`` (default
+``$XDG_STATE_HOME/privfair``, else ``~/.local/state/privfair``), 0600 in a 0700 folder,
+grouped by a fingerprint of the registry key (the key outlives a restored or emptied
+database, so the witness still applies to it); updated under an ``flock`` after each committed
+transaction, so it only grows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from privfair.store.artefacts import StoreError, atomic_write
+
+WITNESS_FILE = "witness.json"
+_NAMESPACE = b"privfair-witness/1"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """A ledger head: its generation (``ledger reset`` count), entry count and head hash."""
+
+    generation: int
+    count: int
+    head: str
+
+
+def state_folder() -> Path:
+    """Where this client keeps its witness (never the registry's folder)."""
+    env = os.environ.get("PRIVFAIR_STATE_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base).expanduser().resolve() / "privfair"
+
+
+def _namespace(key: bytes) -> str:
+    return hmac.new(key, _NAMESPACE, hashlib.sha256).hexdigest()[:32]
+
+
+@contextlib.contextmanager
+def _locked_file() -> Iterator[Path]:
+    folder = state_folder()
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(folder / f".{WITNESS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield folder / WITNESS_FILE
+    finally:
+        os.close(fd)
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"the registry witness {path} cannot be read ({exc}); it guards "
+                         "against rolled-back registries: restore it or remove it knowingly") \
+            from None
+    return raw if isinstance(raw, dict) else {}
+
+
+def seen(key: bytes, dataset: str) -> Seen | None:
+    """The highest head of ``dataset`` this client has seen in the registry of ``key``."""
+    with _locked_file() as path:
+        entry = _read(path).get(_namespace(key), {}).get(dataset)
+    if not entry:
+        return None
+    return Seen(int(entry[0]), int(entry[1]), str(entry[2]))
+
+
+def check(key: bytes, dataset: str, registry: str, shown: Seen | None,
+          entries: list[Mapping[str, Any]]) -> None:
+    """Refuse a registry whose ledger of ``dataset`` (head ``shown``, chain ``entries``) is
+    behind, or beside, what this client has seen."""
+    known = seen(key, dataset)
+    if known is None:
+        return
+    where = f"lifetime ledger of dataset {dataset!r} in registry {registry}"
+    fix = ("(restored from an older backup, or emptied?); restore the registry's latest "
+           f"copy, or record the loss with `privfair ledger reset --dataset {dataset}`")
+    if shown is None:
+        raise StoreError(f"{where} is missing, but this client has seen it with {known.count} "
+                         f"entries {fix}")
+    if shown.generation < known.generation or (
+            shown.generation == known.generation and shown.count < known.count):
+        raise StoreError(f"{where} has {shown.count} entries (generation {shown.generation}) "
+                         f"but this client has seen {known.count} (generation "
+                         f"{known.generation}): rolled back {fix}")
+    if shown.generation == known.generation and known.count and (
+            len(entries) < known.count
+            or not hmac.compare_digest(str(entries[known.count - 1].get("hash")), known.head)):
+        raise StoreError(f"{where} differs from the history this client has seen at entry "
+                         f"{known.count - 1} (replaced) {fix}")
+
+
+def record(key: bytes, dataset: str, shown: Seen) -> None:
+    """Remember ``shown`` if it is ahead of what this client has seen (after a commit)."""
+    with _locked_file() as path:
+        raw = _read(path)
+        space = raw.setdefault(_namespace(key), {})
+        old = space.get(dataset)
+        if old and (int(old[0]), int(old[1])) >= (shown.generation, shown.count):
+            return
+        space[dataset] = [shown.generation, shown.count, shown.head]
+        atomic_write(path, json.dumps(raw, sort_keys=True).encode("utf-8"))
+        os.chmod(path, 0o600)
