@@ -591,14 +591,19 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
     from privfair.store.registry import registry_ledgers, registry_name
 
     # Computed from the registry's verified chain, never from a store copy's summary fields.
-    ledgers = registry_ledgers(args.dataset)
+    # A damaged ledger is reported (stderr, exit 1) and the others are still shown.
+    damaged: list[str] = []
+    ledgers = registry_ledgers(args.dataset, damaged=damaged)
+    for line in damaged:
+        _stderr_console().print(f"damaged: {line}", markup=False)
+    status = 1 if damaged else 0
     if args.json:
         print(json.dumps([led | {"runs": run_history(led["entries"])} for led in ledgers],
                          indent=2))
-        return 0
+        return status
     if not ledgers:
         print(f"no lifetime ledgers in registry {registry_name()}")
-        return 0
+        return status
     from rich.console import Console
     from rich.table import Table
 
@@ -617,7 +622,7 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
             table.add_row(str(r["run_id"] or "-"), r["state"], str(r["version"] or "-"),
                           f"{r['rho']:.6g}", str(r["method"] or "-"), r["at"], r["reason"])
         console.print(table)
-    return 0
+    return status
 
 
 def cmd_ledger_raise(args: argparse.Namespace) -> int:
@@ -637,10 +642,13 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
     from privfair.store.registry_admin import verify_registry
 
     checked = verify_registry()
-    for ident, count, head in checked:
-        print(f"ok: {ident}: {count} entries, head {head[:12]}")
-    print(f"registry {registry_name()}: {len(checked)} ledger(s) verified")
-    return 0
+    for c in checked:
+        print(f"damaged: {c.problem}" if c.problem
+              else f"ok: {c.dataset}: {c.entries} entries, head {c.head[:12]}")
+    bad = sum(c.problem is not None for c in checked)
+    print(f"registry {registry_name()}: {len(checked) - bad} ledger(s) verified"
+          + (f", {bad} damaged" if bad else ""))
+    return 1 if bad else 0
 
 
 def cmd_ledger_export(args: argparse.Namespace) -> int:

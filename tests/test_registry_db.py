@@ -26,6 +26,7 @@ from privfair.core.errors import BudgetExceededError
 from privfair.store import backends
 from privfair.store.artefacts import StoreError
 from privfair.store.chain import chain_append, entry_hash
+from privfair.store.check import check_store
 from privfair.store.registry import (
     fold,
     read_chain,
@@ -429,3 +430,187 @@ def test_a_budget_run_out_is_refused_on_both_backends(backend, contract_path, tm
             str(contract_path), str(tmp_path / "s"), "c", HALF / 100))
     assert os.environ["PRIVFAIR_REGISTRY"] == (backend.url or str(backend.folder))
     assert backends.registry_url() == backend.url
+
+
+# --- issue 36.4: one registry per dataset, no silent rollback -----------------------------------
+
+
+def _snapshot(backend: Backend, tmp_path: Path) -> Path:
+    """A backup of the registry as it is now: SQLite's backup API, or ``pg_dump``."""
+    out = tmp_path / f"backup-{uuid.uuid4().hex[:6]}"
+    if backend.url is None:
+        src, dst = sqlite3.connect(backend.folder / "registry.sqlite"), sqlite3.connect(out)
+        src.backup(dst)
+        src.close(), dst.close()
+        return out
+    pg_dump = Path(backend.server.bindir) / "pg_dump"
+    import subprocess
+
+    subprocess.run([str(pg_dump), "--clean", "--if-exists", "-f", str(out), backend.url],
+                   check=True, capture_output=True)
+    return out
+
+
+def _restore(backend: Backend, backup: Path) -> None:
+    """Put the backup back in place of the live registry (as an administrator would)."""
+    if backend.url is None:
+        src, dst = sqlite3.connect(backup), sqlite3.connect(backend.folder / "registry.sqlite")
+        src.backup(dst)
+        src.close(), dst.close()
+        return
+    import subprocess
+
+    subprocess.run([str(Path(backend.server.bindir) / "psql"), "-q", "-v", "ON_ERROR_STOP=1",
+                    "-f", str(backup), backend.url], check=True, capture_output=True)
+
+
+@pytest.fixture
+def restorable(backend, request) -> Backend:
+    if backend.url is not None:
+        server = request.getfixturevalue("pg_server")
+        if not (Path(server.bindir) / "pg_dump").is_file():
+            pytest.skip("pg_dump is not installed")
+        object.__setattr__(backend, "server", server)
+    return backend
+
+
+def test_a_restored_older_registry_is_refused(restorable, contract_path, tmp_path):
+    """An older ``registry.sqlite`` or ``pg_dump`` put back is a consistent registry that has
+    forgotten later charges: this client's witness of the head it saw refuses it."""
+    backend = restorable
+    _publish(contract_path, tmp_path / "store", "run-0")
+    backup = _snapshot(backend, tmp_path)
+    _publish(contract_path, tmp_path / "store", "run-1")
+    seen = len(read_chain("toy"))
+    _restore(backend, backup)
+    assert backend.rows("SELECT entry_count FROM heads")[0][0] < seen  # restored indeed
+    with pytest.raises(StoreError, match="rolled back"):
+        read_chain("toy")
+    with pytest.raises(StoreError, match="rolled back"):
+        _publish(contract_path, tmp_path / "store2", "run-2")
+
+
+def test_an_emptied_registry_is_refused(backend, contract_path, tmp_path):
+    """Every table emptied by a superuser (key check and list of datasets included): the
+    registry would read as new; the witness says this client saw the dataset's ledger."""
+    _ledger(backend, contract_path, tmp_path)
+    backend.sql("DELETE FROM entries", "DELETE FROM heads", "DELETE FROM meta",
+                "DELETE FROM seed_keys", "DELETE FROM resets")
+    with pytest.raises(StoreError, match="is missing, but this client has seen it"):
+        _publish(contract_path, tmp_path / "store2", "run-after")
+
+
+def test_a_second_registry_refuses_a_bound_dataset(backend, contract_path, tmp_path,
+                                                   monkeypatch, toy_csv):
+    """``contract draft`` pins the registry it was run with; every reservation with the
+    contract refuses any other registry (another user's SQLite file, say)."""
+    draft = tmp_path / "draft.yaml"
+    assert main(["contract", "draft", "--data", str(toy_csv), "--out", str(draft)]) == 0
+    pinned = backends.open_registry().ident
+    assert len(pinned) == 32 and f"registry_id: {pinned}" in draft.read_text()
+    contract_path.write_text(TOY_CONTRACT.replace("name: toy\n",
+                                                  f"name: toy\nregistry_id: {pinned}\n"))
+    assert _publish(contract_path, tmp_path / "store", "run-0") == "published"
+    other = tmp_path / "other-registry"
+    other.mkdir()
+    monkeypatch.setenv("PRIVFAIR_REGISTRY", str(other))
+    monkeypatch.delenv("PRIVFAIR_REGISTRY_KEY_FILE", raising=False)
+    with pytest.raises(StoreError, match=f"pins registry {pinned}"):
+        _publish(contract_path, tmp_path / "store", "run-1")
+    assert registry_ledgers() == []  # the second registry charged nothing
+    unpinned = tmp_path / "unpinned.yaml"
+    unpinned.write_text(TOY_CONTRACT)
+    assert load_contract(unpinned).fingerprint() != load_contract(contract_path).fingerprint()
+
+
+_FIRST_CONTACT = """
+import os, sys, time
+from privfair.store import backends
+from privfair.store.artefacts import StoreError
+while time.time() < float(sys.argv[1]):
+    time.sleep(0.001)
+try:
+    backends.open_registry()
+    print("opened")
+except StoreError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_two_clients_on_an_empty_postgresql_end_with_one_key(pg_server, tmp_path):
+    """Two HOMEs make first contact with an empty PostgreSQL at the same instant: one key
+    is made (the other client keeps none and is told to copy it), and with it both open."""
+    import subprocess
+    import sys
+    import time
+
+    url = pg_server.create_database(f"reg_{uuid.uuid4().hex[:12]}")
+    homes = [tmp_path / "home-a", tmp_path / "home-b"]
+    start = time.time() + 3.0  # both processes imported and waiting by then
+    procs = [subprocess.Popen([sys.executable, "-c", _FIRST_CONTACT, str(start)],
+                              env={**os.environ, "PRIVFAIR_REGISTRY": url,
+                                   "PRIVFAIR_REGISTRY_HOME": str(home)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).parents[1]) for home in homes]
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    keys = [h / "registry.key" for h in homes if (h / "registry.key").is_file()]
+    assert sorted(o.split(":")[0] for o in outs) == ["opened", "refused"], outs
+    assert len(keys) == 1 and "copy the team's registry.key" in " ".join(outs)
+    assert not list(tmp_path.glob("home-*/registry.key.pending"))
+    loser = next(h for h in homes if not (h / "registry.key").is_file())
+    loser.mkdir(parents=True, exist_ok=True)
+    shutil.copy(keys[0], loser / "registry.key")
+    done = subprocess.run([sys.executable, "-c", _FIRST_CONTACT, "0"],
+                          env={**os.environ, "PRIVFAIR_REGISTRY": url,
+                               "PRIVFAIR_REGISTRY_HOME": str(loser)},
+                          capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert done.stdout.strip() == "opened", done.stdout + done.stderr
+
+
+def test_registry_files_are_0600_whatever_the_folder(tmp_path, monkeypatch, contract_path):
+    """A registry folder that exists with mode 0755 (``PRIVFAIR_REGISTRY`` names it): the
+    database, its journal files, key and locks are 0600 all the same."""
+    folder = tmp_path / "shared"
+    folder.mkdir(mode=0o755)
+    os.chmod(folder, 0o755)
+    monkeypatch.setenv("PRIVFAIR_REGISTRY", str(folder))
+    _publish(contract_path, tmp_path / "store", "run-0")
+    files = sorted(p for p in folder.iterdir() if p.is_file())
+    assert {p.name for p in files} >= {"registry.sqlite", "registry.key", "registry.lock"}
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in files} == {
+        p.name: oct(0o600) for p in files}
+
+
+def test_seed_keys_are_stored_wrapped_under_the_registry_key(backend):
+    key = seed_key("toy")
+    (stored,), = backend.rows("SELECT key FROM seed_keys")
+    assert stored.startswith("aeskw1:") and key.hex() not in stored
+    assert key[:8].hex() not in stored
+    # A wrapped key copied to another dataset's row does not unwrap there.
+    backend.sql(f"INSERT INTO seed_keys (dataset, key) VALUES ('copy', '{stored}')")
+    with pytest.raises(StoreError, match="fails its check"):
+        seed_key("copy")
+    assert seed_key("toy") == key
+
+
+def test_one_damaged_dataset_does_not_stop_the_others(backend, contract_path, tmp_path,
+                                                      capsys):
+    """``ledger verify``, ``ledger show`` and ``store check`` report the damaged ledger and go
+    on with the rest."""
+    store = _ledger(backend, contract_path, tmp_path)
+    other = tmp_path / "other.yaml"
+    other.write_text(TOY_CONTRACT.replace("name: toy", "name: other"))
+    assert _publish(other, store, "run-o") == "published"
+    backend.sql("UPDATE heads SET mac = '" + "0" * 64 + "' WHERE dataset = 'other'")
+    assert main(["ledger", "verify"]) == 1
+    out = capsys.readouterr().out
+    assert "ok: toy:" in out and "damaged:" in out and "'other'" in out
+    assert main(["ledger", "show"]) == 1
+    shown = capsys.readouterr()
+    assert "toy: rho" in shown.out and "damaged:" in shown.err and "other" in shown.err
+    for name in ("other", "toy"):  # checked in this order: the damaged one first
+        (store / name).mkdir(parents=True, exist_ok=True)
+    report = check_store(store, work_dir=tmp_path / "work")
+    assert [p for p in report.problems if p.startswith("other:") and "fails its check" in p]
+    # toy is still checked: its (fake) releases have no folders in this store.
+    assert [p for p in report.problems if p.startswith("ledger entry toy v-run-")]

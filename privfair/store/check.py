@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from privfair.store.artefacts import StoreError
 from privfair.store.publication import delete_row, is_publication_leftover, recover_store
 from privfair.store.registry import (
     cancel_reservation,
@@ -51,7 +52,9 @@ def _datasets(store: Path) -> list[tuple[str, str]]:
         out.append((name, ident))
     # Datasets whose runs reserved budget for this store but never published there.
     known = {ident for _, ident in out}
-    for raw in registry_ledgers():
+    # A damaged ledger is reported where the store holds its dataset (check_store), never a
+    # reason to skip the others.
+    for raw in registry_ledgers(damaged=[]):
         ident = str(raw["dataset_id"])
         if ident not in known and any(p.get("store") == str(store) for p in raw["pending"]):
             out.append((str(raw.get("dataset") or ident), ident))
@@ -79,44 +82,10 @@ def check_store(store: str | Path, *, repair: bool = False,
     store = Path(store).expanduser().resolve()
     report = StoreReport()
     for name, ident in _datasets(store):
-        folder = store / name
-        leftovers = sorted(p.name for p in folder.iterdir() if is_publication_leftover(p)) \
-            if folder.is_dir() else []
-        if repair and leftovers:
-            report.repaired += recover_store(store, name)
-        else:
-            report.problems += [f"{name}: unfinished publication {n}" for n in leftovers]
-        chain = read_chain(ident)
-        book = fold(chain, name, ident)
-        for problem in store_problems(store, book):
-            if repair and problem.startswith("catalog row") and not (
-                    folder / problem.split()[3]).is_dir():
-                version = problem.split()[3]
-                delete_row(store, name, version)
-                report.repaired.append(f"removed the stale catalog row {name} {version}")
-            else:
-                report.problems.append(problem)
-        here = str(store)
-        for r in book.releases:
-            if r.get("store") != here:
-                continue
-            version = str(r.get("version"))
-            if not (folder / version).is_dir():
-                report.problems.append(f"ledger entry {ident} {version} has no release folder")
-            elif not any(row["version"] == version for row in list_releases(store, name)):
-                report.problems.append(f"release {name} {version} has no catalog row")
-        for p in book.pending:
-            if p.get("store") != here:
-                continue
-            if p["state"] != "reserved" or _pid_alive(p.get("pid"), p.get("host")):
-                continue  # a run that drew noise stays charged; a live run is not stale
-            if repair and cancel_reservation(ident, name, p["run_id"],
-                                             reason="store check --repair: the run died "
-                                                    "before drawing noise"):
-                report.repaired.append(f"gave back the reservation of dead run {p['run_id']}")
-            else:
-                report.problems.append(f"{ident}: run {p['run_id']} died holding a reservation "
-                                       "(charged; it drew no noise)")
+        try:
+            _check_dataset(store, name, ident, repair, report)
+        except StoreError as exc:  # one damaged ledger: reported, the others still checked
+            report.problems.append(f"{name}: {exc}")
     from privfair.store.leftovers import find_leftovers, remove
 
     for path in find_leftovers(work_dir if work_dir is not None else ".privfair", store):
@@ -126,4 +95,47 @@ def check_store(store: str | Path, *, repair: bool = False,
         else:
             report.problems.append(f"private leftover of a dead run: {path}")
     return report
+
+
+def _check_dataset(store: Path, name: str, ident: str, repair: bool,
+                   report: StoreReport) -> None:
+    """The problems (and, with ``repair``, the repairs) of one dataset of ``store``."""
+    folder = store / name
+    leftovers = sorted(p.name for p in folder.iterdir() if is_publication_leftover(p)) \
+        if folder.is_dir() else []
+    if repair and leftovers:
+        report.repaired += recover_store(store, name)
+    else:
+        report.problems += [f"{name}: unfinished publication {n}" for n in leftovers]
+    chain = read_chain(ident)
+    book = fold(chain, name, ident)
+    for problem in store_problems(store, book):
+        if repair and problem.startswith("catalog row") and not (
+                folder / problem.split()[3]).is_dir():
+            version = problem.split()[3]
+            delete_row(store, name, version)
+            report.repaired.append(f"removed the stale catalog row {name} {version}")
+        else:
+            report.problems.append(problem)
+    here = str(store)
+    for r in book.releases:
+        if r.get("store") != here:
+            continue
+        version = str(r.get("version"))
+        if not (folder / version).is_dir():
+            report.problems.append(f"ledger entry {ident} {version} has no release folder")
+        elif not any(row["version"] == version for row in list_releases(store, name)):
+            report.problems.append(f"release {name} {version} has no catalog row")
+    for p in book.pending:
+        if p.get("store") != here:
+            continue
+        if p["state"] != "reserved" or _pid_alive(p.get("pid"), p.get("host")):
+            continue  # a run that drew noise stays charged; a live run is not stale
+        if repair and cancel_reservation(ident, name, p["run_id"],
+                                         reason="store check --repair: the run died "
+                                                "before drawing noise"):
+            report.repaired.append(f"gave back the reservation of dead run {p['run_id']}")
+        else:
+            report.problems.append(f"{ident}: run {p['run_id']} died holding a reservation "
+                                   "(charged; it drew no noise)")
 

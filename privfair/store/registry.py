@@ -492,12 +492,23 @@ def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: st
     return _write(ident, contract.name, (epsilon, delta), build)
 
 
-def registry_ledgers(ident: str | None = None) -> list[dict[str, Any]]:
-    """Every lifetime ledger of the registry, folded from its verified chain."""
+def registry_ledgers(ident: str | None = None, *,
+                     damaged: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every lifetime ledger of the registry, folded from its verified chain.
+
+    With a ``damaged`` list, a ledger that fails its check is reported there (one line) and
+    the others are still returned; without one, it raises.
+    """
     out = []
     for name in registry_sql.datasets():
         if ident is None or name == ident:
-            entries = read_chain(name)
+            try:
+                entries = read_chain(name)
+            except StoreError as exc:
+                if damaged is None:
+                    raise
+                damaged.append(f"{name}: {exc}")
+                continue
             if entries:
                 out.append(fold(entries, dataset_name(entries, name), name).to_dict())
     return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import getpass
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +118,25 @@ def export_ledger(ident: str) -> dict[str, Any]:
             **book.to_dict()}
 
 
-def verify_registry() -> list[tuple[str, int, str]]:
-    """Verify every ledger of the registry; (dataset, entries, head) of each."""
+@dataclass(frozen=True)
+class LedgerCheck:
+    """One ledger's verification: its entry count and head, or why it fails its check."""
+
+    dataset: str
+    entries: int
+    head: str
+    problem: str | None = None
+
+
+def verify_registry() -> list[LedgerCheck]:
+    """Verify every ledger of the registry; a damaged one is reported and the others are
+    still verified (one dataset's damage never hides the rest)."""
     out = []
     for name in registry_sql.datasets():
-        entries = registry.read_chain(name)
-        out.append((name, len(entries), entries[-1]["hash"] if entries else GENESIS))
+        try:
+            entries = registry.read_chain(name)
+        except StoreError as exc:
+            out.append(LedgerCheck(name, 0, GENESIS, str(exc)))
+            continue
+        out.append(LedgerCheck(name, len(entries), entries[-1]["hash"] if entries else GENESIS))
     return out
