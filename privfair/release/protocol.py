@@ -4,7 +4,7 @@
 
     parse ─► check ─► cost ─► reserve ─► private stages ─► post-noise stages ─► publish
     (one line   (data-free:  (public   (lifetime   (read, then draw    (no private read;   (intent, 0700 tmp,
-     on bad      contract,    inputs    ledger,     noise: charged     cacheable)          rename, ledger,
+     on bad      contract,    inputs    ledger,     noise: charged     cacheable)          ledger, rename,
      numbers)    store, ...)  only)     seed)       from here on)                          catalog)
 
 A release kind (:class:`ReleaseKind`) is a declaration: its parameter model, its data-free
@@ -387,8 +387,9 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
     """Publish a run's release by the store's protocol; returns the folder and the record.
 
     Under the dataset lock: finish or undo what a killed run left, check the seed again,
-    write the intent record, then the files into a 0700 temporary folder, then rename,
-    append the ledger's ``publish`` entry (the commit point) and the catalog row.
+    write the intent record, then the files into a 0700 temporary folder, then append the
+    ledger's ``publish`` entry (the commit point), rename the folder ``vN`` and add the
+    catalog row.
     """
     plan, charge = context.plan, context.charge
     store = Path(plan.store)

@@ -7,8 +7,15 @@ whose key is read from ``$PRIVFAIR_REGISTRY_KEY_FILE``, else ``registry.key`` in
 ``$PRIVFAIR_REGISTRY_HOME`` (default: the folder above). Both go through SQLAlchemy Core.
 
 Tables: ``entries`` (append-only: triggers refuse UPDATE and DELETE), ``heads`` (per dataset
-its generation, entry count and head hash, HMAC'd), ``meta`` (the key check and the HMAC'd
-list of every dataset ever opened), ``resets`` (recorded ``ledger reset``) and ``seed_keys``.
+its generation, entry count and head hash, HMAC'd), ``meta`` (the key check, the HMAC'd
+registry id and list of every dataset ever opened), ``resets`` (recorded ``ledger reset``) and
+``seed_keys`` (wrapped under the key: ``registry_sql.wrap_seed_key``).
+
+Issue 36.4: a contract's ``registry_id`` pins its dataset to one registry
+(:func:`check_pinned`); each client's witness (``store/witness.py``, outside the registry)
+refuses a registry that shows less than it has seen; a team registry's key is made by the
+first client only (:func:`_first_contact`); a folder registry's files are 0600 whatever the
+folder's mode.
 Every operation is one serializable transaction (SQLite ``BEGIN IMMEDIATE``; PostgreSQL
 SERIALIZABLE, retried on a conflict) that reads the dataset's chain, verifies it against the
 key and its head, and appends; so concurrent processes never overspend, and an edited,
