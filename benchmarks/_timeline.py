@@ -56,26 +56,26 @@ class _Bar:
             mark(f"stage {description}")
 
 
-_import = cli._flows_module
+_start = cli._start_temporary_server
 
 
-def _flows_module(name: str) -> object:
-    module = _import(name)
-    mark(f"imported {name}")
-    if name == "flows.temporary_server":
-        wait = module.TemporaryServer.wait
+def _timed_start() -> object:
+    from flows import temporary_server
 
-        def timed_wait(self: object, **kw: object) -> None:
-            mark("wait for the temporary server: start")
-            wait(self, **kw)
-            mark("wait for the temporary server: done")
+    mark("imported flows.temporary_server")
+    wait = temporary_server.TemporaryServer.wait
 
-        module.TemporaryServer.wait = timed_wait
-    return module
+    def timed_wait(self: object, **kw: object) -> None:
+        mark("wait for the temporary server: start")
+        wait(self, **kw)
+        mark("wait for the temporary server: done")
+
+    temporary_server.TemporaryServer.wait = timed_wait
+    return _start()
 
 
 cli._progress = _Bar
-cli._flows_module = _flows_module
+cli._start_temporary_server = _timed_start
 code = cli.main(sys.argv[1:])
 mark("command returned")
 sys.exit(code)

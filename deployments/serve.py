@@ -10,18 +10,11 @@ Runs then execute in this process; see deployments/README.md.
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from prefect import serve
+from prefect.deployments.runner import EntrypointType
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from prefect import serve  # noqa: E402
-
-from flows.kinds import FLOWS, release  # noqa: E402
-from flows.reproduce import reproduce_papers  # noqa: E402
-from tasks import ops  # noqa: E402
+from flows.kinds import FLOWS, release
+from tasks import ops
 
 #: Datasets whose one-slot concurrency limits exist from the start (not from the first run),
 #: so the deployment page shows them and the first two runs cannot race.
@@ -40,27 +33,23 @@ MONTHLY_PARAMS = {"contract": "adult", "epsilon": 1.0, "delta": 1e-9,
 
 
 def deployments() -> list:
+    # Module-path entrypoints (flows.kinds.release): the flows are an installed package, so
+    # a worker imports them like any module instead of loading a file by path.
+    module = EntrypointType.MODULE_PATH
     monthly = release.to_deployment(
-        name="monthly-adult", cron="0 3 1 * *", parameters=MONTHLY_PARAMS,
+        name="monthly-adult", entrypoint_type=module, cron="0 3 1 * *", parameters=MONTHLY_PARAMS,
         tags=["privfair", "scheduled"],
         description="Monthly DP synthetic release of the embedded Adult data (03:00 UTC, day 1).")
     ad_hoc = release.to_deployment(
-        name="ad-hoc", tags=["privfair", "ad-hoc"],
+        name="ad-hoc", entrypoint_type=module, tags=["privfair", "ad-hoc"],
         parameters={"max_time_s": AIM_TIME_BUDGET_S},
         description="Any contract/data/budget, from the UI form or `prefect deployment run`.")
     # Every other release kind gets an ad-hoc deployment with the same controls.
-    others = [flow.to_deployment(name="ad-hoc", tags=["privfair", "ad-hoc"],
+    others = [flow.to_deployment(name="ad-hoc", entrypoint_type=module, tags=["privfair", "ad-hoc"],
                                  description=f"privfair {command}: any contract, data and "
                                              "budget, from the UI form")
               for command, flow in FLOWS.items() if command != "release"]
-    # The papers' reproduction (evaluation output, not a release): resumes from its
-    # results.jsonl, so a run cut short by the next one loses no finished cell.
-    weekly_reproduction = reproduce_papers.to_deployment(
-        name="weekly-full", cron="0 2 * * 6", parameters={"mode": "full"},
-        tags=["privfair", "scheduled", "evaluation"],
-        description="Every paper table re-run (--full, hours; 02:00 UTC Saturdays): "
-                    "evaluation output, not privacy-protected.")
-    return [monthly, ad_hoc, *others, weekly_reproduction]
+    return [monthly, ad_hoc, *others]
 
 
 def prepare(*, alert_webhook: str | None = None, alert_block: str | None = None) -> None:
@@ -83,7 +72,6 @@ if __name__ == "__main__":
     cli.add_argument("--alert-webhook", help="also create the alert automation (a webhook)")
     cli.add_argument("--alert-block", help="or with a saved notification block type/name")
     options = cli.parse_args()
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     prepare(alert_webhook=options.alert_webhook, alert_block=options.alert_block)
     # pause_on_shutdown=False: stopping this process must not silently pause the schedule.
     serve(*deployments(), pause_on_shutdown=False)

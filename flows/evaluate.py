@@ -21,21 +21,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-# Prefect loads entrypoints by file path; make the repository root importable for `tasks`.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+from prefect import flow, get_run_logger
+from prefect.artifacts import create_markdown_artifact
+from prefect.context import FlowRunContext
+from prefect.futures import as_completed
+from prefect.task_runners import ThreadPoolTaskRunner
 
-from prefect import flow, get_run_logger  # noqa: E402
-from prefect.artifacts import create_markdown_artifact  # noqa: E402
-from prefect.context import FlowRunContext  # noqa: E402
-from prefect.futures import as_completed  # noqa: E402
-from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
-
-from privfair.evaluation import grid as lib  # noqa: E402
-from privfair.evaluation.grid import EvaluateParams  # noqa: E402
-from tasks import evaluate as ev  # noqa: E402
-from tasks._common import PROGRESS_LISTENERS, ProgressArtifact, report  # noqa: E402
+from privfair.evaluation import grid as lib
+from privfair.evaluation.grid import EvaluateParams
+from tasks import evaluate as ev
+from tasks._common import PROGRESS_LISTENERS, ProgressArtifact, report
 
 #: Local Dask cluster of ``--dask``: two single-threaded worker processes.
 DASK_CLUSTER = {"n_workers": 2, "threads_per_worker": 1}

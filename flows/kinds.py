@@ -16,24 +16,17 @@ from __future__ import annotations
 import contextvars
 import inspect
 import os
-import sys
-from pathlib import Path
 from typing import Annotated, Any
 
-# Prefect loads entrypoints by file path; make the repository root importable for `tasks`.
-_ROOT = str(Path(__file__).resolve().parents[1])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
+from prefect import flow
+from prefect.states import Completed
+from pydantic.fields import FieldInfo
 
-from prefect import flow  # noqa: E402
-from prefect.states import Completed  # noqa: E402
-from pydantic.fields import FieldInfo  # noqa: E402
-
-from privfair.release.kinds import FLOW_KINDS, ReleaseFamily  # noqa: E402
-from privfair.release.options import ReleaseOptions, field_extra  # noqa: E402
-from privfair.release.protocol import ReleaseInputError, run_release  # noqa: E402
-from tasks import ops  # noqa: E402
-from tasks.stages import PrefectDriver  # noqa: E402
+from privfair.release.kinds import FLOW_KINDS, ReleaseFamily
+from privfair.release.options import ReleaseOptions, field_extra
+from privfair.release.protocol import ReleaseInputError, run_release
+from tasks import ops
+from tasks.stages import PrefectDriver
 
 #: Every setting of an in-process run (run_local): internal fields and a test seed.
 _LOCAL: contextvars.ContextVar[ReleaseOptions | None] = contextvars.ContextVar(
@@ -116,7 +109,7 @@ def make_flow(family: ReleaseFamily) -> Any:
         return Completed(message=f"published {folder}", data=folder)
 
     # Named as the module global it is bound to below: deployments (serve, prefect.yaml)
-    # load a flow by its function's name, `flows/kinds.py:<command>`.
+    # load a flow by its function's name, `flows.kinds:<command>`.
     body.__name__ = family.command
     body.__qualname__ = body.__name__
     body.__doc__ = _docstring(family)
@@ -162,5 +155,5 @@ def run_local(options: ReleaseOptions, *, command: str) -> str:
         _LOCAL.reset(token)
 
 
-# Entrypoints for deployments: `flows/kinds.py:release`, `flows/kinds.py:train`, ...
+# Entrypoints for deployments: `flows.kinds:release`, `flows.kinds:train`, ...
 globals().update(FLOWS)

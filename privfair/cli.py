@@ -305,8 +305,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
         raise UsageError(f"the following arguments are required: {', '.join(missing)}")
     # Through Prefect without PREFECT_API_URL: the temporary API server boots from here on,
     # while the library loads and the input is checked (issue 15); bad input below stops it.
-    server = None if args.no_prefect or args.dry_run else \
-        _flows_module("flows.temporary_server").start()
+    server = None if args.no_prefect or args.dry_run else _start_temporary_server()
     from privfair.release.protocol import plan_release, run_release
 
     options = family.params.model_validate(options_from_args(family.params, args))
@@ -373,19 +372,12 @@ def _not_a_refusal(record: Any) -> bool:
     return not getattr(record, "privfair_refusal", False)
 
 
-def _flows_module(name: str) -> Any:
-    """``flows.*``/``tasks.*`` of the source checkout this command runs from."""
-    import importlib
+def _start_temporary_server() -> Any:
+    # Imported here, as every flows/tasks import of this module: they import Prefect (~2 s),
+    # which --no-prefect and --dry-run never need.
+    from flows import temporary_server
 
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        root = Path(__file__).resolve().parents[1]
-        if not (root / "flows" / "release.py").is_file():
-            raise UsageError("the Prefect flows (flows/) are not part of this installation; "
-                             "run from a source checkout or use --no-prefect") from None
-        sys.path.insert(0, str(root))
-        return importlib.import_module(name)
+    return temporary_server.start()
 
 
 def _run_flow(params: Any, progress: Any, server: Any, *, command: str) -> Path:
@@ -395,9 +387,9 @@ def _run_flow(params: Any, progress: Any, server: Any, *, command: str) -> Path:
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     import contextlib
 
-    temporary = _flows_module("flows.temporary_server")
-    run_local = _flows_module("flows.kinds").run_local
-    listeners = _flows_module("tasks._common").PROGRESS_LISTENERS
+    from flows import temporary_server as temporary
+    from flows.kinds import run_local
+    from tasks._common import PROGRESS_LISTENERS as listeners
     if server is None and not temporary.configured_api_url():
         temporary.prefect_server_dies_with_this_process()  # Prefect may start its own server
     listeners.append(progress)
@@ -811,16 +803,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
             os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
-            try:
-                from flows.evaluate import run_evaluation
-            except ImportError:
-                root = Path(__file__).resolve().parents[1]
-                if not (root / "flows" / "evaluate.py").is_file():
-                    raise UsageError("the Prefect flow (flows/evaluate.py) is not part of this "
-                                     "installation; run from a source checkout or use "
-                                     "--no-prefect") from None
-                sys.path.insert(0, str(root))
-                from flows.evaluate import run_evaluation
+            from flows.evaluate import run_evaluation
             try:
                 folder = run_evaluation(params, dask=args.dask, progress=progress)
             finally:

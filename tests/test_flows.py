@@ -107,30 +107,30 @@ def test_deployments_expose_the_aim_time_budget():
     spec = yaml.safe_load((ROOT / "deployments" / "prefect.yaml").read_text())
     # Every publishing command has a deployment, in serve.py and in prefect.yaml alike.
     assert {(d.flow_name, d.name) for d in served} == {
-        ("privfair-release", "monthly-adult"), *((f"privfair-{c}", "ad-hoc") for c in FLOWS),
-        ("privfair-reproduce", "weekly-full")}
+        ("privfair-release", "monthly-adult"), *((f"privfair-{c}", "ad-hoc") for c in FLOWS)}
+    # Module paths of the installed flows package; nothing deployed loads benchmarks/.
     assert {d["entrypoint"] for d in spec["deployments"]} == {
-        *(f"flows/kinds.py:{c}" for c in FLOWS), "flows/reproduce.py:reproduce_papers"}
+        f"flows.kinds:{c}" for c in FLOWS}
     declared = {d["name"]: d.get("parameters", {}) for d in spec["deployments"]
-                if d["entrypoint"] == "flows/kinds.py:release"}
+                if d["entrypoint"] == "flows.kinds:release"}
     for deployment in served:
         schema = deployment._parameter_openapi_schema.model_dump()["properties"]
         assert "seed" not in schema and "insecure_seed" not in schema
         if deployment.flow_name != "privfair-release":
             continue
-        assert deployment.entrypoint == "flows/kinds.py:release"
+        assert deployment.entrypoint == "flows.kinds.release"
         assert deployment.parameters["max_time_s"] == AIM_TIME_BUDGET_S
         assert declared[deployment.name]["max_time_s"] == AIM_TIME_BUDGET_S
         assert {"max_time_s", "engine", "dask_address"} <= set(schema)
 
 
 def test_every_flow_loads_from_its_entrypoint():
-    """A served or worker run loads its flow by the function's name in flows/kinds.py."""
+    """A served or worker run imports its flow by module path from the installed package."""
     from prefect.flows import load_flow_from_entrypoint
 
     for command, flow in FLOWS.items():
         assert flow.fn.__qualname__ == command
-        loaded = load_flow_from_entrypoint(f"{ROOT}/flows/kinds.py:{command}")
+        loaded = load_flow_from_entrypoint(f"flows.kinds:{command}")
         assert loaded.name == flow.name == f"privfair-{command}"
 
 

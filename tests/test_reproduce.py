@@ -132,7 +132,7 @@ def _square_or_fail(c):
 @pytest.mark.prefect
 def test_reproduce_flow_runs_cells_as_tasks_and_resumes(prefect_harness, tmp_path):
     sys.path.insert(0, str(ROOT))
-    from flows.reproduce import reproduce_papers
+    from benchmarks.reproduce.flow import reproduce_papers
 
     report = Path(reproduce_papers(mode="quick", sections=["cathist"], out=str(tmp_path)))
     assert report == tmp_path / "report.html"

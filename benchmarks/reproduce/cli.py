@@ -3,7 +3,7 @@
 The pieces a driver needs are public: :func:`plan` (the cells of each section),
 :func:`run_any` (one cell, whatever its section), :func:`expected_seconds` (earlier cell
 times, to start the longest first) and :func:`write_report` (the report from
-``results.jsonl``). This CLI runs the cells in a process pool; ``flows/reproduce.py`` runs
+``results.jsonl``). This CLI runs the cells in a process pool; ``benchmarks/reproduce/flow.py`` runs
 them as Prefect tasks.
 """
 

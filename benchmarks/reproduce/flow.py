@@ -6,7 +6,9 @@ stopped; each cell is one task (never retried: a failure is a recorded cell, run
 next flow run), on a thread pool by default or on a Dask cluster given its address
 (prefect-dask's ``DaskTaskRunner``; the workers need the repository root first on their
 ``PYTHONPATH``). The flow itself appends the records, so ``results.jsonl`` has one
-writer. ``deployments/`` schedules ``--full`` weekly. The report reads the real embedded data
+writer. It lives beside the reproduction, not in ``flows/``: the deployed release flows never
+import ``benchmarks/``; deploy it from a checkout with
+``prefect deploy benchmarks/reproduce/flow.py:reproduce_papers`` (deployments/README.md). The report reads the real embedded data
 (evaluation output, never a release), so its numbers stay in its files: the Prefect logs and
 artifact carry cell ids, states, error types and cell counts only.
 """
@@ -18,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-# Prefect loads entrypoints by file path (and puts flows/ on sys.path, where this file is a
-# top-level ``reproduce``): the repository root goes first, so ``benchmarks`` is its folder
-# and not the top-level ``benchmarks`` package that opacus installs.
-_ROOT = str(Path(__file__).resolve().parents[1])
+# Prefect loads this entrypoint by file path (benchmarks are not installed): the repository
+# root goes first, so ``benchmarks`` is its folder and not the top-level ``benchmarks``
+# package that opacus installs.
+_ROOT = str(Path(__file__).resolve().parents[2])
 if sys.path[:1] != [_ROOT]:
     sys.path.insert(0, _ROOT)
 
