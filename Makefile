@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-.PHONY: install release test lint bench
+.PHONY: install release test test-slow lint bench
 install: $(STAMP)
 
 release: $(STAMP)
@@ -26,6 +26,11 @@ release: $(STAMP)
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest
+
+# The tests marked slow (deselected by `make test`): a real Prefect server and deployment,
+# the browser test of the reports, the whole --quick reproduction, full-power audits.
+test-slow: $(STAMP)
+	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -m slow
 
 lint: $(STAMP)
 	$(BIN)/ruff check privfair tasks flows tests benchmarks
