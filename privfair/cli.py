@@ -146,8 +146,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                             "(FILE, or a folder of <dataset>/lifetime_ledger.json)")
     imp.add_argument("file", help="a lifetime_ledger.json, or the old registry folder")
     imp.set_defaults(func=cmd_ledger_import)
-    rst = led_sub.add_parser("reset", help="start a lost (deleted or truncated) ledger anew; "
-                                           "recorded, and prints what was lost")
+    rst = led_sub.add_parser("reset", help="start a lost or broken ledger anew (refused for "
+                                           "one that verifies); its verified prefix stays "
+                                           "charged; recorded, and prints what was lost")
     rst.add_argument("--dataset", required=True, help="dataset id")
     rst.add_argument("--reason", required=True, help="why (recorded with your user name)")
     rst.set_defaults(func=cmd_ledger_reset)
@@ -677,11 +678,16 @@ def cmd_ledger_reset(args: argparse.Namespace) -> int:
           f"{lost['generation'] + 1}); the registry had recorded "
           f"{lost['recorded_entries'] if lost['recorded_entries'] is not None else 'unknown'} "
           f"entries (head {str(lost['recorded_head'])[:12]}), {len(lost['entries_left'])} "
-          "were left")
-    if "left_rho" in lost:
-        print(f"left: releases {lost['left_releases']}, rho {lost['left_rho']:.6g}; everything "
-              "else charged to this dataset is lost: lower the contract's budget to account "
-              "for it")
+          f"were left, {lost['entries_verified']} of them verified")
+    if lost["carried"]:
+        print(f"carried over (still charged): the {lost['entries_verified']} verified entries: "
+              f"releases {lost['carried_releases']}, runs not published "
+              f"{lost['carried_runs']}, epsilon {lost['carried_epsilon']:.6g} of "
+              f"{lost['budget'][0]:g} spent at delta {lost['budget'][1]:g}; whatever the lost "
+              "entries charged is not counted: lower the contract's budget to account for it")
+    else:
+        print("nothing verified was left to carry over: everything charged to this dataset is "
+              "lost; lower the contract's budget to account for it")
     return 0
 
 

@@ -208,9 +208,10 @@ def cross_check(store: Path, book: LifetimeLedger) -> None:
 
 
 def _hashes(book: LifetimeLedger) -> set[str]:
-    """Every hash a store copy's head may be: the chain's, and those of an imported chain."""
+    """Every hash a store copy's head may be: the chain's, and those of an imported chain or
+    of a generation carried over by a reset."""
     return {e["hash"] for e in book.entries} | {
-        e["legacy_hash"] for e in book.entries if "legacy_hash" in e}
+        e[k] for e in book.entries for k in ("legacy_hash", "carried_hash") if k in e}
 
 
 def _published_here(store: Path, book: LifetimeLedger) -> set[str]:
