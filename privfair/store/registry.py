@@ -306,17 +306,23 @@ class RunCharge:
 
 
 def check_seed_unused(book: LifetimeLedger, fingerprint: str | None, run_id: str) -> None:
-    """Refuse a second release made with the published test seed of another: the difference
-    of two releases with one seed cancels their noise (issue 10.3). A failed run published
-    nothing, so its seed may be used again."""
+    """Refuse a test seed that another charged run of the dataset used: two runs with one
+    seed draw the same noise, and the difference of their outputs cancels it (issue 10.3).
+
+    Every charged run counts, published or not: a run that drew noise and published nothing
+    (an infeasible TOT) can still publish later (``--resume``), and a run holding its
+    reservation may be drawing noise now. Only a cancelled run (it drew nothing) frees it.
+    """
     if not fingerprint:
         return
-    for r in book.releases:
+    for r in [*book.releases, *book.pending]:
         if r.get("seed_fingerprint") == fingerprint and r.get("run_id") != run_id:
+            what = (f"a release made with this seed ({r.get('version')})" if "version" in r
+                    else f"a charged run made with this seed ({r.get('run_id')}, "
+                         f"{r.get('state')})")
             raise StoreError(
-                f"seed: dataset {book.dataset_id or book.dataset!r} already has a release made "
-                f"with this seed ({r.get('version')}); two releases with one "
-                "seed cancel the noise: use another seed, or none")
+                f"seed: dataset {book.dataset_id or book.dataset!r} already has {what}; two "
+                "runs with one seed cancel the noise: use another seed, or none")
 
 
 def _declared(contract: Contract) -> tuple[float, float]:
