@@ -83,10 +83,11 @@ def resume_release(kind: ReleaseKind, run_id: str, changes: Mapping[str, Any], *
         seeded = {"seeded": True} if "seeded" in {f.name for f in fields(plan)} else {}
         plan = replace(plan, seed_fingerprint=noise_fingerprint, **seeded)
     cost = kind.cost(plan)
+    curve = tuple(held["rdp"]) if held.get("rdp") else cost.rdp
     charge = RunCharge(
         run_id=run_id, kind=kind.name, dataset=plan.dataset, contract=plan.contract,
         store=Path(plan.store), epsilon=float(held["epsilon"]), delta=float(held["delta"]),
-        rho=float(held["rho"]), rdp=tuple(held["rdp"]) if held.get("rdp") else cost.rdp,
+        rho=None if curve is not None else float(held.get("rho") or 0.0), rdp=curve,
         method=plan.method, contract_fingerprint=plan.contract.fingerprint(),
         seed_fingerprint=plan.seed_fingerprint)
     driver.say(f"resume run {run_id}: post-noise stages only, no privacy cost "

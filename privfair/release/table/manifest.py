@@ -84,8 +84,13 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "delta_budget": lifetime.delta_budget,
             "rho_budget": lifetime.rho_budget,
             # The run's reservation is already in the ledger (issue 10.4): count it once.
+            # rho_spent_after sums the zCDP charges; epsilon_spent_after composes every
+            # charge (curves included) at the lifetime delta.
             "rho_spent_after": lifetime.rho_spent + (
                 plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
+            "epsilon_spent_after": (lifetime.epsilon_spent(rho=plan.rho)
+                                    if lifetime.run_state(plan.run_id) is None
+                                    else lifetime.epsilon_spent()),
         },
         "method": {
             "name": plan.method,
