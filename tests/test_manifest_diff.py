@@ -134,8 +134,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"|expected_batch_size|epsilon_dp_sgd_alone)",
         r"manifest\.json:ledger\[GAN D1 [^]]*\]\.(rho|rho_unamplified_bound|sigma|sample_rate"
         r"|steps|queries|rdp\[\d+\])",
-        # The lifetime charge of the run's Rényi curve (rho_reservation of the curve): also a
-        # function of (q, steps, σ); the catalog records it.
+        # The lifetime charge is the run's own Rényi curve: also a function of (q, steps, σ)
+        # (the catalog's rho is NaN for it; kept for older stores).
         r"catalog:rho",
         r"manifest\.json:guarantee\.spent\.(epsilon|rho_unamplified_bound|rho)",
         r"artifact\.ledger:\[GAN D1 [^]]*\]\.(rho|sigma|queries)",
