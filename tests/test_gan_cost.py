@@ -146,3 +146,59 @@ def test_counts_that_cannot_fit_are_refused_before_they_are_drawn():
                 rng=np.random.default_rng(0), config=GANConfig(method="dpgan", epochs=1),
                 limit=lambda curve: float(curve[0]) / (RDP_ORDERS[0] * 1e-6))
     assert book.entries == ()
+
+
+def test_a_run_settles_its_reservation_to_its_own_curve_where_it_fits(toy_contract, tmp_path):
+    """Once its noisy count fixed q, a GAN run may replace its declared curve by its own (at
+    the σ its ledger alone allows) when that fits next to everything else charged."""
+    from privfair.contracts.schema import load_contract
+    from privfair.store.registry import (
+        RunCharge,
+        mark_noise_drawn,
+        read_lifetime_ledger,
+        reserve_run,
+        settle_curve,
+    )
+
+    contract = load_contract(toy_contract)  # lifetime (3, 1e-6)
+    declared = tuple(0.01 * np.asarray(RDP_ORDERS))
+    run = RunCharge(run_id="gan-1", kind="gan", dataset="toy", contract=contract,
+                    store=tmp_path / "store", epsilon=1.0, delta=1e-9, rho=None,
+                    method="dpgan", contract_fingerprint="f", rdp=declared)
+    reserve_run(run)
+    mark_noise_drawn(run)  # the counts were drawn
+    own = 0.02 * np.asarray(RDP_ORDERS)  # larger than declared, but fits the lifetime
+    assert settle_curve(run, own)
+    (held,) = read_lifetime_ledger(None, contract).pending
+    assert held["state"] == "spent, not published"
+    np.testing.assert_allclose(held["rdp"], own)
+    assert not settle_curve(run, 50 * own)  # past the lifetime: the reservation stays
+    (held,) = read_lifetime_ledger(None, contract).pending
+    np.testing.assert_allclose(held["rdp"], own)
+
+
+@pytest.mark.parametrize("settled", [True, False])
+def test_fit_gan_takes_the_ledger_sigma_when_it_settles(settled):
+    pytest.importorskip("torch")
+    from privfair.core.domain import Domain
+    from privfair.generative.gan import GANConfig, fit_gan
+
+    frame = make_toy_frame(300)
+    domain = Domain(("sex", "edu", "income"), (2, 4, 2))
+    codes = {"sex": (frame["sex"] == "M").to_numpy().astype(np.int64),
+             "edu": frame["edu"].map({"HS": 0, "BA": 1, "MA": 2, "PhD": 3}).to_numpy(),
+             "income": (frame["income"] == "high").to_numpy().astype(np.int64)}
+
+    def fit(**kw):
+        book = PrivacyLedger(rho_budget=zcdp_rho(epsilon=1.0, delta=1e-9), delta=1e-9)
+        return fit_gan(codes, domain, protected="sex", outcome="income", ledger=book,
+                       rng=np.random.default_rng(0), config=GANConfig(method="dpgan", epochs=1),
+                       **kw).privacy["dp_sgd"]["noise_multiplier"]
+
+    alone = fit()
+    # a bound the counts fit under but DP-SGD at the ledger's σ does not
+    tight = curve_limit(0.9 * (zcdp_rho(epsilon=1.0, delta=1e-9)) * np.asarray(RDP_ORDERS))
+    asked = []
+    sigma = fit(limit=tight, settle=lambda curve: asked.append(curve) or settled)
+    assert len(asked) == 1 and tight(asked[0]) > 1.0
+    assert (sigma == alone) if settled else (sigma > alone)

@@ -830,7 +830,8 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
             ledger: Any, rng: np.random.Generator, config: GANConfig | None = None,
             dag: Any = None, noise_multiplier: float | None = None,
             discrete_noise: bool = False, progress: Progress | None = None,
-            limit: Limit | None = None) -> FittedGAN:
+            limit: Limit | None = None,
+            settle: Callable[[np.ndarray], bool] | None = None) -> FittedGAN:
     """Train a DP GAN on integer codes and return the post-noise generator.
 
     Parameters
@@ -866,6 +867,10 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         is its cost over what it may cost, ≤ 1 fits. A release passes the lifetime ledger's
         charge for the curve over the run's declared ρ. Checked for the counts before they
         are drawn (refused with nothing drawn), then σ is calibrated to it.
+    settle : callable, optional
+        ``settle(curve)``: asked, when ``limit`` would make σ larger than the ledger alone
+        needs, to charge the run's own ``curve`` in place of what bounded it (the lifetime
+        ledger's reservation); True lifts ``limit``.
     """
     config = config or GANConfig()
     parsed_dag = _check_inputs(config, domain, protected, outcome, dag)
@@ -892,6 +897,15 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     def charges(sigma: float) -> list[dict[str, Any]]:
         return dpsgd_charges(config, sample_rate=sample_rate, steps=steps, sigma=sigma)
 
+    if noise_multiplier is None and limit is not None and settle is not None:
+        # Once the counts fixed q, the run's own curve at the σ its ledger alone allows may
+        # replace its reservation when it fits next to the others: then only the ledger binds.
+        alone = noise_multiplier_on_ledger(ledger, charges=charges)
+        trial = type(ledger).from_state_dict(ledger.state_dict())
+        for kwargs in charges(alone):
+            trial.spend_subsampled_gaussian(**kwargs)
+        if limit(trial.rdp()) > 1.0 and settle(trial.rdp()):
+            noise_multiplier, limit = alone, None
     sigma = (noise_multiplier if noise_multiplier is not None
              else noise_multiplier_on_ledger(ledger, charges=charges, limit=limit))
     for kwargs in charges(sigma):

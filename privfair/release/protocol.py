@@ -421,7 +421,12 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
             manifest = written.manifest
             if context.resumed is not None:
                 manifest["resume"] = context.resumed
-            _check_within_declared(written.ledger_fields, charge)
+            # against the reservation as the ledger holds it (a GAN may have settled it)
+            held = next((p for p in lifetime.pending if p["run_id"] == charge.run_id), None)
+            reserved = (replace(charge, rdp=tuple(held["rdp"]))
+                        if charge.rdp is not None and held and held.get("rdp") is not None
+                        else charge)
+            _check_within_declared(written.ledger_fields, reserved)
             manifest["files"] = {name: written.digests.get(name) or sha256_file(tmp / name)
                                  for name in written.files}
             (tmp / "manifest.json").write_bytes(json_bytes(manifest))

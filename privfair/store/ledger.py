@@ -218,6 +218,8 @@ def fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedger
         kind = e["kind"]
         if kind in ("open", "raise"):
             budget = (float(e["epsilon"]), float(e["delta"]))
+        elif kind == "reserve" and e.get("settles") and e["run_id"] in reserves:
+            reserves[e["run_id"]]["rdp"] = e["rdp"]  # the run's own curve, settled
         elif kind == "reserve":
             reserves[e["run_id"]] = {k: e[k] for k in (
                 "run_id", "rho", "epsilon", "delta", "method", "contract_fingerprint", "pid",
@@ -262,6 +264,8 @@ def run_history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         kind, run_id = e["kind"], e.get("run_id")
         if kind in ("open", "raise"):
             delta = float(e["delta"])
+        elif kind == "reserve" and e.get("settles") and run_id in runs:
+            runs[run_id]["charge"] = e
         elif kind == "reserve":
             runs[run_id] = {"run_id": run_id, "state": "reserved", "charge": e,
                             "method": e.get("method"), "kind": e.get("release_kind"),

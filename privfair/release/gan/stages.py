@@ -7,7 +7,9 @@
   counts and (S, Y)/anchor counts at their shares, and DP-SGD on D1 at the Poisson rate of
   the public lower bound :data:`GAN_MIN_ROWS`); once the noisy row count fixes the rate, D1's
   σ is the smallest whose whole curve stays at or below the declared one at every order, so
-  the lifetime is charged the run's own curve, never more than it reserved.
+  the lifetime is charged the run's own curve, never more than it reserved. When the σ its
+  own ledger allows gives a curve that fits next to everything else charged, the run settles
+  its reservation to that curve instead (one registry transaction, before DP-SGD draws).
 * :func:`train_gan` (private side): the only stage that reads codes; it charges the release
   ledger for the (S, Y) counts and for DP-SGD on D1 before training, and returns the trained
   generator, a post-noise artefact.
@@ -208,11 +210,14 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
               method: str, causal_graph: Mapping[str, Any] | None, epochs: int | None,
               group_clipping: bool, seed: int | None, batch_size: int = 200_000,
               discrete: bool = False, progress: Callable[[int, int], None] | None = None,
-              limit: Callable[[np.ndarray], float] | None = None) -> tuple[FileRef, FileRef]:
+              limit: Callable[[np.ndarray], float] | None = None,
+              settle: Callable[[np.ndarray], bool] | None = None) -> tuple[FileRef, FileRef]:
     """Train the GAN's D1 with DP-SGD on the codes; returns (generator artefact, ledger).
 
     ``limit`` (:func:`curve_limit`) bounds the run's whole Rényi curve besides the run's
-    ledger: D1's σ is the smallest that both accept."""
+    ledger: D1's σ is the smallest that both accept, unless ``settle`` (the lifetime ledger's
+    :func:`~privfair.store.registry.settle_curve`) charges the run's own curve in place of its
+    reservation, once the noisy count fixed the sampling rate."""
     from privfair.generative.gan import fit_gan
 
     domain = contract.domain()
@@ -229,7 +234,7 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
     book = load_ledger(ledger)
     fitted = fit_gan(_read_codes(codes, domain, batch_size), domain, protected=protected,
                      outcome=outcome, ledger=book, rng=stage_rng(seed, "gan"), config=config,
-                     dag=dag, discrete_noise=discrete, limit=limit,
+                     dag=dag, discrete_noise=discrete, limit=limit, settle=settle,
                      progress=(lambda e, n, info: progress(e, n)) if progress else None)
     if causal_graph is not None and method == "cfgan":
         fitted.privacy["causal_graph_source"] = causal_graph.get("source", "declared")

@@ -50,6 +50,7 @@ from privfair.release.table.post_noise import (
 from privfair.release.table.private import measure_table, resolve_domains
 from privfair.release.table.publish import write_table_release
 from privfair.store.artefacts import load_ledger, save_ledger
+from privfair.store.registry import settle_curve
 from privfair.synth.aim import MIN_FIT_SHARE
 from privfair.synth.synthesizer import AIM_METHODS, FAIR_METHODS
 
@@ -206,12 +207,15 @@ def train_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
     # The lifetime holds the run's declared Rényi curve: σ keeps the run's curve at or below
     # it at every order (then the publication records the run's own curve).
-    limit = curve_limit(context.charge.rdp) if context.charge.rdp is not None else None
+    charge = context.charge
+    limit = curve_limit(charge.rdp) if charge.rdp is not None else None
+    # ...or, once the noisy count fixed q, settles it to the run's own curve where that fits.
+    settle = ((lambda curve: settle_curve(charge, curve)) if charge.rdp is not None else None)
     generator, ledger = train_gan(
         state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
         method=plan.method, causal_graph=plan.causal_graph, epochs=plan.gan_epochs,
         group_clipping=plan.group_clipping, seed=context.seed, batch_size=plan.batch_size,
-        discrete=plan.discrete_noise, limit=limit,
+        discrete=plan.discrete_noise, limit=limit, settle=settle,
         progress=lambda epoch, epochs: context.progress("train GAN (DP-SGD)",
                                                         0.2 + 0.6 * epoch / epochs))
     return {"generator": generator, "ledger": ledger}
