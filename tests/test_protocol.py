@@ -112,7 +112,9 @@ def test_declared_cost_is_reserved_before_the_first_private_read(kind, toy_contr
     if "rdp" not in release:
         assert release["rho"] == pytest.approx(planned.cost.rho)
         assert book.rho_spent == pytest.approx(release["rho"])
-    kinds = [e["kind"] for e in entries(inputs_of(kind, toy_contract, toy_parquet)[0])]
+    # (a GAN run may settle its reservation to its own curve: a second, settling reserve)
+    kinds = [e["kind"] for e in entries(inputs_of(kind, toy_contract, toy_parquet)[0])
+             if not e.get("settles")]
     assert kinds == ["open", "reserve", "spend", "publish"]
 
 
