@@ -146,8 +146,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                             "(FILE, or a folder of <dataset>/lifetime_ledger.json)")
     imp.add_argument("file", help="a lifetime_ledger.json, or the old registry folder")
     imp.set_defaults(func=cmd_ledger_import)
-    rst = led_sub.add_parser("reset", help="start a lost (deleted or truncated) ledger anew; "
-                                           "recorded, and prints what was lost")
+    rst = led_sub.add_parser("reset", help="start a lost or broken ledger anew (refused for "
+                                           "one that verifies); its verified prefix stays "
+                                           "charged; recorded, and prints what was lost")
     rst.add_argument("--dataset", required=True, help="dataset id")
     rst.add_argument("--reason", required=True, help="why (recorded with your user name)")
     rst.set_defaults(func=cmd_ledger_reset)
@@ -360,12 +361,18 @@ def _resume(args: argparse.Namespace, family: Any) -> int:
 
 
 def _cost_line(planned: Any) -> str:
-    """The run's cost in the lifetime ledger's unit and its share of the lifetime budget."""
-    lifetime, rho = planned.lifetime, planned.rho
-    share = rho / lifetime.rho_budget if lifetime.rho_budget else float("nan")
-    return (f"cost: rho {rho:.6g} of dataset {planned.plan.dataset!r}'s lifetime "
-            f"{lifetime.rho_budget:.6g} ({100 * share:.1f} %; {lifetime.rho_remaining:.6g} "
-            f"left before this run)")
+    """The run's own charge (its privacy curve's ε at the lifetime δ, and its ρ when it is
+    charged in zCDP) and the lifetime's composed spend before and after it."""
+    lifetime, cost = planned.lifetime, planned.cost
+    delta = lifetime.delta_budget
+    own = cost.epsilon_at(delta)
+    before = lifetime.epsilon_spent()
+    after = lifetime.epsilon_spent(**cost.charge())
+    unit = (f"rho {planned.rho:.6g}, " if planned.rho is not None else "its Renyi curve, ")
+    return (f"cost: {unit}epsilon {own:.4g} at the lifetime delta {delta:g} "
+            f"({100 * own / lifetime.epsilon_budget:.1f} % of dataset "
+            f"{planned.plan.dataset!r}'s lifetime epsilon {lifetime.epsilon_budget:g}); "
+            f"composed spend {before:.4g} before this run, {after:.4g} after")
 
 
 def _not_a_refusal(record: Any) -> bool:
@@ -605,14 +612,16 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
     for led in ledgers:
         b, s = led["budget"], led["spent"]
         table = Table(title=(
-            f"{led['dataset_id']}: rho {s['rho']:.6g} of {b['rho']:.6g} spent "
-            f"(epsilon {s['epsilon_at_budget_delta']:.4g} of {b['epsilon']:g} at delta "
-            f"{b['delta']:g}); {len(led['entries'])} entries, head {led['head'][:12]}"))
-        for col in ("run", "state", "version", "rho", "method", "at", "reason"):
+            f"{led['dataset_id']}: epsilon {s['epsilon_at_budget_delta']:.4g} of "
+            f"{b['epsilon']:g} spent at delta {b['delta']:g} (every charge composed); "
+            f"{len(led['entries'])} entries, head {led['head'][:12]}"))
+        for col in ("run", "state", "version", "charge", "epsilon", "method", "at", "reason"):
             table.add_column(col)
         for r in run_history(led["entries"]):
+            charge = "Renyi curve" if r["rho"] is None else f"rho {r['rho']:.6g}"
             table.add_row(str(r["run_id"] or "-"), r["state"], str(r["version"] or "-"),
-                          f"{r['rho']:.6g}", str(r["method"] or "-"), r["at"], r["reason"])
+                          charge, f"{r['epsilon']:.4g}", str(r["method"] or "-"), r["at"],
+                          r["reason"])
         console.print(table)
     return status
 
@@ -681,11 +690,16 @@ def cmd_ledger_reset(args: argparse.Namespace) -> int:
           f"{lost['generation'] + 1}); the registry had recorded "
           f"{lost['recorded_entries'] if lost['recorded_entries'] is not None else 'unknown'} "
           f"entries (head {str(lost['recorded_head'])[:12]}), {len(lost['entries_left'])} "
-          "were left")
-    if "left_rho" in lost:
-        print(f"left: releases {lost['left_releases']}, rho {lost['left_rho']:.6g}; everything "
-              "else charged to this dataset is lost: lower the contract's budget to account "
-              "for it")
+          f"were left, {lost['entries_verified']} of them verified")
+    if lost["carried"]:
+        print(f"carried over (still charged): the {lost['entries_verified']} verified entries: "
+              f"releases {lost['carried_releases']}, runs not published "
+              f"{lost['carried_runs']}, epsilon {lost['carried_epsilon']:.6g} of "
+              f"{lost['budget'][0]:g} spent at delta {lost['budget'][1]:g}; whatever the lost "
+              "entries charged is not counted: lower the contract's budget to account for it")
+    else:
+        print("nothing verified was left to carry over: everything charged to this dataset is "
+              "lost; lower the contract's budget to account for it")
     return 0
 
 

@@ -1,10 +1,9 @@
 """A GAN release never spends more than it declared (publisher walk: credit dpgan at ε = 1).
 
-The GAN kind declares ρ = zcdp_rho(ε, δ) and reserves it; the lifetime ledger charges its
-Rényi curve :func:`~privfair.store.registry.rho_reservation`, which also pays for composing
-on the ledger's order grid instead of zCDP's continuous orders. D1's σ is calibrated so that
-charge stays within the reservation, and a run whose counts alone could not is refused before
-any noise.
+The GAN kind declares, from public inputs, the Rényi curve it reserves (its counts at their
+shares and DP-SGD at the Poisson rate of the public lower bound ``GAN_MIN_ROWS``); D1's σ is
+then calibrated so the run's own curve stays at or below it at every order, and the lifetime
+is charged that curve: never a ρ that depends on the lifetime (issue 32.9).
 """
 
 from __future__ import annotations
@@ -18,8 +17,7 @@ from conftest import TOY_CONTRACT, make_toy_frame
 from privfair.core.accounting import RDP_ORDERS, LedgerEntry, PrivacyLedger, zcdp_rho
 from privfair.core.errors import BudgetExceededError
 from privfair.generative.calibration import count_rho, noise_multiplier_on_ledger
-from privfair.release.gan.stages import lifetime_limit
-from privfair.store.ledger import LifetimeLedger
+from privfair.release.gan.stages import curve_limit
 
 
 def _toy(tmp_path, *, lifetime_epsilon: float, rows: int = 1000):
@@ -43,35 +41,49 @@ def _entries(contract):
     return read_chain(dataset_id(load_contract(contract)))
 
 
-def test_small_table_dpgan_publishes_within_its_reservation(tmp_path):
-    """1,000 rows (q = b/ñ ≈ 0.44), lifetime (6, 1e-6): the charge of the curve calibrated on
-    the run's ledger alone was rho 0.0159 > the reserved 0.0150, refused after the noise."""
+def test_small_table_dpgan_publishes_its_own_curve(tmp_path):
+    """1,000 rows, lifetime (6, 1e-6): the run reserves its declared curve; once its noisy
+    count fixed q it settles the reservation to its own curve (the lifetime has room) and
+    publishes that curve; its own ε stays within the run's ε."""
     pytest.importorskip("torch")
     import json
 
+    from privfair.core.accounting import rdp_epsilon
     from privfair.release.kinds import release_table
 
     contract, data = _toy(tmp_path, lifetime_epsilon=6.0)
     final = release_table(_params(contract, data, tmp_path))
     entries = _entries(contract)
-    assert [e["kind"] for e in entries] == ["open", "reserve", "spend", "publish"]
-    reserved, published = entries[1], entries[3]
-    assert reserved["rho"] == pytest.approx(zcdp_rho(epsilon=1.0, delta=1e-9))
-    assert published["rho"] <= reserved["rho"] * (1 + 1e-9)
-    assert published["rho"] > 0.99 * reserved["rho"]  # the lifetime bound is what set σ
+    assert [e["kind"] for e in entries] == ["open", "reserve", "spend", "reserve", "publish"]
+    reserved, settled, published = entries[1], entries[3], entries[4]
+    assert settled["settles"] is True
+    assert all("rho" not in e for e in (reserved, settled, published))  # curves only
+    np.testing.assert_allclose(published["rdp"], settled["rdp"])
+    assert rdp_epsilon(rdp=np.asarray(published["rdp"]), delta=1e-9)[0] <= 1.0 * (1 + 1e-9)
     manifest = json.loads((final / "manifest.json").read_text())
     assert manifest["guarantee"]["spent"]["epsilon"] <= 1.0 * (1 + 1e-9)
 
 
-def test_a_lifetime_that_cannot_hold_the_gan_is_refused_before_any_noise(tmp_path):
-    """Lifetime (20, 1e-6): composing any Rényi curve there costs rho 0.107 > the declared
-    0.015, so the run is refused at planning: nothing reserved, read or drawn."""
-    from privfair.release.kinds import release_table
+def test_the_gan_charge_does_not_depend_on_the_lifetime(tmp_path):
+    """At main a lifetime of (20, 1e-6) refused a GAN at ε = 1 (its ρ charge grew with the
+    lifetime); its declared curve is now the same whatever the lifetime, and within ε."""
+    from privfair.core.accounting import rdp_epsilon
+    from privfair.release.protocol import plan_release
+    from privfair.release.table.kind import GAN
 
-    contract, data = _toy(tmp_path, lifetime_epsilon=20.0)
-    with pytest.raises(BudgetExceededError, match="before DP-SGD even starts"):
-        release_table(_params(contract, data, tmp_path))
-    assert not any(e["kind"] in ("reserve", "spend") for e in _entries(contract))
+    curves = []
+    for lifetime in (6.0, 20.0, 100.0):
+        folder = tmp_path / f"life{lifetime:g}"
+        folder.mkdir()
+        contract, data = _toy(folder, lifetime_epsilon=lifetime)
+        planned = plan_release(GAN, _params(contract, data, folder))  # nothing reserved
+        assert planned.rho is None
+        curves.append(np.asarray(planned.cost.rdp))
+        assert rdp_epsilon(rdp=curves[-1], delta=1e-9)[0] <= 1.0 * (1 + 1e-9)  # its own ε
+        assert planned.lifetime.epsilon_spent(rdp=curves[-1]) == pytest.approx(
+            planned.cost.epsilon_at(1e-6))  # alone in the lifetime: its own ε at its δ
+    for curve in curves[1:]:
+        np.testing.assert_allclose(curve, curves[0], rtol=1e-12)
 
 
 def _run_ledger(epsilon: float, delta: float) -> PrivacyLedger:
@@ -83,21 +95,25 @@ def _run_ledger(epsilon: float, delta: float) -> PrivacyLedger:
     return book
 
 
-@pytest.mark.parametrize(("n", "epsilon", "lifetime"), [
-    (1000, 1.0, (6.0, 1e-6)), (1000, 1.0, (10.0, 1e-6)), (1000, 3.0, (10.0, 1e-6)),
-    (48842, 1.0, (10.0, 1e-6)), (48842, 1.0, (3.0, 1e-6))])
-def test_sigma_is_the_smallest_within_the_run_and_the_lifetime(n, epsilon, lifetime):
+@pytest.mark.parametrize(("n", "epsilon"), [(1000, 1.0), (600, 1.0), (1000, 3.0), (48842, 1.0),
+                                            (48842, 3.0)])
+def test_sigma_is_the_smallest_within_the_run_and_the_declared_curve(n, epsilon):
     delta, epochs = 1e-9, 2
     book = _run_ledger(epsilon, delta)
-    rho = book.rho_budget
     q = min(1.0, 500 / n)
     steps = epochs * math.ceil(1 / q)
 
     def charges(sigma):
         return [{"name": "D1", "noise_multiplier": sigma, "sample_rate": q, "steps": steps}]
 
-    life = LifetimeLedger("toy", *lifetime, [], dataset_id="toy")
-    limit = lifetime_limit(life, rho=rho, run_id=None)
+    # The declared curve: DP-SGD at the public lower bound of 1,000 rows (q0 = 0.5).
+    declared = PrivacyLedger.from_state_dict(book.state_dict())
+    q0, steps0 = 0.5, epochs * 2
+    declared_charges = [{"name": "D1", "noise_multiplier": noise_multiplier_on_ledger(
+        book, charges=lambda s: [{"name": "D1", "noise_multiplier": s, "sample_rate": q0,
+                                  "steps": steps0}]), "sample_rate": q0, "steps": steps0}]
+    declared.spend_subsampled_gaussian(**declared_charges[0])
+    limit = curve_limit(declared.rdp())
 
     def curve(sigma):
         trial = PrivacyLedger.from_state_dict(book.state_dict())
@@ -110,7 +126,7 @@ def test_sigma_is_the_smallest_within_the_run_and_the_lifetime(n, epsilon, lifet
     assert limit(curve(sigma)) <= 1.0
     assert sigma >= alone
     if limit(curve(alone)) <= 1.0:
-        assert sigma == alone  # the lifetime bound changes nothing where it holds already
+        assert sigma == alone  # the declared bound changes nothing where it holds already
     else:
         assert limit(curve(sigma / 1.01)) > 1.0  # and is the smallest σ that meets it
     assert len(book.entries) == 2  # calibration tries copies only
@@ -132,3 +148,59 @@ def test_counts_that_cannot_fit_are_refused_before_they_are_drawn():
                 rng=np.random.default_rng(0), config=GANConfig(method="dpgan", epochs=1),
                 limit=lambda curve: float(curve[0]) / (RDP_ORDERS[0] * 1e-6))
     assert book.entries == ()
+
+
+def test_a_run_settles_its_reservation_to_its_own_curve_where_it_fits(toy_contract, tmp_path):
+    """Once its noisy count fixed q, a GAN run may replace its declared curve by its own (at
+    the σ its ledger alone allows) when that fits next to everything else charged."""
+    from privfair.contracts.schema import load_contract
+    from privfair.store.registry import (
+        RunCharge,
+        mark_noise_drawn,
+        read_lifetime_ledger,
+        reserve_run,
+        settle_curve,
+    )
+
+    contract = load_contract(toy_contract)  # lifetime (3, 1e-6)
+    declared = tuple(0.01 * np.asarray(RDP_ORDERS))
+    run = RunCharge(run_id="gan-1", kind="gan", dataset="toy", contract=contract,
+                    store=tmp_path / "store", epsilon=1.0, delta=1e-9, rho=None,
+                    method="dpgan", contract_fingerprint="f", rdp=declared)
+    reserve_run(run)
+    mark_noise_drawn(run)  # the counts were drawn
+    own = 0.02 * np.asarray(RDP_ORDERS)  # larger than declared, but fits the lifetime
+    assert settle_curve(run, own)
+    (held,) = read_lifetime_ledger(None, contract).pending
+    assert held["state"] == "spent, not published"
+    np.testing.assert_allclose(held["rdp"], own)
+    assert not settle_curve(run, 50 * own)  # past the lifetime: the reservation stays
+    (held,) = read_lifetime_ledger(None, contract).pending
+    np.testing.assert_allclose(held["rdp"], own)
+
+
+@pytest.mark.parametrize("settled", [True, False])
+def test_fit_gan_takes_the_ledger_sigma_when_it_settles(settled):
+    pytest.importorskip("torch")
+    from privfair.core.domain import Domain
+    from privfair.generative.gan import GANConfig, fit_gan
+
+    frame = make_toy_frame(300)
+    domain = Domain(("sex", "edu", "income"), (2, 4, 2))
+    codes = {"sex": (frame["sex"] == "M").to_numpy().astype(np.int64),
+             "edu": frame["edu"].map({"HS": 0, "BA": 1, "MA": 2, "PhD": 3}).to_numpy(),
+             "income": (frame["income"] == "high").to_numpy().astype(np.int64)}
+
+    def fit(**kw):
+        book = PrivacyLedger(rho_budget=zcdp_rho(epsilon=1.0, delta=1e-9), delta=1e-9)
+        return fit_gan(codes, domain, protected="sex", outcome="income", ledger=book,
+                       rng=np.random.default_rng(0), config=GANConfig(method="dpgan", epochs=1),
+                       **kw).privacy["dp_sgd"]["noise_multiplier"]
+
+    alone = fit()
+    # a bound the counts fit under but DP-SGD at the ledger's σ does not
+    tight = curve_limit(0.9 * (zcdp_rho(epsilon=1.0, delta=1e-9)) * np.asarray(RDP_ORDERS))
+    asked = []
+    sigma = fit(limit=tight, settle=lambda curve: asked.append(curve) or settled)
+    assert len(asked) == 1 and tight(asked[0]) > 1.0
+    assert (sigma == alone) if settled else (sigma > alone)

@@ -72,8 +72,10 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
     from privfair.core.accounting import RDP_ORDERS
     from privfair.store.registry import read_lifetime_ledger
 
-    (release,) = read_lifetime_ledger(tmp_path / "store", load_contract(toy_contract)).releases
-    assert len(release["rdp"]) == len(RDP_ORDERS) and release["rho"] > 0
+    book = read_lifetime_ledger(tmp_path / "store", load_contract(toy_contract))
+    (release,) = book.releases
+    assert len(release["rdp"]) == len(RDP_ORDERS) and "rho" not in release
+    assert 0 < book.epsilon_spent() <= 3.0 * (1 + 1e-9)  # its own curve, at most its ε
 
 
 def test_cfgan_refusals_come_before_any_read(toy_contract, toy_parquet, tmp_path):

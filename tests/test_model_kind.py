@@ -121,15 +121,15 @@ def test_dpsgd_reserves_its_declared_curve_and_spends_no_more_at_any_order(
                      epochs=1, min_rows=5000, holdout=0.0)
     planned = plan_release(MODEL, request)
     budget = planned.plan.budget
-    remaining = read_lifetime_ledger(None, load_contract(toy_contract)).rho_remaining
     folder = run_release(MODEL, request)
     book = read_lifetime_ledger(None, load_contract(toy_contract))
     (release,) = book.releases
-    np.testing.assert_allclose(release["rdp"], planned.cost.rdp)  # the declared curve
-    assert 0 < release["rho"] < 0.9 * remaining  # never "the whole remaining budget"
     manifest = json.loads((folder / "manifest.json").read_text())
     spent = np.asarray(manifest["guarantee"]["rdp_spent"])
-    assert np.all(spent <= np.asarray(planned.cost.rdp))
+    np.testing.assert_allclose(release["rdp"], spent)  # charged its own curve...
+    assert np.all(spent <= np.asarray(planned.cost.rdp))  # ...at or below the declared one
+    assert "rho" not in release  # never a ρ, let alone "the whole remaining budget"
+    assert 0 < book.epsilon_spent() <= 2.0 * (1 + 1e-9)
     gradients = manifest["ledger"][2]  # after the policy counts and the row count
     assert gradients["sample_rate"] > budget.sample_rate  # q = b/ñ with ñ < min_rows
     assert manifest["hyper_parameters"]["noise_multiplier"] > budget.noise_multiplier
@@ -271,7 +271,8 @@ def test_train_dry_run_prints_the_cost_and_charges_nothing(toy_contract, toy_par
                  "--model", "dpsgd-f", "--epsilon", "1", "--out", str(tmp_path / "store"),
                  "--dry-run"])
     captured = capsys.readouterr()
-    assert code == 0 and "cost: rho" in captured.out and "dry run" in captured.out
+    assert code == 0 and "cost: its Renyi curve, epsilon" in captured.out
+    assert "dry run" in captured.out
     assert kinds_in_registry(toy_contract) == []
 
 

@@ -29,7 +29,7 @@ from privfair.release.model.budget import policy_entry
 from privfair.release.model.train import MODEL
 from privfair.release.policy_counts import LEDGER_NAME, POLICY_SHARE
 from privfair.release.protocol import plan_release, run_release
-from privfair.store.registry import read_lifetime_ledger, registry_ledgers, rho_reservation
+from privfair.store.registry import read_lifetime_ledger, registry_ledgers
 from tests.test_graph_kind import NUMERIC_CONTRACT
 
 
@@ -45,6 +45,12 @@ def _kinds(contract: Path) -> list[str]:
 def _reserved(contract: Path) -> float:
     (entry,) = [e for e in _entries(contract) if e["kind"] == "reserve"]
     return float(entry["rho"])
+
+
+def _reserved_curve(contract: Path) -> np.ndarray:
+    (entry,) = [e for e in _entries(contract) if e["kind"] == "reserve"]
+    assert "rho" not in entry  # charged by its curve, never a lifetime-dependent ρ
+    return np.asarray(entry["rdp"])
 
 
 def _request(contract: Path, data: Path, tmp_path: Path, **extra) -> dict:
@@ -108,10 +114,12 @@ def test_a_model_release_of_bad_values_publishes_at_its_declared_cost(
     folder = run_release(MODEL, request)
     used = planned.plan.encoding.used_contract(load_contract(toy_contract))
     manifest = _published(folder, toy_contract, used, budget.policy_rho)
-    # the reservation is the declared curve's ρ, no more; the run spends no more at any order
-    assert _reserved(toy_contract) == pytest.approx(rho_reservation(before, declared))
+    # the reservation is the declared curve, whatever the lifetime; the run spends no more at
+    # any order, and the lifetime is charged the run's own curve
+    np.testing.assert_allclose(_reserved_curve(toy_contract), declared)
+    assert before.epsilon_spent() == 0.0
     (release,) = read_lifetime_ledger(None, load_contract(toy_contract)).releases
-    np.testing.assert_allclose(release["rdp"], declared)
+    np.testing.assert_allclose(release["rdp"], manifest["guarantee"]["rdp_spent"])
     assert np.all(np.asarray(manifest["guarantee"]["rdp_spent"]) <= declared * (1 + 1e-12))
     assert manifest["guarantee"]["declared"]["policy_counts"]["rho"] == pytest.approx(
         budget.policy_rho)

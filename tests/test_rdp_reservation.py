@@ -1,7 +1,9 @@
-"""A cost declared as a Rényi curve is checked as a curve under the registry's lock.
+"""A cost declared as a Rényi curve is checked as a curve under the registry's lock, and
+reserved as that curve (no ρ: issue 32.9).
 
-``rho_reservation`` returns "everything remaining" for a curve that does not fit, which the ρ
-check then accepted: two concurrent model runs could each pass a check made before the lock.
+``rho_reservation`` (removed) returned "everything remaining" for a curve that did not fit,
+which the ρ check then accepted: two concurrent model runs could each pass a check made
+before the lock.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ def test_a_curve_that_does_not_fit_is_refused_under_the_lock(toy_contract, tmp_p
     contract = load_contract(toy_contract)  # lifetime epsilon 3, delta 1e-6
     store = tmp_path / "releases"
     small = reserve_run(charge(contract, store, "run-a", 0.02))
-    assert 0 < small.rho <= read_lifetime_ledger(None, contract).rho_budget
-    with pytest.raises(BudgetExceededError, match="would bring it to epsilon="):
+    assert small.rho is None
+    (pending,) = read_lifetime_ledger(None, contract).pending
+    assert "rho" not in pending and len(pending["rdp"]) == len(RDP_ORDERS)
+    with pytest.raises(BudgetExceededError, match="would bring the composed spend to epsilon="):
         reserve_run(charge(contract, store, "run-b", 5.0))
     book = read_lifetime_ledger(None, contract)
     assert [p["run_id"] for p in book.pending] == ["run-a"]

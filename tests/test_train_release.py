@@ -15,10 +15,8 @@ from privfair.release.model.train import MODEL, TrainParams, preflight_train
 from privfair.release.protocol import run_release
 from privfair.store.registry import (
     LifetimeLedger,
-    lifetime_epsilon,
     list_releases,
     read_lifetime_ledger,
-    rho_reservation,
 )
 
 
@@ -141,21 +139,22 @@ def test_bad_requests_refused_in_preflight(params, error, match, tmp_path):
         preflight_train({"epsilon": 1.0, "out": str(tmp_path)} | params)
 
 
-def test_rho_reservation_keeps_later_table_releases_sound():
+def test_a_curve_charge_leaves_table_releases_exactly_the_composed_room():
+    """Issue 32.9: a DP-SGD release is charged its own curve (no ρ); a later zCDP release may
+    take what the composition of both leaves, and no more."""
     contract = load_contract(contract_path("adult"))
     lifetime = LifetimeLedger("adult", contract.budget.epsilon, contract.budget.delta,
                               [{"version": "v1", "rho": 0.05}])
     curve = subsampled_gaussian_rdp(noise_multiplier=1.0, sample_rate=0.01, steps=2000)
-    reserved = rho_reservation(lifetime, curve)
-    lifetime.releases.append({"version": "v2", "rho": reserved, "rdp": list(curve)})
-    # A table release may now take whatever zCDP room the store's rho check leaves...
+    lifetime.releases.append({"version": "v2", "rdp": list(curve)})
+    assert lifetime.rho_spent == pytest.approx(0.05)  # the curve is not a ρ
     room = lifetime.rho_remaining
     assert room > 0
     lifetime.check(rho=room)
-    # ...and the true composition of everything stays within the lifetime epsilon.
-    total = lifetime_epsilon(lifetime, np.asarray(RDP_ORDERS) * room)
-    assert total <= contract.budget.epsilon * (1 + 1e-6)
-    assert total > contract.budget.epsilon * 0.99  # and the reservation is not wasteful
+    with pytest.raises(BudgetExceededError):
+        lifetime.check(rho=room * 1.01)
+    total = lifetime.epsilon_spent(rho=room)
+    assert contract.budget.epsilon * 0.999 < total <= contract.budget.epsilon * (1 + 1e-9)
     # Without amplification by subsampling the same steps would not fit at all.
     assert rdp_epsilon(rdp=np.asarray(RDP_ORDERS) * 2000 / 2, delta=1e-6)[0] > 10
 
@@ -178,7 +177,7 @@ def test_successive_model_releases_share_the_registry_ledger(adult_file, tmp_pat
                for r in book.releases)
     # Two (2, δ)-DP releases (the functional mechanism next to the Gaussian policy counts):
     # their Rényi curves convert to a little under 4 at the lifetime delta.
-    assert 3.7 < lifetime_epsilon(book) < 4.01
+    assert 3.7 < book.epsilon_spent() < 4.01
     manifest = json.loads((store / "adult" / "v2" / "manifest.json").read_text())
     assert manifest["metrics"] is None
     # A third release over what is left is refused before reading anything.
@@ -193,12 +192,11 @@ def test_model_run_reserves_its_declared_cost_and_stays_charged_after_noise(
     from privfair.release.model import train as module
 
     store, contract = tmp_path / "store", load_contract(contract_path("adult"))
-    budget = read_lifetime_ledger(store, contract).rho_budget
     seen: list[float] = []
     real_read = module.read_private
 
     def watch_read(plan):
-        seen.append(read_lifetime_ledger(None, contract).rho_spent)
+        seen.append(read_lifetime_ledger(None, contract).epsilon_spent())
         return real_read(plan)
 
     def crash(*args, **kwargs):
@@ -211,9 +209,10 @@ def test_model_run_reserves_its_declared_cost_and_stays_charged_after_noise(
         patched.setattr(module, "_train_functional", crash)
         with pytest.raises(RuntimeError):
             train(params, tmp_path)
-    assert len(seen) == 1 and 0 < seen[0] < budget  # the declared cost, not the whole rest
+    # the declared cost (its curve: ε 2 at the run's δ = the lifetime's), not the whole rest
+    assert len(seen) == 1 and 1.9 < seen[0] <= 2.0 * (1 + 1e-8)
     book = read_lifetime_ledger(None, contract)
-    assert book.rho_spent == pytest.approx(seen[0])  # noise was drawn: it stays charged
+    assert book.epsilon_spent() == pytest.approx(seen[0])  # noise was drawn: stays charged
     assert book.pending[0]["state"] == "spent, not published"
 
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry2"))
@@ -221,8 +220,8 @@ def test_model_run_reserves_its_declared_cost_and_stays_charged_after_noise(
     book = read_lifetime_ledger(tmp_path / "store2", contract)
     manifest = json.loads((final / "manifest.json").read_text())
     assert not book.pending
-    assert book.rho_spent == pytest.approx(manifest["lifetime"]["rho_reserved"])
-    assert book.rho_spent == pytest.approx(seen[0])  # the same declared cost
+    assert book.epsilon_spent() == pytest.approx(manifest["lifetime"]["charge_epsilon"])
+    assert book.epsilon_spent() <= seen[0] * (1 + 1e-9)  # at most the declared cost
 
 
 def test_a_fixed_seed_needs_the_insecure_test_mode(tmp_path):

@@ -38,9 +38,15 @@ torch, and this module is in ``core/``, which must import without torch. The two
 
 :data:`RDP_ORDERS` is the integer grid 2..255 of the moments accountant (so published ε are
 reproduced exactly with the classic conversion), extended with large orders up to 1024 (small
-ε). Fractional orders below 2 are left out: there ``dp-accounting`` and opacus disagree (the
-former returns a valid but non-monotone bound), and they only help for ε far above any budget a
-publisher would set.
+ε) and with the orders 1.25, 1.5 and 1.75 below 2, where the conversion of a large composed ε
+(a lifetime of many releases, or ε near 100) finds its optimum. Below 2 the subsampled
+Gaussian's series in ``dp-accounting`` may not converge at large sampling rates (it returns
+inf) or lose precision at large σ; as Rényi divergence is non-decreasing in α, the value at
+α = 2 is a valid bound there, so the curve takes the smaller of the two.
+
+Curves stored on the earlier grid (:data:`LEGACY_RDP_ORDERS`, 2..1024, in ledgers, manifests
+and lifetime ledgers of format 3) still load: :func:`rdp_on_grid` extends them below 2 with
+their value at α = 2, a valid (if loose) bound for the same reason.
 
 Neighbouring datasets differ by adding or removing one row.
 """
@@ -49,6 +55,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -167,9 +174,33 @@ def laplace_rho(*, epsilon: float) -> float:
 
 
 # Integer orders 2..255 are the grid of the moments accountant; see the module docstring.
-RDP_ORDERS: tuple[float, ...] = (
+LEGACY_RDP_ORDERS: tuple[float, ...] = (
     *(float(a) for a in range(2, 256)), 320.0, 384.0, 512.0, 768.0, 1024.0,
 )
+#: Orders below 2 (issue 32.9): they help the conversion of large composed ε.
+LOW_RDP_ORDERS: tuple[float, ...] = (1.25, 1.5, 1.75)
+RDP_ORDERS: tuple[float, ...] = (*LOW_RDP_ORDERS, *LEGACY_RDP_ORDERS)
+
+
+def rdp_on_grid(values: Sequence[float]) -> np.ndarray:
+    """An RDP curve on :data:`RDP_ORDERS`, from values on it or on :data:`LEGACY_RDP_ORDERS`.
+
+    A legacy curve (no orders below 2) takes its value at α = 2 for α < 2: Rényi divergence
+    is non-decreasing in α, so that is a valid bound there.
+
+    Examples
+    --------
+    >>> rdp_on_grid([0.5] * len(LEGACY_RDP_ORDERS))[:4].tolist()
+    [0.5, 0.5, 0.5, 0.5]
+    """
+    curve = np.asarray(values, dtype=float)
+    if curve.ndim == 1 and curve.size == len(LEGACY_RDP_ORDERS):
+        return np.concatenate([np.full(len(LOW_RDP_ORDERS), curve[0]), curve])
+    if curve.ndim != 1 or curve.size != len(RDP_ORDERS):
+        raise ValueError(f"an RDP curve has {curve.size} values; expected one per order of "
+                         f"the grid ({len(RDP_ORDERS)}, or {len(LEGACY_RDP_ORDERS)} on the "
+                         "grid before orders below 2)")
+    return curve
 
 Conversion = Literal["classic", "balle2020"]
 CONVERSIONS: tuple[str, ...] = ("classic", "balle2020")
@@ -239,10 +270,31 @@ def _subsampled_gaussian_step(noise_multiplier: float, sample_rate: float,
     import dp_accounting
     from dp_accounting.rdp import RdpAccountant
 
-    accountant = RdpAccountant(orders=list(orders))
-    accountant.compose(dp_accounting.PoissonSampledDpEvent(
-        sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)))
-    return tuple(float(v) for v in accountant.rdp)
+    event = dp_accounting.PoissonSampledDpEvent(
+        sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier))
+    alpha = np.asarray(orders)
+    whole = alpha == np.round(alpha)
+    out = np.full(alpha.shape, np.inf)
+    accountant = RdpAccountant(orders=alpha[whole].tolist())
+    accountant.compose(event)
+    out[whole] = accountant.rdp
+    if not whole.all():
+        # Fractional orders: dp-accounting's series may fail to converge (inf, with a logged
+        # warning) or lose precision; RDP is non-decreasing in α, so the value at the next
+        # integer order bounds it (see the module docstring).
+        absl = logging.getLogger("absl")
+        level = absl.level
+        absl.setLevel(logging.ERROR)
+        try:
+            fractional = RdpAccountant(orders=alpha[~whole].tolist())
+            fractional.compose(event)
+        finally:
+            absl.setLevel(level)
+        for i, value in zip(np.flatnonzero(~whole), fractional.rdp, strict=True):
+            above = np.flatnonzero(whole & (alpha > alpha[i]))
+            cap = out[above[np.argmin(alpha[above])]] if above.size else np.inf
+            out[i] = min(value if np.isfinite(value) and value >= 0 else np.inf, cap)
+    return tuple(float(v) for v in out)
 
 
 def joint_noise_multiplier(*multipliers: float) -> float:
@@ -340,10 +392,12 @@ class LedgerEntry:
     def __post_init__(self) -> None:
         if self.rdp is not None:
             # JSON round trips give lists; the entry stays hashable and comparable.
-            object.__setattr__(self, "rdp", tuple(float(v) for v in self.rdp))
-            if len(self.rdp) != len(RDP_ORDERS):
-                raise ValueError(f"entry {self.name!r}: rdp has {len(self.rdp)} values, "
-                                 f"expected one per order ({len(RDP_ORDERS)})")
+            # A curve on the grid before orders below 2 is extended (rdp_on_grid).
+            try:
+                curve = rdp_on_grid(self.rdp)
+            except ValueError as exc:
+                raise ValueError(f"entry {self.name!r}: {exc}") from None
+            object.__setattr__(self, "rdp", tuple(float(v) for v in curve))
 
     def rdp_curve(self) -> np.ndarray:
         """The entry's RDP curve on :data:`RDP_ORDERS` (stored, or derived from ρ and ε)."""
@@ -620,7 +674,8 @@ class PrivacyLedger:
     @classmethod
     def from_state_dict(cls, state: dict[str, Any]) -> PrivacyLedger:
         orders = state.get("rdp_orders")
-        if orders is not None and tuple(float(a) for a in orders) != RDP_ORDERS:
+        if orders is not None and tuple(float(a) for a in orders) not in (RDP_ORDERS,
+                                                                       LEGACY_RDP_ORDERS):
             raise ValueError("the saved ledger's RDP orders differ from this version's grid")
         ledger = cls(rho_budget=state["rho_budget"], delta=state.get("delta"),
                      epsilon_budget=state.get("epsilon_budget"),

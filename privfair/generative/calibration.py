@@ -54,11 +54,11 @@ def subsampled_gaussian_epsilon(*, noise_multiplier: float, sample_rate: float, 
     from dp_accounting.rdp import rdp_privacy_accountant
 
     _check(sample_rate, steps)
-    from privfair.core.accounting import RDP_ORDERS
+    from privfair.core.accounting import LEGACY_RDP_ORDERS
 
-    # The ledger's order grid: dp-accounting's default fractional orders fail to converge at
-    # large sampling rates (and log warnings).
-    accountant = rdp_privacy_accountant.RdpAccountant(orders=list(RDP_ORDERS))
+    # The ledger's integer orders: dp-accounting's fractional orders fail to converge at large
+    # sampling rates (and log warnings); the ledger itself guards its orders below 2.
+    accountant = rdp_privacy_accountant.RdpAccountant(orders=list(LEGACY_RDP_ORDERS))
     accountant.compose(dp_accounting.PoissonSampledDpEvent(
         sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)), steps)
     return float(accountant.get_epsilon(delta))

@@ -804,11 +804,37 @@ def _measure_counts(codes: Mapping[str, np.ndarray], domain: Domain, *, ledger: 
     return marginals, anchors, n_hat, sigma
 
 
+def dpsgd_schedule(config: GANConfig, *, rows: float) -> tuple[float, int]:
+    """D1's Poisson rate q = min(1, batch/rows) and its number of steps (epochs × ⌈1/q⌉)."""
+    sample_rate = min(1.0, config.batch_size / max(float(rows), 1.0))
+    return sample_rate, config.epochs * max(1, math.ceil(1 / sample_rate))
+
+
+def dpsgd_charges(config: GANConfig, *, sample_rate: float, steps: int,
+                  sigma: float) -> list[dict[str, Any]]:
+    """The ledger charges (``spend_subsampled_gaussian`` arguments) of D1's DP-SGD at σ."""
+    if not config.group_clipping:
+        return [{"name": "GAN D1 gradients (DP-SGD)", "noise_multiplier": sigma,
+                 "sample_rate": sample_rate, "steps": steps,
+                 "sensitivity": config.max_grad_norm}]
+    # DPSGD-F: the gradient sum (noise σC, sensitivity C ≤ cap·C0) and the clipped counts
+    # (noise σ1 = ratio·σ, sensitivity 1) come from the same Poisson batch: one subsampled
+    # Gaussian at σ_eff = (σ⁻² + σ1⁻²)^(−1/2), recorded with noise σC (issue 21.5).
+    ratio = config.count_noise_ratio
+    bound = GroupClipping.cap * config.max_grad_norm
+    return [{"name": "GAN D1 gradients and clipped counts (DPSGD-F, one subsampled "
+                     "Gaussian)",
+             "noise_multiplier": joint_noise_multiplier(sigma, ratio * sigma),
+             "sample_rate": sample_rate, "steps": steps,
+             "sensitivity": bound * math.sqrt(1 + ratio**-2)}]
+
+
 def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, outcome: str,
             ledger: Any, rng: np.random.Generator, config: GANConfig | None = None,
             dag: Any = None, noise_multiplier: float | None = None,
             discrete_noise: bool = False, progress: Progress | None = None,
-            limit: Limit | None = None) -> FittedGAN:
+            limit: Limit | None = None,
+            settle: Callable[[np.ndarray], bool] | None = None) -> FittedGAN:
     """Train a DP GAN on integer codes and return the post-noise generator.
 
     Parameters
@@ -844,6 +870,10 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         is its cost over what it may cost, ≤ 1 fits. A release passes the lifetime ledger's
         charge for the curve over the run's declared ρ. Checked for the counts before they
         are drawn (refused with nothing drawn), then σ is calibrated to it.
+    settle : callable, optional
+        ``settle(curve)``: asked, when ``limit`` would make σ larger than the ledger alone
+        needs, to charge the run's own ``curve`` in place of what bounded it (the lifetime
+        ledger's reservation); True lifts ``limit``.
     """
     config = config or GANConfig()
     parsed_dag = _check_inputs(config, domain, protected, outcome, dag)
@@ -863,27 +893,22 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     marginals, anchors, n_hat, marginal_sigma = _measure_counts(
         columns, domain, ledger=ledger, rng=rng, share=config.marginal_share,
         discrete=discrete_noise, protected=protected, outcome=outcome, pairs=pairs)
-    sample_rate = min(1.0, config.batch_size / n_hat)
-    steps_per_epoch = max(1, math.ceil(1 / sample_rate))
-    steps = config.epochs * steps_per_epoch
+    sample_rate, steps = dpsgd_schedule(config, rows=n_hat)
+    steps_per_epoch = steps // config.epochs
     expected_batch = sample_rate * n_hat
 
     def charges(sigma: float) -> list[dict[str, Any]]:
-        if not config.group_clipping:
-            return [{"name": "GAN D1 gradients (DP-SGD)", "noise_multiplier": sigma,
-                     "sample_rate": sample_rate, "steps": steps,
-                     "sensitivity": config.max_grad_norm}]
-        # DPSGD-F: the gradient sum (noise σC, sensitivity C ≤ cap·C0) and the clipped counts
-        # (noise σ1 = ratio·σ, sensitivity 1) come from the same Poisson batch: one subsampled
-        # Gaussian at σ_eff = (σ⁻² + σ1⁻²)^(−1/2), recorded with noise σC (issue 21.5).
-        ratio = config.count_noise_ratio
-        bound = GroupClipping.cap * config.max_grad_norm
-        return [{"name": "GAN D1 gradients and clipped counts (DPSGD-F, one subsampled "
-                         "Gaussian)",
-                 "noise_multiplier": joint_noise_multiplier(sigma, ratio * sigma),
-                 "sample_rate": sample_rate, "steps": steps,
-                 "sensitivity": bound * math.sqrt(1 + ratio**-2)}]
+        return dpsgd_charges(config, sample_rate=sample_rate, steps=steps, sigma=sigma)
 
+    if noise_multiplier is None and limit is not None and settle is not None:
+        # Once the counts fixed q, the run's own curve at the σ its ledger alone allows may
+        # replace its reservation when it fits next to the others: then only the ledger binds.
+        alone = noise_multiplier_on_ledger(ledger, charges=charges)
+        trial = type(ledger).from_state_dict(ledger.state_dict())
+        for kwargs in charges(alone):
+            trial.spend_subsampled_gaussian(**kwargs)
+        if limit(trial.rdp()) > 1.0 and settle(trial.rdp()):
+            noise_multiplier, limit = alone, None
     sigma = (noise_multiplier if noise_multiplier is not None
              else noise_multiplier_on_ledger(ledger, charges=charges, limit=limit))
     # The layer charges what charges(σ) planned: the same multiplier (σ_eff with DPSGD-F's

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -48,6 +49,7 @@ from privfair.release.options import ReleaseOptions, params_error_line
 from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
 from privfair.store import publication
 from privfair.store.artefacts import Workspace, json_bytes, sha256_file, utc_now
+from privfair.store.ledger import charge_epsilon
 from privfair.store.publication import commit_publication, recover_store, write_intent
 from privfair.store.registry import (
     RunCharge,
@@ -59,7 +61,6 @@ from privfair.store.registry import (
     read_lifetime_ledger,
     release_unspent,
     reserve_run,
-    rho_reservation,
 )
 
 log = logging.getLogger(__name__)
@@ -98,9 +99,8 @@ class Cost:
     """What a run charges the lifetime ledger, computed from public inputs before any read.
 
     ``rdp`` is the Rényi curve (on :data:`privfair.core.accounting.RDP_ORDERS`) of a kind that
-    accounts in RDP; its ρ in the lifetime ledger's unit is then fixed when it is reserved
-    (the ρ that leaves later zCDP releases exactly the room the curve leaves them). Otherwise
-    the run costs the ρ of its (ε, δ).
+    accounts in RDP: the lifetime ledger composes it as it is, whatever the lifetime's size.
+    Otherwise the run costs the zCDP ρ of its (ε, δ).
     """
 
     epsilon: float
@@ -111,6 +111,15 @@ class Cost:
     def rho(self) -> float | None:
         return None if self.rdp is not None else zcdp_rho(epsilon=self.epsilon,
                                                           delta=self.delta)
+
+    def charge(self) -> dict[str, Any]:
+        """The lifetime ledger's ``check`` arguments for this cost."""
+        return {"rho": 0.0, "rdp": self.rdp} if self.rdp is not None else {"rho": self.rho}
+
+    def epsilon_at(self, delta: float) -> float:
+        """The cost alone as ε at ``delta`` (e.g. the lifetime's δ)."""
+        return charge_epsilon({"rdp": list(self.rdp)} if self.rdp is not None
+                              else {"rho": self.rho}, delta)
 
 
 @dataclass(frozen=True)
@@ -280,8 +289,8 @@ class Planned:
     params: ReleaseOptions
     plan: Any
     cost: Cost
-    #: The cost in the lifetime ledger's unit, against the ledger as it was read.
-    rho: float
+    #: The run's zCDP ρ, or None for a kind charged by its Rényi curve.
+    rho: float | None
     lifetime: Any
 
 
@@ -300,10 +309,9 @@ def plan_release(kind: ReleaseKind, params: Any) -> Planned:
             options.seed, dataset=dataset_id(plan.contract)))
     cost = kind.cost(plan)
     lifetime = read_lifetime_ledger(plan.store, plan.contract)
-    rho = _cost_rho(cost, lifetime)
-    lifetime.check(rho=rho)
+    lifetime.check(**cost.charge())
     kind.check_lifetime(plan, lifetime)
-    return Planned(kind, options, plan, cost, rho, lifetime)
+    return Planned(kind, options, plan, cost, cost.rho, lifetime)
 
 
 def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
@@ -354,12 +362,6 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
     return folder
 
 
-def _cost_rho(cost: Cost, lifetime: Any) -> float:
-    if cost.rho is not None:
-        return cost.rho
-    return rho_reservation(lifetime, np.asarray(cost.rdp, dtype=float))
-
-
 def reserve(planned: Planned) -> RunCharge:
     """Reserve a checked request's cost in the lifetime ledger (before any private read)."""
     plan, cost = planned.plan, planned.cost
@@ -369,18 +371,21 @@ def reserve(planned: Planned) -> RunCharge:
         contract=plan.contract, store=Path(plan.store), epsilon=cost.epsilon,
         delta=cost.delta, rho=cost.rho, rdp=cost.rdp, method=plan.method,
         contract_fingerprint=plan.contract.fingerprint(), seed_fingerprint=fingerprint)
-    # The registry fixes an RDP kind's ρ under its lock (it depends on what is spent).
     return reserve_run(charge)
 
 
 def _still_charged(charge: RunCharge) -> str:
     try:
         book = read_lifetime_ledger(None, charge.contract)
-        left = f" ({book.rho_remaining:.6g} of {book.rho_budget:.6g} left)"
+        own = charge_epsilon({"rdp": list(charge.rdp)} if charge.rdp is not None
+                             else {"rho": charge.rho}, book.delta_budget)
+        what = f"its charge (epsilon {own:.6g} at delta {book.delta_budget:g})"
+        left = (f" (composed epsilon {book.epsilon_spent():.6g} of {book.epsilon_budget:g} "
+                "spent)")
     except Exception:  # the note must not hide the run's own error
+        what = "its charge"
         left = ""
-    return (f"the run drew noise: rho {charge.rho:.6g} stays charged to dataset "
-            f"{charge.dataset!r}{left}")
+    return f"the run drew noise: {what} stays charged to dataset {charge.dataset!r}{left}"
 
 
 def publish(context: RunContext, state: State) -> tuple[Path, Written]:
@@ -416,11 +421,12 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
             manifest = written.manifest
             if context.resumed is not None:
                 manifest["resume"] = context.resumed
-            charged = written.ledger_fields.get("rho")
-            if charged is not None and float(charged) > float(charge.rho) * (1 + 1e-9):
-                raise PrivfairError(
-                    f"the run's accounting (rho {float(charged):.6g}) exceeds its declared "
-                    f"cost (rho {float(charge.rho):.6g}); nothing is published")
+            # against the reservation as the ledger holds it (a GAN may have settled it)
+            held = next((p for p in lifetime.pending if p["run_id"] == charge.run_id), None)
+            reserved = (replace(charge, rdp=tuple(held["rdp"]))
+                        if charge.rdp is not None and held and held.get("rdp") is not None
+                        else charge)
+            _check_within_declared(written.ledger_fields, reserved)
             manifest["files"] = {name: written.digests.get(name) or sha256_file(tmp / name)
                                  for name in written.files}
             (tmp / "manifest.json").write_bytes(json_bytes(manifest))
@@ -430,12 +436,15 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
             raise
         published_at = manifest.get("published_at") or utc_now()
         release = {"version": version, "published_at": published_at, "run_id": charge.run_id,
-                   "epsilon": charge.epsilon, "delta": charge.delta, "rho": charge.rho,
+                   "epsilon": charge.epsilon, "delta": charge.delta,
                    "method": plan.method, "kind": context.kind.name,
                    "contract_fingerprint": charge.contract_fingerprint,
                    **dict(written.ledger_fields)}
-        if charge.rdp is not None:  # the lifetime composes this run by its Rényi curve
-            release["rdp"] = [float(v) for v in charge.rdp]
+        if charge.rdp is not None:  # charged by its Rényi curve: the run's own, or the declared
+            release.setdefault("rdp", [float(v) for v in charge.rdp])
+            release.pop("rho", None)
+        else:
+            release.setdefault("rho", charge.rho)
         of_version = (context.resumed or {}).get("post_processing_of")
         if of_version:  # a new version of a published run: post-processing, no cost
             release.update(rho=0.0, post_processing_of=of_version)
@@ -443,7 +452,9 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
         if charge.seed_fingerprint:
             release["seed_fingerprint"] = charge.seed_fingerprint
         row = [plan.dataset, version, str(final.relative_to(store)), published_at,
-               charge.epsilon, charge.delta, release["rho"], plan.method, int(written.n_rows),
+               # the catalog's rho: NaN for a release charged by its Rényi curve
+               charge.epsilon, charge.delta, float(release.get("rho", math.nan)), plan.method,
+               int(written.n_rows),
                charge.contract_fingerprint, bool(written.fairness_passed),
                _orchestrator_json(context.orchestrator)]
         commit_publication(store=store, contract_budget=(plan.contract.budget.epsilon,
@@ -453,6 +464,22 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
                            release=release, catalog_row=row)
     log.info("published %s", final)
     return final, written
+
+
+def _check_within_declared(fields: Mapping[str, Any], charge: RunCharge) -> None:
+    """Refuse to publish a run whose own accounting passes its declared cost (a curve must
+    stay at or below the declared one at every order; a ρ at or below the declared ρ)."""
+    if fields.get("rdp") is not None:
+        own = np.asarray(fields["rdp"], dtype=float)
+        if charge.rdp is None or own.shape != np.shape(charge.rdp) or not np.all(
+                own <= np.asarray(charge.rdp) * (1 + 1e-9) + 1e-15):
+            raise PrivfairError("the run's Renyi curve exceeds its declared curve at some "
+                                "order; nothing is published")
+    charged = fields.get("rho")
+    if charged is not None and (charge.rho is None
+                                or float(charged) > float(charge.rho) * (1 + 1e-9)):
+        raise PrivfairError(f"the run's accounting (rho {float(charged):.6g}) exceeds its "
+                            "declared cost; nothing is published")
 
 
 def _orchestrator_json(record: Mapping[str, Any] | None) -> str | None:

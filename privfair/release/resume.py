@@ -11,7 +11,7 @@ post-processing of it (ρ 0 in the ledger). Nothing private is read and no noise
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,12 @@ from privfair.release.protocol import (
 )
 from privfair.release.seeds import check_seed_policy, seed_fingerprint
 from privfair.store.artefacts import Workspace
-from privfair.store.registry import RunCharge, dataset_id, read_lifetime_ledger
+from privfair.store.registry import (
+    RunCharge,
+    check_seed_unused,
+    dataset_id,
+    read_lifetime_ledger,
+)
 
 
 def resume_release(kind: ReleaseKind, run_id: str, changes: Mapping[str, Any], *,
@@ -69,11 +74,20 @@ def resume_release(kind: ReleaseKind, run_id: str, changes: Mapping[str, Any], *
             "that drew noise can be resumed")
     if held is None:  # a published run: the new version is post-processing of it
         held = {**published[0], "rdp": None}
+    # The seed policy is the one of the run that drew the noise: a new test seed for the
+    # post-noise stages must be unused too, and a release whose noise came from a fixed seed
+    # says so whatever this command was given.
+    check_seed_unused(lifetime, plan.seed_fingerprint, run_id)
+    noise_fingerprint = held.get("seed_fingerprint")
+    if noise_fingerprint:
+        seeded = {"seeded": True} if "seeded" in {f.name for f in fields(plan)} else {}
+        plan = replace(plan, seed_fingerprint=noise_fingerprint, **seeded)
     cost = kind.cost(plan)
+    curve = tuple(held["rdp"]) if held.get("rdp") else cost.rdp
     charge = RunCharge(
         run_id=run_id, kind=kind.name, dataset=plan.dataset, contract=plan.contract,
         store=Path(plan.store), epsilon=float(held["epsilon"]), delta=float(held["delta"]),
-        rho=float(held["rho"]), rdp=tuple(held["rdp"]) if held.get("rdp") else cost.rdp,
+        rho=None if curve is not None else float(held.get("rho") or 0.0), rdp=curve,
         method=plan.method, contract_fingerprint=plan.contract.fingerprint(),
         seed_fingerprint=plan.seed_fingerprint)
     driver.say(f"resume run {run_id}: post-noise stages only, no privacy cost "

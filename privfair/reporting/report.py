@@ -470,7 +470,9 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
             "ρ spent by this release": g.get("spent", {}).get("rho"),
             "neighbouring datasets": g.get("spent", {}).get("neighbours", "add/remove one row"),
             "accounting": g.get("spent", {}).get("accounting", "zCDP"),
-            "dataset lifetime ρ spent after this release":
+            "dataset lifetime ε spent after this release (every charge composed)":
+                manifest.get("lifetime", {}).get("epsilon_spent_after"),
+            "dataset lifetime ρ spent after this release (zCDP charges)":
                 manifest.get("lifetime", {}).get("rho_spent_after"),
             "dataset lifetime ρ budget": manifest.get("lifetime", {}).get("rho_budget"),
         }),

@@ -63,8 +63,14 @@ def check_entry(entry: Mapping[str, Any], index: int) -> None:
     if kind in ("open", "raise"):
         finite(entry.get("epsilon"), "epsilon", positive=True)
         finite(entry.get("delta"), "delta", positive=True, below_one=True)
-    if kind == "reserve" or (kind == "publish" and "rho" in entry):
+    if (kind == "reserve" and entry.get("rdp") is None) or (kind == "publish" and "rho" in entry):
         finite(entry.get("rho"), "rho")
+    if kind in ("reserve", "publish") and entry.get("rdp") is not None:
+        curve = entry["rdp"]  # a run charged by its Rényi curve
+        if not isinstance(curve, list) or not curve:
+            raise ValueError("rdp is not a list of numbers")
+        for value in curve:
+            finite(value, "an rdp value")
     if kind in ("reserve", "spend", "cancel") and not entry.get("run_id"):
         raise ValueError("no run_id")
     if kind == "open" and index != 0:

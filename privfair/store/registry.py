@@ -25,15 +25,13 @@ import os
 import re
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privfair.contracts.schema import Contract
-from privfair.core.accounting import zcdp_rho
-from privfair.core.errors import BudgetExceededError
 from privfair.store import backends, registry_sql
 from privfair.store.artefacts import StoreError, atomic_write
 from privfair.store.catalog import (  # noqa: F401  (re-exported: the store's public names)
@@ -48,11 +46,9 @@ from privfair.store.chain import GENESIS, finite, verify_chain  # noqa: F401
 from privfair.store.ledger import (  # noqa: F401
     LEDGER_FORMAT,
     LifetimeLedger,
+    charge_curve,
+    charge_epsilon,
     fold,
-    lifetime_curve,
-    lifetime_epsilon,
-    release_curve,
-    rho_reservation,
     run_history,
 )
 
@@ -209,9 +205,10 @@ def cross_check(store: Path, book: LifetimeLedger) -> None:
 
 
 def _hashes(book: LifetimeLedger) -> set[str]:
-    """Every hash a store copy's head may be: the chain's, and those of an imported chain."""
+    """Every hash a store copy's head may be: the chain's, and those of an imported chain or
+    of a generation carried over by a reset."""
     return {e["hash"] for e in book.entries} | {
-        e["legacy_hash"] for e in book.entries if "legacy_hash" in e}
+        e[k] for e in book.entries for k in ("legacy_hash", "carried_hash") if k in e}
 
 
 def _published_here(store: Path, book: LifetimeLedger) -> set[str]:
@@ -274,8 +271,9 @@ def _write(ident: str, name: str, budget: tuple[float, float],
 class RunCharge:
     """What one run charges a dataset's lifetime ledger (public facts only).
 
-    ``rho`` is in the ledger's unit; a kind that accounts in Rényi DP gives its ``rdp``
-    curve instead, and :func:`reserve_run` fixes its ``rho`` under the registry lock.
+    A run is charged by its own privacy curve: ``rho`` (zCDP, the table kinds) or its Rényi
+    ``rdp`` curve (model and GAN kinds; ``rho`` is then None), never by a ρ that depends on
+    what the lifetime has spent.
     """
 
     run_id: str
@@ -294,29 +292,37 @@ class RunCharge:
     def fields(self) -> dict[str, Any]:
         """The ``reserve`` entry's fields."""
         fields: dict[str, Any] = {
-            "run_id": self.run_id, "rho": float(self.rho or 0.0), "epsilon": float(self.epsilon),
+            "run_id": self.run_id, "epsilon": float(self.epsilon),
             "delta": float(self.delta), "method": self.method, "release_kind": self.kind,
             "contract_fingerprint": self.contract_fingerprint, "store": str(self.store),
             "pid": os.getpid(), "host": socket.gethostname()}
         if self.rdp is not None:
             fields["rdp"] = [float(v) for v in self.rdp]
+        else:
+            fields["rho"] = float(self.rho or 0.0)
         if self.seed_fingerprint:  # only the keyed fingerprint of a test seed, never the seed
             fields["seed_fingerprint"] = self.seed_fingerprint
         return fields
 
 
 def check_seed_unused(book: LifetimeLedger, fingerprint: str | None, run_id: str) -> None:
-    """Refuse a second release made with the published test seed of another: the difference
-    of two releases with one seed cancels their noise (issue 10.3). A failed run published
-    nothing, so its seed may be used again."""
+    """Refuse a test seed that another charged run of the dataset used: two runs with one
+    seed draw the same noise, and the difference of their outputs cancels it (issue 10.3).
+
+    Every charged run counts, published or not: a run that drew noise and published nothing
+    (an infeasible TOT) can still publish later (``--resume``), and a run holding its
+    reservation may be drawing noise now. Only a cancelled run (it drew nothing) frees it.
+    """
     if not fingerprint:
         return
-    for r in book.releases:
+    for r in [*book.releases, *book.pending]:
         if r.get("seed_fingerprint") == fingerprint and r.get("run_id") != run_id:
+            what = (f"a release made with this seed ({r.get('version')})" if "version" in r
+                    else f"a charged run made with this seed ({r.get('run_id')}, "
+                         f"{r.get('state')})")
             raise StoreError(
-                f"seed: dataset {book.dataset_id or book.dataset!r} already has a release made "
-                f"with this seed ({r.get('version')}); two releases with one "
-                "seed cancel the noise: use another seed, or none")
+                f"seed: dataset {book.dataset_id or book.dataset!r} already has {what}; two "
+                "runs with one seed cancel the noise: use another seed, or none")
 
 
 def _declared(contract: Contract) -> tuple[float, float]:
@@ -327,9 +333,9 @@ def reserve_run(charge: RunCharge) -> RunCharge:
     """Reserve the run's cost in the lifetime ledger; call before the first private read.
 
     Recovers a publication a killed run left in the store, checks the ledger against the
-    store, refuses a reused test seed and a run the remaining budget cannot pay for, all in
-    the registry transaction that appends the reservation. Returns the charge with its ρ
-    fixed (an RDP cost's ρ depends on what is spent, so it is fixed in that transaction).
+    store, refuses a reused test seed and a run the remaining budget cannot pay for (its ρ or
+    curve composed with everything charged), all in the registry transaction that appends the
+    reservation. Returns the charge.
     """
     from privfair.store.publication import recover_store
 
@@ -342,24 +348,39 @@ def reserve_run(charge: RunCharge) -> RunCharge:
         book = _ledger_from(charge.contract, entries)
         cross_check(Path(charge.store), book)
         check_seed_unused(book, charge.seed_fingerprint, charge.run_id)
-        if charge.rdp is not None:  # composed by its curve: it must fit as a curve
-            curve = np.asarray(charge.rdp, dtype=float)
-            after = lifetime_epsilon(book, curve)
-            if after > book.epsilon_budget * (1 + 1e-9):
-                raise BudgetExceededError(
-                    f"lifetime budget of dataset {book.dataset_id or book.dataset!r} exceeded: "
-                    f"this release would bring it to epsilon={after:.4g} > "
-                    f"{book.epsilon_budget:g} (delta={book.delta_budget:g})")
-        run = charge if charge.rho is not None else replace(charge, rho=rho_reservation(
-            book, np.asarray(charge.rdp, dtype=float)))
-        if book.run_state(run.run_id) is not None:
-            raise StoreError(f"run {run.run_id} is already in the lifetime ledger")
-        book.check(rho=float(run.rho))  # type: ignore[arg-type]
-        fixed[:] = [run]
-        return [("reserve", run.fields())]
+        if book.run_state(charge.run_id) is not None:
+            raise StoreError(f"run {charge.run_id} is already in the lifetime ledger")
+        # One composed check for both: a zCDP ρ, or the run's Rényi curve.
+        book.check(rho=float(charge.rho or 0.0) if charge.rdp is None else 0.0,
+                   rdp=charge.rdp)
+        fixed[:] = [charge]
+        return [("reserve", charge.fields())]
 
     _write(dataset_id(charge.contract), charge.contract.name, _declared(charge.contract), build)
     return fixed[0]
+
+
+def settle_curve(charge: RunCharge, rdp: Any) -> bool:
+    """Replace a running run's reserved curve by ``rdp`` (its own, once a noisy count fixed
+    its sampling rate) when that fits next to everything else charged; returns whether it did.
+
+    One registry transaction: the run keeps its state, and later runs are checked against the
+    new curve. A run that drew noise may settle: what it will spend next is charged by it.
+    """
+    done: list[bool] = []
+
+    def build(entries: list[dict[str, Any]]) -> NewEntries:
+        book = _ledger_from(charge.contract, entries)
+        if book.run_state(charge.run_id) not in ("reserved", "spent, not published"):
+            raise StoreError(f"run {charge.run_id} holds no reservation to settle")
+        done[:] = [book.without(charge.run_id).fits(rdp=rdp)]
+        if not done[0]:
+            return []
+        return [("reserve", {"run_id": charge.run_id, "settles": True,
+                             "rdp": [float(v) for v in rdp]})]
+
+    _write(dataset_id(charge.contract), charge.contract.name, _declared(charge.contract), build)
+    return done[0]
 
 
 def mark_noise_drawn(charge: RunCharge) -> LifetimeLedger:
@@ -433,15 +454,22 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
                 new.append(("publish", fields))
                 continue
             if state is None:
-                book.check(rho=float(r["rho"]))
+                book.check(rho=float(r.get("rho") or 0.0) if r.get("rdp") is None else 0.0,
+                           rdp=r.get("rdp"))
                 book.releases.append(fields)
             else:
                 # A release may name its exact cost in place of the reservation (a DP-SGD
-                # model or GAN, whose Rényi curve is known only once it ran); any excess over
-                # the reservation must still fit the budget.
+                # model or GAN, whose Rényi curve is known only once it ran): at or below the
+                # reservation it fits; otherwise it must fit next to the others.
                 held = next(q for q in book.pending if q["run_id"] == r["run_id"])
-                if "rho" in fields and float(fields["rho"]) > float(held["rho"]):
-                    book.check(rho=float(fields["rho"]) - float(held["rho"]))
+                others = book.without(r["run_id"])
+                if fields.get("rdp") is not None:
+                    reserved = charge_curve(held)
+                    if reserved is None or not np.all(
+                            charge_curve(fields) <= reserved * (1 + 1e-9) + 1e-15):
+                        others.check(rdp=fields["rdp"])
+                elif "rho" in fields and float(fields["rho"]) > float(held.get("rho") or 0.0):
+                    others.check(rho=float(fields["rho"]))
             new.append(("publish", fields))
         return new
 
@@ -482,10 +510,13 @@ def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: st
                              f"{registry_name()}; its first release fixes the contract's "
                              "budget")
         book = fold(entries, contract.name, ident)
-        rho = zcdp_rho(epsilon=epsilon, delta=delta)
-        if rho < book.rho_spent * (1 - 1e-12):
-            raise StoreError(f"dataset {ident!r} has already spent rho={book.rho_spent:.6g}; "
-                             f"epsilon={epsilon:g}, delta={delta:g} (rho={rho:.6g}) is below it")
+        spent = book.epsilon_spent()
+        book.epsilon_budget, book.delta_budget = epsilon, delta
+        if not book.fits():
+            raise StoreError(f"dataset {ident!r} has already spent epsilon={spent:.6g} at "
+                             f"delta={fold(entries, contract.name, ident).delta_budget:g} "
+                             f"(composed); epsilon={epsilon:g}, delta={delta:g} is below it "
+                             f"(epsilon={book.epsilon_spent():.6g} at that delta)")
         return [("raise", {"epsilon": epsilon, "delta": delta, "reason": reason,
                            "by": getpass.getuser()})]
 

@@ -11,7 +11,6 @@ created; ``privfair ledger import FILE`` does it by hand (e.g. into PostgreSQL).
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 from dataclasses import dataclass
@@ -92,16 +91,37 @@ def migrate_folder(reg: backends.Registry, folder: Path) -> list[Path]:
 
 
 def reset_ledger(ident: str, *, reason: str) -> dict[str, Any]:
-    """Start a dataset's ledger anew after its loss (``privfair ledger reset``), recorded in
-    the registry; returns what was lost (what the registry recorded and what is left)."""
+    """Start anew a dataset's ledger that was lost or fails its check (``privfair ledger
+    reset``), recorded in the registry. Refused for a ledger that verifies: a reset must never
+    give back spent budget.
+
+    The new generation starts with the longest prefix of the old chain that still verifies,
+    re-chained (each entry keeps its old hash as ``carried_hash``): the budget, releases and
+    charged runs it proves stay charged. Returns what was lost and what was carried.
+    """
     if not reason.strip():
         raise StoreError("a ledger reset needs a --reason (it is recorded in the registry)")
-    lost = registry_sql.reset(ident, reason=reason, by=getpass.getuser(), at=utc_now())
-    left = lost["entries_left"]
-    with contextlib.suppress(Exception):  # what is left may itself fail its check
-        book = fold(left, registry.dataset_name(left, ident), ident)
-        lost["left_releases"] = [r.get("version") for r in book.releases]
-        lost["left_rho"] = book.rho_spent
+
+    def carry(verified: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for i, e in enumerate(verified):
+            fields = {k: v for k, v in e.items() if k not in ("seq", "prev", "hash", "kind")}
+            fields["carried_hash"] = e["hash"]
+            if i == 0:
+                fields["carried_after_reset"] = {"entries": len(verified), "reason": reason}
+            out.append((str(e["kind"]), fields))
+        return out
+
+    lost = registry_sql.reset(ident, reason=reason, by=getpass.getuser(), at=utc_now(),
+                              carry=carry)
+    carried = lost["carried"]
+    if carried:
+        book = fold(carried, registry.dataset_name(carried, ident), ident)
+        lost["carried_releases"] = [r.get("version") for r in book.releases]
+        lost["carried_runs"] = [p["run_id"] for p in book.pending]
+        lost["carried_epsilon"] = book.epsilon_spent()
+        lost["carried_rho"] = book.rho_spent
+        lost["budget"] = (book.epsilon_budget, book.delta_budget)
     return lost
 
 

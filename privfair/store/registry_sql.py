@@ -261,8 +261,32 @@ def import_chain(conn: sa.Connection, reg: Registry, ident: str,
     return append(conn, reg, ident, head, [], new)
 
 
-def reset(ident: str, *, reason: str, by: str, at: str) -> dict[str, Any]:
-    """Start a new, empty chain for a dataset whose ledger was lost; returns what was lost."""
+def verified_prefix(reg: Registry, ident: str, entries: list[dict]) -> list[dict]:
+    """The longest prefix of ``entries`` whose HMAC chain verifies (what a broken ledger
+    still proves was charged)."""
+    out: list[dict] = []
+    for i, entry in enumerate(entries):
+        try:
+            verify_chain([entry], where=ident, key=reg.key, ident=ident, start=i,
+                         prev=out[-1]["hash"] if out else GENESIS)
+        except StoreError:
+            break
+        out.append(entry)
+    return out
+
+
+Carry = Callable[[list[dict]], list[tuple[str, dict[str, Any]]]]
+
+
+def reset(ident: str, *, reason: str, by: str, at: str, carry: Carry | None = None
+          ) -> dict[str, Any]:
+    """Start a new chain for a dataset whose ledger was lost or fails its check; returns what
+    was lost. A ledger that verifies is never reset (that would give its spent budget back).
+
+    ``carry(verified)`` gets the longest verified prefix of the broken chain and returns the
+    new generation's first entries (its spend, carried over), appended in the same
+    transaction.
+    """
     reg = open_registry()
 
     def step(conn: sa.Connection) -> dict[str, Any]:
@@ -271,6 +295,16 @@ def reset(ident: str, *, reason: str, by: str, at: str) -> dict[str, Any]:
         if not known and row is None:
             raise StoreError(f"dataset {ident!r} has no lifetime ledger in registry {reg.name}; "
                              "nothing to reset")
+        if row is not None:
+            try:
+                _, entries = load(conn, reg, ident)
+            except StoreError:
+                pass  # broken: a reset is what it needs
+            else:
+                raise StoreError(
+                    f"the lifetime ledger of dataset {ident!r} in registry {reg.name} verifies "
+                    f"({len(entries)} entries): a reset would give back its spent budget; "
+                    "nothing was reset")
         generation = row.generation if row else conn.execute(
             sa.select(sa.func.max(ENTRIES.c.generation)).where(ENTRIES.c.dataset == ident)
         ).scalar() or 0
@@ -278,13 +312,17 @@ def reset(ident: str, *, reason: str, by: str, at: str) -> dict[str, Any]:
             sa.select(ENTRIES.c.body).where(ENTRIES.c.dataset == ident,
                                             ENTRIES.c.generation == generation)
             .order_by(ENTRIES.c.seq))]
+        verified = verified_prefix(reg, ident, left)
         lost = {"dataset": ident, "registry": reg.name, "generation": generation,
                 "recorded_entries": row.entry_count if row else None,
                 "recorded_head": row.head if row else None, "entries_left": left,
-                "reason": reason, "by": by, "at": at}
+                "entries_verified": len(verified), "reason": reason, "by": by, "at": at}
         conn.execute(sa.insert(RESETS).values(dataset=ident, generation=generation + 1,
                                               body=json.dumps(lost, sort_keys=True)))
-        _set_head(conn, reg, ident, Head(generation + 1, 0, GENESIS), new=row is None)
+        head = Head(generation + 1, 0, GENESIS)
+        _set_head(conn, reg, ident, head, new=row is None)
+        new = carry(verified) if carry is not None else []
+        lost["carried"] = append(conn, reg, ident, head, [], new) if new else []
         return lost
 
     lost = run(reg, step)

@@ -2,12 +2,14 @@
 
 * :func:`check_gan_request` (public, in preflight): roles and the CFGAN causal graph, from a
   publisher's file, checked against the contract before any private read.
-* :func:`lifetime_limit` and :func:`check_lifetime_room` (public): the run declares
-  ρ = zcdp_rho(ε, δ), but the lifetime ledger charges its Rényi curve
-  (:func:`privfair.store.registry.rho_reservation`), which also pays for giving up the
-  zCDP accountant's continuous orders for the ledger's grid. D1's σ is calibrated so that
-  charge stays within the declared ρ, and a run whose counts alone could not is refused
-  before any noise.
+* :func:`declared_curve` and :func:`curve_limit` (public): the run declares, from public
+  inputs only, the Rényi curve it reserves in the lifetime ledger (its DP domains, policy
+  counts and (S, Y)/anchor counts at their shares, and DP-SGD on D1 at the Poisson rate of
+  the public lower bound :data:`GAN_MIN_ROWS`); once the noisy row count fixes the rate, D1's
+  σ is the smallest whose whole curve stays at or below the declared one at every order, so
+  the lifetime is charged the run's own curve, never more than it reserved. When the σ its
+  own ledger allows gives a curve that fits next to everything else charged, the run settles
+  its reservation to that curve instead (one registry transaction, before DP-SGD draws).
 * :func:`train_gan` (private side): the only stage that reads codes; it charges the release
   ledger for the (S, Y) counts and for DP-SGD on D1 before training, and returns the trained
   generator, a post-noise artefact.
@@ -19,6 +21,7 @@ Torch is imported only when a GAN stage runs.
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 from collections.abc import Callable, Mapping
@@ -34,11 +37,15 @@ from privfair.release.ingest import code_batches
 from privfair.release.seeds import stage_rng
 from privfair.store.artefacts import FileRef, load_ledger, save_ledger, write_artefact
 
-__all__ = ["GAN_METHODS", "check_gan_request", "check_lifetime_room", "data_fairness",
-           "lifetime_limit", "load_causal_graph", "sample_gan", "train_gan"]
+__all__ = ["GAN_METHODS", "GAN_MIN_ROWS", "check_gan_request", "curve_limit", "data_fairness",
+           "declared_curve", "load_causal_graph", "sample_gan", "train_gan"]
 
 #: |RD(D)| at or below this counts as statistical parity of the released table (Xu ch. 6).
 PARITY_THRESHOLD = 0.05
+#: The public lower bound on the training rows that a GAN's declared curve assumes (as a
+#: model release's ``min_rows``): fewer rows give a larger Poisson rate and more noise, never
+#: a larger charge.
+GAN_MIN_ROWS = 1000
 
 
 def load_causal_graph(path: str | Path) -> dict[str, Any]:
@@ -97,41 +104,62 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
     return dag.to_dict()
 
 
-def lifetime_limit(lifetime: Any, *, rho: float,
-                   run_id: str | None) -> Callable[[np.ndarray], float]:
-    """``curve ↦`` the lifetime ledger's charge for a run of Rényi ``curve`` (what publish
-    records, :func:`privfair.release.table.publish.lifetime_charge`) over the run's declared
-    ``rho``: ≤ 1 when the run publishes within what it declared."""
-    from privfair.release.table.publish import lifetime_charge
+def gan_config(method: str, *, group_clipping: bool, epochs: int | None) -> Any:
+    """The GAN's training configuration (public: the run's parameters)."""
+    from privfair.generative.gan import GANConfig
+
+    return GANConfig(method=method, group_clipping=group_clipping,
+                     **({"epochs": epochs} if epochs is not None else {}))
+
+
+def declared_curve(plan: Any) -> tuple[float, ...]:
+    """The Rényi curve a GAN run reserves, from its public plan (see the module docstring)."""
+    return _declared_curve(rho=float(plan.rho), delta=float(plan.delta),
+                           domains=float(plan.split.get("domains", 0.0)),
+                           policies=float(plan.split.get("policies", 0.0)),
+                           method=plan.method, group_clipping=bool(plan.group_clipping),
+                           epochs=plan.gan_epochs)
+
+
+@functools.lru_cache(maxsize=32)  # the CLI plans a run twice (cost line, then the run)
+def _declared_curve(*, rho: float, delta: float, domains: float, policies: float, method: str,
+                    group_clipping: bool, epochs: int | None) -> tuple[float, ...]:
+    from privfair.core.accounting import LedgerEntry, PrivacyLedger
+    from privfair.generative.calibration import count_rho, noise_multiplier_on_ledger
+    from privfair.generative.gan import dpsgd_charges, dpsgd_schedule
+
+    config = gan_config(method, group_clipping=group_clipping, epochs=epochs)
+    book = PrivacyLedger(rho_budget=rho, delta=delta)
+    if policies > 0:
+        book.spend(LedgerEntry("policies", "gaussian", 1.0, rho=policies))
+    # The counts take a share of what is left after the policies: the most they can cost
+    # whatever the DP domains spend (fit_gan sizes them on the run's ledger).
+    counts = count_rho(book, config.marginal_share)
+    if domains > 0:
+        book.spend(LedgerEntry("domains", "gaussian", 1.0, rho=domains))
+    book.spend(LedgerEntry("GAN counts", "gaussian", 1.0, rho=counts))
+    rate, steps = dpsgd_schedule(config, rows=GAN_MIN_ROWS)
+
+    def charges(sigma: float) -> list[dict[str, Any]]:
+        return dpsgd_charges(config, sample_rate=rate, steps=steps, sigma=sigma)
+
+    for kwargs in charges(noise_multiplier_on_ledger(book, charges=charges)):
+        book.spend_subsampled_gaussian(**kwargs)
+    return tuple(float(v) for v in book.rdp())
+
+
+def curve_limit(declared: Any) -> Callable[[np.ndarray], float]:
+    """``curve ↦`` the largest ratio, over the orders, of ``curve`` to the ``declared`` one:
+    ≤ 1 when the run stays at or below what it reserved at every order."""
+    bound = np.asarray(declared, dtype=float)
 
     def limit(curve: np.ndarray) -> float:
-        return float(lifetime_charge(lifetime, curve, run_id=run_id)["rho"]) / float(rho)
+        curve = np.asarray(curve, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(bound > 0, curve / bound, np.where(curve > 0, np.inf, 0.0))
+        return float(np.max(ratio))
 
     return limit
-
-
-def check_lifetime_room(plan: Any, lifetime: Any) -> None:
-    """Refuse, before any noise, a GAN run whose spending before DP-SGD (the DP domains and
-    policy counts at their shares, the (S, Y) and anchor counts) would already cost, in the
-    lifetime ledger, its whole declared ρ (:func:`lifetime_limit`)."""
-    from privfair.core.accounting import RDP_ORDERS, LedgerEntry, PrivacyLedger
-    from privfair.core.errors import BudgetExceededError
-    from privfair.generative.calibration import count_rho
-
-    book = PrivacyLedger(rho_budget=plan.rho, delta=plan.delta)
-    for name in ("domains", "policies"):
-        if plan.split.get(name, 0.0) > 0:
-            book.spend(LedgerEntry(name, "gaussian", 1.0, rho=float(plan.split[name])))
-    curve = (book.spent + count_rho(book)) * np.asarray(RDP_ORDERS)
-    share = lifetime_limit(lifetime, rho=plan.rho, run_id=plan.run_id)(curve)
-    if share >= 1.0:
-        raise BudgetExceededError(
-            f"method {plan.method!r}: next to the lifetime ledger of dataset "
-            f"{plan.dataset!r}, the GAN's Rényi curve would be charged more than the run's "
-            f"declared rho {plan.rho:.6g} before DP-SGD even starts (its counts alone cost "
-            f"{share:.3g} of it: the ledger pays for composing a Rényi curve on its order grid "
-            "instead of zCDP); nothing was read or charged: raise --epsilon, or use a "
-            "marginal method")
 
 
 def _classifier_encoding(contract: Contract, protected: str, outcome: str) -> Any:
@@ -182,17 +210,19 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
               method: str, causal_graph: Mapping[str, Any] | None, epochs: int | None,
               group_clipping: bool, seed: int | None, batch_size: int = 200_000,
               discrete: bool = False, progress: Callable[[int, int], None] | None = None,
-              limit: Callable[[np.ndarray], float] | None = None) -> tuple[FileRef, FileRef]:
+              limit: Callable[[np.ndarray], float] | None = None,
+              settle: Callable[[np.ndarray], bool] | None = None) -> tuple[FileRef, FileRef]:
     """Train the GAN's D1 with DP-SGD on the codes; returns (generator artefact, ledger).
 
-    ``limit`` (:func:`lifetime_limit`) bounds the run's whole Rényi curve besides the run's
-    ledger: D1's σ is the smallest that both accept."""
-    from privfair.generative.gan import GANConfig, fit_gan
+    ``limit`` (:func:`curve_limit`) bounds the run's whole Rényi curve besides the run's
+    ledger: D1's σ is the smallest that both accept, unless ``settle`` (the lifetime ledger's
+    :func:`~privfair.store.registry.settle_curve`) charges the run's own curve in place of its
+    reservation, once the noisy count fixed the sampling rate."""
+    from privfair.generative.gan import fit_gan
 
     domain = contract.domain()
     protected, outcome = _roles(contract, method)
-    config = GANConfig(method=method, group_clipping=group_clipping,
-                       **({"epochs": epochs} if epochs is not None else {}))
+    config = gan_config(method, group_clipping=group_clipping, epochs=epochs)
     dag = None
     if causal_graph is not None and method == "cfgan":
         # Re-declare the oriented edges as undirected so the artefact keeps saying which
@@ -204,7 +234,7 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
     book = load_ledger(ledger)
     fitted = fit_gan(_read_codes(codes, domain, batch_size), domain, protected=protected,
                      outcome=outcome, ledger=book, rng=stage_rng(seed, "gan"), config=config,
-                     dag=dag, discrete_noise=discrete, limit=limit,
+                     dag=dag, discrete_noise=discrete, limit=limit, settle=settle,
                      progress=(lambda e, n, info: progress(e, n)) if progress else None)
     if causal_graph is not None and method == "cfgan":
         fitted.privacy["causal_graph_source"] = causal_graph.get("source", "declared")

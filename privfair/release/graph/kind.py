@@ -428,6 +428,9 @@ def manifest_common(plan: Any, *, fmt: str, kind: str, version: str,
         "ledger": [dict(e.__dict__) for e in ledger.entries],
         "lifetime_rho_spent_after": lifetime.rho_spent + (
             plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
+        "lifetime_epsilon_spent_after": (lifetime.epsilon_spent(rho=plan.rho)
+                                         if lifetime.run_state(plan.run_id) is None
+                                         else lifetime.epsilon_spent()),
         "data_source": ("embedded dataset" if plan.data_source == "embedded" else
                         "operator-supplied file (path and hash not recorded)"),
         "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"

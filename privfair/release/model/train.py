@@ -60,7 +60,7 @@ from privfair.contracts.encoding import (
 from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import PrivacyLedger
-from privfair.core.errors import BudgetExceededError, DomainError
+from privfair.core.errors import DomainError
 from privfair.core.mechanisms import laplace_mechanism
 from privfair.release.checks import (
     DATASET_NAME,
@@ -109,7 +109,8 @@ from privfair.store.artefacts import (
     save_ledger,
     utc_now,
 )
-from privfair.store.registry import code_version, lifetime_epsilon, read_lifetime_ledger
+from privfair.store.ledger import charge_epsilon
+from privfair.store.registry import code_version, read_lifetime_ledger
 
 log = logging.getLogger(__name__)
 
@@ -206,13 +207,7 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
                          batch_size=p.batch_size, epochs=p.epochs, clip=p.clip,
                          policy_sensitivity=policy_sensitivity(used),
                          policy_cells=len(policy_cells(used)))
-    lifetime = read_lifetime_ledger(store, contract)
-    after = lifetime_epsilon(lifetime, np.asarray(budget.curve))
-    if after > lifetime.epsilon_budget * (1 + 1e-9):
-        raise BudgetExceededError(
-            f"lifetime budget of dataset {contract.name!r} exceeded: this model release "
-            f"(epsilon={p.epsilon:g}) would bring it to epsilon={after:.4g} > "
-            f"{lifetime.epsilon_budget:g} (delta={lifetime.delta_budget:g})")
+    read_lifetime_ledger(store, contract).check(rdp=budget.curve)  # its curve, composed
     # The file's schema alone (names, Parquet types), before anything is reserved.
     check_source_schema(data_path, source_view(contract, encoding))
     return ModelPlan(
@@ -450,11 +445,14 @@ class ModelKind(ReleaseKind):
                        for e in ledger.entries],
             "lifetime": {"epsilon_budget": lifetime.epsilon_budget,
                          "delta_budget": lifetime.delta_budget,
-                         "epsilon_spent_after": lifetime_epsilon(lifetime),
-                         "rho_reserved": context.charge.rho,
-                         "accounting": "Renyi curves of all releases (a table release of rho "
-                                       "is rho*alpha); rho_reserved keeps the zCDP check of "
-                                       "table releases sound"},
+                         "epsilon_spent_after": lifetime.epsilon_spent(),
+                         "charge_epsilon": charge_epsilon(
+                             {"rdp": [float(v) for v in ledger.rdp()]},
+                             lifetime.delta_budget),
+                         "accounting": "the lifetime is charged this release's own Renyi "
+                                       "curve (its declared one while it runs), composed "
+                                       "with every other charge (a table release of rho as "
+                                       "rho*alpha) and converted once at the lifetime delta"},
             "hyper_parameters": dict(state.get("hyper", {})),
             "validation": {"input": state["input_validation"]},
             "features": plan.encoding.to_dict() | {"names": list(plan.encoding.feature_names)},
@@ -480,7 +478,10 @@ class ModelKind(ReleaseKind):
         (folder / "model_card.md").write_text(model_card(manifest), encoding="utf-8")
         return Written(manifest=manifest, files=("weights.npz", "contract.yaml",
                                                  "model_card.md"),
-                       n_rows=0, fairness_passed=bool(metrics and metrics["fair"]))
+                       n_rows=0, fairness_passed=bool(metrics and metrics["fair"]),
+                       # the lifetime is charged the run's own curve (at or below the
+                       # declared one it reserved: the protocol checks it)
+                       ledger_fields={"rdp": [float(v) for v in ledger.rdp()]})
 
 
 MODEL = ModelKind()

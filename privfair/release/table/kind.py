@@ -23,14 +23,14 @@ from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import FairnessViolationError
 from privfair.generative import GAN_METHODS
 from privfair.release.gan.stages import (
-    check_lifetime_room,
-    lifetime_limit,
+    curve_limit,
+    declared_curve,
     sample_gan,
     train_gan,
 )
 from privfair.release.ingest import discretize_counted, load, read_policy_tally
 from privfair.release.policy_counts import measure_policy_counts
-from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.protocol import Cost, ReleaseKind, RunContext, Stage, State, Written
 from privfair.release.seeds import stage_rng
 from privfair.release.table.manifest import ledger_rows, summary_markdown
 from privfair.release.table.partitioned import (
@@ -50,6 +50,7 @@ from privfair.release.table.post_noise import (
 from privfair.release.table.private import measure_table, resolve_domains
 from privfair.release.table.publish import write_table_release
 from privfair.store.artefacts import load_ledger, save_ledger
+from privfair.store.registry import settle_curve
 from privfair.synth.synthesizer import AIM_METHODS, FAIR_METHODS
 
 
@@ -198,14 +199,17 @@ def sample_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 def train_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
-    # The lifetime charges the run's Rényi curve: σ keeps that charge within the reservation.
-    limit = (None if context.lifetime is None else
-             lifetime_limit(context.lifetime, rho=context.charge.rho, run_id=plan.run_id))
+    # The lifetime holds the run's declared Rényi curve: σ keeps the run's curve at or below
+    # it at every order (then the publication records the run's own curve).
+    charge = context.charge
+    limit = curve_limit(charge.rdp) if charge.rdp is not None else None
+    # ...or, once the noisy count fixed q, settles it to the run's own curve where that fits.
+    settle = ((lambda curve: settle_curve(charge, curve)) if charge.rdp is not None else None)
     generator, ledger = train_gan(
         state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
         method=plan.method, causal_graph=plan.causal_graph, epochs=plan.gan_epochs,
         group_clipping=plan.group_clipping, seed=context.seed, batch_size=plan.batch_size,
-        discrete=plan.discrete_noise, limit=limit,
+        discrete=plan.discrete_noise, limit=limit, settle=settle,
         progress=lambda epoch, epochs: context.progress("train GAN (DP-SGD)",
                                                         0.2 + 0.6 * epoch / epochs))
     return {"generator": generator, "ledger": ledger}
@@ -337,8 +341,9 @@ class GanKind(TableKind):
                 f"{claim}{unfair}")
     description = "publish a DP synthetic table from a GAN (dpgan, FairGAN, FairGAN+, CFGAN)"
 
-    def check_lifetime(self, plan: ReleasePlan, lifetime: Any) -> None:
-        check_lifetime_room(plan, lifetime)
+    def cost(self, plan: ReleasePlan) -> Cost:
+        """The GAN's declared Rényi curve (:func:`~privfair.release.gan.stages.declared_curve`)."""
+        return Cost(epsilon=plan.epsilon, delta=plan.delta, rdp=declared_curve(plan))
 
     def stages(self, plan: ReleasePlan) -> list[Stage]:
         return [*self.reading_stages(plan),

@@ -84,8 +84,13 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "delta_budget": lifetime.delta_budget,
             "rho_budget": lifetime.rho_budget,
             # The run's reservation is already in the ledger (issue 10.4): count it once.
+            # rho_spent_after sums the zCDP charges; epsilon_spent_after composes every
+            # charge (curves included) at the lifetime delta.
             "rho_spent_after": lifetime.rho_spent + (
                 plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
+            "epsilon_spent_after": (lifetime.epsilon_spent(rho=plan.rho)
+                                    if lifetime.run_state(plan.run_id) is None
+                                    else lifetime.epsilon_spent()),
         },
         "method": {
             "name": plan.method,
@@ -199,9 +204,12 @@ def summary_markdown(manifest: Mapping[str, Any], release_dir: str | Path) -> st
         # An RDP ledger (DP-SGD) has no ρ; its ε at δ is the spent budget.
         (f"| ρ spent | {g['spent']['rho']:.4g} |" if g["spent"].get("rho") is not None
          else f"| ε spent | {g['spent']['epsilon']:.4g} at δ = {g['delta']:.3g} (RDP) |"),
-        f"| Lifetime ρ after this release | {life['rho_spent_after']:.4g} of "
-        f"{life['rho_budget']:.4g} (ε = {life['epsilon_budget']:g}, "
-        f"δ = {life['delta_budget']:g}) |",
+        (f"| Lifetime ε after this release | {life['epsilon_spent_after']:.4g} of "
+         f"{life['epsilon_budget']:g} at δ = {life['delta_budget']:g} (every charge composed) |"
+         if "epsilon_spent_after" in life else
+         f"| Lifetime ρ after this release | {life['rho_spent_after']:.4g} of "
+         f"{life['rho_budget']:.4g} (ε = {life['epsilon_budget']:g}, "
+         f"δ = {life['delta_budget']:g}) |"),
         f"| Method | {m['name']} (discrete noise: {m['discrete_noise']}) |",
         f"| Structure | {edges} |",
         f"| Fairness check | {verdict}: {fairness['criterion']} |",

@@ -6,7 +6,6 @@ contract); the protocol (:func:`privfair.release.protocol.publish`) commits it.
 
 from __future__ import annotations
 
-import copy
 import logging
 import shutil
 from collections.abc import Mapping
@@ -26,17 +25,8 @@ from privfair.store.artefacts import (
     model_meta,
     sha256_file,
 )
-from privfair.store.registry import rho_reservation
 
 log = logging.getLogger(__name__)
-
-
-def lifetime_charge(lifetime: Any, curve: Any, *, run_id: str | None) -> dict[str, Any]:
-    """The lifetime record of a release known by its Rényi ``curve``: the curve itself, and
-    the ρ that leaves later zCDP table releases exactly the room the curve leaves them."""
-    others = copy.copy(lifetime)
-    others.pending = [r for r in lifetime.pending if r.get("run_id") != run_id]
-    return {"rdp": [float(v) for v in curve], "rho": rho_reservation(others, curve)}
 
 
 def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any], *,
@@ -86,16 +76,16 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         labelled.rename(columns=contract.released_names()).to_parquet(
             folder / "synthetic.parquet", index=False, write_statistics=False)
         tables, n_rows = ["synthetic.parquet"], len(labelled)
-    # DP-SGD: the lifetime composes its Rényi curve, not a ρ it does not have.
-    charge = (lifetime_charge(lifetime, book.rdp(), run_id=plan.run_id) if book.uses_rdp
-              else {})
+    # DP-SGD (a GAN): the lifetime is charged the run's own Rényi curve (at or below the
+    # declared one it reserved; the protocol checks it), not a ρ it does not have.
+    charge = {"rdp": [float(v) for v in book.rdp()]} if book.uses_rdp else {}
     manifest = build_manifest(
         plan, version=version, ledger=book, one_way=one_way_model, structure=tree,
         model=meta, contract=contract, n_rows=n_rows,
         input_validation=state["input_validation"],
         output_validation=state["output_validation"], lifetime=lifetime,
         fairness_transform=state.get("fairness_transform"), orchestrator=orchestrator,
-        generative=generative, charged_rho=charge.get("rho"))
+        generative=generative)
     if tables != ["synthetic.parquet"]:
         manifest["sampling"].update(manifest_record(tables, plan.part_rows),
                                     report_rows=len(labelled))
