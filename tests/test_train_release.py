@@ -76,7 +76,11 @@ def test_pflr_star_release_round_trips_through_predict(adult_file, tmp_path):
     lifetime = json.loads((store / "adult" / "lifetime_ledger.json").read_text())
     entry = lifetime["releases"][0]
     assert entry["kind"] == "model" and len(entry["rdp"]) == len(RDP_ORDERS)
-    assert list_releases(store)[0]["method"] == "model:pflr-star"
+    [row] = list_releases(store)
+    assert row["method"] == "model:pflr-star"
+    # charged by its curve, it has no ρ: null, and the listing is strict JSON (no NaN)
+    assert row["rho"] is None
+    json.dumps(row, allow_nan=False, default=str)
 
 
 def test_dpsgd_f_release_and_cli_predict(adult_file, tmp_path, capsys):

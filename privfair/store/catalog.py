@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import math
 import os
 import re
 import subprocess
@@ -98,7 +99,13 @@ def list_releases(store: str | Path, dataset: str | None = None) -> list[dict[st
         result = con.execute(query + " ORDER BY published_at, dataset, version", args)
         names = [d[0] for d in result.description]
         rows = [dict(zip(names, r, strict=True)) for r in result.fetchall()]
-    return [{c: r.get(c) for c in CATALOG_COLUMNS} for r in rows]
+    # A release charged by a Rényi curve has no ρ: NaN in the table, None (JSON null) here.
+    return [{c: None if _is_nan(r.get(c)) else r.get(c) for c in CATALOG_COLUMNS}
+            for r in rows]
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def next_version(folder: Path, ledger: LifetimeLedger) -> str:
