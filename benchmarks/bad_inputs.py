@@ -372,7 +372,6 @@ CONTRACTS: dict[str, tuple[Callable[[Env], Path], tuple]] = {
     "a list": (lambda e: e.file("list.yaml", "- a\n- b\n"), ("list.yaml",)),
     "bad YAML": (lambda e: e.file("syntax.yaml", "name: [unclosed\n"), ("syntax.yaml",)),
     "null key": (lambda e: e.file("nullkey.yaml", TOY + "null: 3\n"), ("nullkey.yaml",)),
-    "BOM": (lambda e: e.file("bom.yaml", "\ufeff" + TOY), ("bom.yaml",)),
     "budget 1e300": (lambda e: e.contract_with("epsilon: 3.0", "epsilon: 1e300"),
                      ("epsilon",)),
     "budget nan": (lambda e: e.contract_with("epsilon: 3.0", "epsilon: .nan"), ("epsilon",)),
@@ -465,7 +464,10 @@ case("model: --positive not a label", lambda e: put(good(e, "model"), "--positiv
      "rich")
 case("graph: contract without roles", lambda e: put(good(e, "graph"), "--contract", str(
     e.contract_with("roles:\n  protected: [sex, race]\n  admissible: [edu, hours]\n  outcome: "
-                    "[income]\n  free: [age]\n", ""))), ("role", "protected", "outcome"))
+                    "[income]\n  free: [age]\n", ""))), ("role", "protected", "outcome"),
+     expect="either")
+case("contract check: BOM", lambda e: ["contract", "check", str(e.file("bom.yaml", "\ufeff" + TOY))],
+     "bom.yaml", expect="either")
 case("graph: --coarsen unknown", lambda e: put(good(e, "graph"), "--coarsen", "bogus"),
      "coarsen")
 case("table: fair method without protected", lambda e: put(put(
@@ -477,7 +479,7 @@ case("gan: cfgan without a causal graph", lambda e: put(good(e, "gan"), "--metho
 case("gan: fairgan with a 3-label outcome", lambda e: put(put(
     good(e, "gan"), "--contract", str(e.contract_with("categories: [low, high]",
                                                        "categories: [low, mid, high]"))),
-    "--method", "fairgan"), ("income", "outcome", "binary"))
+    "--method", "fairgan"), ("income", "outcome", "binary"), expect="either")
 case("gan: --causal-graph missing file", lambda e: put(put(good(e, "gan"), "--method", "cfgan"),
                                                         "--causal-graph", str(e.root / "g.yaml")),
      "g.yaml")
@@ -500,8 +502,9 @@ case("table: --distortion bogus with tot", lambda e: put(put(put(
     "distortion")
 case("table: --distortion bogus without tot",
      lambda e: put(good(e, "table"), "--distortion", "bogus"), "distortion")
-case("table: --distortion without tot",
-     lambda e: put(good(e, "table"), "--distortion", "safes-adult"), "distortion")
+case("table: --distortion (its default) without tot",
+     lambda e: put(good(e, "table"), "--distortion", "safes-adult"), "distortion",
+     expect="either")
 case("table: --discrimination without tot",
      lambda e: put(good(e, "table"), "--discrimination", "ratio"), "discrimination")
 case("table: --eta without tot", lambda e: put(good(e, "table"), "--eta", "0.05"), "eta")
@@ -594,10 +597,9 @@ def _table_run(env: Env) -> str:
     with contextlib.redirect_stdout(io.StringIO()) as out, \
             contextlib.redirect_stderr(io.StringIO()):
         code = main(good(env, "table"))
-    assert code == 0
-    manifest = json.loads((Path(out.getvalue().strip().splitlines()[-1])
-                           / "manifest.json").read_text())
-    return str(manifest["run_id"])
+    assert code == 0, out.getvalue()
+    (checkpoint,) = (env.work / "checkpoints").glob("*.json")
+    return checkpoint.stem
 
 
 for kind in ("model", "graph", "embed"):
@@ -620,7 +622,7 @@ OTHER: list[tuple[str, Callable[[Env], list[str]], tuple, str]] = [
                                               "--name", "../x"], ("name",), "refuse"),
     ("contract draft --name catalog.duckdb", lambda e: ["contract", "draft", "--data",
                                                         str(e.csv), "--name", "catalog.duckdb"],
-     ("name", "reserved"), "refuse"),
+     ("--name", "reserve"), "refuse"),
     ("contract draft --name ''", lambda e: ["contract", "draft", "--data", str(e.csv),
                                             "--name", ""], ("name",), "refuse"),
     ("contract draft --max-categories -1", lambda e: ["contract", "draft", "--data", str(e.csv),
@@ -727,7 +729,7 @@ OTHER: list[tuple[str, Callable[[Env], list[str]], tuple, str]] = [
     ("evaluate --test-fraction 1", lambda e: ["evaluate", "--contract", str(e.contract),
                                               "--data", str(e.csv), "--test-fraction", "1",
                                               "--no-prefect", "--out", str(e.root / "ev")],
-     ("test_fraction", "test-fraction"), "refuse"),
+     (("test_fraction", "test-fraction"),), "refuse"),
     ("evaluate --out ''", lambda e: ["evaluate", "--no-prefect", "--out", ""], ("out",),
      "refuse"),
     ("evaluate --out in /proc", lambda e: ["evaluate", "--no-prefect", "--epsilons", "1",
@@ -738,6 +740,7 @@ OTHER: list[tuple[str, Callable[[Env], list[str]], tuple, str]] = [
                                                       str(e.root / "ev")], ("data",), "refuse"),
     ("evaluate --data truncated", lambda e: ["evaluate", "--contract", str(e.contract),
                                              "--data", str(_truncated_parquet(e)),
+                                             "--privileged", "race=A", "sex=F",
                                              "--no-prefect", "--out", str(e.root / "ev")],
      ("trunc.parquet",), "refuse"),
     ("evaluate --dask --no-prefect", lambda e: ["evaluate", "--dask", "--no-prefect", "--out",
@@ -835,16 +838,17 @@ class Outcome:
     why: str = ""
 
 
-def _reserved(registry: Path) -> int:
+def _ledger(registry: Path) -> Counter:
+    """How many ``reserve``, ``spend`` and ``cancel`` entries the case's registry holds."""
     db = registry / "registry.sqlite"
     if not db.is_file():
-        return 0
+        return Counter()
     con = sqlite3.connect(db)
     try:
-        return int(con.execute("SELECT count(*) FROM entries WHERE kind IN "
-                               "('reserve', 'spend')").fetchone()[0])
+        return Counter(dict(con.execute("SELECT kind, count(*) FROM entries GROUP BY kind")
+                            .fetchall()))
     except sqlite3.Error:
-        return 0
+        return Counter()
     finally:
         con.close()
 
@@ -884,7 +888,8 @@ def _matches(line: str, words: tuple) -> list[str]:
     return missing
 
 
-def classify(c: Case, code: int | None, out: str, err: str, reserved: int) -> tuple[str, str]:
+def classify(c: Case, code: int | None, out: str, err: str, ledger: Counter) -> tuple[str, str]:
+    """The case's class; ``ledger``: the entries its command added to the registry."""
     lines = [ln for ln in err.strip().splitlines() if ln.strip()]
     if code is None or "Traceback" in err or "internal error" in err:
         return "crash", (lines[-1] if lines else "no output")
@@ -892,8 +897,12 @@ def classify(c: Case, code: int | None, out: str, err: str, reserved: int) -> tu
         if c.expect == "refuse":
             return "wrongly accepted", "exit 0"
         return "acceptable", ""
-    if reserved:
-        return "unclear or late", f"refused after a reservation ({reserved} ledger entries)"
+    if ledger.get("spend", 0):
+        return "unclear or late", "refused after drawing noise (charged)"
+    if ledger.get("reserve", 0) > ledger.get("cancel", 0):
+        return "unclear or late", "refused with its reservation still held"
+    if ledger.get("reserve", 0) and c.expect == "refuse":
+        return "unclear or late", "refused after a reservation (cancelled)"
     if code != 2:
         return "unclear or late", f"exit {code}"
     errors = [ln for ln in lines if ln.startswith("privfair: error:")]
@@ -919,12 +928,13 @@ def run_case(c: Case, base: Path, *, subprocess_env: dict[str, str]) -> Outcome:
         except Exception as exc:  # noqa: BLE001 - the case itself could not be set up
             return Outcome(c.name, "crash", None, f"setup: {type(exc).__name__}: {exc}",
                            time.perf_counter() - t0, "case setup failed")
+        before = _ledger(registry)
         if c.prefect:
             code, out, err = _run_subprocess(argv, root, {**subprocess_env,
                                                           "PRIVFAIR_REGISTRY": str(registry)})
         else:
             code, out, err = _run_in_process(argv)
-        verdict, why = classify(c, code, out, err, _reserved(registry))
+        verdict, why = classify(c, code, out, err, _ledger(registry) - before)
         lines = [ln for ln in err.strip().splitlines() if ln.strip()]
         line = next((ln for ln in lines if ln.startswith("privfair:")),
                     lines[-1] if lines else "")

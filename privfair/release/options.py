@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import typing
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -91,7 +92,26 @@ class ReleaseOptions(BaseModel):
         if ODD_PATH.search(value):
             raise ValueError(f"{flag} {value!r} holds a wildcard or control character; "
                              "expected a literal path")
+        try:  # a symbolic link to itself cannot name a folder or a file (issue 36)
+            Path(value).expanduser().resolve()
+        except (RuntimeError, OSError) as exc:
+            raise ValueError(f"{flag} {value}: cannot be resolved (a symbolic link loop?): "
+                             f"{' '.join(str(exc).split())}") from None
         return value
+
+
+def refuse_idle_options(params: BaseModel, idle: dict[str, str]) -> None:
+    """Refuse a parameter the user set (away from its default) that does nothing in this
+    combination: ``idle`` maps each such field to the condition it needs (issue 36: a
+    ``--distortion`` without TOT or a ``--dask-address`` without the Dask engine was
+    ignored, so the run was not the one asked for)."""
+    for name, needs in idle.items():
+        info = type(params).model_fields[name]
+        value = getattr(params, name)
+        if name in params.model_fields_set and value != info.get_default(
+                call_default_factory=True):
+            flag = str(field_extra(info).get("cli") or "--" + name.replace("_", "-"))
+            raise ValueError(f"{flag} {value!r} does nothing here: it needs {needs}; drop it")
 
 
 def params_error_line(exc: Exception) -> str:

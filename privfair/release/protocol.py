@@ -45,6 +45,7 @@ from privfair.contracts.schema import Contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.release.checkpoint import save_checkpoint
+from privfair.release.checks import check_run_folders
 from privfair.release.options import ReleaseOptions, params_error_line
 from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
 from privfair.store import publication
@@ -291,6 +292,8 @@ def plan_release(kind: ReleaseKind, params: Any) -> Planned:
     options = kind.parse(params)
     check_seed_policy(options.seed, options.insecure_seed, error=ReleaseInputError)
     plan = kind.check(options)
+    # Folders the run will write: created (or not) now, not after the noise (issue 36).
+    check_run_folders(out=options.out, work_dir=options.work_dir, dataset=plan.dataset)
     if plan.contract.reviewed is False:  # a draft's lists were copied from the data
         raise ContractError(
             f"contract {plan.contract.name!r} is a draft (reviewed: false): its category lists "
@@ -318,7 +321,11 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
     driver.say(kind.summary(plan))
     with driver.slot(plan.dataset):
         charge = reserve(planned)
-        workspace = Workspace.open(plan.work_dir, plan.run_id)
+        try:
+            workspace = Workspace.open(plan.work_dir, plan.run_id)
+        except BaseException:
+            release_unspent(charge)  # no stage ran: the reservation goes back
+            raise
         context = RunContext(kind=kind, plan=plan, seed=options.seed, workspace=workspace,
                              charge=charge, progress=report, say=driver.say,
                              orchestrator=driver.orchestrator)
@@ -347,12 +354,22 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
             release_unspent(charge)  # a run that drew no noise gets its reservation back
             if drawn and isinstance(exc, Exception):
                 exc.add_note(_still_charged(charge))
+            elif _unreadable(exc) and str(plan.data_path) not in str(exc):
+                # a file that fails to decode (a damaged page): name it (issue 36)
+                exc.add_note(f"reading data file {plan.data_path}; the run stopped before any "
+                             "noise and its reservation was cancelled: nothing is charged")
             raise
         finally:
             workspace.cleanup_private()
     driver.published(kind, folder, written)
     report("done", 1.0)
     return folder
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """An error of the file reader itself (Arrow, DuckDB, the OS), not of the library."""
+    module = type(exc).__module__.split(".")[0]
+    return isinstance(exc, OSError) or module in ("pyarrow", "duckdb", "_duckdb")
 
 
 def _cost_rho(cost: Cost, lifetime: Any) -> float:

@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from privfair.contracts.csv_source import UNPARSED_CELL, is_csv, read_csv_text
 from privfair.contracts.encoding import (
@@ -89,7 +89,7 @@ from privfair.release.model.predict import (  # noqa: F401  (re-exported)
     decision_function,
     predict,
 )
-from privfair.release.options import ReleaseOptions
+from privfair.release.options import ReleaseOptions, refuse_idle_options
 from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import (
     Cost,
@@ -148,6 +148,21 @@ class TrainParams(ReleaseOptions):
                          description="PFLR/PFLR* fairness weight.")
     fairness_share: float = Field(0.5, gt=0, lt=1, description="PFLR*: ε_g/ε.")
 
+    @model_validator(mode="after")
+    def _no_idle_options(self) -> TrainParams:
+        sgd = self.model in SGD_MODELS
+        refuse_idle_options(self, {
+            name: need for name, need, used in (
+                *((name, f"a DP-SGD model ({', '.join(SGD_MODELS)})", sgd)
+                  for name in ("epochs", "batch_size", "min_rows", "clip", "learning_rate",
+                               "hidden")),
+                ("alpha", f"a functional-mechanism model ({', '.join(FUNCTIONAL_MODELS)})",
+                 not sgd),
+                ("fairness_share", "model pflr-star", self.model == "pflr-star"),
+                ("evaluation_share", "holdout > 0", self.holdout > 0),
+            ) if not used})
+        return self
+
     @field_validator("hidden")
     @classmethod
     def _positive_widths(cls, value: list[int]) -> list[int]:
@@ -192,9 +207,14 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
     encoding = FeatureEncoding.from_contract(contract, group=p.group, positive=p.positive)
     used = encoding.used_contract(contract)
     groups = len(encoding.group_labels)
-    if p.model in ("pflr", "pflr-star") and groups != 2:
+    if groups < 2:
         raise ModelReleaseError(f"model {p.model}: group column {encoding.group!r} has "
-                                f"{groups} labels; PFLR needs two")
+                                f"{groups} label; a fair model needs at least two groups")
+    if p.model in FUNCTIONAL_MODELS and groups != 2:  # PrivLR too (issue 32 finding 6)
+        raise ModelReleaseError(f"model {p.model}: group column {encoding.group!r} has "
+                                f"{groups} labels; the functional mechanism's models "
+                                f"({', '.join(FUNCTIONAL_MODELS)}) need two: choose --group or "
+                                "a contract that maps the column onto two labels")
     data_path, source = resolve_data(p, contract)
     store = Path(p.out).expanduser().resolve()
     check_store_writable(store)
