@@ -344,11 +344,14 @@ def summary_markdown(results: pd.DataFrame, folder: str | Path, *, seconds: floa
     and no cell's error text (issue 21.8). The embedded public datasets keep their summary.
     """
     failed = results[results["error"].notna()]
+    # Own data: the grid's size is public (the parameters); how many cells failed is counted
+    # from real rows, so it stays in the local output like the metrics (issue 32 item 10).
+    cells = (f"- cells: **{len(results)}**" if own_data else
+             f"- cells: **{len(results)}** ({len(results) - len(failed)} ok, "
+             f"{len(failed)} failed)")
     lines = ["# privfair evaluation", "",
              f"> **Not privacy-protected.** {NOT_PRIVATE}", "",
-             f"- cells: **{len(results)}** ({len(results) - len(failed)} ok, "
-             f"{len(failed)} failed)",
-             f"- output: `{folder}` (results.parquet, report.html)"]
+             cells, f"- output: `{folder}` (results.parquet, report.html)"]
     if runner:
         lines.append(f"- task runner: {runner}")
     if seconds is not None:
