@@ -817,12 +817,15 @@ PREFECT = [
      lambda e: [a for a in put(put(good(e, "model"), "--contract", str(e.contract_with(
          "categories: [F, M]", "categories: [F, M, X, Y, Z]"))), "--model", "privlr")
                 if a != "--no-prefect"], ("group", "sex")),
+    ("prefect model: --data corrupt parquet (a damaged page: found while reading)",
+     lambda e: [a for a in put(good(e, "model"), "--data", str(_corrupt_parquet(e)))
+                if a != "--no-prefect"], ("corrupt.parquet",)),
     ("prefect table: --epsilon 1_0",
      lambda e: [a for a in put(good(e, "table"), "--epsilon", "1_0") if a != "--no-prefect"],
      ("epsilon",)),
 ]
 for name, build, words in PREFECT:
-    case(name, build, *words, prefect=True)
+    case(name, build, *words, prefect=True, expect="either" if "damaged" in name else "refuse")
 
 
 # --- running and classifying ----------------------------------------------------------------
