@@ -337,6 +337,8 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
             context.lifetime = read_lifetime_ledger(plan.store, plan.contract)
             kind.check_lifetime(plan, context.lifetime)  # again: others may have reserved
             for i, stage in enumerate(stages):
+                if not drawn:
+                    stage = _naming_the_file(stage, plan.data_path)
                 if stage.noise and not drawn:
                     mark_noise_drawn(charge)  # charged from here on, whatever happens
                     drawn = True
@@ -354,10 +356,6 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
             release_unspent(charge)  # a run that drew no noise gets its reservation back
             if drawn and isinstance(exc, Exception):
                 exc.add_note(_still_charged(charge))
-            elif _unreadable(exc) and str(plan.data_path) not in str(exc):
-                # a file that fails to decode (a damaged page): name it (issue 36)
-                exc.add_note(f"reading data file {plan.data_path}; the run stopped before any "
-                             "noise and its reservation was cancelled: nothing is charged")
             raise
         finally:
             workspace.cleanup_private()
@@ -366,10 +364,35 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
     return folder
 
 
+def _naming_the_file(stage: Stage, data_path: str) -> Stage:
+    """``stage`` (a reading stage before any noise) with a reader's error turned into a
+    refusal naming the data file: one line on both drivers, no task traceback (issue 36: a
+    damaged Parquet page said "Corrupt snappy compressed data." and nothing else). The
+    reader's message quotes no value; the run has drawn no noise, so it is cancelled."""
+    if not stage.private or stage.noise:
+        return stage
+    run = stage.run
+
+    def reading(context: RunContext, state: State) -> Mapping[str, Any]:
+        try:
+            return run(context, state)
+        except Exception as exc:
+            if not _unreadable(exc):
+                raise
+            raise ReleaseInputError(
+                f"data file {data_path} cannot be read ({' '.join(str(exc).split())}); the "
+                "run stopped before any noise: its reservation is cancelled, nothing is "
+                "charged") from None
+
+    return replace(stage, run=reading)
+
+
 def _unreadable(exc: BaseException) -> bool:
-    """An error of the file reader itself (Arrow, DuckDB, the OS), not of the library."""
+    """An error of the file reader itself: Arrow's or DuckDB's, or an OSError without an
+    errno (how Arrow reports a page it cannot decompress), not one of the library."""
     module = type(exc).__module__.split(".")[0]
-    return isinstance(exc, OSError) or module in ("pyarrow", "duckdb", "_duckdb")
+    return (module in ("pyarrow", "duckdb", "_duckdb")
+            or (type(exc) is OSError and exc.errno is None))
 
 
 def _cost_rho(cost: Cost, lifetime: Any) -> float:
