@@ -298,7 +298,7 @@ for kind in KINDS:
          ("--work-dir", "--out"))
     case(f"{kind}: --out inside --work-dir",
          lambda e, k=kind: put(good(e, k), "--out", str(e.work / "rel")),
-         ("--work-dir", "--out"))
+         ("--work-dir", "--out"), expect="either")
 
 # --- data files -----------------------------------------------------------------------------
 

@@ -91,11 +91,18 @@ def options_for(family: ReleaseFamily, args: dict[str, Any]) -> ReleaseOptions:
 
         contract = str(contract_path(contract))
     try:
-        return family.params.model_validate({**fields, **args, "contract": contract})
+        options = family.params.model_validate({**fields, **args, "contract": contract})
     except ValueError as exc:
         from privfair.release.options import params_error_line
 
         raise ReleaseInputError(params_error_line(exc)) from None
+    from privfair.release.options import refuse_idle_options
+
+    # The form sends every field: those set away from their defaults are the ones given.
+    form = family.params.model_fields
+    refuse_idle_options(options, [k for k, v in args.items() if k in form and v != form[
+        k].get_default(call_default_factory=True)])
+    return options
 
 
 def make_flow(family: ReleaseFamily) -> Any:

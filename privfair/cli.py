@@ -319,9 +319,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
     # while the library loads and the input is checked (issue 15); bad input below stops it.
     server = None if args.no_prefect or args.dry_run else \
         _flows_module("flows.temporary_server").start()
+    from privfair.release.options import refuse_idle_options
     from privfair.release.protocol import plan_release, run_release
 
-    options = family.params.model_validate(options_from_args(family.params, args))
+    given = options_from_args(family.params, args)
+    options = family.params.model_validate(given)
+    refuse_idle_options(options, given)  # an option the run would ignore: a typo, refused
     planned = plan_release(family.kind_for(options), options)  # no data read, nothing charged
     if args.dry_run:  # the plan and its cost are the answer
         print(planned.kind.summary(planned.plan), flush=True)

@@ -254,14 +254,13 @@ def probe_folder(folder: Path, flag: str) -> None:
 
 def check_run_folders(*, out: str, work_dir: str, dataset: str) -> None:
     """Every kind's folder checks before the reservation (and in ``--dry-run``): the store
-    and the work folder resolve, do not overlap (the work folder holds private staging; the
-    store is published), can be created and written; the dataset's name is not one the store
+    and the work folder resolve, the work folder is not the store nor inside it (it holds
+    private staging; the store is published), both can be created and written; the dataset's name is not one the store
     reserves; the catalog, if any, is a DuckDB file."""
     store = resolved_folder(out, "--out")
     work = resolved_folder(work_dir, "--work-dir")
-    if store == work or store in work.parents or work in store.parents:
-        where = ("is" if store == work else "is inside" if store in work.parents
-                 else "holds")
+    if store == work or store in work.parents:
+        where = "is" if store == work else "is inside"
         raise StoreError(f"--work-dir {work_dir} {where} the release store --out {out}; "
                          "expected separate folders (the work folder holds private staging)")
     if dataset.lower() in RESERVED_NAMES or dataset.lower().endswith(RESERVED_SUFFIXES):

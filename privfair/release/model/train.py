@@ -48,7 +48,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, field_validator
 
 from privfair.contracts.csv_source import UNPARSED_CELL, is_csv, read_csv_text
 from privfair.contracts.encoding import (
@@ -89,7 +89,7 @@ from privfair.release.model.predict import (  # noqa: F401  (re-exported)
     decision_function,
     predict,
 )
-from privfair.release.options import ReleaseOptions, refuse_idle_options
+from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import (
     Cost,
@@ -148,10 +148,9 @@ class TrainParams(ReleaseOptions):
                          description="PFLR/PFLR* fairness weight.")
     fairness_share: float = Field(0.5, gt=0, lt=1, description="PFLR*: ε_g/ε.")
 
-    @model_validator(mode="after")
-    def _no_idle_options(self) -> TrainParams:
+    def idle_fields(self) -> dict[str, str]:
         sgd = self.model in SGD_MODELS
-        refuse_idle_options(self, {
+        return {
             name: need for name, need, used in (
                 *((name, f"a DP-SGD model ({', '.join(SGD_MODELS)})", sgd)
                   for name in ("epochs", "batch_size", "min_rows", "clip", "learning_rate",
@@ -160,8 +159,7 @@ class TrainParams(ReleaseOptions):
                  not sgd),
                 ("fairness_share", "model pflr-star", self.model == "pflr-star"),
                 ("evaluation_share", "holdout > 0", self.holdout > 0),
-            ) if not used})
-        return self
+            ) if not used}
 
     @field_validator("hidden")
     @classmethod

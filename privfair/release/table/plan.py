@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 
 from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import zcdp_rho
@@ -26,7 +26,7 @@ from privfair.release.checks import (
     resolve_contract,
     resolve_data,
 )
-from privfair.release.options import PRIVATE_FIELD, ReleaseOptions, refuse_idle_options
+from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE
 from privfair.release.protocol import RequestPlan
 from privfair.store.artefacts import (
@@ -139,10 +139,9 @@ class ReleaseParams(ReleaseOptions):
         False, description="Publish a fair method's table even when it fails its own fairness "
         "check (recorded in the manifest); without it such a run publishes nothing.")
 
-    @model_validator(mode="after")
-    def _no_idle_options(self) -> ReleaseParams:
+    def idle_fields(self) -> dict[str, str]:
         gan = self.method in GAN_METHODS
-        refuse_idle_options(self, {
+        return {
             name: need for name, need, used in (
                 ("distortion", "--fairness tot", self.fairness_transform == "tot"),
                 ("discrimination", "--fairness tot", self.fairness_transform == "tot"),
@@ -157,8 +156,7 @@ class ReleaseParams(ReleaseOptions):
                 ("sample_mode", "a marginal method (not a GAN)", not gan),
                 ("allow_unfair", "method fairgan or fairgan-plus (the methods that check "
                  "their own fairness)", self.method in ("fairgan", "fairgan-plus")),
-            ) if not used})
-        return self
+            ) if not used}
 
 
 #: Share of a release's ρ spent on publishing domains (CatHist categories of open-domain
