@@ -26,18 +26,20 @@ def decimal(text: str) -> float:
     """A finite decimal number, spelt plainly: Python's ``float`` also reads ``1_0`` (10),
     ``nan``, ``inf`` and ``" 1"``, which an operator's typo must not become (issue 36)."""
     if not _DECIMAL.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"expected a finite decimal number such as 0.5 or 1e-6, got "
-                                         f"{text!r}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite decimal number; expected one "
+                                         "such as 0.5 or 1e-6")
     value = float(text)
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite decimal number (it "
+                                         "overflows)")
     return value
 
 
 def whole(text: str) -> int:
     """A whole number, spelt plainly (``int`` also reads ``1_000`` and ``" 1"``)."""
     if not _WHOLE.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; expected digits "
+                                         "only, such as 100")
     return int(text)
 
 
