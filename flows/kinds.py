@@ -84,11 +84,18 @@ def options_for(family: ReleaseFamily, args: dict[str, Any]) -> ReleaseOptions:
 
         contract = str(contract_path(contract))
     try:
-        return family.params.model_validate({**fields, **args, "contract": contract})
+        options = family.params.model_validate({**fields, **args, "contract": contract})
     except ValueError as exc:
         from privfair.release.options import params_error_line
 
         raise ReleaseInputError(params_error_line(exc)) from None
+    from privfair.release.options import refuse_idle_options
+
+    # The form sends every field: those set away from their defaults are the ones given.
+    form = family.params.model_fields
+    refuse_idle_options(options, [k for k, v in args.items() if k in form and v != form[
+        k].get_default(call_default_factory=True)])
+    return options
 
 
 def make_flow(family: ReleaseFamily) -> Any:
@@ -96,7 +103,7 @@ def make_flow(family: ReleaseFamily) -> Any:
 
     def body(**args: Any) -> str:
         run_id = args.pop(RESUME, None)
-        if run_id:
+        if run_id is not None:
             folder = _resume(family, run_id, args)
             return Completed(message=f"published {folder} (resumed {run_id})", data=folder)
         options = options_for(family, args)
@@ -122,14 +129,12 @@ def make_flow(family: ReleaseFamily) -> Any:
 def _resume(family: ReleaseFamily, run_id: str, args: dict[str, Any]) -> str:
     """``resume_run``: the run's post-noise stages with the post-processing fields the form
     sets away from their defaults (the others keep the run's values)."""
-    from privfair.release.checkpoint import load_checkpoint
-    from privfair.release.kinds import kind_named
-    from privfair.release.resume import resume_release
+    from privfair.release.resume import resume_release, resumed_kind
 
     local = _LOCAL.get()
     work_dir = (local.work_dir if local is not None
                 else os.environ.get("PRIVFAIR_WORK_DIR", ".privfair"))
-    kind = kind_named(load_checkpoint(work_dir, run_id)["kind"])
+    kind = resumed_kind(family.kinds, run_id, work_dir=work_dir)
     fields = family.params.model_fields
     changes = {k: args[k] for k in kind.post_noise_params
                if k in args and args[k] != fields[k].get_default(call_default_factory=True)}

@@ -61,6 +61,18 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _decimal(text: str) -> float:
+    from privfair.cli_options import decimal  # a plain finite decimal: no 1_0, nan, inf
+
+    return decimal(text)
+
+
+def _whole(text: str) -> int:
+    from privfair.cli_options import whole
+
+    return whole(text)
+
+
 def _add_store(p: argparse.ArgumentParser) -> None:
     # --out names the release store in every command (--store: the older spelling)
     p.add_argument("--out", "--store", dest="store", default="releases",
@@ -87,7 +99,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     disc.add_argument("--contract", help="data contract YAML (default: embedded Adult contract)")
     disc.add_argument("--data", help="CSV or Parquet (default: embedded Adult)")
     disc.add_argument("--out", required=True, help="codes Parquet file to write")
-    disc.add_argument("--batch-size", type=int, default=200_000)
+    disc.add_argument("--batch-size", type=_whole, default=200_000)
     disc.set_defaults(func=cmd_discretize)
 
     con = sub.add_parser("contract", help="data contract commands")
@@ -97,17 +109,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     check.add_argument("--data", help="also check this CSV/Parquet file against the contract: "
                                       "every failing column, offending values and counts, "
                                       "suggested fixes (local diagnostic; writes nothing)")
-    check.add_argument("--max-examples", type=int, default=8,
+    check.add_argument("--max-examples", type=_whole, default=8,
                        help="offending values shown per column (default: 8)")
     check.set_defaults(func=cmd_contract_check)
     draft = con_sub.add_parser("draft", help="draft a contract from a data file",
                                description="Write a draft contract YAML from a CSV/Parquet "
                                            "file's schema and values; review it before use.")
     draft.add_argument("--data", required=True, help="CSV or Parquet file")
-    draft.add_argument("--max-categories", type=int, default=50,
+    draft.add_argument("--max-categories", type=_whole, default=50,
                        help="text columns with more distinct values become open-domain "
                             "(default: 50)")
-    draft.add_argument("--max-codes", type=int, default=12,
+    draft.add_argument("--max-codes", type=_whole, default=12,
                        help="whole-number columns with more distinct values are drafted with "
                             "bins, not categories (default: 12)")
     draft.add_argument("--name", help="contract name (default: the file's stem)")
@@ -129,9 +141,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     rse = led_sub.add_parser("raise", help="raise a dataset's lifetime budget (recorded in its "
                                            "hash-chained ledger)")
     rse.add_argument("--contract", required=True, help="contract of the dataset")
-    rse.add_argument("--epsilon", type=float, required=True,
+    rse.add_argument("--epsilon", type=_decimal, required=True,
                      help="new lifetime epsilon, in [1e-6, 100]")
-    rse.add_argument("--delta", type=float, required=True,
+    rse.add_argument("--delta", type=_decimal, required=True,
                      help="new lifetime delta, in (1e-50, 1)")
     rse.add_argument("--reason", required=True, help="why (recorded with your user name)")
     rse.set_defaults(func=cmd_ledger_raise)
@@ -170,7 +182,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                        "staging left by killed runs")
     gc.add_argument("--work-dir", default=".privfair",
                     help="working folder (default: .privfair)")
-    gc.add_argument("--older-than", type=float, default=7.0, metavar="DAYS",
+    gc.add_argument("--older-than", type=_decimal, default=7.0, metavar="DAYS",
                     help="remove what is older than this many days (default: 7)")
     gc.add_argument("--dry-run", action="store_true", help="list, remove nothing")
     gc.set_defaults(func=cmd_store_gc)
@@ -186,13 +198,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                              "dpgan", "fairgan", "fairgan-plus", "cfgan"),
                     help="synthesis methods, table and GAN families (default: mst "
                          "prefair-greedy)")
-    ev.add_argument("--epsilons", nargs="+", type=float, help="default: 0.5 1 2 4")
-    ev.add_argument("--seeds", type=int, help="repetitions per cell (default: 3)")
-    ev.add_argument("--etas", nargs="+", type=float,
+    ev.add_argument("--epsilons", nargs="+", type=_decimal, help="default: 0.5 1 2 4")
+    ev.add_argument("--seeds", type=_whole, help="repetitions per cell (default: 3)")
+    ev.add_argument("--etas", nargs="+", type=_decimal,
                     help="TOT bounds, run besides no TOT on adult_safes and compas")
     ev.add_argument("--classifiers", nargs="+", choices=("logistic", "random_forest", "mlp"),
                     help="downstream classifiers (default: mlp)")
-    ev.add_argument("--split-seed", type=int, help="seed of the train/test split (default: 2023)")
+    ev.add_argument("--split-seed", type=_whole, help="seed of the train/test split (default: 2023)")
     ev.add_argument("--out", help="output folder, not a release store (default: evaluations)")
     ev.add_argument("--dask", action="store_true",
                     help="run cells on a local Dask cluster (pip install -e '.[dask]')")
@@ -202,7 +214,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                    "--release)")
     ev.add_argument("--release", help="score this published release folder against --data "
                                       "(utility, fairness, train-synthetic-test-real)")
-    ev.add_argument("--test-fraction", type=float,
+    ev.add_argument("--test-fraction", type=_decimal,
                     help="with --contract: held-out share of the split (default: 0.2)")
     ev.add_argument("--privileged", nargs="+", metavar="COLUMN=LABEL",
                     help="with --contract or --release: the privileged group of each "
@@ -250,7 +262,7 @@ def _add_predict_and_audit(sub: Any) -> None:
     au.add_argument("--quick", action="store_true",
                     help="the quick trial counts (CI: about a CPU-minute); every negative "
                          "control still exceeds its claim")
-    au.add_argument("--scale", type=float, default=1.0,
+    au.add_argument("--scale", type=_decimal, default=1.0,
                     help="trial count multiplier (default: 1; the full audit takes 3-4 CPU-"
                          "minutes, under 10 minutes on 2 busy cores)")
     au.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -299,7 +311,7 @@ def cmd_publish(args: argparse.Namespace) -> int:
     from privfair.release.kinds import family as family_of
 
     family = family_of(args.family)
-    if args.resume:
+    if args.resume is not None:  # `--resume ''` too: never a fresh, charged run instead
         return _resume(args, family)
     missing = missing_required(family.params, args)
     if missing:
@@ -307,9 +319,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
     # Through Prefect without PREFECT_API_URL: the temporary API server boots from here on,
     # while the library loads and the input is checked (issue 15); bad input below stops it.
     server = None if args.no_prefect or args.dry_run else _start_temporary_server()
+    from privfair.release.options import refuse_idle_options
     from privfair.release.protocol import plan_release, run_release
 
-    options = family.params.model_validate(options_from_args(family.params, args))
+    given = options_from_args(family.params, args)
+    options = family.params.model_validate(given)
+    refuse_idle_options(options, given)  # an option the run would ignore: a typo, refused
     planned = plan_release(family.kind_for(options), options)  # no data read, nothing charged
     if args.dry_run:  # the plan and its cost are the answer
         print(planned.kind.summary(planned.plan), flush=True)
@@ -339,14 +354,12 @@ def cmd_publish(args: argparse.Namespace) -> int:
 def _resume(args: argparse.Namespace, family: Any) -> int:
     """``--resume RUN``: the run's post-noise stages again, with the options given."""
     from privfair.cli_options import options_from_args
-    from privfair.release.checkpoint import load_checkpoint
-    from privfair.release.kinds import kind_named
-    from privfair.release.resume import resume_release
+    from privfair.release.resume import resume_release, resumed_kind
 
     if args.dry_run:
         raise UsageError("--resume and --dry-run: a resume reads no data and costs nothing")
     work_dir = args.work_dir or ".privfair"
-    kind = kind_named(load_checkpoint(work_dir, args.resume)["kind"])
+    kind = resumed_kind(family.kinds, args.resume, work_dir=work_dir)
     changes = {k: v for k, v in options_from_args(family.params, args).items()
                if k != "work_dir"}
     with _progress() as bar:
@@ -447,6 +460,13 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; expected a file path")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+    if args.batch_size < 1:
+        raise UsageError("--batch-size must be >= 1")
+    from privfair.contracts.encoding import check_source_schema
+
+    check_source_schema(data, contract)  # the file's schema, one line naming it
     domain = contract.domain()
     schema = pa.schema([(a, code_type(domain.size(a))) for a in domain])
     tmp = out.with_name(f".{out.name}.tmp")
@@ -472,6 +492,14 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
 
     contract = load_contract(args.path)
     unfair = _release_checks(contract)  # what every release refuses is refused here first
+    if args.max_examples < 0:
+        raise UsageError("--max-examples must be >= 0")
+    checked = None
+    if args.data:  # before the summary: a file that cannot be checked gets one line
+        from privfair.contracts.tools import check_data
+
+        _existing(args.data, "--data", folder=False)
+        checked = check_data(contract, args.data, max_examples=args.max_examples)
     roles = contract.role_spec
     console = _stderr_console()
     if unfair:
@@ -488,14 +516,19 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
     b = contract.budget
     console.print(f"  lifetime budget: epsilon={b.epsilon:g} delta={b.delta:g} "
                   f"(rho={zcdp_rho(epsilon=b.epsilon, delta=b.delta):.6g})")
-    return _check_data_and_review(args, contract, console)
+    return _check_data_and_review(args, contract, console, checked)
 
 
 def _release_checks(contract: Any) -> str | None:
     """Every data-free check ``release`` runs on a contract: raises what every method
     refuses; returns what only the fair methods refuse (None when they accept it)."""
+    from privfair.release.checks import RESERVED_NAMES, RESERVED_SUFFIXES
     from privfair.release.table.plan import check_contract_shape
 
+    if contract.name.lower() in RESERVED_NAMES or contract.name.lower().endswith(
+            RESERVED_SUFFIXES):  # every release refuses it (release/checks.py)
+        raise UsageError(f"contract name {contract.name!r} is reserved by the release store; "
+                         "choose another name")
     check_contract_shape(contract, fair=False)
     try:
         check_contract_shape(contract, fair=True)
@@ -506,6 +539,8 @@ def _release_checks(contract: Any) -> str | None:
 
 def _existing(path: str, flag: str, *, folder: bool = True) -> Path:
     """A path that must exist (a folder, or a file); one line naming the option if not."""
+    if not path.strip():  # Path('') is '.': never read the current folder instead
+        raise UsageError(f"{flag} is empty; expected a {'folder' if folder else 'file'} path")
     p = Path(path)
     if not p.exists():
         raise UsageError(f"{flag} {path}: no such {'folder' if folder else 'file'}")
@@ -516,16 +551,14 @@ def _existing(path: str, flag: str, *, folder: bool = True) -> Path:
     return p
 
 
-def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any) -> int:
-    from privfair.contracts.tools import check_data, review_warning
+def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any,
+                           result: Any) -> int:
+    from privfair.contracts.tools import review_warning
 
     warning = review_warning(contract)
     if warning:
         console.print(f"WARNING: {warning}")
-    if args.data:
-        if args.max_examples < 0:
-            raise UsageError("--max-examples must be >= 0")
-        result = check_data(contract, args.data, max_examples=args.max_examples)
+    if result is not None:
         console.print(f"checking {args.data} (local diagnostic: it quotes private values; "
                       "nothing is written)")
         for line in result.lines():
@@ -538,10 +571,23 @@ def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any
 
 def cmd_contract_draft(args: argparse.Namespace) -> int:
     from privfair.contracts.tools import draft_contract
+    from privfair.release.checks import DATASET_NAME, RESERVED_NAMES, RESERVED_SUFFIXES
 
     out = Path(args.out) if args.out else None
     if out is not None and out.exists():
         raise UsageError(f"--out {out} exists; expected a new file (a draft never overwrites)")
+    if out is not None and not out.parent.is_dir():
+        raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+    if args.name is not None and (not DATASET_NAME.fullmatch(args.name)
+                                  or args.name.lower() in RESERVED_NAMES
+                                  or args.name.lower().endswith(RESERVED_SUFFIXES)):
+        # what `contract check` and every release refuse, refused before it is written
+        raise UsageError(f"--name {args.name!r}: cannot name a dataset; expected letters, "
+                         "digits, '.', '_' or '-' (not starting with '.'), not a name the "
+                         "release store reserves")
+    if args.max_categories < 1 or args.max_codes < 1:
+        flag = "--max-categories" if args.max_categories < 1 else "--max-codes"
+        raise UsageError(f"{flag} must be >= 1")
     from privfair.store.backends import open_registry
 
     # The draft pins the dataset to this registry (one dataset, one budget: issue 36.4).
@@ -560,9 +606,10 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_releases_list(args: argparse.Namespace) -> int:
+    from privfair.release.checks import check_catalog_file
     from privfair.store.registry import list_releases
 
-    _existing(args.store, "--out")
+    check_catalog_file(_existing(args.store, "--out"))
     rows = list_releases(args.store, args.dataset)
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
@@ -704,9 +751,12 @@ def cmd_ledger_reset(args: argparse.Namespace) -> int:
 
 
 def cmd_store_check(args: argparse.Namespace) -> int:
+    from privfair.release.checks import check_catalog_file
     from privfair.store.check import check_store
 
-    _existing(args.out, "--out")
+    check_catalog_file(_existing(args.out, "--out"))
+    if not args.work_dir.strip():
+        raise UsageError("--work-dir is empty; expected a folder path")
     report = check_store(args.out, repair=args.repair, work_dir=args.work_dir)
     for line in report.repaired:
         print(f"repaired: {line}")
@@ -721,6 +771,10 @@ def cmd_store_gc(args: argparse.Namespace) -> int:
 
     if not args.older_than >= 0:
         raise UsageError(f"--older-than must be a number of days >= 0, got {args.older_than}")
+    if not args.work_dir.strip():
+        raise UsageError("--work-dir is empty; expected a folder path")
+    if Path(args.work_dir).is_file():
+        raise UsageError(f"--work-dir {args.work_dir} is a file, not a folder")
     report = collect_garbage(args.work_dir, older_than_s=args.older_than * 86_400,
                              stale_staging_s=RUN_TIME_LIMIT_S, dry_run=args.dry_run)
     for path in report.removed:

@@ -10,11 +10,37 @@ leaves out are left out, so the model's defaults apply, and the model validates 
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import types
 import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel
+
+_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+
+
+def decimal(text: str) -> float:
+    """A finite decimal number, spelt plainly: Python's ``float`` also reads ``1_0`` (10),
+    ``nan``, ``inf`` and ``" 1"``, which an operator's typo must not become (issue 36)."""
+    if not _DECIMAL.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite decimal number; expected one "
+                                         "such as 0.5 or 1e-6")
+    value = float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite decimal number (it "
+                                         "overflows)")
+    return value
+
+
+def whole(text: str) -> int:
+    """A whole number, spelt plainly (``int`` also reads ``1_000`` and ``" 1"``)."""
+    if not _WHOLE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; expected digits "
+                                         "only, such as 100")
+    return int(text)
 
 
 def _flag(name: str, info: Any) -> str:
@@ -46,14 +72,17 @@ def add_options(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None
             kwargs.update(choices=typing.get_args(annotation))
         elif typing.get_origin(annotation) is list:
             (item,) = typing.get_args(annotation)
-            kwargs.update(type=item, nargs="*")
+            kwargs.update(type=_PARSE.get(item, item), nargs="*")
         elif annotation in (int, float, str):
-            kwargs.update(type=annotation)
+            kwargs.update(type=_PARSE.get(annotation, annotation))
         else:
             kwargs.update(type=str)
         if info.default is not None and not extra.get("cli_required") and annotation is not bool:
             kwargs["help"] += f" (default: {info.default})"
         parser.add_argument(_flag(name, info), **kwargs)
+
+
+_PARSE: dict[Any, Any] = {float: decimal, int: whole}
 
 
 def options_from_args(model: type[BaseModel], args: argparse.Namespace) -> dict[str, Any]:

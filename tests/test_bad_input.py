@@ -236,3 +236,224 @@ def test_bad_input_is_refused_on_the_prefect_path(prefect_harness, capsys, tmp_p
         code, out, err = run_cli(capsys, *argv)
         _assert_refused(code, out, err, words, store, before)
         assert _ledger_state(contract) == (0.0, 0), case
+
+
+# --- issue 36 and issue 32 item 8: every kind's public facts, before the reservation ---------
+
+from kind_cases import CASES, EDGE_LIST_CASES, edge_list_example  # noqa: E402
+
+from privfair.store.registry import read_chain  # noqa: E402
+
+
+def _kind_argv(name: str, contract: Path, data: Path, tmp_path: Path, **over) -> list[str]:
+    """The CLI request of a kind's test case, with ``over`` replacing its parameters."""
+    case = {**CASES, **EDGE_LIST_CASES}[name]
+    params = {**case.params(contract, data, tmp_path), **over}
+    argv = [case.command, "--no-prefect"]
+    for key, value in params.items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    return argv
+
+
+def _entries(ident: str, kind: str) -> list[dict]:
+    return [e for e in read_chain(ident) if e["kind"] == kind]
+
+
+def _kind_inputs(name: str, tmp_path: Path, toy_contract: Path, toy_parquet: Path
+                 ) -> tuple[Path, Path, str]:
+    if name in EDGE_LIST_CASES:
+        contract, data = edge_list_example()
+        return contract, data, "example_graph"
+    return toy_contract, toy_parquet, "toy"
+
+
+def _spoiled_contract(contract: Path, tmp_path: Path, old: str, new: str) -> Path:
+    text = contract.read_text()
+    assert old in text, old
+    path = tmp_path / "spoiled.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+#: Public facts every kind must refuse before it reserves: (id, parameter changes, words).
+PUBLIC_FACTS = {
+    "work-dir-inside-out": (lambda t: {"work_dir": str(t / "releases" / "w")},
+                            ["--work-dir", "--out"]),
+    "work-dir-is-out": (lambda t: {"work_dir": str(t / "releases")}, ["--work-dir", "--out"]),
+    "out-cannot-be-created": (lambda t: {"out": "/proc/privfair-test/releases"},
+                              ["--out", "cannot be created"]),
+    "work-dir-cannot-be-created": (lambda t: {"work_dir": "/proc/privfair-test/w"},
+                                   ["--work-dir", "cannot be created"]),
+    "out-symlink-loop": (lambda t: {"out": str(_loop(t))}, ["--out", "symbolic link"]),
+    "epsilon-with-underscore": (lambda t: {"epsilon": "1_0"}, ["--epsilon", "'1_0'"]),
+    "epsilon-1e400": (lambda t: {"epsilon": "1e400"}, ["--epsilon", "finite"]),
+}
+
+
+def _loop(tmp_path: Path) -> Path:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    return loop
+
+
+@pytest.mark.parametrize("fact", sorted(PUBLIC_FACTS))
+@pytest.mark.parametrize("name", sorted({**CASES, **EDGE_LIST_CASES}))
+def test_every_kind_refuses_public_facts_before_reserving(name, fact, capsys, tmp_path,
+                                                           toy_contract, toy_parquet):
+    """Issue 36: each kind refuses a folder it cannot write (found only after the noise at
+    e3d9b57, the run staying charged), overlapping folders and a misread number, in one line,
+    with no reservation and nothing created."""
+    contract, data, ident = _kind_inputs(name, tmp_path, toy_contract, toy_parquet)
+    over, words = PUBLIC_FACTS[fact]
+    argv = _kind_argv(name, contract, data, tmp_path, **over(tmp_path))
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and all(w in err for w in words), err
+    assert _entries(ident, "reserve") == []
+    assert not (tmp_path / "releases").exists() and not (tmp_path / "work").exists()
+
+
+#: Contracts a kind cannot serve (labels, roles, sizes): (kind, model, old, new, words).
+UNSERVABLE = [
+    ("model", "privlr", "categories: [F, M]", "categories: [F, M, X, Y, Z]",
+     ["privlr", "'sex'", "5 labels"]),
+    ("model", "pflr", "categories: [F, M]", "categories: [F, M, X, Y, Z]",
+     ["pflr", "'sex'", "5 labels"]),
+    ("model", "pflr-star", "categories: [F, M]", "categories: [F, M, X, Y, Z]",
+     ["pflr-star", "'sex'"]),
+    ("model", "dpsgd-f", "categories: [F, M]", "categories: [F]", ["'sex'", "1 label"]),
+    ("table", None, "name: toy", "name: catalog.duckdb", ["'catalog.duckdb'", "reserved"]),
+    ("gan", None, "name: toy", "name: releases", ["'releases'", "reserved"]),
+    ("graph", None, "name: toy", "name: ledger.json", ["'ledger.json'", "reserved"]),
+    ("graph", None, "budget: {epsilon: 3.0", "budget: {epsilon: 1e300",
+     ["budget.epsilon", "100"]),
+    ("table", None, "budget: {epsilon: 3.0", "budget: {epsilon: 1_0", ["'1_0'", "line"]),
+    ("gan", None, "roles:", "causal_graph:\n  edges: [[sex, edu], [edu, income], "
+     "[income, sex]]\nroles:", ["causal_graph", "cycle"]),
+]
+
+
+@pytest.mark.parametrize(("name", "model", "old", "new", "words"), UNSERVABLE,
+                         ids=[f"{u[0]}-{u[1] or ''}-{u[3][:24]}" for u in UNSERVABLE])
+def test_unservable_contracts_are_refused_before_reserving(name, model, old, new, words, capsys,
+                                                            tmp_path, toy_contract,
+                                                            toy_parquet):
+    """Issue 32 finding 6: ``train --model privlr`` on a five-label protected column drew
+    noise, then stopped, charging 9-12 % of the lifetime budget; each kind now refuses what
+    it cannot serve before the reservation (ledger untouched)."""
+    contract = _spoiled_contract(toy_contract, tmp_path, old, new)
+    over = {"model": model} if model else {}
+    argv = _kind_argv(name, contract, toy_parquet, tmp_path, **over)
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and all(w in err for w in words), err
+    for ident in ("toy", "catalog.duckdb", "releases", "ledger.json"):
+        assert _entries(ident, "reserve") == []
+
+
+@pytest.mark.parametrize(("argv_over", "words"), [
+    ({"distortion": "bogus"}, ["--distortion", "--fairness tot"]),
+    ({"dask_address": "tcp://127.0.0.1:1"}, ["--dask-address", "--engine dask"]),
+    ({"gan_epochs": "2"}, ["--gan-epochs", "GAN"]),
+    ({"max_time": "5"}, ["--max-time", "AIM"]),
+])
+def test_options_that_do_nothing_are_refused(argv_over, words, capsys, tmp_path, toy_contract,
+                                             toy_parquet):
+    """Issue 36: ``--distortion bogus`` or ``--dask-address`` without ``--engine dask`` was
+    ignored; a run with them is not the run asked for."""
+    argv = _kind_argv("table", toy_contract, toy_parquet, tmp_path, **argv_over)
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and all(w in err for w in words), err
+    assert _entries("toy", "reserve") == []
+
+
+def test_dry_run_probes_the_folders(capsys, tmp_path, toy_contract, toy_parquet):
+    """Issue 36: ``--dry-run`` passed an ``--out`` the real run then failed on; it probes the
+    folders and leaves nothing behind."""
+    (tmp_path / "afile").write_text("x")
+    bad = _kind_argv("table", toy_contract, toy_parquet, tmp_path,
+                     out=str(tmp_path / "afile" / "releases")) + ["--dry-run"]
+    code, out, err = run_cli(capsys, *bad)
+    assert code == 2 and "--out" in err and "is a file" in err, err
+    good = _kind_argv("table", toy_contract, toy_parquet, tmp_path,
+                      out=str(tmp_path / "new" / "releases")) + ["--dry-run"]
+    code, out, err = run_cli(capsys, *good)
+    assert code == 0, err
+    assert not (tmp_path / "new").exists() and not (tmp_path / "work").exists()
+
+
+def test_resume_checks_the_id_and_the_kind(capsys, tmp_path, toy_contract, toy_parquet,
+                                           monkeypatch):
+    """Issue 36: ``--resume ../../evil`` read outside the work folder before refusing;
+    ``discover --resume <a table run>`` resumed and published a table; ``--resume ''`` ran
+    a fresh, charged release."""
+    import privfair.release.checkpoint as checkpoint
+
+    opened = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (opened.append(self),
+                                                                    real(self, *a, **k))[1])
+    for rid in ("../../evil", "", "a/b"):
+        argv = _kind_argv("table", toy_contract, toy_parquet, tmp_path) + ["--resume", rid]
+        code, out, err = run_cli(capsys, *argv)
+        assert code == 2 and "--resume" in err, err
+    assert not [p for p in opened if "checkpoints" in str(p)]
+    assert _entries("toy", "reserve") == []
+    monkeypatch.undo()
+    code, out, err = run_cli(capsys, *_kind_argv("table", toy_contract, toy_parquet, tmp_path))
+    assert code == 0, err
+    (run_id,) = [p.stem for p in (tmp_path / "work" / checkpoint.FOLDER).glob("*.json")]
+    argv = _kind_argv("graph", toy_contract, toy_parquet, tmp_path) + ["--resume", run_id]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and "table release, not graph" in err, err
+    (tmp_path / "work" / checkpoint.FOLDER / f"{run_id}.json").write_text("not json {")
+    argv = _kind_argv("table", toy_contract, toy_parquet, tmp_path) + ["--resume", run_id]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and "checkpoint" in err and run_id in err, err
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["contract", "draft", "--name", "../x"], ["--name", "'../x'"]),
+    (["releases", "list", "--out", ""], ["--out", "empty"]),
+    (["store", "check", "--out", ""], ["--out", "empty"]),
+    (["evaluate", "--epsilons", "1e300", "--no-prefect"], ["epsilons", "outside"]),
+    (["store", "gc", "--older-than", "1_0"], ["--older-than", "'1_0'"]),
+])
+def test_other_commands_refuse_what_release_refuses(argv, words, capsys, tmp_path, toy_csv):
+    if argv[:2] == ["contract", "draft"]:
+        argv = [*argv, "--data", str(toy_csv)]
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert all(w in err for w in words), err
+
+
+def test_contract_check_refuses_what_release_refuses(capsys, tmp_path, toy_contract):
+    """Issue 36: ``contract check`` passed a cyclic causal_graph and a reserved name."""
+    for old, new, word in (("name: toy", "name: catalog.duckdb", "reserved"),
+                           ("roles:", "causal_graph:\n  edges: [[sex, edu], [edu, sex]]\n"
+                                      "roles:", "cycle")):
+        path = _spoiled_contract(toy_contract, tmp_path, old, new)
+        code, out, err = run_cli(capsys, "contract", "check", str(path))
+        assert code == 2 and word in err, err
+
+
+def test_corrupt_catalog_is_named_at_once(capsys, tmp_path, toy_contract, toy_parquet):
+    """Issue 36: a damaged catalog.duckdb read as "held by another process" after 12.5 s."""
+    store = tmp_path / "releases"
+    store.mkdir()
+    (store / "catalog.duckdb").write_bytes(b"not a database" * 50)
+    t0 = time.monotonic()
+    code, out, err = run_cli(capsys, *_kind_argv("model", toy_contract, toy_parquet, tmp_path))
+    assert time.monotonic() - t0 < 5
+    assert code == 2 and "not a DuckDB database" in err, err
+    code, out, err = run_cli(capsys, "releases", "list", "--out", str(store))
+    assert code == 2 and "not a DuckDB database" in err, err
+
+
+def test_own_data_summary_carries_no_failed_count():
+    """Issue 32 item 10: the own-data artifact carried the count of failed cells."""
+    from privfair.evaluation.grid import summary_markdown
+
+    results = pd.DataFrame({"error": [None, "ValueError: x", None], "dataset": ["own"] * 3})
+    own = summary_markdown(results, "/x", own_data=True)
+    assert "cells: **3**" in own and "failed" not in own and "2 ok" not in own

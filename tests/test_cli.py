@@ -159,7 +159,7 @@ BAD_ARGS = [
     ("delta-two", ["--delta", "2.5"], ["delta", "outside (1e-50, 1)"]),
     ("unknown-method", ["--method", "magic"], ["--method", "invalid choice", "magic"]),
     ("n-rows-zero", ["--n-rows", "0"], ["n_rows"]),
-    ("epsilon-not-a-number", ["--epsilon", "lots"], ["--epsilon", "invalid float"]),
+    ("epsilon-not-a-number", ["--epsilon", "lots"], ["--epsilon", "not a finite decimal number"]),
 ]
 
 

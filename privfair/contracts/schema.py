@@ -518,11 +518,40 @@ class CausalGraphSpec(_Strict):
                 "undirected": [list(e) for e in self.undirected]}
 
 
-class BudgetSpec(_Strict):
-    """Lifetime privacy budget of the dataset, in (epsilon, delta)-DP."""
+def _cycle(edges: Sequence[tuple[str, str]]) -> list[str]:
+    """A directed cycle of ``edges`` (its nodes, the first repeated last), or []."""
+    children: dict[str, list[str]] = {}
+    for parent, child in edges:
+        children.setdefault(parent, []).append(child)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
 
-    epsilon: float = Field(gt=0.0, allow_inf_nan=False)
-    delta: float = Field(gt=0.0, lt=1.0)
+    def visit(node: str, path: list[str]) -> list[str]:
+        state[node] = 1
+        for child in children.get(node, ()):
+            if state.get(child) == 1:
+                full = [*path, node]
+                return [*full[full.index(child):], child]
+            if child not in state:
+                found = visit(child, [*path, node])
+                if found:
+                    return found
+        state[node] = 2
+        return []
+
+    for start in list(children):
+        if start not in state:
+            found = visit(start, [])
+            if found:
+                return found
+    return []
+
+
+class BudgetSpec(_Strict):
+    """Lifetime privacy budget of the dataset, in (epsilon, delta)-DP: the bounds of ``ledger
+    raise`` (a budget outside them is a typo, and its accounting overflows: issue 36)."""
+
+    epsilon: float = Field(ge=1e-6, le=100.0, allow_inf_nan=False)
+    delta: float = Field(gt=1e-50, lt=1.0, allow_inf_nan=False)
 
 
 class Contract(_Strict):
@@ -581,6 +610,10 @@ class Contract(_Strict):
             if unknown:
                 raise ValueError(f"causal_graph: {unknown} are not declared columns; expected "
                                  f"edges between {names}")
+            cycle = _cycle(self.causal_graph.edges)
+            if cycle:
+                raise ValueError(f"causal_graph: the edges form a cycle {' -> '.join(cycle)}; "
+                                 "expected a DAG")
         from privfair.contracts.tot_settings import check_tot_spec
 
         check_tot_spec(self)
@@ -902,6 +935,16 @@ class _DuplicateKey(Exception):
         self.line = line
 
 
+class _OddNumber(Exception):
+    """A number written so that people and PyYAML may read it differently (``1_0``, ``1:30``)
+    or that is not a number (``.nan``) or overflows (``1e400``)."""
+
+    def __init__(self, text: str, line: int) -> None:
+        super().__init__(text, line)
+        self.text = text
+        self.line = line
+
+
 class _ContractLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys and reads ``1e-6``/``2.94e10`` as floats.
 
@@ -934,6 +977,25 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 _ContractLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _construct_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    # YAML 1.1 reads 1_0 as 10 and 1:30 as 90: a contract's numbers are plain decimals (a
+    # budget of 1e400 broke the accounting: issue 36).
+    text = str(node.value)
+    if "_" in text or ":" in text:
+        raise _OddNumber(text, node.start_mark.line + 1)
+    if node.tag.endswith(":int"):
+        return loader.construct_yaml_int(node)
+    value = loader.construct_yaml_float(node)
+    # .inf is a bin's open end, spelt so; a NaN, or a finite spelling that overflows, is not
+    if math.isnan(value) or (math.isinf(value) and "inf" not in text.lower()):
+        raise _OddNumber(text, node.start_mark.line + 1)
+    return value
+
+
+for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+    _ContractLoader.add_constructor(_tag, _construct_number)
+
+
 if getattr(yaml, "__with_libyaml__", False):
     class _ContractCLoader(yaml.CSafeLoader):
         """:class:`_ContractLoader` on libyaml's parser (the same resolvers and constructors
@@ -944,6 +1006,8 @@ if getattr(yaml, "__with_libyaml__", False):
     _ContractCLoader.yaml_implicit_resolvers = _ContractLoader.yaml_implicit_resolvers
     _ContractCLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                      _construct_mapping)
+    for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+        _ContractCLoader.add_constructor(_tag, _construct_number)
     _FAST_LOADER: type | None = _ContractCLoader
 else:  # pragma: no cover - PyYAML built without libyaml
     _FAST_LOADER = None
@@ -953,7 +1017,7 @@ def _load_yaml(text: str) -> Any:
     if _FAST_LOADER is not None:
         try:
             return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a SafeLoader subclass
-        except (yaml.YAMLError, _DuplicateKey):
+        except (yaml.YAMLError, _DuplicateKey, _OddNumber):
             pass  # the pure-Python loader below gives the error its usual wording
     return yaml.load(text, Loader=_ContractLoader)  # noqa: S506 - a SafeLoader subclass
 
@@ -1033,12 +1097,22 @@ def parse_contract(text: str, *, source: str = "<string>") -> Contract:
         raise ContractError(
             f"contract {source}: duplicate key {dup.key!r} at line {dup.line}"
         ) from None
+    except _OddNumber as odd:
+        lines = text.splitlines()
+        where = lines[odd.line - 1].strip() if 0 < odd.line <= len(lines) else ""
+        raise ContractError(
+            f"contract {source}: number {odd.text!r} at line {odd.line} ({where[:80]}) is not "
+            "a plain decimal number; write it without '_' or ':' (e.g. 10, 0.5, 1e-6)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None)
         detail = f": {problem}" if problem else ""
         raise ContractError(f"contract {source}: YAML syntax error{where}{detail}") from None
+    if isinstance(data, dict) and any(not isinstance(k, str) for k in data):
+        odd = next(k for k in data if not isinstance(k, str))
+        raise ContractError(f"contract {source}: top-level key {odd!r} is not a name; expected "
+                            "keys name, version, columns, roles, budget")
     if not isinstance(data, dict):
         raise ContractError(
             f"contract {source}: expected a mapping with keys name, version, columns, roles, "
@@ -1065,4 +1139,7 @@ def load_contract(path: str | Path) -> Contract:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ContractError(f"contract {path}: cannot read the file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ContractError(f"contract {path}: not UTF-8 text (byte {exc.start}); expected a "
+                            "YAML file") from None
     return parse_contract(text, source=str(path))

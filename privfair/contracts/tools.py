@@ -81,14 +81,15 @@ def _open(path: str | Path) -> Iterator[_Source]:
             sql = source_sql(lit)
             try:
                 described = con.execute(f"DESCRIBE SELECT * FROM {sql}").fetchall()
-            except duckdb.Error as exc:
+                if csv:
+                    # CSV is parsed once, not once per query (DuckDB spills to disk if needed).
+                    con.execute(f"CREATE TEMP TABLE source AS SELECT * FROM {sql}")
+                    sql = "source"
+            except duckdb.Error as exc:  # a binary or mangled file: one line naming it
                 kind = str(exc).splitlines()[0].split(":")[0] if str(exc) else "error"
-                raise ValueError(f"data file {path} cannot be read ({kind})") from None
+                raise ValueError(f"data file {path} cannot be read as "
+                                 f"{'CSV' if csv else 'Parquet'} ({kind})") from None
             types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
-            if csv:
-                # CSV is parsed once, not once per query (DuckDB spills to disk if needed).
-                con.execute(f"CREATE TEMP TABLE source AS SELECT * FROM {sql}")
-                sql = "source"
             yield _Source(con, sql, csv, types)
         finally:
             con.close()

@@ -207,6 +207,9 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
         raise ValueError(f"contract {contract.name!r}: evaluation needs protected columns and "
                          "one outcome under roles")
     privileged_codes(contract, privileged)  # before reading the data
+    from privfair.contracts.encoding import check_source_schema
+
+    check_source_schema(data_path, contract)  # the file's schema: one line naming the file
     tally = PolicyTally()
     batches = list(iter_discretized_batches(data_path, contract, tally=tally))
     # The owner's local evaluation (no release, no budget): rows a policy would drop are

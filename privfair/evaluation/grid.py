@@ -11,6 +11,7 @@ their own folder (``evaluations/`` by default), which may not be inside a releas
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
@@ -24,7 +25,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from privfair.evaluation.evaluate import NOT_PRIVATE, TOT_SETUPS, EvaluationData, load_embedded
 
@@ -76,10 +77,16 @@ class EvaluateParams(BaseModel):
 
     @field_validator("epsilons", "etas")
     @classmethod
-    def _positive(cls, values: list[float]) -> list[float]:
+    def _positive(cls, values: list[float], info: ValidationInfo) -> list[float]:
         for v in values:
             if not (math.isfinite(v) and v > 0):
                 raise ValueError(f"expected finite values > 0, got {v!r}")
+        # Each cell is a release: the bounds every release checks, refused here before any
+        # cell runs rather than in every cell (issue 36: --epsilons 1e300 failed them all).
+        low, high = (1e-6, 100.0) if info.field_name == "epsilons" else (0.0, 1.0)
+        for v in values:
+            if not low <= v <= high:
+                raise ValueError(f"{v:g} is outside [{low:g}, {high:g}]")
         return values
 
     @model_validator(mode="after")
@@ -215,8 +222,29 @@ def _is_release_store(folder: Path) -> bool:
 
 
 def check_out(out: str | Path) -> Path:
-    """The resolved output folder; refuses a file, or a folder inside a release store."""
-    root = Path(out).expanduser().resolve()
+    """The resolved output folder; refuses an empty path, a file, a folder inside a release
+    store, and one that cannot be created (probed: nothing is left behind)."""
+    if not str(out).strip():
+        raise ValueError("--out is empty; expected a folder path")
+    try:
+        root = Path(out).expanduser().resolve()
+    except (RuntimeError, OSError) as exc:  # a symbolic link loop
+        raise ValueError(f"--out {out}: cannot be resolved ({exc})") from None
+    probe = root
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if probe.is_dir() and not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: folder {probe} is not writable")
+    if probe != root and probe.is_dir():
+        try:  # create and remove the missing folders: /proc/x cannot be created
+            made = root
+            root.mkdir(parents=True)
+        except OSError as exc:
+            raise ValueError(f"--out {out}: cannot be created ({exc.strerror})") from None
+        while made != probe:
+            with contextlib.suppress(OSError):
+                made.rmdir()
+            made = made.parent
     for folder in (root, *root.parents):
         if folder.is_file():
             raise ValueError(f"--out {out}: {folder} is a file, not a folder")
@@ -316,11 +344,14 @@ def summary_markdown(results: pd.DataFrame, folder: str | Path, *, seconds: floa
     and no cell's error text (issue 21.8). The embedded public datasets keep their summary.
     """
     failed = results[results["error"].notna()]
+    # Own data: the grid's size is public (the parameters); how many cells failed is counted
+    # from real rows, so it stays in the local output like the metrics (issue 32 item 10).
+    cells = (f"- cells: **{len(results)}**" if own_data else
+             f"- cells: **{len(results)}** ({len(results) - len(failed)} ok, "
+             f"{len(failed)} failed)")
     lines = ["# privfair evaluation", "",
              f"> **Not privacy-protected.** {NOT_PRIVATE}", "",
-             f"- cells: **{len(results)}** ({len(results) - len(failed)} ok, "
-             f"{len(failed)} failed)",
-             f"- output: `{folder}` (results.parquet, report.html)"]
+             cells, f"- output: `{folder}` (results.parquet, report.html)"]
     if runner:
         lines.append(f"- task runner: {runner}")
     if seconds is not None:

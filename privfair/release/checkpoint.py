@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,21 @@ from privfair.store.artefacts import FileRef, atomic_write, private_dir
 FOLDER = "checkpoints"
 
 
+#: A run id as :func:`privfair.store.artefacts.new_run_id` makes them (and a little more):
+#: checked before any file is read, so ``--resume ../../x`` names nothing outside the folder.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}")
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` if it can be a run's id; one line naming ``--resume`` if not."""
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        raise ReleaseInputError(f"--resume {run_id!r}: not a run id; expected letters, digits, "
+                                "'_' and '-' (as `privfair ledger show` lists runs)")
+    return run_id
+
+
 def checkpoint_path(work_dir: str | Path, run_id: str) -> Path:
-    return Path(work_dir).expanduser().resolve() / FOLDER / f"{run_id}.json"
+    return Path(work_dir).expanduser().resolve() / FOLDER / f"{check_run_id(run_id)}.json"
 
 
 def _encode(value: Any) -> Any:
@@ -81,7 +95,18 @@ def load_checkpoint(work_dir: str | Path, run_id: str) -> dict[str, Any]:
         raise ReleaseInputError(
             f"resume: run {run_id!r} has no post-noise checkpoint in {path.parent} (a run "
             "keeps one once its last private stage ended; pass the run's --work-dir)")
-    return json.loads(path.read_text())
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ReleaseInputError(f"resume: checkpoint {path} cannot be read "
+                                f"({' '.join(str(exc).split())[:120]}); the run cannot be "
+                                "resumed") from None
+    if not (isinstance(raw, dict) and isinstance(raw.get("kind"), str)
+            and isinstance(raw.get("options"), dict) and "state" in raw):
+        raise ReleaseInputError(f"resume: checkpoint {path} is not a run's checkpoint (expected "
+                                "a JSON object with kind, options, state); the run cannot be "
+                                "resumed")
+    return raw
 
 
 def restore_state(raw: Mapping[str, Any], plan: Any) -> dict[str, Any]:

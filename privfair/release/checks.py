@@ -9,9 +9,11 @@ catalog another process holds: each is refused with one line, before any private
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,7 @@ def check_folders(*, out: str, store: Path, contract: Contract, work_dir: str) -
         raise StoreError(f"--work-dir {work} {what} a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise StoreError(f"--work-dir {work}: folder {probe} is not writable")
+    check_catalog_file(store)
     if (store / "catalog.duckdb").is_file():
         from privfair.store.registry import catalog
 
@@ -182,3 +185,87 @@ def resolve_contract(params: Any) -> Path:
         return resolve_contract_name(params.contract)
     except ValueError as exc:  # a bare name that is neither a file nor packaged
         raise ContractError(str(exc)) from None
+
+
+# --- every kind, before the reservation: the run's folders (issue 36) ---------------------
+
+#: Bytes 8-11 of every DuckDB database file.
+DUCKDB_MAGIC = b"DUCK"
+
+
+def resolved_folder(path: str | Path, flag: str) -> Path:
+    """``path`` made absolute (symbolic links followed); one line naming ``flag`` when it
+    cannot be (a symbolic link that points to itself)."""
+    try:
+        return Path(path).expanduser().resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise StoreError(f"{flag} {path}: cannot be resolved (a symbolic link loop?): "
+                         f"{' '.join(str(exc).split())}") from None
+
+
+def check_catalog_file(store: Path) -> None:
+    """Refuse a ``catalog.duckdb`` that is not a DuckDB database at all (truncated,
+    overwritten), at once, rather than after the catalog's wait for another process."""
+    path = store / "catalog.duckdb"
+    if not path.is_file():
+        return
+    try:
+        with path.open("rb") as f:
+            head = f.read(12)
+    except OSError as exc:
+        raise StoreError(f"release catalog {path} cannot be read ({exc.strerror})") from None
+    if len(head) < 12 or head[8:12] != DUCKDB_MAGIC:
+        raise StoreError(f"release catalog {path} is not a DuckDB database (damaged or "
+                         "overwritten); restore it from a backup or move it away, then run "
+                         "`privfair store check --repair`")
+
+
+def probe_folder(folder: Path, flag: str) -> None:
+    """Refuse a folder that cannot be created or written, by creating what is missing of it
+    and a file in it, then removing what the probe made (nothing is left behind, also in
+    ``--dry-run``). Root passes every permission check, so only trying tells."""
+    missing: list[Path] = []
+    probe = folder
+    while not probe.exists():
+        if probe.is_symlink():
+            raise StoreError(f"{flag} {folder}: {probe} is a symbolic link to nothing "
+                             f"({os.readlink(probe)}); expected a folder")
+        if probe.parent == probe:
+            break
+        missing.append(probe)
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        what = "is" if probe == folder else f"has a parent {probe} that is"
+        raise StoreError(f"{flag} {folder} {what} a file, not a folder")
+    try:
+        for made in reversed(missing):
+            made.mkdir(mode=0o700)
+        fd, name = tempfile.mkstemp(dir=folder, prefix=".privfair-probe-")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__
+        raise StoreError(f"{flag} {folder}: cannot be created or written ({why})") from None
+    finally:
+        for made in missing:  # deepest first
+            with contextlib.suppress(OSError):
+                made.rmdir()
+
+
+def check_run_folders(*, out: str, work_dir: str, dataset: str) -> None:
+    """Every kind's folder checks before the reservation (and in ``--dry-run``): the store
+    and the work folder resolve, the work folder is not the store nor inside it (it holds
+    private staging; the store is published), both can be created and written; the dataset's name is not one the store
+    reserves; the catalog, if any, is a DuckDB file."""
+    store = resolved_folder(out, "--out")
+    work = resolved_folder(work_dir, "--work-dir")
+    if store == work or store in work.parents:
+        where = "is" if store == work else "is inside"
+        raise StoreError(f"--work-dir {work_dir} {where} the release store --out {out}; "
+                         "expected separate folders (the work folder holds private staging)")
+    if dataset.lower() in RESERVED_NAMES or dataset.lower().endswith(RESERVED_SUFFIXES):
+        raise StoreError(f"contract name {dataset!r} is reserved by the release store; choose "
+                         "another name")
+    probe_folder(store, "--out")
+    probe_folder(work, "--work-dir")
+    check_catalog_file(store)

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from privfair.contracts.datasets import PackagedContract
+from privfair.core.errors import ReleaseInputError
 
 #: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
 MAX_EPSILON = 100.0
@@ -61,6 +64,11 @@ class ReleaseOptions(BaseModel):
         False, json_schema_extra=PRIVATE_FIELD,
         description="Test mode: allow a fixed seed (recorded as such in the manifest).")
 
+    def idle_fields(self) -> dict[str, str]:
+        """Fields that do nothing with these settings, each with what it would need (a kind
+        lists its own; :func:`refuse_idle_options` refuses those the user gave)."""
+        return {}
+
     @field_validator("epsilon")
     @classmethod
     def _epsilon_in_range(cls, value: float) -> float:
@@ -91,7 +99,24 @@ class ReleaseOptions(BaseModel):
         if ODD_PATH.search(value):
             raise ValueError(f"{flag} {value!r} holds a wildcard or control character; "
                              "expected a literal path")
+        try:  # a symbolic link to itself cannot name a folder or a file (issue 36)
+            Path(value).expanduser().resolve()
+        except (RuntimeError, OSError) as exc:
+            raise ValueError(f"{flag} {value}: cannot be resolved (a symbolic link loop?): "
+                             f"{' '.join(str(exc).split())}") from None
         return value
+
+
+def refuse_idle_options(params: ReleaseOptions, given: Iterable[str]) -> None:
+    """Refuse a parameter the user gave (``given``: the command line's) that does nothing in
+    this combination (issue 36: a ``--distortion`` without TOT or a ``--dask-address``
+    without the Dask engine was ignored, so the run was not the one asked for)."""
+    idle = params.idle_fields()
+    for name in given:
+        if name in idle:
+            info = type(params).model_fields[name]
+            flag = str(field_extra(info).get("cli") or "--" + name.replace("_", "-"))
+            raise ReleaseInputError(f"{flag} does nothing here: it needs {idle[name]}; drop it")
 
 
 def params_error_line(exc: Exception) -> str:

@@ -45,6 +45,7 @@ from privfair.contracts.schema import Contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.release.checkpoint import save_checkpoint
+from privfair.release.checks import check_run_folders
 from privfair.release.options import ReleaseOptions, params_error_line
 from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
 from privfair.store import publication
@@ -299,6 +300,8 @@ def plan_release(kind: ReleaseKind, params: Any) -> Planned:
     options = kind.parse(params)
     check_seed_policy(options.seed, options.insecure_seed, error=ReleaseInputError)
     plan = kind.check(options)
+    # Folders the run will write: created (or not) now, not after the noise (issue 36).
+    check_run_folders(out=options.out, work_dir=options.work_dir, dataset=plan.dataset)
     if plan.contract.reviewed is False:  # a draft's lists were copied from the data
         raise ContractError(
             f"contract {plan.contract.name!r} is a draft (reviewed: false): its category lists "
@@ -325,7 +328,11 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
     driver.say(kind.summary(plan))
     with driver.slot(plan.dataset):
         charge = reserve(planned)
-        workspace = Workspace.open(plan.work_dir, plan.run_id)
+        try:
+            workspace = Workspace.open(plan.work_dir, plan.run_id)
+        except BaseException:
+            release_unspent(charge)  # no stage ran: the reservation goes back
+            raise
         context = RunContext(kind=kind, plan=plan, seed=options.seed, workspace=workspace,
                              charge=charge, progress=report, say=driver.say,
                              orchestrator=driver.orchestrator)
@@ -337,6 +344,8 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
             context.lifetime = read_lifetime_ledger(plan.store, plan.contract)
             kind.check_lifetime(plan, context.lifetime)  # again: others may have reserved
             for i, stage in enumerate(stages):
+                if not drawn:
+                    stage = _naming_the_file(stage, plan.data_path)
                 if stage.noise and not drawn:
                     mark_noise_drawn(charge)  # charged from here on, whatever happens
                     drawn = True
@@ -360,6 +369,37 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
     driver.published(kind, folder, written)
     report("done", 1.0)
     return folder
+
+
+def _naming_the_file(stage: Stage, data_path: str) -> Stage:
+    """``stage`` (a reading stage before any noise) with a reader's error turned into a
+    refusal naming the data file: one line on both drivers, no task traceback (issue 36: a
+    damaged Parquet page said "Corrupt snappy compressed data." and nothing else). The
+    reader's message quotes no value; the run has drawn no noise, so it is cancelled."""
+    if not stage.private or stage.noise:
+        return stage
+    run = stage.run
+
+    def reading(context: RunContext, state: State) -> Mapping[str, Any]:
+        try:
+            return run(context, state)
+        except Exception as exc:
+            if not _unreadable(exc):
+                raise
+            raise ReleaseInputError(
+                f"data file {data_path} cannot be read ({' '.join(str(exc).split())}); the "
+                "run stopped before any noise: its reservation is cancelled, nothing is "
+                "charged") from None
+
+    return replace(stage, run=reading)
+
+
+def _unreadable(exc: BaseException) -> bool:
+    """An error of the file reader itself: Arrow's or DuckDB's, or an OSError without an
+    errno (how Arrow reports a page it cannot decompress), not one of the library."""
+    module = type(exc).__module__.split(".")[0]
+    return (module in ("pyarrow", "duckdb", "_duckdb")
+            or (type(exc) is OSError and exc.errno is None))
 
 
 def reserve(planned: Planned) -> RunCharge:

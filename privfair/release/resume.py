@@ -10,13 +10,13 @@ post-processing of it (ρ 0 in the ledger). Nothing private is read and no noise
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
 from privfair.core.errors import ReleaseInputError
-from privfair.release.checkpoint import load_checkpoint, restore_state
+from privfair.release.checkpoint import check_run_id, load_checkpoint, restore_state
 from privfair.release.protocol import (
     InProcess,
     Progress,
@@ -32,6 +32,27 @@ from privfair.store.registry import (
     dataset_id,
     read_lifetime_ledger,
 )
+
+
+def resumed_kind(kinds: Sequence[ReleaseKind], run_id: str, *,
+                 work_dir: str | Path) -> ReleaseKind:
+    """The kind of run ``run_id`` among the command's ``kinds``: its id checked before any
+    file is read, its checkpoint read, and refused when another command made it (``discover
+    --resume`` of a table run must not publish a table: issue 36)."""
+    raw = load_checkpoint(work_dir, check_run_id(run_id))
+    kind = next((k for k in kinds if k.name == raw["kind"]), None)
+    if kind is None:
+        command = next((k.command for k in _all_kinds() if k.name == raw["kind"]), None)
+        hint = f"; resume it with `privfair {command} --resume`" if command else ""
+        raise ReleaseInputError(f"--resume {run_id}: the run is a {raw['kind']} release, not "
+                                f"{' or '.join(k.name for k in kinds)}{hint}")
+    return kind
+
+
+def _all_kinds() -> list[ReleaseKind]:
+    from privfair.release.kinds import FAMILIES
+
+    return [kind for family in FAMILIES for kind in family.kinds]
 
 
 def resume_release(kind: ReleaseKind, run_id: str, changes: Mapping[str, Any], *,

@@ -150,6 +150,19 @@ class TrainParams(ReleaseOptions):
                          description="PFLR/PFLR* fairness weight.")
     fairness_share: float = Field(0.5, gt=0, lt=1, description="PFLR*: ε_g/ε.")
 
+    def idle_fields(self) -> dict[str, str]:
+        sgd = self.model in SGD_MODELS
+        return {
+            name: need for name, need, used in (
+                *((name, f"a DP-SGD model ({', '.join(SGD_MODELS)})", sgd)
+                  for name in ("epochs", "batch_size", "min_rows", "clip", "learning_rate",
+                               "hidden")),
+                ("alpha", f"a functional-mechanism model ({', '.join(FUNCTIONAL_MODELS)})",
+                 not sgd),
+                ("fairness_share", "model pflr-star", self.model == "pflr-star"),
+                ("evaluation_share", "holdout > 0", self.holdout > 0),
+            ) if not used}
+
     @field_validator("hidden")
     @classmethod
     def _positive_widths(cls, value: list[int]) -> list[int]:
@@ -194,9 +207,14 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
     encoding = FeatureEncoding.from_contract(contract, group=p.group, positive=p.positive)
     used = encoding.used_contract(contract)
     groups = len(encoding.group_labels)
-    if p.model in ("pflr", "pflr-star") and groups != 2:
+    if groups < 2:
         raise ModelReleaseError(f"model {p.model}: group column {encoding.group!r} has "
-                                f"{groups} labels; PFLR needs two")
+                                f"{groups} label; a fair model needs at least two groups")
+    if p.model in FUNCTIONAL_MODELS and groups != 2:  # PrivLR too (issue 32 finding 6)
+        raise ModelReleaseError(f"model {p.model}: group column {encoding.group!r} has "
+                                f"{groups} labels; the functional mechanism's models "
+                                f"({', '.join(FUNCTIONAL_MODELS)}) need two: choose --group or "
+                                "a contract that maps the column onto two labels")
     data_path, source = resolve_data(p, contract)
     store = Path(p.out).expanduser().resolve()
     check_store_writable(store)

@@ -139,6 +139,25 @@ class ReleaseParams(ReleaseOptions):
         False, description="Publish a fair method's table even when it fails its own fairness "
         "check (recorded in the manifest); without it such a run publishes nothing.")
 
+    def idle_fields(self) -> dict[str, str]:
+        gan = self.method in GAN_METHODS
+        return {
+            name: need for name, need, used in (
+                ("distortion", "--fairness tot", self.fairness_transform == "tot"),
+                ("discrimination", "--fairness tot", self.fairness_transform == "tot"),
+                ("dask_address", "--engine dask", self.engine == "dask"),
+                ("part_rows", "--output partitioned", self.output == "partitioned"),
+                ("max_time_s", f"an AIM method ({', '.join(AIM_METHODS)})",
+                 self.method in AIM_METHODS),
+                ("gan_epochs", "a GAN method", gan),
+                ("group_clipping", "a GAN method", gan),
+                ("causal_graph", "method cfgan", self.method == "cfgan"),
+                ("max_iters", "a marginal method (not a GAN)", not gan),
+                ("sample_mode", "a marginal method (not a GAN)", not gan),
+                ("allow_unfair", "method fairgan or fairgan-plus (the methods that check "
+                 "their own fairness)", self.method in ("fairgan", "fairgan-plus")),
+            ) if not used}
+
 
 #: Share of a release's ρ spent on publishing domains (CatHist categories of open-domain
 #: columns, DP quantile edges of ``dp_bins`` columns) when the contract has such columns.
