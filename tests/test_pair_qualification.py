@@ -186,3 +186,35 @@ def test_aim_says_when_its_time_budget_ended_the_rounds():
     estimation = synth.manifest()["method"]["estimation"]
     assert estimation["aim_rounds_stopped_by_time"] is True
     assert synth.ledger_.spent == pytest.approx(zcdp_rho(epsilon=8.0, delta=1e-6))
+
+
+def test_the_dry_run_states_the_rule_and_what_expected_rows_lets_through(
+        toy_contract, toy_parquet, tmp_path, capsys):
+    from privfair.cli import main
+
+    text = toy_contract.read_text()
+    declared = tmp_path / "declared.yaml"
+    declared.write_text(text + "expected_rows: 1000\n")
+    argv = ["release", "--contract", str(declared), "--data", str(toy_parquet), "--epsilon",
+            "1", "--delta", "1e-6", "--method", "mst", "--out", str(tmp_path / "out"),
+            "--work-dir", str(tmp_path / "work"), "--no-prefect", "--dry-run"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    line = next(x for x in (captured.out + captured.err).splitlines()
+                if x.startswith("small-n rule:"))
+    assert "expected TVD <= 0.07" in line and "a pair qualifies from about" in line
+    # 6 attributes, 15 pairs; the count is the public rule at 1,000 rows (no data read)
+    from privfair.contracts.schema import load_contract
+    from privfair.core.accounting import zcdp_rho
+    from privfair.release.policy_counts import POLICY_SHARE
+    from privfair.synth.synthesizer import pair_qualification
+
+    contract = load_contract(declared)
+    rho = zcdp_rho(epsilon=1.0, delta=1e-6) * (1 - POLICY_SHARE)
+    at = pair_qualification(1000.0, contract.domain(), contract.roles(), method="mst",
+                            rho=rho)
+    assert f"at expected_rows = 1,000: {len(at.kept)} of 15 candidate pairs qualify" in line
+    assert 0 < len(at.kept) < 15
+    # expected_rows leaves a contract's fingerprint alone when absent
+    assert load_contract(toy_contract).fingerprint() != contract.fingerprint()
+    assert "expected_rows" not in text
