@@ -35,6 +35,8 @@ def main() -> None:
     parser.add_argument("--max-time", type=float, nargs="+", default=[240.0])
     parser.add_argument("--methods", nargs="+", default=["mst", "aim"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--max-model-size-mb", type=float, default=80.0,
+                        help="AIM's cap on the junction tree (the library default is 80)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
 
@@ -46,7 +48,8 @@ def main() -> None:
             fit_rng, sample_rng = np.random.default_rng(args.seed).spawn(2)
             start = time.perf_counter()
             synth = FairSynthesizer(domain=domain, roles=roles, epsilon=args.eps, delta=1e-9,
-                                    method=method, require_fair=False, max_time_s=budget)
+                                    method=method, require_fair=False, max_time_s=budget,
+                                    max_model_size_mb=args.max_model_size_mb)
             synth.fit(codes, rng=fit_rng)
             wall = time.perf_counter() - start
             estimation = synth.manifest()["method"]["estimation"]
@@ -54,6 +57,9 @@ def main() -> None:
             runs.append({
                 "method": method, "max_time_s": budget, "wall_s": round(wall, 1),
                 "aim_rounds": len(getattr(synth, "aim_rounds_", [])),
+                "model_size_mb": round(synth.aim_rounds_[-1].model_size_mb, 2)
+                if getattr(synth, "aim_rounds_", None) else None,
+                "max_model_size_mb": args.max_model_size_mb,
                 "aim_rounds_stopped_by_time": estimation["aim_rounds_stopped_by_time"],
                 "iterations": estimation["iterations"], "converged": estimation["converged"],
                 "stopped_by": estimation["stopped_by"],

@@ -218,3 +218,24 @@ def test_the_dry_run_states_the_rule_and_what_expected_rows_lets_through(
     # expected_rows leaves a contract's fingerprint alone when absent
     assert load_contract(toy_contract).fingerprint() != contract.fingerprint()
     assert "expected_rows" not in text
+
+
+def test_a_release_records_the_decision_and_its_last_line_says_it(toy_contract, toy_parquet,
+                                                                   tmp_path):
+    import json
+
+    from privfair.release.kinds import release_table
+    from privfair.release.table.kind import TABLE
+
+    folder = release_table({"contract": str(toy_contract), "data": str(toy_parquet),
+                            "epsilon": 1.0, "delta": 1e-9, "method": "mst",
+                            "out": str(tmp_path / "releases"),
+                            "work_dir": str(tmp_path / "work"), "max_iters": 50})
+    manifest = json.loads((folder / "manifest.json").read_text())
+    small_n = manifest["structure"]["small_n"]
+    assert small_n["candidate_pairs"] == 15 and small_n["limit"] == 0.07
+    assert len(manifest["structure"]["edges"]) <= small_n["forest_edges"]
+    assert (f"small-n rule: {small_n['qualifying_pairs']} of 15 pairs qualify"
+            in TABLE.outcome(manifest))
+    assert sum(row["rho"] for row in manifest["ledger"]) == pytest.approx(
+        manifest["guarantee"]["rho"], rel=1e-9)
