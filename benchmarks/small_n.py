@@ -12,6 +12,14 @@ against the real table, so it reads the data on purpose.
     python benchmarks/small_n.py --out benchmarks/results/small_n.json     # ε = 1, 5 seeds
     python benchmarks/small_n.py --tables adult --methods independent mst --seeds 3
     python benchmarks/small_n.py --calibrate     # the fallback rule against tree/indep ratios
+    # issue 34: per-pair rule, 1,000 rows, ε ∈ {1, 2, 4}, every table method, 5 seeds
+    python benchmarks/small_n.py --tables adult compas credit21 --eps 1 2 4 \
+        --methods independent mst prefair-greedy prefair-exact aim aim-fair \
+        --out benchmarks/results/small_n_stop15.json
+
+``credit21`` is a generated 21-attribute credit-like table (2-10 levels) with three protected
+attributes (sex, age group, foreign worker), a binary outcome and real pairwise structure: a
+random tree of parent → child dependences (Dirichlet 0.5 conditionals).
 
 ``--calibrate`` runs mst and independent (no fallback) on weakly and strongly dependent tables
 of 300-8,000 rows and prints, per table, the fallback rule's public value
@@ -33,6 +41,47 @@ from _common import emit, load_codes
 
 METHODS = ("independent", "mst", "prefair-greedy", "aim")
 TABLES = ("adult", "compas", "gen21-strong", "gen8-strong")
+
+
+class Codes:
+    """A table given as codes, its domain and roles (what :func:`run` needs of a contract)."""
+
+    def __init__(self, domain, roles) -> None:
+        self._domain, self._roles = domain, roles
+
+    def domain(self):
+        return self._domain
+
+    def roles(self):
+        return self._roles
+
+
+def credit21(rows: int, seed: int = 0):
+    """21 credit-like attributes, three protected, with a random tree of dependences."""
+    import numpy as np
+    import pandas as pd
+
+    from privfair.core.domain import Domain, Roles
+
+    rng = np.random.default_rng(seed)
+    names = ["sex", "age_group", "foreign", "checking", "duration", "history", "purpose",
+             "amount", "savings", "employment", "installment", "personal", "debtors",
+             "residence", "property", "other_plans", "housing", "credits", "job",
+             "telephone", "credit_risk"]
+    sizes = [2, 4, 2, 4, 5, 5, 10, 5, 5, 5, 4, 3, 3, 4, 4, 3, 3, 4, 4, 2, 2]
+    codes: dict[str, np.ndarray] = {}
+    for i, (name, size) in enumerate(zip(names, sizes, strict=True)):
+        if i == 0:
+            codes[name] = rng.choice(size, rows, p=rng.dirichlet(np.ones(size)))
+            continue
+        parent = names[int(rng.integers(0, i))] if name != "credit_risk" else "checking"
+        table = rng.dirichlet(np.full(size, 0.5), size=sizes[names.index(parent)])
+        u = rng.random(rows)[:, None]
+        codes[name] = (u > np.cumsum(table[codes[parent]], axis=1)).sum(1).clip(0, size - 1)
+    domain = Domain(tuple(names), tuple(sizes))
+    roles = Roles(protected=("sex", "age_group", "foreign"),
+                  admissible=("checking", "savings", "history"), outcome=("credit_risk",))
+    return pd.DataFrame(codes), Codes(domain, roles)
 
 
 def generated(rows: int, attributes: int, concentration: float):
@@ -65,6 +114,8 @@ def sample(name: str, rows: int, seed: int = 0):
 def table(name: str, rows: int):
     if name in ("adult", "compas"):
         return sample(name, rows)
+    if name == "credit21":
+        return credit21(rows)
     attributes, _, strength = name.removeprefix("gen").partition("-")
     return generated(rows, int(attributes), 0.3 if strength == "strong" else 20.0)
 
@@ -94,13 +145,14 @@ def run(codes, contract, method: str, seed: int, eps: float, **options) -> dict:
                             method=method, require_fair=False, **options)
     synth.fit(codes, rng=fit_rng)
     synthetic = synth.sample(len(codes), rng=sample_rng)
-    signal = getattr(synth, "tree_signal_", None)
+    signal = getattr(synth, "qualification_", None)
     return {"method": method, "seed": seed, "epsilon": eps,
             "fit_s": round(time.perf_counter() - start, 3),
             "tvd1": marginal_tvd(codes, synthetic, domain, 1),
             "tvd2": marginal_tvd(codes, synthetic, domain, 2),
             "edges": len(synth.structure_.edges), "structure": synth.structure_.method,
-            "rule": None if signal is None else round(signal.noise_tvd, 4)}
+            "qualifying_pairs": None if signal is None else len(signal.kept),
+            "forest_edges": None if signal is None else signal.forest_edges}
 
 
 def summarise(records: list[dict], methods: list[str]) -> dict:
@@ -155,11 +207,11 @@ def calibrate(seeds: int, eps: float) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1000)
-    parser.add_argument("--eps", type=float, default=1.0)
+    parser.add_argument("--eps", type=float, nargs="+", default=[1.0])
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--methods", nargs="+", default=list(METHODS))
     parser.add_argument("--tables", nargs="+", default=list(TABLES),
-                        help="adult, compas, gen<d>-strong or gen<d>-weak")
+                        help="adult, compas, credit21, gen<d>-strong or gen<d>-weak")
     parser.add_argument("--aim-time", type=float, default=60.0,
                         help="AIM's time budget per fit in seconds (the release default is 240)")
     parser.add_argument("--calibrate", action="store_true")
@@ -167,24 +219,28 @@ def main() -> None:
     args = parser.parse_args()
 
     if args.calibrate:
-        emit(calibrate(args.seeds, args.eps), args.out)
+        emit(calibrate(args.seeds, args.eps[0]), args.out)
         return
     tables, records = {}, []
     for name in args.tables:
         codes, contract = table(name, args.rows)
-        runs = []
-        for method in args.methods:
-            options = {"max_time_s": args.aim_time} if method.startswith("aim") else {}
-            for seed in range(args.seeds):
-                runs.append(run(codes, contract, method, seed, args.eps, **options))
-                print(name, runs[-1], file=sys.stderr, flush=True)
-        tables[name] = {"rows": len(codes), "attributes": len(codes.columns),
-                        "nonprivate_independence_tvd2":
-                            round(independence_tvd(codes, contract.domain()), 4),
-                        "methods": summarise(runs, args.methods)}
-        records += [{"table": name, **r} for r in runs]
+        for eps in args.eps:
+            runs = []
+            for method in args.methods:
+                options = {"max_time_s": args.aim_time} if method.startswith("aim") else {}
+                for seed in range(args.seeds):
+                    runs.append(run(codes, contract, method, seed, eps, **options))
+                    print(name, runs[-1], file=sys.stderr, flush=True)
+            tables[f"{name} eps={eps:g}"] = {
+                "table": name, "epsilon": eps, "rows": len(codes),
+                "attributes": len(codes.columns),
+                "nonprivate_independence_tvd2":
+                    round(independence_tvd(codes, contract.domain()), 4),
+                "methods": summarise(runs, args.methods)}
+            records += [{"table": name, **r} for r in runs]
     emit({"benchmark": "small_n", "epsilon": args.eps, "delta": 1e-6, "seeds": args.seeds,
-          "load_avg": os.getloadavg(), "tables": tables, "runs": records}, args.out)
+          "methods": args.methods, "load_avg": os.getloadavg(), "tables": tables,
+          "runs": records}, args.out)
 
 
 if __name__ == "__main__":

@@ -582,6 +582,10 @@ class Contract(_Strict):
     tot: TOTSpec | None = None
     # A causal DAG over the columns (CFGAN); checked against the domain when a release uses it.
     causal_graph: CausalGraphSpec | None = None
+    # The publisher's public guess of the row count (issue 34). Only the plan and --dry-run
+    # use it, to say how many pairs the small-n rule would let through; a release decides on
+    # its noisy total, never on this.
+    expected_rows: int | None = Field(None, ge=1)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -811,7 +815,7 @@ class Contract(_Strict):
                 dump.pop(key, None)
         # Likewise for keys added later, left at their defaults.
         for key, default in (("normalize", "none"), ("reviewed", None), ("tot", None),
-                             ("causal_graph", None)):
+                             ("causal_graph", None), ("expected_rows", None)):
             if dump.get(key, default) == default:
                 dump.pop(key, None)
         if dump.get("tot") and dump["tot"].get("distortion_scope") == "per_group":

@@ -292,7 +292,7 @@ def load_structure(ref: FileRef) -> SelectedStructure:
         criterion=raw["fairness"]["criterion"],
     )
     return SelectedStructure(raw["method"], tuple(tuple(e) for e in raw["edges"]), fairness,
-                             raw["search_nodes"])
+                             raw["search_nodes"], small_n=raw.get("small_n"))
 
 
 def save_model(model: GraphicalModel, artefacts: str | Path) -> FileRef:

@@ -41,7 +41,7 @@ from privfair.synth.estimation import (
     build_junction_tree,
     estimate,
 )
-from privfair.synth.measure import Measurement, measure_marginals
+from privfair.synth.measure import Measurement, combine_measurements, measure_marginals
 from privfair.synth.structure import check_fairness
 
 
@@ -125,6 +125,9 @@ class AIMResult:
     model: GraphicalModel
     rounds: list[AIMRound] = field(default_factory=list)
     n_initial: int = 0  # the first n_initial measurements are the initial one-way marginals
+    #: Whether the time budget ended the rounds early (the last round spent what more rounds
+    #: would have spent).
+    stopped_by_time: bool = False
 
     @property
     def cliques(self) -> list[Clique]:
@@ -151,6 +154,8 @@ def run_aim(
     progress: Callable[[float], None] | None = None,
     max_time_s: float | None = None,
     stop_after_initial: Callable[[Sequence[Measurement], float], bool] | None = None,
+    workload_after_initial: Callable[[Sequence[Measurement], float],
+                                     tuple[Sequence[Clique], float]] | None = None,
     select_share: float = 0.1,
     initial_scale: float = 1.0,
     initial_allocation: str = "uniform",
@@ -196,6 +201,14 @@ def run_aim(
         ``stop_after_initial(initial_one_way, rho_left)``, post-processing of the initial
         noisy one-way marginals: when it returns True the run stops there, having spent only
         their ρ, and the caller spends the rest (the small-n independence fallback).
+    workload_after_initial : callable, optional
+        ``workload_after_initial(initial_one_way, rho_left) -> (workload, rho_one_way)``,
+        post-processing of the initial noisy one-way marginals: the workload the rounds
+        select from (the pairs that can carry signal at the noisy total, issue 34) and the ρ
+        of a second one-way measurement, combined with the initial one by inverse variance
+        (the share of the rounds' ρ that the dropped pairs would have used). The rounds spend
+        what is left, at the rounds' σ. An empty workload stops the run after the initial
+        measurement, as ``stop_after_initial`` does.
     progress : callable, optional
         ``progress(fraction)`` after every round: the larger of the ρ and the time budget
         used, so it moves steadily whichever ends the run.
@@ -252,7 +265,25 @@ def run_aim(
     if stop_after_initial is not None and stop_after_initial(
             list(measurements), rho - (ledger.spent - start)):
         return AIMResult(measurements, model, [], n_initial=d)
+    if workload_after_initial is not None:
+        chosen, rho_one_way = workload_after_initial(list(measurements),
+                                                     rho - (ledger.spent - start))
+        workload = list(chosen)
+        if not workload:
+            return AIMResult(measurements, model, [], n_initial=d)
+        if rho_one_way > 0:
+            extra = measure_initial(
+                {c: tables[c] for c in oneway}, oneway, rho=rho_one_way, rng=rng,
+                ledger=ledger, name="AIM one-way marginals (rho of the pairs too noisy to "
+                "measure)", discrete=discrete)
+            measurements = combine_measurements(measurements, extra)
+            model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
+                             max_time_s=clock.fit_time())
+        candidates = [domain.canonical(c) for c in downward_closure(workload)]
+        weights = {c: float(sum(len(set(c) & set(w)) for w in workload)) for c in candidates}
+        max_weight = max(weights.values())
     log: list[AIMRound] = []
+    stopped_by_time = False
     t = 0
     while True:
         used = ledger.spent - start
@@ -261,8 +292,11 @@ def run_aim(
             break
         t += 1
         clock.round_started()
-        final = (clock.last_round() or
-                 remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8))
+        out_of_time = clock.last_round()
+        final = out_of_time or remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8)
+        # the clock, not the budget, ended the rounds
+        stopped_by_time = stopped_by_time or (
+            out_of_time and remaining >= 2 * (1 / (2 * sigma**2) + epsilon**2 / 8))
         if final:
             sigma = math.sqrt(1 / (2 * measure_share * remaining))
             epsilon = math.sqrt(8 * select_share * remaining)
@@ -306,7 +340,7 @@ def run_aim(
         # Rounds only need a model good enough to score candidates; the release gets a full fit.
         model = estimate(domain, measurements, max_iters=final_max_iters, tol=tol,
                          warm_start=model.potentials, max_time_s=clock.fit_time(final=True))
-    return AIMResult(measurements, model, log, n_initial=d)
+    return AIMResult(measurements, model, log, n_initial=d, stopped_by_time=stopped_by_time)
 
 
 def measure_one_way_by_cells(

@@ -120,6 +120,8 @@ class FitReport:
     loss: float
     converged: bool
     losses: list[float] = field(default_factory=list)
+    #: What ended the fit: "tolerance", "exact solution", "time budget" or "iteration cap".
+    stopped_by: str | None = None
 
 
 @dataclass
@@ -209,7 +211,7 @@ class GraphicalModel:
             "total": self.total,
             "report": None if report is None else {
                 "iterations": report.iterations, "loss": report.loss,
-                "converged": report.converged},
+                "converged": report.converged, "stopped_by": report.stopped_by},
         }
         arrays = {f"theta_{i}": np.asarray(self.potentials[c]) for i, c in enumerate(cliques)}
         np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
@@ -230,7 +232,8 @@ class GraphicalModel:
         domain = Domain(tuple(meta["domain"]["attributes"]), tuple(meta["domain"]["sizes"]))
         raw = meta["report"]
         report = None if raw is None else FitReport(raw["iterations"], raw["loss"],
-                                                    raw["converged"])
+                                                    raw["converged"],
+                                                    stopped_by=raw.get("stopped_by"))
         return cls.from_potentials(domain, potentials, meta["total"], report)
 
 
@@ -741,7 +744,7 @@ def estimate(
         if callback is not None:
             callback(max_iters, loss)
         report = FitReport(iterations=exact.iterations, loss=loss, converged=True,
-                           losses=[loss])
+                           losses=[loss], stopped_by="exact solution")
         return GraphicalModel(domain, tree, exact.potentials, total, [b[0] for b in beliefs],
                               report)
     if max_time_s is not None:
@@ -806,7 +809,7 @@ def estimate(
     # the loss (the momentum then restarts), and the fit must not end on such a step.
     best_loss, best_theta, best_beliefs = point_loss, theta, beliefs
     best_before = best_loss  # the best loss at the previous convergence check
-    converged, it = False, 0
+    converged, it, stopped_by = False, 0, "iteration cap"
     for it in range(1, max_iters + 1):
         while True:
             trial = clip(point - alpha * grad, point)
@@ -838,12 +841,14 @@ def estimate(
             else:
                 previous, latest = min(losses[-21:-1]), loss
             if previous - latest <= tol * max(abs(previous), 1.0):
-                converged = True
+                converged, stopped_by = True, "tolerance"
                 break
         if max_time_s is not None and time.monotonic() - started >= max_time_s:
+            stopped_by = "time budget"
             break  # the time budget ends the fit; reported as not converged
     if robust_descent:
         theta, beliefs, loss = best_theta, best_beliefs, best_loss
-    report = FitReport(iterations=it, loss=loss, converged=converged, losses=losses)
+    report = FitReport(iterations=it, loss=loss, converged=converged, losses=losses,
+                       stopped_by=stopped_by)
     potentials = {c: t.copy() for c, t in unflatten(theta).items()}
     return GraphicalModel(domain, tree, potentials, total, [b[0] for b in beliefs], report)

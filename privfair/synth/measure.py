@@ -381,3 +381,20 @@ def compress_domain(
         if w.shape != (domain.size(a),):
             raise ValueError(f"prior of {a!r}: {w.size} weights for {domain.size(a)} codes")
     return Compression(domain, domain.with_sizes(sizes), mapping, merged, weights), out
+
+
+def combine_measurements(first: Sequence[Measurement],
+                         second: Sequence[Measurement]) -> list[Measurement]:
+    """Inverse-variance average of two noisy answers to the same queries (post-processing).
+
+    Two Gaussian measurements costing ρ₁ and ρ₂ combine into one as accurate as a single
+    measurement costing ρ₁ + ρ₂.
+    """
+    out = []
+    for a, b in zip(first, second, strict=True):
+        if a.clique != b.clique:
+            raise ValueError(f"cannot combine measurements of {a.clique} and {b.clique}")
+        wa, wb = 1 / a.stddev ** 2, 1 / b.stddev ** 2
+        out.append(Measurement(a.clique, (wa * a.values + wb * b.values) / (wa + wb),
+                               1 / np.sqrt(wa + wb)))
+    return out

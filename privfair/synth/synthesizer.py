@@ -28,19 +28,34 @@ import pandas as pd
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.domain import Clique, Domain, Roles, code_dtype
 from privfair.core.errors import FairnessViolationError
-from privfair.synth.aim import MIN_FIT_SHARE, candidate_cliques, run_aim
+from privfair.synth.aim import (
+    MIN_FIT_SHARE,
+    all_two_way_workload,
+    candidate_cliques,
+    run_aim,
+)
 from privfair.synth.estimation import GraphicalModel, estimate, fit_independent
 from privfair.synth.measure import (
     Compression,
     Measurement,
     all_pairs,
+    combine_measurements,
     compress_domain,
     count_marginals,
     measure_marginals,
 )
 from privfair.synth.sampling import MODES, decompress, sample_model
 from privfair.synth.structure import METHODS as TREE_METHODS
-from privfair.synth.structure import SelectedStructure, check_fairness, select_structure
+from privfair.synth.structure import (
+    NOISE_TVD_LIMIT,
+    PairQualification,
+    SelectedStructure,
+    all_qualify,
+    allowed_edges,
+    check_fairness,
+    qualify_pairs,
+    select_structure,
+)
 from privfair.version import VERSION
 
 AIM_METHODS = ("aim", "aim-fair")
@@ -91,26 +106,21 @@ class BudgetSplit:
         return cls(rho, 0.0, 0.0) if method == INDEPENDENT else cls.thirds(rho)
 
 
-#: A tree is measured only if the noise alone would put at most this expected TVD on an
-#: average pair of the tree (:func:`tree_signal`); above it the release falls back to the
-#: independence model. Calibrated at ε = 1 on 300-8,000-row tables with weak and strong
-#: pairwise dependence (``benchmarks/small_n.py --calibrate``, issue 23.3): on a table with
-#: no pairwise structure the tree's 2-way TVD against independence's is ≈ 1.0 up to 0.05,
-#: +1.5-4 % at 0.06-0.065 (within seed noise), +10-14 % at 0.08 and +50 % at 0.25, while
-#: structured tables gain at 0.054 (COMPAS, 700 rows: -22 %) and beyond; no public rule can
-#: tell the two apart above the limit, and a release must never be worse than
-#: ``--method independent``. The old rule (0.1 on the median pair of the noisy compressed
-#: domain) let 1,000-row Adult and credit tables build trees that cost 14-24 % 2-way TVD.
-NOISE_TVD_LIMIT = 0.07
 #: Ledger name of the fallback's second one-way measurement (later stages look for it).
 FALLBACK_STEP = "one-way marginals (small-n independence fallback)"
 #: Structure method recorded when a tree method fell back to independence.
 FALLBACK_METHOD = "independent (small-n fallback)"
+#: Ledger name of the one-way measurement that spends the ρ of the edges a forest lacks.
+FOREST_STEP = "one-way marginals (rho of the pairs too noisy to measure)"
 
 
 @dataclass(frozen=True)
 class TreeSignal:
     """Whether a tree's 2-way marginals would carry signal at this noisy total (issue 15).
+
+    The all-or-nothing rule of issue 23.3, kept for ``benchmarks/small_n.py --calibrate``
+    (the data behind :data:`NOISE_TVD_LIMIT`); releases decide per pair
+    (:func:`pair_qualification`).
 
     Post-processing only: computed from the noisy total, the declared domain sizes, the
     public noise scale of the one-way measurement and the ρ left for the tree, never from
@@ -168,48 +178,34 @@ def small_n_signal(total: float, domain: Domain, *, rho: float,
                        threshold=threshold)
 
 
-def combine_measurements(first: Sequence[Measurement],
-                         second: Sequence[Measurement]) -> list[Measurement]:
-    """Inverse-variance average of two noisy answers to the same queries (post-processing).
-
-    Two Gaussian measurements costing ρ₁ and ρ₂ combine into one as accurate as a single
-    measurement costing ρ₁ + ρ₂.
-    """
-    out = []
-    for a, b in zip(first, second, strict=True):
-        if a.clique != b.clique:
-            raise ValueError(f"cannot combine measurements of {a.clique} and {b.clique}")
-        wa, wb = 1 / a.stddev ** 2, 1 / b.stddev ** 2
-        out.append(Measurement(a.clique, (wa * a.values + wb * b.values) / (wa + wb),
-                               1 / np.sqrt(wa + wb)))
-    return out
-
-
-def one_way_with_fallback(
-    tables: Mapping[Clique, np.ndarray], domain: Domain, noisy: Sequence[Measurement], *,
-    rho_tree: float, rng: np.random.Generator, ledger: PrivacyLedger, discrete: bool = False,
-    compress: bool = True, threshold: float = 3.0,
-    prior: Mapping[str, Sequence[float]] | None = None,
-) -> tuple[OneWayModel, list[Measurement], TreeSignal]:
-    """Fit the one-way model; if the tree would be noise, spend ``rho_tree`` on the one-way
-    marginals instead (charged as :data:`FALLBACK_STEP`) and refit.
-
-    The fallback's two one-way measurements (ρ₁ then ``rho_tree``) are combined by inverse
-    variance and compressed afterwards, so the released model has exactly the distribution of
-    ``--method independent``'s at ρ₁ + ``rho_tree``: nothing is lost by deciding after the
-    first measurement (issue 23.3).
-    """
-    model = fit_one_way(noisy, domain, compress=compress, threshold=threshold, prior=prior)
-    sigma = float(np.max(noisy[0].stddev)) if compress and noisy else None
-    signal = tree_signal(model.total, domain.sizes, rho_tree=rho_tree, one_way_sigma=sigma,
+def pair_qualification(total: float, domain: Domain, roles: Roles, *, method: str,
+                       rho: float, threshold: float = 3.0) -> PairQualification:
+    """The per-pair small-n rule at a release's ρ (issue 34): MST's thirds (one-way ρ/3,
+    structure 2ρ/3), so every method (trees and AIM) decides the same way for the same
+    noisy total, domain and ρ. AIM's candidates are all pairs; a tree's the method's
+    allowed edges. Public inputs and the noisy total only: fine to publish, and the plan
+    evaluates it on a declared row count (``expected_rows``)."""
+    candidates = (allowed_edges(domain, roles, method) if method in TREE_METHODS
+                  else [tuple(p) for p in combinations(domain.attributes, 2)])
+    return qualify_pairs(domain, candidates, total=total, rho_tree=2 * rho / 3,
+                         one_way_sigma=math.sqrt(len(domain) / (2 * rho / 3)),
                          threshold=threshold)
-    if signal.fallback:
-        extra = measure_marginals(tables, [(a,) for a in domain], rho=rho_tree, rng=rng,
-                                  ledger=ledger, name=FALLBACK_STEP, discrete=discrete)
-        noisy = combine_measurements(noisy, extra)
-        model = fit_one_way(noisy, domain, compress=compress, threshold=threshold,
-                            prior=prior)
-    return model, list(noisy), signal
+
+
+def one_way_with_extra(
+    tables: Mapping[Clique, np.ndarray], domain: Domain, noisy: Sequence[Measurement], *,
+    rho_extra: float, name: str, rng: np.random.Generator, ledger: PrivacyLedger,
+    discrete: bool = False,
+) -> list[Measurement]:
+    """Measure the one-way marginals again at ``rho_extra`` and combine by inverse variance.
+
+    The two measurements (ρ₁ then ``rho_extra``) combine into one as accurate as a single
+    one at ρ₁ + ``rho_extra``, so a fallback that decides after the first measurement is
+    exactly ``--method independent`` at the whole ρ (issue 23.3).
+    """
+    extra = measure_marginals(tables, [(a,) for a in domain], rho=rho_extra, rng=rng,
+                              ledger=ledger, name=name, discrete=discrete)
+    return combine_measurements(noisy, extra)
 
 
 def fell_back(ledger: PrivacyLedger) -> bool:
@@ -263,15 +259,18 @@ def fit_one_way(
 def select(
     tables: Mapping[Clique, np.ndarray], one_way: OneWayModel, roles: Roles, *, method: str,
     rho: float, rng: np.random.Generator, ledger: PrivacyLedger,
-    max_search_nodes: int = 200_000,
+    max_search_nodes: int = 200_000, qualified: Sequence[tuple[str, str]] | None = None,
 ) -> SelectedStructure:
-    """Select the tree of 2-way marginals to measure (private: reads the pair tables)."""
+    """Select the tree of 2-way marginals to measure (private: reads the pair tables).
+
+    ``qualified``: the pairs that can carry signal (:func:`qualify_pairs`); the structure is
+    then a spanning forest over those of the method's allowed edges."""
     compression = one_way.compression
     pairs = {c: compression.compress_table(c, tables[c]) for c in all_pairs(compression.original)}
     return select_structure(
         compression.compressed, roles, method=method, pair_tables=pairs,
         one_way=one_way.probabilities, total=one_way.total, rho=rho, rng=rng, ledger=ledger,
-        max_search_nodes=max_search_nodes,
+        max_search_nodes=max_search_nodes, qualified=qualified,
     )
 
 
@@ -438,8 +437,11 @@ class FairSynthesizer:
     max_time_s : float, optional
         AIM methods: time budget; when it has passed, one final round spends the rest of ρ.
     small_n_fallback : bool
-        Tree methods: when the noisy total is too small for the tree's 2-way marginals to
-        carry signal (:func:`tree_signal`), spend their ρ on the one-way marginals instead.
+        The per-pair small-n rule (issue 34, :func:`~privfair.synth.structure.qualify_pairs`):
+        only pairs whose 2-way marginal can carry signal at the noisy total are candidates,
+        the structure is a forest over them, and the ρ of the edges it lacks goes to the
+        one-way marginals (all of it when no pair qualifies). False: every pair is a
+        candidate, as before issue 15.
     prior : mapping of str to sequence of float, optional
         Public weights per attribute (one non-negative weight per code, as a contract's
         ``prior:``), used to spread a merged rare-category bucket when sampling instead of
@@ -533,6 +535,7 @@ class FairSynthesizer:
 
         report("count", 0.0)
         self.warm_start_ = None
+        self.split_ = split  # a tree's forest moves part of its ρ to the one-way marginals
         if self.method in AIM_METHODS:
             self._measure_aim(counter, rho=split.one_way + split.select + split.measure,
                               rng=stage_rng("aim"), ledger=ledger, report=report)
@@ -540,7 +543,6 @@ class FairSynthesizer:
             self._measure_tree(counter, split=split, stage_rng=stage_rng, ledger=ledger,
                                report=report)
         self.ledger_ = ledger
-        self.split_ = split
         return self
 
     def _measure_tree(self, counter: Counter, *, split: BudgetSplit, stage_rng: StageRngs,
@@ -556,30 +558,63 @@ class FairSynthesizer:
         rng = stage_rng("one-way")
         one_way = measure_one_way(tables, self.domain, rho=split.one_way, rng=rng,
                                   ledger=ledger, discrete=self.discrete_noise)
-        self.one_way_, self.one_way_measurements_, self.tree_signal_ = one_way_with_fallback(
-            tables, self.domain, one_way,
-            rho_tree=0.0 if independent or not self.small_n_fallback
-            else split.select + split.measure,
-            rng=rng, ledger=ledger, discrete=self.discrete_noise, compress=self.compress,
-            threshold=self.compress_threshold, prior=self.prior)
+        self.one_way_ = fit_one_way(one_way, self.domain, compress=self.compress,
+                                    threshold=self.compress_threshold, prior=self.prior)
+        self.one_way_measurements_ = list(one_way)
+        if independent:  # no pair is read, nothing more charged
+            self.compression_ = self.one_way_.compression
+            self.structure_ = independent_structure(self.domain.attributes, self.roles)
+            self.selected_ = []
+            return
+        # The per-pair rule (issue 34) on the noisy total of the one-way measurement:
+        # pairs that would be noise are dropped, and the ρ of the forest's missing edges
+        # goes to the one-way marginals (all of it when no pair qualifies).
+        sigma = float(np.max(one_way[0].stddev)) if self.compress and one_way else None
+        rho_tree = split.select + split.measure
+        candidates = allowed_edges(self.domain, self.roles, self.method)
+        self.qualification_ = (
+            qualify_pairs(self.domain, candidates, total=self.one_way_.total,
+                          rho_tree=rho_tree, one_way_sigma=sigma,
+                          threshold=self.compress_threshold)
+            if self.small_n_fallback
+            else all_qualify(self.domain, candidates, total=self.one_way_.total))
+        small_n = self.qualification_.to_dict() if self.qualification_.enabled else None
+        share = self.qualification_.share
+        if share < 1.0:
+            self.one_way_measurements_ = one_way_with_extra(
+                tables, self.domain, one_way, rho_extra=rho_tree * (1 - share),
+                name=FALLBACK_STEP if share == 0 else FOREST_STEP, rng=rng, ledger=ledger,
+                discrete=self.discrete_noise)
+            self.one_way_ = fit_one_way(self.one_way_measurements_, self.domain,
+                                        compress=self.compress,
+                                        threshold=self.compress_threshold, prior=self.prior)
+            split = self.split_ = BudgetSplit(split.one_way + rho_tree * (1 - share),
+                                              split.select * share, split.measure * share)
         self.compression_ = self.one_way_.compression
-        if independent or self.tree_signal_.fallback:  # no pair is read, nothing charged
-            self.structure_ = independent_structure(
-                self.domain.attributes, self.roles,
-                method=INDEPENDENT if independent else FALLBACK_METHOD)
+        if self.qualification_.fallback:  # no pair is read by a mechanism
+            fallback = independent_structure(self.domain.attributes, self.roles,
+                                             method=FALLBACK_METHOD)
+            self.structure_ = SelectedStructure(FALLBACK_METHOD, (), fallback.fairness,
+                                                small_n=small_n)
             self.selected_ = []
             return
         report("select structure", 0.2)
         pairs = {c: tables[c] for c in all_pairs(self.domain)}
         del tables
-        self.structure_ = select(pairs, self.one_way_, self.roles, method=self.method,
-                                 rho=split.select, rng=stage_rng("select"), ledger=ledger,
-                                 max_search_nodes=self.max_search_nodes)
+        structure = select(pairs, self.one_way_, self.roles, method=self.method,
+                           rho=split.select, rng=stage_rng("select"), ledger=ledger,
+                           max_search_nodes=self.max_search_nodes,
+                           qualified=(self.qualification_.kept
+                                      if self.qualification_.enabled else None))
+        self.structure_ = SelectedStructure(structure.method, structure.edges,
+                                            structure.fairness, structure.search_nodes,
+                                            small_n=small_n)
         self._check_fair()
         report("measure 2-way", 0.3)
-        self.selected_ = measure_selected(pairs, self.one_way_, self.structure_,
-                                          rho=split.measure, rng=stage_rng("measure"),
-                                          ledger=ledger, discrete=self.discrete_noise)
+        self.selected_ = (measure_selected(pairs, self.one_way_, self.structure_,
+                                           rho=split.measure, rng=stage_rng("measure"),
+                                           ledger=ledger, discrete=self.discrete_noise)
+                          if self.structure_.edges else [])
 
     def _measure_aim(self, counter: Counter, *, rho: float, rng: np.random.Generator,
                      ledger: PrivacyLedger, report: Callable[[str, float], None]) -> None:
@@ -588,40 +623,53 @@ class FairSynthesizer:
         # with n, and the rounds it would cut are published (issue 32.10).
         started = self.time_started_ = time.monotonic()
         report("AIM rounds", 0.1)
-        signals: list[tuple[TreeSignal, float]] = []
+        decisions: list[tuple[PairQualification, float]] = []
 
-        def small_n(initial: Sequence[Measurement], rho_left: float) -> bool:
-            # The trees' public rule at this (ρ, domain): AIM's 2-way rounds would be noise.
+        def qualifying_workload(initial: Sequence[Measurement],
+                                rho_left: float) -> tuple[list[Clique], float]:
+            # The trees' public per-pair rule at this (ρ, domain) on the noisy total of the
+            # initial one-way marginals (issue 34): AIM's candidates are the pairs that
+            # qualify, and none qualifying is the independence fallback. As for a tree, the
+            # share of the rounds' ρ that a full tree's missing edges would have used goes to
+            # the one-way marginals.
             total = fit_one_way(initial, self.domain, compress=False).total
-            signals.append((small_n_signal(total, self.domain, rho=rho,
-                                           threshold=self.compress_threshold), rho_left))
-            return signals[-1][0].fallback
+            decision = pair_qualification(total, self.domain, self.roles,
+                                          method=self.method, rho=rho,
+                                          threshold=self.compress_threshold)
+            decisions.append((decision, rho_left))
+            keep = set(decision.kept)
+            return ([c for c in all_two_way_workload(self.domain) if c in keep],
+                    rho_left * (1 - decision.share))
 
         result = run_aim(tables, self.domain, rho=rho, rng=rng, ledger=ledger,
                          roles=self.roles, fair=self.method == "aim-fair",
                          max_model_size_mb=self.max_model_size_mb, refit=False,
                          discrete=self.discrete_noise, max_time_s=self.max_time_s,
                          time_started=started,
-                         stop_after_initial=small_n if self.small_n_fallback else None,
+                         workload_after_initial=(qualifying_workload
+                                                 if self.small_n_fallback else None),
                          progress=lambda fraction: report("AIM rounds", 0.1 + 0.3 * fraction))
         initial = result.measurements[:result.n_initial]
-        self.tree_signal_, rho_left = signals[-1] if signals else (None, 0.0)
+        self.qualification_, rho_left = decisions[-1] if decisions else (None, 0.0)
+        small_n = None if self.qualification_ is None else self.qualification_.to_dict()
         self.aim_rounds_ = result.rounds
-        if self.tree_signal_ is not None and self.tree_signal_.fallback:
-            # Everything left on the one-way marginals: with the initial ones, exactly the
-            # distribution of --method independent's one measurement (issue 23.3).
-            extra = measure_marginals(tables, [(a,) for a in self.domain],
-                                      rho=rho_left, rng=rng, ledger=ledger, name=FALLBACK_STEP,
-                                      discrete=self.discrete_noise)
+        self.aim_stopped_by_time_ = result.stopped_by_time
+        if self.qualification_ is not None and not result.rounds:
+            # No pair qualified: everything left on the one-way marginals, with the initial
+            # ones exactly the distribution of --method independent's one measurement.
+            self.one_way_measurements_ = one_way_with_extra(
+                tables, self.domain, initial, rho_extra=rho_left, name=FALLBACK_STEP,
+                rng=rng, ledger=ledger, discrete=self.discrete_noise)
             del tables
-            self.one_way_measurements_ = combine_measurements(initial, extra)
             self.one_way_ = fit_one_way(self.one_way_measurements_, self.domain,
                                         compress=self.compress,
                                         threshold=self.compress_threshold, prior=self.prior)
             self.compression_ = self.one_way_.compression
             self.selected_ = []
-            self.structure_ = independent_structure(self.domain.attributes, self.roles,
-                                                    method=FALLBACK_METHOD)
+            fallback = independent_structure(self.domain.attributes, self.roles,
+                                             method=FALLBACK_METHOD)
+            self.structure_ = SelectedStructure(FALLBACK_METHOD, (), fallback.fairness,
+                                                small_n=small_n)
             return
         del tables
         self.one_way_measurements_ = list(initial)
@@ -630,7 +678,8 @@ class FairSynthesizer:
         self.warm_start_ = result.model
         self.compression_ = Compression.identity(self.domain)
         self.structure_ = SelectedStructure(self.method, tuple(result.cliques), check_fairness(
-            self.domain.attributes, [m.clique for m in result.measurements], self.roles))
+            self.domain.attributes, [m.clique for m in result.measurements], self.roles),
+            small_n=small_n)
         self._check_fair()
 
     def _check_fair(self) -> None:
@@ -677,10 +726,13 @@ class FairSynthesizer:
                     "tol": self.tol, "max_iters": self.max_iters,
                     "iterations": report.iterations if report else None,
                     "converged": report.converged if report else None,
+                    "stopped_by": report.stopped_by if report else None,
+                    "aim_rounds_stopped_by_time": getattr(self, "aim_stopped_by_time_",
+                                                          None),
                 },
                 "estimated_total": self.model_.total,
-                "small_n": (self.tree_signal_.to_dict()
-                            if getattr(self, "tree_signal_", None) else None),
+                "small_n": (self.qualification_.to_dict()
+                            if getattr(self, "qualification_", None) else None),
                 "max_model_size_mb": self.max_model_size_mb,
                 "aim_rounds": [
                     {"round": r.round, "clique": list(r.clique), "sigma": r.sigma,

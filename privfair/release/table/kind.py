@@ -40,7 +40,7 @@ from privfair.release.table.partitioned import (
     sample_parts,
     validate_parts,
 )
-from privfair.release.table.plan import ReleaseParams, ReleasePlan, preflight
+from privfair.release.table.plan import ReleaseParams, ReleasePlan, preflight, small_n_line
 from privfair.release.table.post_noise import (
     estimate,
     fairness_transform,
@@ -261,8 +261,10 @@ class TableKind(ReleaseKind):
     def summary(self, plan: ReleasePlan) -> str:
         budget = (f", time budget {plan.max_time_s:g} s" if plan.method in AIM_METHODS
                   and plan.max_time_s else "")
+        rule = small_n_line(plan)
         return (f"release of {plan.dataset!r}: ε = {plan.epsilon:g}, δ = {plan.delta:g} "
-                f"(ρ = {plan.rho:.4g}), method {plan.method}{budget}")
+                f"(ρ = {plan.rho:.4g}), method {plan.method}{budget}"
+                + ("" if rule is None else f"\n{rule}"))
 
     def outcome(self, manifest: Mapping[str, Any]) -> str:
         """What was built (the method and, when it differs, what it fell back to), how many
@@ -289,6 +291,13 @@ class TableKind(ReleaseKind):
         validation = (manifest.get("validation") or {}).get("output") or {}
         if "passed" in validation:
             checks.append(f"output contract {'PASS' if validation['passed'] else 'FAIL'}")
+        small_n = manifest["structure"].get("small_n")
+        if small_n and small_n.get("enabled", True):
+            checks.insert(0, f"small-n rule: {small_n['qualifying_pairs']} of "
+                             f"{small_n['candidate_pairs']} pairs qualify")
+        stop = fit_stop(manifest["method"])
+        if stop:
+            checks.insert(0, stop)
         rows = (manifest.get("sampling") or {}).get("n_rows")
         return (f"built {what}: {edges} edges, {rows} rows; " + "; ".join(checks)).rstrip("; ")
 
@@ -356,6 +365,24 @@ class GanKind(TableKind):
 
 TABLE = TableKind()
 GAN = GanKind()
+
+
+def fit_stop(method: Mapping[str, Any]) -> str | None:
+    """``converged: no`` and why, when the estimation did not converge (issue 34)."""
+    estimation = method.get("estimation") or {}
+    if estimation.get("converged") is not False:
+        return None
+    why = estimation.get("stopped_by")
+    budget = method.get("time_budget_s")
+    if why == "time budget":
+        reason = (f"stopped by the {budget:g} s time budget" if budget
+                  else "stopped by the time budget")
+    elif why == "iteration cap":
+        reason = f"stopped at max_iters = {estimation.get('max_iters')}"
+    else:
+        reason = "stopped before the tolerance was met"
+    return (f"converged: no ({reason}, {estimation.get('iterations')} iterations; the model "
+            "is the best iterate so far)")
 
 
 def table_kind_for(method: str) -> TableKind:

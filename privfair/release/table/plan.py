@@ -8,6 +8,7 @@ the parsed, frozen :class:`~privfair.contracts.schema.Contract` through the plan
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -33,11 +34,14 @@ from privfair.store.artefacts import (
     new_run_id,
     utc_now,
 )
+from privfair.synth.structure import NOISE_TVD_LIMIT
 from privfair.synth.synthesizer import (
     AIM_METHODS,
     FAIR_METHODS,
+    INDEPENDENT,
     METHODS,
     BudgetSplit,
+    pair_qualification,
 )
 
 log = logging.getLogger(__name__)
@@ -247,6 +251,41 @@ class ReleasePlan(RequestPlan):
             return ("INSECURE test mode: fixed operator-supplied seed; the seed is not recorded "
                     "(whoever knows it can remove the noise)")
         return "fresh OS entropy for every noise draw and sample; no seed exists"
+
+
+def small_n_line(plan: ReleasePlan) -> str | None:
+    """The per-pair small-n rule as the plan and ``--dry-run`` state it (issue 34).
+
+    Public inputs only: the declared domain, the roles, ρ and, when the contract declares
+    ``expected_rows``, how many candidate pairs would qualify at that row count. A release
+    decides the same way on its noisy total. None for methods without 2-way marginals.
+    """
+    if plan.method in GAN_METHODS or plan.method == INDEPENDENT:
+        return None
+    contract = plan.contract
+    rule = (f"small-n rule: a pair's 2-way marginal is measured only where noise alone "
+            f"would put an expected TVD <= {NOISE_TVD_LIMIT:g} on it; the structure is a "
+            f"forest over the pairs that qualify (independence when none does)")
+    if contract.unresolved_columns:
+        return rule + "; domains are published by a DP step, so pairs are decided then"
+    domain = contract.domain()
+    if len(domain) < 2:
+        return None
+    rho = plan.rho - plan.split["domains"] - plan.split["policies"]
+    # The row count from which each pair qualifies: the rule is monotone in the total.
+    full = pair_qualification(1e18, domain, contract.roles(), method=plan.method, rho=rho)
+    needed = sorted(full.pair_sigma * math.sqrt(2 / math.pi) * domain.size(a) * domain.size(b)
+                    / (2 * full.limit) for a, b in full.kept)
+    if needed:
+        rule += (f"; at this ε a pair qualifies from about {math.ceil(needed[0]):,} rows "
+                 f"(smallest pair) and all {len(needed)} from {math.ceil(needed[-1]):,}")
+    if contract.expected_rows is not None:
+        at = pair_qualification(float(contract.expected_rows), domain, contract.roles(),
+                                method=plan.method, rho=rho)
+        rule += (f"; at expected_rows = {contract.expected_rows:,}: {len(at.kept)} of "
+                 f"{at.candidates} candidate pairs qualify, a forest of {at.forest_edges} of "
+                 f"{len(domain) - 1} edges" + (" (independence)" if at.fallback else ""))
+    return rule
 
 
 def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:

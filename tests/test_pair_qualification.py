@@ -1,0 +1,241 @@
+"""Structure at small n, per pair (issue 34).
+
+A pair's 2-way marginal is measured only if it can carry signal at the noisy total and ρ; the
+structure is a forest over the pairs that qualify; the ρ of the edges a forest lacks goes to
+the one-way marginals, so the ledger still adds up to the declared cost; the decision reads
+no private value but the noisy total. And a fit that a time budget stopped says so.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from privfair.core.accounting import PrivacyLedger, zcdp_rho
+from privfair.core.domain import Domain, Roles
+from privfair.synth.estimation import GraphicalModel, estimate
+from privfair.synth.measure import Measurement, all_pairs, count_marginals
+from privfair.synth.structure import (
+    check_fairness,
+    forest_size,
+    pair_noise_tvd,
+    qualify_pairs,
+    select_structure,
+    tree_pair_sigma,
+)
+from privfair.synth.synthesizer import FOREST_STEP, FairSynthesizer
+
+
+def test_a_huge_pair_at_tiny_rho_is_dropped_and_a_small_one_kept():
+    domain = Domain(("a", "b", "c", "d"), (2, 2, 200, 200))
+    pairs = list(all_pairs(domain))
+    q = qualify_pairs(domain, pairs, total=1000.0, rho_tree=0.01)
+    assert ("a", "b") in q.kept and ("c", "d") not in q.kept
+    assert ("a", "c") not in q.kept  # 400 cells: noise alone would be most of the mass
+    # the rule is the noise TVD at a full tree's σ against the limit, pair by pair
+    sigma = tree_pair_sigma(4, rho_tree=0.01)
+    assert q.pair_sigma == pytest.approx(sigma)
+    for a, b in pairs:
+        tvd = pair_noise_tvd(domain.size(a) * domain.size(b), sigma=sigma, total=1000.0)
+        assert ((a, b) in q.kept) == (tvd <= q.limit)
+    assert q.forest_edges == 1 and q.share == pytest.approx(1 / 3) and not q.fallback
+    # more rows or more ρ let more through; none at all is the independence fallback
+    assert len(qualify_pairs(domain, pairs, total=1e7, rho_tree=0.01).kept) == 6
+    none = qualify_pairs(domain, pairs, total=10.0, rho_tree=0.01)
+    assert none.kept == () and none.fallback and none.share == 0.0
+
+
+def test_the_size_cap_comes_from_the_noisy_total_not_the_data():
+    domain = Domain(("a", "b"), (2, 500))
+    # 500 declared categories, but 1,000 rows at one-way σ = 10 keep at most 34 of them
+    q = qualify_pairs(domain, [("a", "b")], total=1000.0, rho_tree=1.0, one_way_sigma=10.0)
+    assert q.size_cap == 1000 // 30 + 1 and q.kept == (("a", "b"),)
+    assert qualify_pairs(domain, [("a", "b")], total=1000.0, rho_tree=1.0).kept == ()
+
+
+def _tables(n: int = 2000, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    domain = Domain(("p", "x", "a", "o", "y"), (2, 3, 2, 2, 4))
+    data = {k: rng.integers(0, s, n) for k, s in zip(domain.attributes, domain.sizes,
+                                                     strict=True)}
+    data["o"] = np.where(rng.random(n) < 0.8, data["x"] % 2, data["o"])
+    tables = count_marginals(domain, list(all_pairs(domain)), [data])
+    one_way = {a: np.full(domain.size(a), 1 / domain.size(a)) for a in domain}
+    return domain, tables, one_way
+
+
+@pytest.mark.parametrize("method", ["mst", "prefair-greedy", "prefair-exact"])
+def test_the_forest_spans_only_the_qualifying_pairs(method):
+    domain, tables, one_way = _tables()
+    roles = Roles(protected=("p",), admissible=("a",), outcome=("o",))
+    qualified = [("p", "a"), ("a", "o"), ("x", "y")]
+    ledger = PrivacyLedger(rho_budget=1.0)
+    out = select_structure(domain, roles, method=method, pair_tables=tables, one_way=one_way,
+                           total=2000.0, rho=0.5, rng=np.random.default_rng(0),
+                           ledger=ledger, qualified=qualified)
+    assert {frozenset(e) for e in out.edges} == {frozenset(e) for e in qualified}
+    assert forest_size(domain.attributes, out.edges) == 3
+    assert ledger.spent == pytest.approx(0.5)
+    if method != "prefair-exact":  # one selection round per forest edge, ρ/3 each
+        assert [e.name for e in ledger.entries] == [f"select edge {r}/3" for r in (1, 2, 3)]
+
+
+def test_prefair_exact_drops_an_unfair_path_of_qualifying_pairs():
+    domain, tables, one_way = _tables()
+    roles = Roles(protected=("p",), admissible=("a",), outcome=("o",))
+    # p - x - o is an unfair path; a spanning forest of these pairs must lose one of them
+    out = select_structure(domain, roles, method="prefair-exact", pair_tables=tables,
+                           one_way=one_way, total=2000.0, rho=0.5,
+                           rng=np.random.default_rng(0), ledger=PrivacyLedger(rho_budget=1.0),
+                           qualified=[("p", "x"), ("x", "o")])
+    assert out.fairness.passed and len(out.edges) == 1
+    assert check_fairness(domain.attributes, out.edges, roles).passed
+
+
+def _credit(n: int = 1000, seed: int = 1) -> tuple[pd.DataFrame, Domain, Roles]:
+    rng = np.random.default_rng(seed)
+    sex = rng.integers(0, 2, n)
+    frame = pd.DataFrame({
+        "checking": rng.integers(0, 4, n), "purpose": rng.integers(0, 5, n),
+        "amount": rng.integers(0, 5, n), "age": rng.integers(0, 5, n),
+        "duration": rng.integers(0, 5, n), "job": rng.integers(0, 5, n), "sex": sex,
+        "credit_risk": (rng.random(n) < np.where(sex == 1, 0.8, 0.55)).astype(np.int64)})
+    return (frame, Domain(tuple(frame.columns), (4, 5, 5, 5, 5, 5, 2, 2)),
+            Roles(protected=("sex",), admissible=("checking", "amount"),
+                  outcome=("credit_risk",)))
+
+
+@pytest.mark.parametrize("method", ["mst", "prefair-exact", "aim"])
+def test_a_forest_respends_the_budget_of_the_dropped_edges(method):
+    frame, domain, roles = _credit()
+    synth = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
+                            method=method, require_fair=False, max_iters=300, max_time_s=20)
+    synth.fit(frame, rng=np.random.default_rng(0))
+    rho = zcdp_rho(epsilon=1.0, delta=1e-6)
+    small_n = synth.manifest()["method"]["small_n"]
+    assert 0 < small_n["forest_edges"] < len(domain) - 1, small_n
+    # the ledger adds up to the declared cost: the dropped edges' ρ went to one-way marginals
+    assert synth.ledger_.spent == pytest.approx(rho, rel=1e-9)
+    names = [e.name for e in synth.ledger_.entries]
+    extra = [e for e in synth.ledger_.entries if "too noisy" in e.name]
+    assert len(extra) == 1, names
+    if method != "aim":
+        assert extra[0].name == FOREST_STEP
+        share = small_n["forest_edges"] / (len(domain) - 1)
+        assert extra[0].rho == pytest.approx(2 * rho / 3 * (1 - share))
+        assert sum(vars(synth.split_).values()) == pytest.approx(rho)
+        assert len(synth.structure_.edges) <= small_n["forest_edges"]
+
+
+def test_the_decision_reads_no_private_value_but_the_noisy_total():
+    frame, domain, roles = _credit(n=1500)
+    # Same one-way counts (so the same noisy total under the same seed), different pairs.
+    shuffled = frame.copy()
+    rng = np.random.default_rng(9)
+    for column in shuffled.columns:
+        shuffled[column] = rng.permutation(shuffled[column].to_numpy())
+    decisions = []
+    for table in (frame, shuffled):
+        synth = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
+                                method="mst", require_fair=False, max_iters=200)
+        synth.fit(table, rng=np.random.default_rng(3))
+        decisions.append(synth.qualification_)
+    assert decisions[0].total == decisions[1].total
+    assert decisions[0].kept == decisions[1].kept
+    # and it is exactly the public rule evaluated on that noisy total
+    sigma = synth.one_way_measurements_[0].stddev  # combined; the first measurement's is
+    first = [e for e in synth.ledger_.entries if e.name == "one-way marginals"][0]
+    again = qualify_pairs(domain, list(all_pairs(domain)), total=decisions[0].total,
+                          rho_tree=2 * zcdp_rho(epsilon=1.0, delta=1e-6) / 3,
+                          one_way_sigma=first.sigma)
+    assert again.kept == decisions[0].kept and np.all(sigma <= first.sigma)
+
+
+def test_a_time_budget_stop_is_reported_as_not_converged_and_why():
+    from privfair.release.table.kind import fit_stop
+
+    rng = np.random.default_rng(0)
+    domain = Domain(("a", "b", "c"), (3, 3, 3))
+    # a cycle of pairs: not decomposable, so mirror descent runs (and the clock stops it)
+    measurements = [Measurement(c, rng.random((3, 3)) * 100, np.ones((3, 3)))
+                    for c in [("a", "b"), ("b", "c"), ("a", "c")]]
+    model = estimate(domain, measurements, max_iters=10_000, tol=0.0, max_time_s=0.0)
+    assert not model.report.converged and model.report.stopped_by == "time budget"
+    capped = estimate(domain, measurements, max_iters=5, tol=0.0)
+    assert capped.report.stopped_by == "iteration cap"
+    # the saved model carries it into the release manifest's estimation record
+    import io
+
+    buffer = io.BytesIO()
+    model.save(buffer)
+    buffer.seek(0)
+    assert GraphicalModel.read_meta(buffer)["report"]["stopped_by"] == "time budget"
+    line = fit_stop({"estimation": {"converged": False, "stopped_by": "time budget",
+                                    "iterations": 57, "max_iters": 10_000},
+                     "time_budget_s": 240})
+    assert line.startswith("converged: no (stopped by the 240 s time budget, 57 iterations")
+    assert fit_stop({"estimation": {"converged": True, "stopped_by": "tolerance"}}) is None
+
+
+def test_aim_says_when_its_time_budget_ended_the_rounds():
+    frame, domain, roles = _credit(n=3000)
+    synth = FairSynthesizer(domain=domain, roles=roles, epsilon=8.0, delta=1e-6,
+                            method="aim", require_fair=False, max_iters=200, max_time_s=0.0)
+    synth.fit(frame, rng=np.random.default_rng(0))
+    estimation = synth.manifest()["method"]["estimation"]
+    assert estimation["aim_rounds_stopped_by_time"] is True
+    assert synth.ledger_.spent == pytest.approx(zcdp_rho(epsilon=8.0, delta=1e-6))
+
+
+def test_the_dry_run_states_the_rule_and_what_expected_rows_lets_through(
+        toy_contract, toy_parquet, tmp_path, capsys):
+    from privfair.cli import main
+
+    text = toy_contract.read_text()
+    declared = tmp_path / "declared.yaml"
+    declared.write_text(text + "expected_rows: 1000\n")
+    argv = ["release", "--contract", str(declared), "--data", str(toy_parquet), "--epsilon",
+            "1", "--delta", "1e-6", "--method", "mst", "--out", str(tmp_path / "out"),
+            "--work-dir", str(tmp_path / "work"), "--no-prefect", "--dry-run"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    line = next(x for x in (captured.out + captured.err).splitlines()
+                if x.startswith("small-n rule:"))
+    assert "expected TVD <= 0.07" in line and "a pair qualifies from about" in line
+    # 6 attributes, 15 pairs; the count is the public rule at 1,000 rows (no data read)
+    from privfair.contracts.schema import load_contract
+    from privfair.core.accounting import zcdp_rho
+    from privfair.release.policy_counts import POLICY_SHARE
+    from privfair.synth.synthesizer import pair_qualification
+
+    contract = load_contract(declared)
+    rho = zcdp_rho(epsilon=1.0, delta=1e-6) * (1 - POLICY_SHARE)
+    at = pair_qualification(1000.0, contract.domain(), contract.roles(), method="mst",
+                            rho=rho)
+    assert f"at expected_rows = 1,000: {len(at.kept)} of 15 candidate pairs qualify" in line
+    assert 0 < len(at.kept) < 15
+    # expected_rows leaves a contract's fingerprint alone when absent
+    assert load_contract(toy_contract).fingerprint() != contract.fingerprint()
+    assert "expected_rows" not in text
+
+
+def test_a_release_records_the_decision_and_its_last_line_says_it(toy_contract, toy_parquet,
+                                                                   tmp_path):
+    import json
+
+    from privfair.release.kinds import release_table
+    from privfair.release.table.kind import TABLE
+
+    folder = release_table({"contract": str(toy_contract), "data": str(toy_parquet),
+                            "epsilon": 1.0, "delta": 1e-9, "method": "mst",
+                            "out": str(tmp_path / "releases"),
+                            "work_dir": str(tmp_path / "work"), "max_iters": 50})
+    manifest = json.loads((folder / "manifest.json").read_text())
+    small_n = manifest["structure"]["small_n"]
+    assert small_n["candidate_pairs"] == 15 and small_n["limit"] == 0.07
+    assert len(manifest["structure"]["edges"]) <= small_n["forest_edges"]
+    assert (f"small-n rule: {small_n['qualifying_pairs']} of 15 pairs qualify"
+            in TABLE.outcome(manifest))
+    assert sum(row["rho"] for row in manifest["ledger"]) == pytest.approx(
+        manifest["guarantee"]["rho"], rel=1e-9)
