@@ -480,7 +480,9 @@ class ModelKind(ReleaseKind):
         (folder / "model_card.md").write_text(model_card(manifest), encoding="utf-8")
         return Written(manifest=manifest, files=("weights.npz", "contract.yaml",
                                                  "model_card.md"),
-                       n_rows=0, fairness_passed=bool(metrics and metrics["fair"]))
+                       n_rows=0, fairness_passed=bool(metrics and metrics["fair"]),
+                       # without held-out figures there is no verdict to claim
+                       fairness_claimed=metrics is not None)
 
 
 MODEL = ModelKind()
