@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from privfair.reporting.noisy import NOISY_BY_DESIGN, count_estimate, count_reading
+
 
 def _num(value: Any, digits: int = 4) -> str:
     return "" if value is None else f"{value:.{digits}f}"
@@ -64,19 +66,22 @@ def model_card(manifest: Mapping[str, Any]) -> str:
 
 
 def policy_counts_lines(record: Mapping[str, Any] | None) -> list[str]:
-    """The contract's policies and the noisy counts of the rows they touched (issue 21.2)."""
+    """The contract's policies and the noisy counts of the rows they touched (issue 21.2),
+    each as a count never below 0 with its noise and a reading (issue 35.4)."""
     if not record or record.get("touched_rows") is None:
         return []
     noise = record.get("noise", {})
+    sigma = noise.get("sigma")
     lines = ["", "## Input policies", "",
              "Training never refuses or stops on a private value: values outside the declared "
              "domain and nulls get the column's policy. The rows each policy touched are "
              f"released as noisy counts ({noise.get('mechanism', 'gaussian')} noise, sigma = "
-             f"{_num(noise.get('sigma'))}, charged to this release's ledger); a count may be "
-             "negative.", "", "| column | out_of_domain | nulls |", "|---|---|---|"]
+             f"{_num(sigma, 2)}, charged to this release's ledger). {NOISY_BY_DESIGN}", "",
+             "| column | out_of_domain | nulls |", "|---|---|---|"]
     lines += [f"| {name} | {p.get('out_of_domain')} | {p.get('nulls')} |"
               for name, p in (record.get("policies") or {}).items()]
-    lines += ["", "| column | action | rows (noisy) |", "|---|---|---|"]
-    lines += [f"| {r['column']} | {r['action']} | {_num(r['noisy_count'], 2)} |"
-              for r in record["touched_rows"]]
+    lines += ["", f"| column | action | rows touched (noisy estimate, sigma = {_num(sigma, 2)})"
+              " | reading |", "|---|---|---|---|"]
+    lines += [f"| {r['column']} | {r['action']} | {count_estimate(r['noisy_count']):,} | "
+              f"{count_reading(r['noisy_count'], sigma)} |" for r in record["touched_rows"]]
     return lines

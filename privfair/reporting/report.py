@@ -18,6 +18,7 @@ import html
 import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from privfair.reporting.charts import (
     svg,
     text,
 )
+from privfair.reporting.noisy import NOISY_BY_DESIGN, count_estimate, count_reading
 
 __all__ = ["CSS", "ROLE_COLOURS", "build_report", "kv_table", "ledger_svg", "png",
            "policy_counts_section", "structure_svg", "tot_section"]
@@ -241,7 +243,7 @@ def _columns_section(manifest: Mapping[str, Any]) -> str:
     notes = manifest.get("columns") or []
     if not notes:
         return ""
-    about = manifest.get("contract", {}).get("description") or ""
+    about = public_description(manifest.get("contract", {}).get("description"))
     rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(n.get(k) or ''))}</td>" for k in
                          ("released_as", "label", "type", "description")) + "</tr>"
@@ -249,6 +251,17 @@ def _columns_section(manifest: Mapping[str, Any]) -> str:
     return ("<h2>Columns</h2>" + (f"<p>{html.escape(about)}</p>" if about else "")
             + "<table><tr><th>column</th><th>label</th><th>type</th><th>description</th>"
             f"</tr>{rows}</table>")
+
+
+#: The review note that ``contract draft`` once wrote into a contract's description: a note to
+#: the publisher, never shown in a published report (issue 35.5).
+_DRAFT_NOTE = re.compile(r"\s*(?:Draft from [^;]*;\s*)?review every domain before a release\.?",
+                         re.IGNORECASE)
+
+
+def public_description(description: str | None) -> str:
+    """A contract's description as a report shows it, without a draft's review note."""
+    return _DRAFT_NOTE.sub("", str(description or "")).strip()
 
 
 def _data_docs_links(output: Mapping[str, Any]) -> str:
@@ -261,35 +274,47 @@ def _data_docs_links(output: Mapping[str, Any]) -> str:
     return f"<ul>{items}</ul>" if items else ""
 
 
-def policy_counts_section(record: Mapping[str, Any]) -> str:
-    """The contract's policies and the noisy counts of the rows they touched (issue 21.2).
+def policy_counts_section(record: Mapping[str, Any],
+                          labels: Mapping[str, str] | None = None) -> str:
+    """The contract's policies and the noisy counts of the rows they touched (issue 21.2),
+    each shown as a count that is never negative, with its noise and a reading in words
+    (issue 35.4).
 
     ``record`` is :func:`privfair.release.policy_counts.policy_record`'s output; every number
-    in it is a noisy count or a public parameter.
+    in it is a noisy count or a public parameter. ``labels`` maps a column to the label the
+    contract declares for it.
     """
     rows = record.get("touched_rows")
     if rows is None:
         return ""
+    labels = labels or {}
     noise = record.get("noise", {})
+    sigma = noise.get("sigma")
+
+    def name(column: Any) -> str:
+        label = labels.get(str(column))
+        return html.escape(f"{label} ({column})" if label and label != column else str(column))
+
     body = "".join(
-        f"<tr><td>{html.escape(str(r['column']))}</td><td>{html.escape(str(r['action']))}</td>"
-        f"<td>{html.escape(_fmt(r['noisy_count']))}</td></tr>" for r in rows)
+        f"<tr><td>{name(r['column'])}</td><td>{html.escape(str(r['action']))}</td>"
+        f"<td>{count_estimate(r['noisy_count']):,}</td>"
+        f"<td>{html.escape(count_reading(r['noisy_count'], sigma))}</td></tr>" for r in rows)
     policies = "".join(
-        f"<tr><td>{html.escape(str(name))}</td><td>{html.escape(str(p.get('out_of_domain')))}"
+        f"<tr><td>{name(col)}</td><td>{html.escape(str(p.get('out_of_domain')))}"
         f"</td><td>{html.escape(str(p.get('nulls')))}</td></tr>"
-        for name, p in (record.get("policies") or {}).items())
+        for col, p in (record.get("policies") or {}).items())
     return "\n".join([
         "<h3>Input policies (private side)</h3>",
         "<p class='note'>A release never refuses or stops on a private value: values outside "
         "the declared domain, nulls and values that are not numbers get the column's policy. "
         "The rows each policy touched are released as noisy counts "
         f"({html.escape(str(noise.get('mechanism', 'gaussian')))} noise, "
-        f"σ = {html.escape(_fmt(noise.get('sigma')))}, charged to this release's ledger); a "
-        "count may be negative.</p>",
+        f"σ = {html.escape(_fmt(sigma))}, charged to this release's ledger). "
+        f"{html.escape(NOISY_BY_DESIGN)}</p>",
         "<table><tr><th>column</th><th>out_of_domain</th><th>nulls</th></tr>"
         f"{policies}</table>",
-        "<table><tr><th>column</th><th>action</th><th>rows (noisy)</th></tr>"
-        f"{body}</table>",
+        "<table><tr><th>column</th><th>action</th><th>rows touched (noisy estimate, "
+        f"σ = {html.escape(_fmt(sigma))})</th><th>reading</th></tr>{body}</table>",
     ])
 
 
