@@ -161,8 +161,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         # derives accuracy, rates, baseline, RD, TPR gap, trivial/fair from them only.
         r"manifest\.json:metrics\..*",
         r"model_card\.md:Held-out metrics > .*",
-        r"model_card\.md:Model card: [^>]* > \*\*Warning",  # shown when metrics say trivial
+        r"model_card\.md:Model card: [^>]* > \*\*Warning",  # shown when the model is trivial
         r"catalog:fairness_passed", r"manifest\.json:trivial",
+        # issue 35.1: triviality decided from the released weights (exact for a linear
+        # model, a public probe of the contract's inputs for a network): post-processing
+        r"manifest\.json:prediction_probe\..*",
         # The weights: the functional mechanism's noisy objective, minimised
         # (learn/functional.py); identical when the added row is held out.
         r"weights\.npz",

@@ -82,3 +82,82 @@ def test_a_drafts_review_note_stays_out_of_the_description_and_the_reports(tmp_p
     assert public_description("Draft from credit.csv; review every domain before a "
                               "release.") == ""
     assert public_description("German credit, 1994.") == "German credit, 1994."
+
+
+# --- 35.1: the model card's verdict agrees with what it shows, and it says why it costs ---
+
+
+def _card_manifest(metrics, *, trivial, probe):
+    return {"dataset": "credit", "version": "v1", "model": "pflr",
+            "guarantee": {"epsilon": 1.0, "delta": 1e-6,
+                          "spent": {"epsilon": 1.0, "conversion": "balle2020",
+                                    "neighbours": "add/remove one row"}},
+            "lifetime": {"epsilon_budget": 10.0, "delta_budget": 1e-7, "rho_reserved": 0.1},
+            "ledger": [{"name": "functional mechanism (PFLR)", "mechanism": "laplace",
+                        "epsilon": 0.95, "rho": 0.45},
+                       {"name": "held-out confusion matrices per group",
+                        "mechanism": "gaussian", "sigma": 7.5, "rho": 0.009}],
+            "trivial": trivial, "prediction_probe": probe, "metrics": metrics,
+            "features": {"outcome": "credit_risk", "positive": "good", "group": "sex",
+                         "encoding": "one-hot", "names": ["a", "b"]}}
+
+
+def test_the_model_card_takes_triviality_from_the_model_not_from_noisy_counts():
+    from privfair.release.model.evaluation import noisy_metrics
+    from privfair.reporting.model_card import model_card
+
+    # The model predicts both classes, but the noisy counts of held-out rows predicted
+    # negative are within the noise of 0: no TRIVIAL verdict, no fairness verdict either.
+    noisy = [[[3.0, 60.0], [-2.0, 50.0]], [[1.0, 70.0], [4.0, 80.0]]]
+    metrics = noisy_metrics(noisy, ("female", "male"), sigma=7.5, epsilon=1.0, delta=1e-6)
+    assert metrics["trivial"] is False and metrics["within_noise_of_zero"] == ["negative"]
+    assert metrics["fair"] is False
+    probe = {"constant": None, "positive_share": 0.62, "how": "exact, from the weights"}
+    card = model_card(_card_manifest(metrics, trivial=False, probe=probe))
+    assert "trivial" not in card.lower() and "Warning" not in card
+    assert "cannot tell whether the model ever predicts it" in card
+    assert "62.0 % of probe inputs positive" in card
+    assert "sigma = 7.5 rows" in card and "clipped" in card
+    # ...while a model that predicts one class for every input says so, whatever the counts
+    probe = {"constant": 1, "positive_share": 1.0, "constant_class": "good",
+             "how": "exact, from the weights"}
+    metrics = noisy_metrics(noisy, ("female", "male"), sigma=7.5, epsilon=1.0, delta=1e-6,
+                            constant=1)
+    card = model_card(_card_manifest(metrics, trivial=True, probe=probe))
+    assert "trivial (predicts one class): it predicts 'good' for every input" in card
+    assert "not called fair: the model predicts one class" in card
+
+
+def test_the_model_card_says_what_the_release_costs_against_a_table_and_why():
+    from privfair.core.accounting import zcdp_rho
+    from privfair.reporting.model_card import model_card
+
+    card = model_card(_card_manifest(None, trivial=False, probe={}))
+    budget = zcdp_rho(epsilon=10.0, delta=1e-7)
+    table = zcdp_rho(epsilon=1.0, delta=1e-6)
+    assert f"({100 * 0.1 / budget:.1f} %)" in card
+    assert f"reserves rho = {table:.4g} ({100 * table / budget:.1f} %)" in card
+    assert "pure epsilon-DP (Laplace noise" in card and "no use of delta" in card
+
+
+def test_a_network_is_probed_on_the_contracts_inputs_for_one_class():
+    import numpy as np
+
+    from privfair.contracts.model_features import FeatureEncoding
+    from privfair.release.model.predict import probe_inputs, probe_prediction
+
+    encoding = FeatureEncoding((("a", ("x", "y")), ("b", ("u", "v", "w"))), "o", "1", "g",
+                               ("F", "M"))
+    x, exhaustive = probe_inputs(encoding)
+    assert exhaustive and x.shape == (6, 6) and len({tuple(r) for r in x}) == 6
+    assert np.all(x[:, :2].sum(axis=1) == 1) and np.all(x[:, 2:5].sum(axis=1) == 1)
+    units = np.zeros((2, 6), np.float32)
+    units[0, 0] = units[1, 2] = 1.0  # hidden units: a = x, b = u
+    hidden = {"layer0.weight": units, "layer0.bias": np.zeros(2, np.float32),
+              "layer1.weight": np.ones((1, 2), np.float32),
+              "layer1.bias": np.array([-0.5], np.float32)}
+    probe = probe_prediction(hidden, encoding)
+    # positive when a = x or b = u: negative for a = y with b = v or w (2 of 6 inputs)
+    assert probe["constant"] is None and probe["positive_share"] == 4 / 6
+    hidden["layer1.bias"] = np.array([-10.0], np.float32)
+    assert probe_prediction(hidden, encoding)["constant"] == 0
