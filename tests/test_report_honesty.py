@@ -161,3 +161,98 @@ def test_a_network_is_probed_on_the_contracts_inputs_for_one_class():
     assert probe["constant"] is None and probe["positive_share"] == 4 / 6
     hidden["layer1.bias"] = np.array([-10.0], np.float32)
     assert probe_prediction(hidden, encoding)["constant"] == 0
+
+
+# --- 35.6: charts readable at any size, series inside their axes, empty panels explained ---
+
+
+def _points(svg_text):
+    """(x, y) of every polyline vertex and circle centre inside data-series groups, and the
+    data-plot box (x0, y0, x1, y1)."""
+    import re
+
+    box = re.search(r"data-plot='1' x='([\d.]+)' y='([\d.]+)' width='([\d.]+)' "
+                    r"height='([\d.]+)'", svg_text)
+    x, y, w, h = (float(v) for v in box.groups())
+    series = re.findall(r"<g data-series='[^']*'>(.*?)</g>", svg_text)
+    points = [tuple(float(v) for v in p.split(",")) for body in series
+              for line in re.findall(r"points='([^']*)'", body) for p in line.split()]
+    points += [(float(a), float(b)) for body in series
+               for a, b in re.findall(r"cx='([-\d.]+)' cy='([-\d.]+)'", body)]
+    return (x, y, x + w, y + h), points, len(series)
+
+
+def test_the_gan_training_chart_draws_both_series_inside_their_axes():
+    from privfair.reporting.report import training_svg
+
+    # a loss that goes negative and a shift a thousand times smaller: both stay on the chart
+    history = [{"epoch": e, "generator_loss": loss, "marginal_shift": shift}
+               for e, loss, shift in ((1, 2.5, 0.004), (2, -1.5, 0.002), (3, -3.0, 0.001))]
+    drawing = training_svg(history)
+    (x0, y0, x1, y1), points, n = _points(drawing)
+    assert n == 2 and len(points) == 9  # 3 + 3 polyline vertices, 3 circle markers
+    assert all(x0 <= x <= x1 and y0 <= y <= y1 for x, y in points), points
+    assert "left axis" in drawing and "right axis" in drawing
+
+
+def test_a_large_structure_is_drawn_as_a_matrix_with_declared_labels():
+    import itertools
+
+    from privfair.reporting.report import structure_svg
+
+    attrs = [f"c{k}" for k in range(16)]
+    edges = list(itertools.combinations(attrs, 2))[:64]
+    drawing = structure_svg(attrs, edges, {"protected": ["c0"], "outcome": ["c15"]},
+                            {"c1": "Duration in months"})
+    assert "drawn as a matrix" in drawing and "<path" not in drawing
+    assert drawing.count("<title>c0 – c1</title>") == 1  # an undirected edge: both cells
+    assert drawing.count("– c0</title>") + drawing.count("c0 –") >= 2
+    assert "Duration in months" in drawing
+    small = structure_svg(attrs[:4], edges[:3], {})
+    assert "drawn as a matrix" not in small and "<path" in small
+
+
+def test_an_empty_panel_says_why_and_overlapping_lines_stay_apart():
+    import re
+
+    import numpy as np
+    import pandas as pd
+
+    from privfair.evaluation.evaluate import trade_off_report
+
+    rows = [{"dataset": "credit", "method": m, "eta": None, "epsilon": e, "seed": 0,
+             "tvd2": 0.07, "logistic_accuracy": 0.66, "logistic_sex_DP": 0.05,
+             "logistic_sex_CDP": np.nan, "error": None}
+            for m in ("mst", "aim") for e in (1.0, 2.0)]
+    page = trade_off_report(pd.DataFrame(rows))
+    assert "<img" not in page  # inline SVG: the browser check can read every panel
+    empty = re.findall(r"aria-label='([^']*): empty panel'", page)
+    assert empty == ["|CDP| of the classifier, mean over protected"]
+    assert "no value" in page and "CDP conditions on the" in page  # wrapped in the panel
+    # two methods with the same values: different dash patterns and markers, side by side
+    panel = page.split("aria-label='average 2-way TVD")[1].split("</svg>")[0]
+    dashes = re.findall(r"stroke-dasharray='([^']*)'", panel)
+    assert len(dashes) == 2 and dashes[0] != dashes[1]
+    assert "<circle" in panel and "<rect x=" in panel.split("data-series='aim'")[1]
+    (_, points, _) = _points(panel)
+    xs = sorted({round(x, 1) for x, _ in points})
+    assert len(xs) == 4  # the same ε drawn 3 px apart for each method
+
+
+def test_a_gan_report_draws_no_structure():
+    import pandas as pd
+
+    from privfair.reporting.report import build_report
+
+    manifest = {"dataset": "d", "version": "v1",
+                "guarantee": {"epsilon": 1.0, "delta": 1e-7, "rho": 0.01},
+                "structure": {"edges": [], "method": "dpgan"},
+                "fairness_check": {"criterion": "statistical parity", "passed": True},
+                "method": {"name": "dpgan", "dp_sgd": {"noise_multiplier": 1.0},
+                           "training_history": [{"epoch": 1, "generator_loss": 1.0,
+                                                 "marginal_shift": 0.1}]},
+                "columns": [{"name": "a", "released_as": "a", "label": "Age band"}],
+                "ledger": []}
+    page = build_report(manifest, pd.DataFrame({"a": ["x", "y", "x"]}))
+    assert "Selected structure" not in page and "selects no structure" in page
+    assert "Age band" in page  # the marginal's title is the declared label

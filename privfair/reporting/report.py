@@ -26,14 +26,19 @@ import pandas as pd
 
 from privfair.reporting.charts import (
     ROLE_COLOURS,
+    axis_range,
     full_names_table,
     layered_graph_svg,
     ledger_svg,
     ledger_tables,
+    marker_svg,
     nice_max,
+    series_style,
     shorten,
     svg,
     text,
+    text_width,
+    ticks,
 )
 from privfair.reporting.noisy import NOISY_BY_DESIGN, count_estimate, count_reading
 
@@ -84,36 +89,60 @@ def ledger_chart(entries: Sequence[Mapping[str, Any]]) -> str:
     return png(fig)
 
 
-_svg, _text, _nice_max = svg, text, nice_max
+_svg, _text, _nice_max, _text_width = svg, text, nice_max, text_width
 
 
 def training_svg(history: Sequence[Mapping[str, float]]) -> str:
-    """Line chart of a GAN fit per epoch: the generator's loss and the largest shift of a
-    generated one-way marginal (the plateau test), each scaled to its own maximum."""
-    left, width, height, top = 60.0, 680.0, 220.0, 30.0
-    plot_w, plot_h = width - left - 200, height - top - 40
-    body = [_text(width / 2, 18, "GAN training by epoch", size=13, anchor="middle")]
-    epochs = [int(h["epoch"]) for h in history]
-    series = (("generator_loss", "generator loss", "#4c72b0"),
-              ("marginal_shift", "marginal shift (TVD)", "#dd8452"))
-    last = max(epochs[-1] if epochs else 1, 2)
-    for k, (key, label, colour) in enumerate(series):
+    """Line chart of a GAN fit per epoch: the generator's loss on the left axis and the
+    largest shift of a generated one-way marginal (the plateau test) on the right axis, each
+    on its own range, so neither leaves the chart whatever its scale or sign (issue 35.6)."""
+    left, right, top, width, height = 64.0, 64.0, 48.0, 680.0, 250.0
+    plot_w, plot_h = width - left - right, height - top - 44
+    body = [_text(width / 2, 18, "GAN training by epoch", size=13, anchor="middle"),
+            f"<rect data-plot='1' x='{left}' y='{top}' width='{plot_w}' height='{plot_h}' "
+            "fill='none' stroke='#bbb'/>"]
+    epochs = [float(h["epoch"]) for h in history]
+    first, last = (min(epochs), max(epochs)) if epochs else (1.0, 2.0)
+    series = (("generator_loss", "generator loss (left axis)", 0, left, "end", -5),
+              ("marginal_shift", "marginal shift, TVD (right axis)", 1, left + plot_w,
+               "start", 5))
+    legend_x = left
+    for key, label, k, axis_x, anchor, dx in series:
+        style = series_style(k)
         values = [float(h[key]) for h in history]
-        peak = _nice_max(max(values, default=0.0))
-        points = " ".join(f"{left + plot_w * (e - 1) / (last - 1):.1f},"
-                          f"{top + plot_h * (1 - v / peak):.1f}"
-                          for e, v in zip(epochs, values, strict=True))
-        body.append(f"<polyline points='{points}' fill='none' stroke='{colour}' "
-                    "stroke-width='2'/>")
-        body.append(_text(left + plot_w + 10, top + 14 + 16 * k, f"{label} (max {peak:.3g})",
-                          size=10, extra=f" fill='{colour}'"))
-    axis_y = top + plot_h
-    body.append(f"<line x1='{left}' y1='{axis_y}' x2='{left + plot_w}' y2='{axis_y}' "
-                "stroke='#888'/>")
-    for e in sorted({1, last}):
-        body.append(_text(left + plot_w * (e - 1) / (last - 1), axis_y + 14, str(e), size=9,
-                          anchor="middle"))
-    body.append(_text(left + plot_w / 2, axis_y + 28, "epoch", size=10, anchor="middle"))
+        low, high = axis_range(values)
+
+        def fy(v: float, low: float = low, high: float = high) -> float:
+            return top + plot_h * (1 - (v - low) / (high - low))
+
+        def fx(e: float) -> float:
+            return left + plot_w * (0.5 if last == first else 0.04 + 0.92 * (e - first)
+                                    / (last - first))
+
+        for t in ticks(low, high):
+            body.append(_text(axis_x + dx, fy(t) + 3, f"{t:.3g}", size=9, anchor=anchor,
+                              extra=f" fill='{style['colour']}'"))
+        pts = [(fx(e), fy(v)) for e, v in zip(epochs, values, strict=True)]
+        group = [f"<g data-series='{html.escape(label)}'>"]
+        if len(pts) > 1:
+            group.append("<polyline points='" + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+                         + f"' fill='none' stroke='{style['colour']}' stroke-width='2' "
+                         f"stroke-dasharray='{style['dash']}'/>")
+        group += [marker_svg(style["marker"], x, y, style["colour"]) for x, y in pts]
+        body.append("".join(group) + "</g>")
+        body.append(f"<line x1='{legend_x:.1f}' y1='33' x2='{legend_x + 26:.1f}' y2='33' "
+                    f"stroke='{style['colour']}' stroke-width='2' "
+                    f"stroke-dasharray='{style['dash']}'/>")
+        body.append(marker_svg(style["marker"], legend_x + 13, 33, style["colour"]))
+        body.append(_text(legend_x + 32, 37, label, size=10))
+        legend_x += 32 + _text_width(label, 10) + 24
+    shown = sorted({int(e) for e in epochs}) or [1]
+    step = max(1, math.ceil(len(shown) / 12))
+    for e in shown[::step]:
+        x = left + plot_w * (0.5 if last == first else 0.04 + 0.92 * (e - first)
+                             / (last - first))
+        body.append(_text(x, top + plot_h + 14, str(e), size=9, anchor="middle"))
+    body.append(_text(left + plot_w / 2, height - 10, "epoch", size=10, anchor="middle"))
     return _svg(width, height, body, label="GAN training chart")
 
 
@@ -142,20 +171,25 @@ def _gan_section(manifest: Mapping[str, Any]) -> str:
 
 
 def structure_svg(attributes: Sequence[str], edges: Sequence[Sequence[str]],
-                  roles: Mapping[str, Sequence[str]]) -> str:
+                  roles: Mapping[str, Sequence[str]],
+                  names: Mapping[str, str] | None = None) -> str:
     """The selected structure in layers by fairness role (protected → admissible → free →
-    outcome), with the full names of shortened labels under it (inline SVG and a table)."""
+    outcome), or an adjacency matrix past a few dozen edges, with the full names of
+    shortened labels under it (inline SVG and a table). ``names``: declared labels."""
     nodes = list(dict.fromkeys([*attributes, *(a for e in edges for a in tuple(e)[:2])]))
     drawing, cut = layered_graph_svg(
-        nodes, roles, undirected=edges, label="structure graph",
+        nodes, roles, undirected=edges, label="structure graph", names=names,
         title="Selected structure (2-way marginals measured)")
     return drawing + full_names_table(cut)
 
 
 def marginals_svg(synthetic: pd.DataFrame,
-                    labels: Mapping[str, Sequence[Any]] | None = None) -> str:
-    """One-way bar charts of the synthetic table, one small SVG per column."""
+                    labels: Mapping[str, Sequence[Any]] | None = None,
+                    names: Mapping[str, str] | None = None) -> str:
+    """One-way bar charts of the synthetic table, one small SVG per column, titled with the
+    label the contract declares for it (``names``), else its name."""
     charts = []
+    names = names or {}
     for column in synthetic.columns:
         series = synthetic[column]
         # A categorical (decoded codes) is counted on its codes; zero counts are dropped so
@@ -170,8 +204,9 @@ def marginals_svg(synthetic: pd.DataFrame,
         top = _nice_max(max(values, default=0))
         width, plot_h, base = 340.0, 110.0, 130.0
         slot = (width - 50) / max(len(order), 1)
-        body = [_text(width / 2, 14, shorten(str(column), 44), size=12, anchor="middle",
-                      full=str(column)),
+        heading = names.get(str(column)) or str(column)
+        body = [_text(width / 2, 14, shorten(heading, 44), size=12, anchor="middle",
+                      full=heading if heading == column else f"{heading} ({column})"),
                 _text(44, 26, f"{top:,.0f}", size=8, anchor="end"),
                 _text(44, base, "0", size=8, anchor="end")]
         for k, (value, name) in enumerate(zip(values, order, strict=True)):
@@ -190,6 +225,18 @@ def marginals_svg(synthetic: pd.DataFrame,
                               anchor="middle"))
         charts.append(_svg(width, 200, body, label=f"one-way marginal of {column}"))
     return "<div class='charts'>" + "".join(charts) + "</div>"
+
+
+def column_names(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """``{column: declared label}`` from the manifest's column notes, under both the raw and
+    the released name (columns without a label are left out)."""
+    out: dict[str, str] = {}
+    for note in manifest.get("columns") or []:
+        if note.get("label"):
+            for key in (note.get("name"), note.get("released_as")):
+                if key:
+                    out[str(key)] = str(note["label"])
+    return out
 
 
 def kv_table(rows: Mapping[str, Any]) -> str:
@@ -479,6 +526,19 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         f"{html.escape(' – '.join(v['path']))}</li>" for v in fairness.get("violations", [])
     )
     edges = ", ".join(f"{a}–{b}" for a, b in structure.get("edges", []))
+    names = column_names(manifest)
+    if (manifest.get("method") or {}).get("dp_sgd") is not None:
+        # a GAN selects no structure: no diagram of one (issue 35.6)
+        structure_part = ["<h2>Fairness check</h2>",
+                          "<p class='note'>A GAN learns the joint distribution directly; it "
+                          "selects no structure of marginals, so none is drawn.</p>"]
+        structure_drawing = ""
+    else:
+        structure_part = ["<h2>Structure and fairness check</h2>",
+                          f"<p>Edges ({len(structure.get('edges', []))}): "
+                          f"{html.escape(edges) or '—'}</p>"]
+        structure_drawing = structure_svg(attributes, structure.get("edges", []), roles,
+                                          names)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>privfair release {html.escape(title)}</title><style>{CSS}</style></head><body>",
@@ -503,24 +563,23 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         kv_table(method_rows(manifest)),
         tot_section(manifest, synthetic),
         _gan_section(manifest),
-        "<h2>Structure and fairness check</h2>",
-        f"<p>Edges: {html.escape(edges) or '—'}</p>",
-        f"<p>Justifiable fairness ({html.escape(fairness.get('criterion', ''))}): "
+        *structure_part,
+        f"<p>Fairness ({html.escape(fairness.get('criterion', ''))}): "
         f"{_badge(fairness.get('passed'))}</p>",
         f"<ul>{violations}</ul>" if violations else "",
-        structure_svg(attributes, structure.get("edges", []), roles),
+        structure_drawing,
         "<h2>Validation</h2>",
         kv_table({
             "output (synthetic table)": "PASS" if validation.get("output", {}).get(
                 "passed") else "FAIL",
         }),
-        policy_counts_section(validation.get("input", {})),
+        policy_counts_section(validation.get("input", {}), names),
         _data_docs_links(validation.get("output", {})),
         "<h2>Privacy ledger</h2>",
         ledger_tables(ledger),
         ledger_svg(ledger),
         "<h2>One-way marginals of the synthetic table</h2>",
-        marginals_svg(synthetic, labels),
+        marginals_svg(synthetic, labels, names),
         "</body></html>",
     ]
     return "\n".join(parts)
