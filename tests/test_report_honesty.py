@@ -22,10 +22,11 @@ def _table(toy_contract, toy_parquet, tmp_path, **kw):
 
 def test_the_catalog_says_not_claimed_for_a_method_that_promises_no_fairness(
         toy_contract, toy_parquet, tmp_path):
-    _table(toy_contract, toy_parquet, tmp_path)
+    folder = _table(toy_contract, toy_parquet, tmp_path)
     row, = list_releases(tmp_path / "releases")
     assert row["fairness_claimed"] is False
     assert fairness_label(row) == "not claimed"
+    assert "not claimed by this method" in (folder / "report.html").read_text()
 
 
 def test_fairness_label_of_claimed_and_old_rows():

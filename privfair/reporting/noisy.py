@@ -23,8 +23,7 @@ def count_reading(value: float, sigma: float | None) -> str:
         return f"about {count_estimate(value):,} rows"
     spread = WITHIN_NOISE * float(sigma)
     if abs(value) < spread:
-        return (f"within noise of 0 (|value| < 2σ = {spread:,.0f}): no evidence that any row "
-                "was touched")
+        return f"within noise of 0 (|value| < 2σ = {spread:,.0f}): no evidence of any row"
     low, high = count_estimate(value - spread), count_estimate(value + spread)
     return f"about {count_estimate(value):,} rows (2σ range {low:,} to {high:,})"
 

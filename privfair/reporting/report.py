@@ -565,7 +565,10 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         _gan_section(manifest),
         *structure_part,
         f"<p>Fairness ({html.escape(fairness.get('criterion', ''))}): "
-        f"{_badge(fairness.get('passed'))}</p>",
+        f"{_badge(fairness.get('passed'))}"
+        + ("" if manifest.get("fairness_claimed", True) else
+           " <span class='note'>(not claimed by this method: checked and shown, not "
+           "promised)</span>") + "</p>",
         f"<ul>{violations}</ul>" if violations else "",
         structure_drawing,
         "<h2>Validation</h2>",

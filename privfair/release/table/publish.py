@@ -110,6 +110,9 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
     if tables != ["synthetic.parquet"]:
         manifest["sampling"].update(manifest_record(tables, plan.part_rows),
                                     report_rows=len(labelled))
+    # whether the method promises the checked criterion: the report and the catalog say
+    # "not claimed" rather than a bare FAIL or yes (issue 35.2)
+    manifest["fairness_claimed"] = bool(fairness_claimed)
     labels = {c: contract.labels(c) for c in contract.column_names}
     (folder / "report.html").write_text(build_report(manifest, labelled, labels=labels),
                                         encoding="utf-8")
