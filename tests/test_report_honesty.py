@@ -56,6 +56,7 @@ def test_noisy_policy_counts_are_never_shown_as_negative_counts_and_say_their_no
     assert count_estimate(-305.0) == 0 and count_estimate(355.2) == 355
     assert count_reading(355.2, 187.0).startswith("within noise of 0")
     assert count_reading(-305.0, 187.0).startswith("within noise of 0")
+    assert count_reading(-900.0, 187.0).startswith("within noise of 0")  # far below 0 too
     assert count_reading(900.4, 187.0).startswith("about 900 rows (2σ range 526 to 1,274)")
     page = policy_counts_section(record, {"age": "Age in years"})
     card = "\n".join(policy_counts_lines(record))
@@ -64,6 +65,9 @@ def test_noisy_policy_counts_are_never_shown_as_negative_counts_and_say_their_no
         assert "noisy by design" in text and "187" in text
         assert text.count("within noise of 0") == 2
     assert "Age in years (age)" in page
+    # the card's Markdown table keeps its columns: no stray pipe in a cell
+    rows = [line for line in card.splitlines() if line.startswith("| installment_rate")]
+    assert len(rows) == 1 and rows[0].count("|") == 5
 
 
 # --- 35.5: a draft's review note is never published ---------------------------------------

@@ -16,14 +16,15 @@ def count_estimate(value: float) -> int:
 
 
 def count_reading(value: float, sigma: float | None) -> str:
-    """A noisy count in words: ``within noise of 0`` when ``|value| < 2σ``, else about how
-    many rows, with the ± 2σ range (clamped at 0)."""
+    """A noisy count in words: ``within noise of 0`` below 2σ (a negative value included:
+    the true count is never negative), else about how many rows, with the ± 2σ range
+    (clamped at 0). No ``|`` in the text: it goes into Markdown tables too."""
     value = float(value)
     if sigma is None or not math.isfinite(float(sigma)) or sigma <= 0:
         return f"about {count_estimate(value):,} rows"
     spread = WITHIN_NOISE * float(sigma)
-    if abs(value) < spread:
-        return f"within noise of 0 (|value| < 2σ = {spread:,.0f}): no evidence of any row"
+    if value < spread:  # a negative value, however far below 0, is noise around a small count
+        return f"within noise of 0 (under 2σ = {spread:,.0f}): no evidence of any row"
     low, high = count_estimate(value - spread), count_estimate(value + spread)
     return f"about {count_estimate(value):,} rows (2σ range {low:,} to {high:,})"
 
