@@ -261,3 +261,14 @@ def test_a_gan_report_draws_no_structure():
     page = build_report(manifest, pd.DataFrame({"a": ["x", "y", "x"]}))
     assert "Selected structure" not in page and "selects no structure" in page
     assert "Age band" in page  # the marginal's title is the declared label
+
+
+def test_the_causal_graph_draws_declared_labels():
+    from privfair.causal.graph import CausalGraph
+    from privfair.release.graph.report import graph_chart
+
+    graph = CausalGraph.from_dict({"nodes": ["sex", "dur", "y"], "edges": [["sex", "dur"]],
+                                   "undirected": [["dur", "y"]]})
+    drawing = graph_chart(graph, {"protected": ["sex"], "outcome": ["y"]}, [],
+                          {"dur": "Duration in months"})
+    assert "Duration in months" in drawing and "Duration in months (dur)" in drawing
