@@ -131,6 +131,7 @@ def test_the_model_card_takes_triviality_from_the_model_not_from_noisy_counts():
     card = model_card(_card_manifest(metrics, trivial=True, probe=probe))
     assert "trivial (predicts one class): it predicts 'good' for every input" in card
     assert "not called fair: the model predicts one class" in card
+    assert "their noisy counts hold noise only" in card
 
 
 def test_the_model_card_says_what_the_release_costs_against_a_table_and_why():

@@ -120,7 +120,12 @@ def metrics_lines(manifest: Mapping[str, Any]) -> list[str]:
                   "at 0, so a rate over n noisy rows moves by about "
                   f"+-{2 * sigma * 2 ** 0.5:.3g}/n (2 sigma), and a rate of exactly 0 or 1 "
                   "can come from a clipped cell.", ""]
-    if unseen and not m.get("trivial"):
+    if m.get("trivial") or manifest.get("trivial"):
+        lines += ["This model predicts one class for every input, so the held-out rows "
+                  "predicted the other class are 0: their noisy counts hold noise only "
+                  "(clipped at 0), and any rate below that is not exactly 0 or 1 differs from "
+                  "it by that noise.", ""]
+    elif unseen:
         probe = manifest.get("prediction_probe") or {}
         share = probe.get("positive_share")
         lines += [f"The noisy count of held-out rows predicted {' and '.join(unseen)} is "
