@@ -607,6 +607,7 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
 
 def cmd_releases_list(args: argparse.Namespace) -> int:
     from privfair.release.checks import check_catalog_file
+    from privfair.store.catalog import fairness_label
     from privfair.store.registry import list_releases
 
     check_catalog_file(_existing(args.store, "--out"))
@@ -627,7 +628,7 @@ def cmd_releases_list(args: argparse.Namespace) -> int:
     for r in rows:
         table.add_row(r["dataset"], r["version"], r["published_at"], f"{r['epsilon']:g}",
                       f"{r['delta']:g}", r["method"], str(r["n_rows"]),
-                      "yes" if r["fairness_passed"] else "no", r["path"])
+                      fairness_label(r), r["path"])
     Console(width=200).print(table)
     return 0
 

@@ -12,7 +12,12 @@ A copy of the page gets a small script that, once the page has loaded, marks ``<
   clientWidth + 1``) and whose overflow is not visible (the text is cut);
 * ``out:<tag>``: an element that ends right of ``<body>``'s box;
 * ``svg-out:<text>``: an SVG text outside its drawing (cut by the viewBox);
-* ``svg-overlap:<a>|<b>``: two horizontal SVG texts of one drawing that overlap.
+* ``svg-overlap:<a>|<b>``: two horizontal SVG texts of one drawing that overlap;
+* ``series-out:<chart>:<series>``: a data series drawn outside its axes (``data-plot``);
+* ``empty-panel:<chart>``: axes with no series drawn and no word on why (``data-empty``);
+* ``series-alike:<chart>:<a>|<b>``: two series of one chart with the same dash pattern and
+  marker (one hides the other where they overlap);
+* ``empty-img:<alt>``: an image that did not load.
 
 ``chromium --headless --dump-dom`` prints the DOM after the script ran. Markdown (the model
 card) is turned into HTML first by :func:`markdown_html`, a converter for the subset the
@@ -68,6 +73,40 @@ window.addEventListener('load', function () {
         if (w > 1 && h > 2) problems.push('svg-overlap:' + name(texts[i]) + '|' + name(texts[j]));
       }
     }
+  });
+  // Charts (issue 35.6): a series drawn outside its axes, a panel with axes and nothing in
+  // them that does not say why, two series of one panel that look alike, an image that did
+  // not load.
+  document.querySelectorAll('svg').forEach(function (svg) {
+    var chart = svg.getAttribute('aria-label') || 'svg';
+    var plot = svg.querySelector('[data-plot]');
+    var series = Array.prototype.slice.call(svg.querySelectorAll('[data-series]'));
+    if (plot) {
+      var p = plot.getBoundingClientRect();
+      series.forEach(function (g) {
+        var r = g.getBoundingClientRect();
+        if (r.width + r.height > 0 && (r.left < p.left - 5 || r.right > p.right + 5 ||
+            r.top < p.top - 5 || r.bottom > p.bottom + 5))
+          problems.push('series-out:' + chart + ':' + g.getAttribute('data-series'));
+      });
+      var drawn = series.filter(function (g) {
+        var r = g.getBoundingClientRect(); return r.width + r.height > 0; });
+      if (!drawn.length && !svg.querySelector('[data-empty]'))
+        problems.push('empty-panel:' + chart);
+    }
+    var seen = {};
+    series.forEach(function (g) {
+      var line = g.querySelector('polyline, line');
+      var mark = g.querySelector('circle, rect, path');
+      var look = (line ? (line.getAttribute('stroke-dasharray') || 'solid') : 'none') + '|' +
+        (mark ? mark.tagName + (mark.getAttribute('d') || '').replace(/[-\d.,\s]+/g, '') : '');
+      if (seen[look]) problems.push('series-alike:' + chart + ':' + seen[look] + '|' +
+                                    g.getAttribute('data-series'));
+      else seen[look] = g.getAttribute('data-series');
+    });
+  });
+  document.querySelectorAll('img').forEach(function (img) {
+    if (!img.naturalWidth) problems.push('empty-img:' + (img.getAttribute('alt') || ''));
   });
   document.body.setAttribute('data-overflow', JSON.stringify(problems));
 });

@@ -44,7 +44,7 @@ def test_evaluate_flow_writes_results_report_and_marker(prefect_harness, tmp_pat
     assert tot["error"].str.contains("InfeasibleFairnessError").all()
     assert tot["tvd2"].isna().all()
     html = (folder / "report.html").read_text()
-    assert "<img" in html and "Not privacy-protected" in html
+    assert "<svg class='chart'" in html and "Not privacy-protected" in html
     assert (folder / "NOT_PRIVACY_PROTECTED.txt").read_text().strip() == NOT_PRIVATE
 
     with get_client(sync_client=True) as client:

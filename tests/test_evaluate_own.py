@@ -83,6 +83,9 @@ def test_score_a_published_release_against_the_real_table(credit, tmp_path, caps
     folder = tmp_path / "evals" / out.strip().splitlines()[-1].split("/")[-1]
     score = json.loads((folder / "score.json").read_text())
     assert score["dataset"] == "credit" and score["version"] == "v1"
+    # issue 35.6: a report a person reads, beside score.json, with the same figures
+    page = (folder / "report.html").read_text()
+    assert "Not privacy-protected" in page and f"{score['tvd2']:.4g}"[:5] in page
     assert 0 <= score["tvd1"] <= score["tvd2"] <= 1
     assert 0.4 < score["logistic_accuracy"] <= 1  # trained on synthetic, tested on real
     assert "NOT privacy-protected" in err and (folder / "NOT_PRIVACY_PROTECTED.txt").exists()

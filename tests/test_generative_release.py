@@ -58,7 +58,7 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
     assert len(synthetic) == manifest["sampling"]["n_rows"]
     report = (final / "report.html").read_text()
     assert "GAN training chart" in report and "RD(D) of the released table" in report
-    assert report.count("<polyline") == 2  # generator loss and marginal shift
+    assert report.count("<g data-series=") == 2  # generator loss and marginal shift
     assert set(synthetic["income"]) <= {"low", "high"}
     graph = manifest["structure"]["causal_graph"]
     if method == "cfgan":

@@ -225,10 +225,19 @@ def test_trivial_detection_without_data():
     assert constant_prediction({"coef": -np.ones(6)}, encoding) == 0
     assert constant_prediction({"coef": np.ones(6)}, encoding) == 1
     assert constant_prediction({"coef": np.array([3, -3, 0, 0, 0, 0.5])}, encoding) is None
-    # RD = 0 between groups, but no held-out row predicted positive: trivial, not fair.
+    # RD = 0 between groups, but no held-out row shows as predicted positive: the counts
+    # cannot show the positive class, so no fairness verdict; triviality is the model's
+    # own (issue 35.1), decided from its weights, never from noisy counts.
     confusion = [[[300.4, 1.2], [80.3, -0.7]], [[290.1, -2.0], [95.6, 0.4]]]
     m = noisy_metrics(confusion, ("F", "M"), sigma=1.0, epsilon=1.0, delta=1e-6)
+    assert m["trivial"] is False and m["fair"] is False
+    assert m["within_noise_of_zero"] == ["positive"]
+    m = noisy_metrics(confusion, ("F", "M"), sigma=1.0, epsilon=1.0, delta=1e-6, constant=0)
     assert m["trivial"] is True and m["fair"] is False
+    # both classes clearly predicted and a small RD: fair
+    clear = [[[200, 60], [40, 90]], [[210, 62], [38, 95]]]
+    m = noisy_metrics(clear, ("F", "M"), sigma=1.0, epsilon=1.0, delta=1e-6)
+    assert m["within_noise_of_zero"] == [] and m["fair"] is True
 
 
 # --- issue 21.4: the held-out split ------------------------------------------------------

@@ -314,6 +314,8 @@ _HEADER = """\
 #     codebook as open_domain.universe ({{values: [...]}} or {{words: {{alphabet, max_length}}}}),
 #     never a list or count taken from this file (a release refuses a bare size);
 #   - set `reviewed: true` (`privfair contract check` warns until you do).
+#   - write the dataset's `description`: it is published in every report and manifest, so it
+#     says what the data is, never a note to yourself.
 """
 
 
@@ -372,7 +374,8 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
     doc: dict[str, Any] = {
         "name": stem or "dataset", "version": "0.1.0",
         **({"registry_id": registry_id} if registry_id else {}),
-        "description": f"Draft from {path.name}; review every domain before a release.",
+        # published in every report: what the data is, never a review note (issue 35.5)
+        "description": f"Data from {path.name}.",
         "reviewed": False, "normalize": "strip", "columns": columns}
     if drop:
         doc["drop"] = drop

@@ -299,6 +299,14 @@ def _gan_synthetic(data: EvaluationData, *, method: str, epsilon: float, delta: 
     return pd.DataFrame(fitted.sample(len(data.train), rng=sample_rng))
 
 
+#: Why a panel of the trade-off report can be empty (every cell undefined), said on it.
+EMPTY_REASONS = {
+    "CDP": "CDP conditions on the admissible columns: it is undefined when the contract "
+           "declares none, or when no stratum holds both groups",
+    "DP": "DP needs both protected groups among the real test rows",
+}
+
+
 def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation") -> str:
     """Self-contained HTML with privacy–fairness–utility trade-off curves.
 
@@ -308,9 +316,8 @@ def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation
     """
     import html
 
-    from matplotlib.figure import Figure
-
-    from privfair.reporting.report import png
+    from privfair.reporting.charts import legend_svg, line_panel_svg
+    from privfair.reporting.report import CSS
 
     results = results.copy()
     results["variant"] = results["method"] + results["eta"].map(
@@ -330,27 +337,28 @@ def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation
                 if columns:
                     part = part.assign(**{key: part[columns].abs().mean(axis=1)})
                     panels.append((key, f"|{key}| of the classifier, mean over protected"))
-        fig = Figure(figsize=(4.2 * len(panels), 3.4))
-        for i, (column, label) in enumerate(panels):
-            ax = fig.add_subplot(1, len(panels), i + 1)
-            for variant, rows in part.groupby("variant", sort=False):
+        variants = list(dict.fromkeys(part["variant"]))
+        drawn = []
+        for column, label in panels:
+            series = []
+            for k, variant in enumerate(variants):
+                rows = part[part["variant"] == variant]
                 stats = rows.groupby("epsilon")[column].agg(["mean", "std"]).sort_index()
-                ax.errorbar(stats.index, stats["mean"], yerr=stats["std"].fillna(0),
-                            marker="o", capsize=3, label=variant)
-            ax.set_xscale("log")
-            epsilons = sorted(set(part["epsilon"]))
-            ax.set_xticks(epsilons, [f"{e:g}" for e in epsilons])
-            ax.minorticks_off()
-            ax.set_xlabel("ε")
-            ax.set_title(label, fontsize=9)
-        fig.axes[0].legend(fontsize=8)
+                series.append({"label": variant, "style": k, "x": list(stats.index),
+                               "y": [None if pd.isna(v) else float(v) for v in stats["mean"]],
+                               "err": [0.0 if pd.isna(v) else float(v)
+                                       for v in stats["std"]]})
+            drawn.append(line_panel_svg(series, title=label, x_label="ε (log scale)",
+                                        log_x=True, empty_reason=EMPTY_REASONS.get(
+                                            column, "the metric is undefined in every cell")))
         summary = part.groupby(["variant", "epsilon"])[[p for p, _ in panels]].mean()
         sections += [f"<h2>{html.escape(str(dataset))}</h2>",
-                     f"<img alt='trade-off curves for {html.escape(str(dataset))}' "
-                     f"src='{png(fig)}'>",
-                     summary.to_html(float_format=lambda v: f"{v:.4f}")]
-    style = ("body{font-family:sans-serif;max-width:1200px;margin:2rem auto}"
-             ".warn{background:#fff3cd;padding:.5rem}table{border-collapse:collapse}"
-             "td,th{border:1px solid #ccc;padding:.2rem .5rem}img{max-width:100%}")
+                     legend_svg(variants),
+                     "<div class='charts'>" + "".join(drawn) + "</div>",
+                     "<p class='note'>Each point is the mean over seeds, its bar ±1 standard "
+                     "deviation; every line has its own marker and dash pattern, so lines "
+                     "drawn on top of each other stay apart.</p>",
+                     summary.to_html(float_format=lambda v: f"{v:.4f}", na_rep="—")]
+    style = CSS + ".warn{background:#fff3cd;padding:.5rem}"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
             f"</title><style>{style}</style></head><body>{''.join(sections)}</body></html>")

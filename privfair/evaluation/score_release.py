@@ -119,11 +119,67 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
 
 
 def write_release_score(record: dict[str, Any], out: str | Path) -> Path:
-    """``<out>/<stamp>-<dataset>-<version>/``: score.json, results.parquet and the marker."""
+    """``<out>/<stamp>-<dataset>-<version>/``: score.json, report.html (the same scores, for a
+    person), results.parquet and the marker."""
     stamp = f"{timestamp()}-{record['dataset']}-{record['version']}"
     folder = new_run_folder(check_out(out), stamp)
     (folder / MARKER).write_text(NOT_PRIVATE + "\n")
     (folder / "score.json").write_text(json.dumps(
         {"not_privacy_protected": NOT_PRIVATE, **record}, indent=2, default=float) + "\n")
     pd.DataFrame([record]).to_parquet(folder / "results.parquet", index=False)
+    (folder / "report.html").write_text(score_report(record), encoding="utf-8")
     return folder
+
+
+#: Groups of a score record's keys, in the order the report shows them (issue 35.6).
+_SCORE_GROUPS = (
+    ("Utility of the synthetic table against the real one", ("tvd1", "tvd2", "tvd3", "acd")),
+    ("Fairness of the synthetic table itself", ("data_",)),
+    ("Classifiers trained on synthetic rows, tested on real rows", ()),
+)
+
+
+def score_report(record: Mapping[str, Any]) -> str:
+    """``report.html`` beside ``score.json``: the release's scores as tables, utility, the
+    data's fairness and each classifier (accuracy against the majority baseline and its
+    fairness metrics), with the not-private warning at the top."""
+    import html
+
+    from privfair.reporting.report import CSS, kv_table
+
+    def fmt(v: Any) -> Any:
+        return round(float(v), 4) if isinstance(v, float) else v
+
+    about = {k: record.get(k) for k in ("dataset", "version", "method", "epsilon",
+                                          "fairness_transform", "synthetic_rows",
+                                          "classifier_train_rows")}
+    utility = {k: fmt(record[k]) for k in _SCORE_GROUPS[0][1] if k in record}
+    data = {k.removeprefix("data_"): fmt(v) for k, v in record.items()
+            if k.startswith("data_")}
+    classifiers = sorted({k.removesuffix("_n_train") for k in record
+                          if k.endswith("_n_train")})
+    parts = [f"<h1>Score of release {html.escape(str(record.get('dataset')))} "
+             f"{html.escape(str(record.get('version')))}</h1>",
+             f"<p class='warn'><b>Not privacy-protected.</b> {html.escape(NOT_PRIVATE)}</p>",
+             kv_table(about), f"<h2>{_SCORE_GROUPS[0][0]}</h2>",
+             "<p class='note'>Total variation distance between the synthetic and the real "
+             "k-way marginals, averaged over column sets (0 = identical; lower is better).</p>",
+             kv_table(utility or {"tvd": None})]
+    if data:
+        parts += [f"<h2>{_SCORE_GROUPS[1][0]}</h2>", kv_table(data)]
+    parts.append(f"<h2>{_SCORE_GROUPS[2][0]}</h2>")
+    for name in classifiers:
+        rows = {k.removeprefix(f"{name}_"): fmt(v) for k, v in record.items()
+                if k.startswith(f"{name}_")}
+        verdict = ""
+        if record.get(f"{name}_accuracy") is not None and \
+                record.get(f"{name}_baseline_accuracy") is not None:
+            above = record[f"{name}_accuracy"] > record[f"{name}_baseline_accuracy"]
+            verdict = ("<p class='note'>" + ("Accuracy above" if above else
+                                               "Accuracy NOT above")
+                       + " the majority-class baseline on the real rows.</p>")
+        parts += [f"<h3>{html.escape(name)}</h3>", verdict, kv_table(rows)]
+    title = f"privfair score {record.get('dataset')} {record.get('version')}"
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>"
+            f"{html.escape(title)}</title><style>{CSS}.warn{{background:#fff3cd;"
+            f"padding:.5rem}}</style></head><body>{''.join(parts)}</body></html>")

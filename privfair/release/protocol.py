@@ -157,6 +157,9 @@ class Written:
     #: sha256 of files hashed as they were written (e.g. by the Dask workers that wrote the
     #: parts); the others are hashed at publication.
     digests: Mapping[str, str] = field(default_factory=dict)
+    #: Whether the method promises the fairness criterion ``fairness_passed`` checks; the
+    #: catalog shows "not claimed" instead of yes/no when it does not (issue 35.2).
+    fairness_claimed: bool = True
 
 
 @dataclass
@@ -496,7 +499,7 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
                charge.epsilon, charge.delta, float(release.get("rho", math.nan)), plan.method,
                int(written.n_rows),
                charge.contract_fingerprint, bool(written.fairness_passed),
-               _orchestrator_json(context.orchestrator)]
+               _orchestrator_json(context.orchestrator), bool(written.fairness_claimed)]
         commit_publication(store=store, contract_budget=(plan.contract.budget.epsilon,
                                                          plan.contract.budget.delta),
                            ident=dataset_id(plan.contract), dataset=plan.dataset,

@@ -18,6 +18,7 @@ import html
 import io
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,15 +26,21 @@ import pandas as pd
 
 from privfair.reporting.charts import (
     ROLE_COLOURS,
+    axis_range,
     full_names_table,
     layered_graph_svg,
     ledger_svg,
     ledger_tables,
+    marker_svg,
     nice_max,
+    series_style,
     shorten,
     svg,
     text,
+    text_width,
+    ticks,
 )
+from privfair.reporting.noisy import NOISY_BY_DESIGN, count_estimate, count_reading
 
 __all__ = ["CSS", "ROLE_COLOURS", "build_report", "kv_table", "ledger_svg", "png",
            "policy_counts_section", "structure_svg", "tot_section"]
@@ -82,36 +89,60 @@ def ledger_chart(entries: Sequence[Mapping[str, Any]]) -> str:
     return png(fig)
 
 
-_svg, _text, _nice_max = svg, text, nice_max
+_svg, _text, _nice_max, _text_width = svg, text, nice_max, text_width
 
 
 def training_svg(history: Sequence[Mapping[str, float]]) -> str:
-    """Line chart of a GAN fit per epoch: the generator's loss and the largest shift of a
-    generated one-way marginal (the plateau test), each scaled to its own maximum."""
-    left, width, height, top = 60.0, 680.0, 220.0, 30.0
-    plot_w, plot_h = width - left - 200, height - top - 40
-    body = [_text(width / 2, 18, "GAN training by epoch", size=13, anchor="middle")]
-    epochs = [int(h["epoch"]) for h in history]
-    series = (("generator_loss", "generator loss", "#4c72b0"),
-              ("marginal_shift", "marginal shift (TVD)", "#dd8452"))
-    last = max(epochs[-1] if epochs else 1, 2)
-    for k, (key, label, colour) in enumerate(series):
+    """Line chart of a GAN fit per epoch: the generator's loss on the left axis and the
+    largest shift of a generated one-way marginal (the plateau test) on the right axis, each
+    on its own range, so neither leaves the chart whatever its scale or sign (issue 35.6)."""
+    left, right, top, width, height = 64.0, 64.0, 48.0, 680.0, 250.0
+    plot_w, plot_h = width - left - right, height - top - 44
+    body = [_text(width / 2, 18, "GAN training by epoch", size=13, anchor="middle"),
+            f"<rect data-plot='1' x='{left}' y='{top}' width='{plot_w}' height='{plot_h}' "
+            "fill='none' stroke='#bbb'/>"]
+    epochs = [float(h["epoch"]) for h in history]
+    first, last = (min(epochs), max(epochs)) if epochs else (1.0, 2.0)
+    series = (("generator_loss", "generator loss (left axis)", 0, left, "end", -5),
+              ("marginal_shift", "marginal shift, TVD (right axis)", 1, left + plot_w,
+               "start", 5))
+    legend_x = left
+    for key, label, k, axis_x, anchor, dx in series:
+        style = series_style(k)
         values = [float(h[key]) for h in history]
-        peak = _nice_max(max(values, default=0.0))
-        points = " ".join(f"{left + plot_w * (e - 1) / (last - 1):.1f},"
-                          f"{top + plot_h * (1 - v / peak):.1f}"
-                          for e, v in zip(epochs, values, strict=True))
-        body.append(f"<polyline points='{points}' fill='none' stroke='{colour}' "
-                    "stroke-width='2'/>")
-        body.append(_text(left + plot_w + 10, top + 14 + 16 * k, f"{label} (max {peak:.3g})",
-                          size=10, extra=f" fill='{colour}'"))
-    axis_y = top + plot_h
-    body.append(f"<line x1='{left}' y1='{axis_y}' x2='{left + plot_w}' y2='{axis_y}' "
-                "stroke='#888'/>")
-    for e in sorted({1, last}):
-        body.append(_text(left + plot_w * (e - 1) / (last - 1), axis_y + 14, str(e), size=9,
-                          anchor="middle"))
-    body.append(_text(left + plot_w / 2, axis_y + 28, "epoch", size=10, anchor="middle"))
+        low, high = axis_range(values)
+
+        def fy(v: float, low: float = low, high: float = high) -> float:
+            return top + plot_h * (1 - (v - low) / (high - low))
+
+        def fx(e: float) -> float:
+            return left + plot_w * (0.5 if last == first else 0.04 + 0.92 * (e - first)
+                                    / (last - first))
+
+        for t in ticks(low, high):
+            body.append(_text(axis_x + dx, fy(t) + 3, f"{t:.3g}", size=9, anchor=anchor,
+                              extra=f" fill='{style['colour']}'"))
+        pts = [(fx(e), fy(v)) for e, v in zip(epochs, values, strict=True)]
+        group = [f"<g data-series='{html.escape(label)}'>"]
+        if len(pts) > 1:
+            group.append("<polyline points='" + " ".join(f"{x:.1f},{y:.1f}" for x, y in pts)
+                         + f"' fill='none' stroke='{style['colour']}' stroke-width='2' "
+                         f"stroke-dasharray='{style['dash']}'/>")
+        group += [marker_svg(style["marker"], x, y, style["colour"]) for x, y in pts]
+        body.append("".join(group) + "</g>")
+        body.append(f"<line x1='{legend_x:.1f}' y1='33' x2='{legend_x + 26:.1f}' y2='33' "
+                    f"stroke='{style['colour']}' stroke-width='2' "
+                    f"stroke-dasharray='{style['dash']}'/>")
+        body.append(marker_svg(style["marker"], legend_x + 13, 33, style["colour"]))
+        body.append(_text(legend_x + 32, 37, label, size=10))
+        legend_x += 32 + _text_width(label, 10) + 24
+    shown = sorted({int(e) for e in epochs}) or [1]
+    step = max(1, math.ceil(len(shown) / 12))
+    for e in shown[::step]:
+        x = left + plot_w * (0.5 if last == first else 0.04 + 0.92 * (e - first)
+                             / (last - first))
+        body.append(_text(x, top + plot_h + 14, str(e), size=9, anchor="middle"))
+    body.append(_text(left + plot_w / 2, height - 10, "epoch", size=10, anchor="middle"))
     return _svg(width, height, body, label="GAN training chart")
 
 
@@ -140,20 +171,25 @@ def _gan_section(manifest: Mapping[str, Any]) -> str:
 
 
 def structure_svg(attributes: Sequence[str], edges: Sequence[Sequence[str]],
-                  roles: Mapping[str, Sequence[str]]) -> str:
+                  roles: Mapping[str, Sequence[str]],
+                  names: Mapping[str, str] | None = None) -> str:
     """The selected structure in layers by fairness role (protected → admissible → free →
-    outcome), with the full names of shortened labels under it (inline SVG and a table)."""
+    outcome), or an adjacency matrix past a few dozen edges, with the full names of
+    shortened labels under it (inline SVG and a table). ``names``: declared labels."""
     nodes = list(dict.fromkeys([*attributes, *(a for e in edges for a in tuple(e)[:2])]))
     drawing, cut = layered_graph_svg(
-        nodes, roles, undirected=edges, label="structure graph",
+        nodes, roles, undirected=edges, label="structure graph", names=names,
         title="Selected structure (2-way marginals measured)")
     return drawing + full_names_table(cut)
 
 
 def marginals_svg(synthetic: pd.DataFrame,
-                    labels: Mapping[str, Sequence[Any]] | None = None) -> str:
-    """One-way bar charts of the synthetic table, one small SVG per column."""
+                    labels: Mapping[str, Sequence[Any]] | None = None,
+                    names: Mapping[str, str] | None = None) -> str:
+    """One-way bar charts of the synthetic table, one small SVG per column, titled with the
+    label the contract declares for it (``names``), else its name."""
     charts = []
+    names = names or {}
     for column in synthetic.columns:
         series = synthetic[column]
         # A categorical (decoded codes) is counted on its codes; zero counts are dropped so
@@ -168,8 +204,9 @@ def marginals_svg(synthetic: pd.DataFrame,
         top = _nice_max(max(values, default=0))
         width, plot_h, base = 340.0, 110.0, 130.0
         slot = (width - 50) / max(len(order), 1)
-        body = [_text(width / 2, 14, shorten(str(column), 44), size=12, anchor="middle",
-                      full=str(column)),
+        heading = names.get(str(column)) or str(column)
+        body = [_text(width / 2, 14, shorten(heading, 44), size=12, anchor="middle",
+                      full=heading if heading == column else f"{heading} ({column})"),
                 _text(44, 26, f"{top:,.0f}", size=8, anchor="end"),
                 _text(44, base, "0", size=8, anchor="end")]
         for k, (value, name) in enumerate(zip(values, order, strict=True)):
@@ -188,6 +225,18 @@ def marginals_svg(synthetic: pd.DataFrame,
                               anchor="middle"))
         charts.append(_svg(width, 200, body, label=f"one-way marginal of {column}"))
     return "<div class='charts'>" + "".join(charts) + "</div>"
+
+
+def column_names(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """``{column: declared label}`` from the manifest's column notes, under both the raw and
+    the released name (columns without a label are left out)."""
+    out: dict[str, str] = {}
+    for note in manifest.get("columns") or []:
+        if note.get("label"):
+            for key in (note.get("name"), note.get("released_as")):
+                if key:
+                    out[str(key)] = str(note["label"])
+    return out
 
 
 def kv_table(rows: Mapping[str, Any]) -> str:
@@ -241,7 +290,7 @@ def _columns_section(manifest: Mapping[str, Any]) -> str:
     notes = manifest.get("columns") or []
     if not notes:
         return ""
-    about = manifest.get("contract", {}).get("description") or ""
+    about = public_description(manifest.get("contract", {}).get("description"))
     rows = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(n.get(k) or ''))}</td>" for k in
                          ("released_as", "label", "type", "description")) + "</tr>"
@@ -249,6 +298,17 @@ def _columns_section(manifest: Mapping[str, Any]) -> str:
     return ("<h2>Columns</h2>" + (f"<p>{html.escape(about)}</p>" if about else "")
             + "<table><tr><th>column</th><th>label</th><th>type</th><th>description</th>"
             f"</tr>{rows}</table>")
+
+
+#: The review note that ``contract draft`` once wrote into a contract's description: a note to
+#: the publisher, never shown in a published report (issue 35.5).
+_DRAFT_NOTE = re.compile(r"\s*(?:Draft from [^;]*;\s*)?review every domain before a release\.?",
+                         re.IGNORECASE)
+
+
+def public_description(description: str | None) -> str:
+    """A contract's description as a report shows it, without a draft's review note."""
+    return _DRAFT_NOTE.sub("", str(description or "")).strip()
 
 
 def _data_docs_links(output: Mapping[str, Any]) -> str:
@@ -261,35 +321,47 @@ def _data_docs_links(output: Mapping[str, Any]) -> str:
     return f"<ul>{items}</ul>" if items else ""
 
 
-def policy_counts_section(record: Mapping[str, Any]) -> str:
-    """The contract's policies and the noisy counts of the rows they touched (issue 21.2).
+def policy_counts_section(record: Mapping[str, Any],
+                          labels: Mapping[str, str] | None = None) -> str:
+    """The contract's policies and the noisy counts of the rows they touched (issue 21.2),
+    each shown as a count that is never negative, with its noise and a reading in words
+    (issue 35.4).
 
     ``record`` is :func:`privfair.release.policy_counts.policy_record`'s output; every number
-    in it is a noisy count or a public parameter.
+    in it is a noisy count or a public parameter. ``labels`` maps a column to the label the
+    contract declares for it.
     """
     rows = record.get("touched_rows")
     if rows is None:
         return ""
+    labels = labels or {}
     noise = record.get("noise", {})
+    sigma = noise.get("sigma")
+
+    def name(column: Any) -> str:
+        label = labels.get(str(column))
+        return html.escape(f"{label} ({column})" if label and label != column else str(column))
+
     body = "".join(
-        f"<tr><td>{html.escape(str(r['column']))}</td><td>{html.escape(str(r['action']))}</td>"
-        f"<td>{html.escape(_fmt(r['noisy_count']))}</td></tr>" for r in rows)
+        f"<tr><td>{name(r['column'])}</td><td>{html.escape(str(r['action']))}</td>"
+        f"<td>{count_estimate(r['noisy_count']):,}</td>"
+        f"<td>{html.escape(count_reading(r['noisy_count'], sigma))}</td></tr>" for r in rows)
     policies = "".join(
-        f"<tr><td>{html.escape(str(name))}</td><td>{html.escape(str(p.get('out_of_domain')))}"
+        f"<tr><td>{name(col)}</td><td>{html.escape(str(p.get('out_of_domain')))}"
         f"</td><td>{html.escape(str(p.get('nulls')))}</td></tr>"
-        for name, p in (record.get("policies") or {}).items())
+        for col, p in (record.get("policies") or {}).items())
     return "\n".join([
         "<h3>Input policies (private side)</h3>",
         "<p class='note'>A release never refuses or stops on a private value: values outside "
         "the declared domain, nulls and values that are not numbers get the column's policy. "
         "The rows each policy touched are released as noisy counts "
         f"({html.escape(str(noise.get('mechanism', 'gaussian')))} noise, "
-        f"σ = {html.escape(_fmt(noise.get('sigma')))}, charged to this release's ledger); a "
-        "count may be negative.</p>",
+        f"σ = {html.escape(_fmt(sigma))}, charged to this release's ledger). "
+        f"{html.escape(NOISY_BY_DESIGN)}</p>",
         "<table><tr><th>column</th><th>out_of_domain</th><th>nulls</th></tr>"
         f"{policies}</table>",
-        "<table><tr><th>column</th><th>action</th><th>rows (noisy)</th></tr>"
-        f"{body}</table>",
+        "<table><tr><th>column</th><th>action</th><th>rows touched (noisy estimate, "
+        f"σ = {html.escape(_fmt(sigma))})</th><th>reading</th></tr>{body}</table>",
     ])
 
 
@@ -454,6 +526,19 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         f"{html.escape(' – '.join(v['path']))}</li>" for v in fairness.get("violations", [])
     )
     edges = ", ".join(f"{a}–{b}" for a, b in structure.get("edges", []))
+    names = column_names(manifest)
+    if (manifest.get("method") or {}).get("dp_sgd") is not None:
+        # a GAN selects no structure: no diagram of one (issue 35.6)
+        structure_part = ["<h2>Fairness check</h2>",
+                          "<p class='note'>A GAN learns the joint distribution directly; it "
+                          "selects no structure of marginals, so none is drawn.</p>"]
+        structure_drawing = ""
+    else:
+        structure_part = ["<h2>Structure and fairness check</h2>",
+                          f"<p>Edges ({len(structure.get('edges', []))}): "
+                          f"{html.escape(edges) or '—'}</p>"]
+        structure_drawing = structure_svg(attributes, structure.get("edges", []), roles,
+                                          names)
     parts = [
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>privfair release {html.escape(title)}</title><style>{CSS}</style></head><body>",
@@ -480,24 +565,26 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         kv_table(method_rows(manifest)),
         tot_section(manifest, synthetic),
         _gan_section(manifest),
-        "<h2>Structure and fairness check</h2>",
-        f"<p>Edges: {html.escape(edges) or '—'}</p>",
-        f"<p>Justifiable fairness ({html.escape(fairness.get('criterion', ''))}): "
-        f"{_badge(fairness.get('passed'))}</p>",
+        *structure_part,
+        f"<p>Fairness ({html.escape(fairness.get('criterion', ''))}): "
+        f"{_badge(fairness.get('passed'))}"
+        + ("" if manifest.get("fairness_claimed", True) else
+           " <span class='note'>(not claimed by this method: checked and shown, not "
+           "promised)</span>") + "</p>",
         f"<ul>{violations}</ul>" if violations else "",
-        structure_svg(attributes, structure.get("edges", []), roles),
+        structure_drawing,
         "<h2>Validation</h2>",
         kv_table({
             "output (synthetic table)": "PASS" if validation.get("output", {}).get(
                 "passed") else "FAIL",
         }),
-        policy_counts_section(validation.get("input", {})),
+        policy_counts_section(validation.get("input", {}), names),
         _data_docs_links(validation.get("output", {})),
         "<h2>Privacy ledger</h2>",
         ledger_tables(ledger),
         ledger_svg(ledger),
         "<h2>One-way marginals of the synthetic table</h2>",
-        marginals_svg(synthetic, labels),
+        marginals_svg(synthetic, labels, names),
         "</body></html>",
     ]
     return "\n".join(parts)

@@ -9,7 +9,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,10 +51,21 @@ CREATE TABLE IF NOT EXISTS releases (
     PRIMARY KEY (dataset, version)
 );
 ALTER TABLE releases ADD COLUMN IF NOT EXISTS orchestrator VARCHAR;
+ALTER TABLE releases ADD COLUMN IF NOT EXISTS fairness_claimed BOOLEAN;
 """
 CATALOG_COLUMNS = ("dataset", "version", "path", "published_at", "epsilon", "delta", "rho",
                     "method", "n_rows", "contract_fingerprint", "fairness_passed",
-                    "orchestrator")
+                    "orchestrator", "fairness_claimed")
+
+
+def fairness_label(row: Mapping[str, Any]) -> str:
+    """The catalog's ``fair`` column in words (issue 35.2): ``yes`` or ``no`` for a release
+    whose method claims a fairness criterion, ``not claimed`` for one that checks a criterion
+    it does not promise (MST or AIM without TOT, dpgan, an embedding). A row written before
+    the ``fairness_claimed`` column existed reads as claimed."""
+    if row.get("fairness_claimed") is False:
+        return "not claimed"
+    return "yes" if row.get("fairness_passed") else "no"
 
 
 @contextlib.contextmanager

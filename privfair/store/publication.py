@@ -135,6 +135,8 @@ def _committed(store: Path, dataset: str, ident: str | None, version: str) -> bo
 
 
 def _insert_row(store: Path, row: list[Any]) -> None:
+    # an intent written before a column was added has a shorter row: the new ones are null
+    row = [*row, *[None] * (len(CATALOG_COLUMNS) - len(row))]
     with catalog(store) as con:
         con.execute("DELETE FROM releases WHERE dataset = ? AND version = ?", [row[0], row[1]])
         con.execute(f"INSERT INTO releases ({', '.join(CATALOG_COLUMNS)}) VALUES "

@@ -514,6 +514,8 @@ class GraphKind(ReleaseKind):
         manifest = build_manifest(plan, version=version, ledger=ledger, result=result,
                                   lifetime=lifetime,
                                   input_validation=state.get("input_validation"))
+        # public: each column's declared label, for the drawing (issue 35.6)
+        manifest["columns"] = plan.contract.column_notes()
         (folder / "graph.json").write_text(result.graph.to_json(), encoding="utf-8")
         (folder / "ledger.json").write_text(json.dumps(ledger.state_dict(), indent=2,
                                                        default=float), encoding="utf-8")

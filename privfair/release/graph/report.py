@@ -19,20 +19,21 @@ from privfair.reporting.charts import (
 )
 from privfair.reporting.report import (
     CSS,
+    column_names,
     kv_table,
     policy_counts_section,
 )
 
 
 def graph_chart(graph: CausalGraph, roles: Mapping[str, Any],
-                flagged: list[list[str]]) -> str:
+                flagged: list[list[str]], names: Mapping[str, str] | None = None) -> str:
     """The CPDAG in layers by role (protected → admissible → free → outcome): arrows,
     plain lines for undirected edges, flagged paths in red; inline SVG, then the full names
     of the labels it shortened."""
     red = {frozenset(pair) for path in flagged for pair in zip(path, path[1:], strict=False)}
     drawing, cut = layered_graph_svg(
         list(graph.nodes), roles, directed=list(graph.edges),
-        undirected=list(graph.undirected), flagged=red, label="causal graph",
+        undirected=list(graph.undirected), flagged=red, label="causal graph", names=names,
         title="Released causal graph (CPDAG); red: protected→outcome paths avoiding every "
               "admissible attribute")
     return drawing + full_names_table(cut)
@@ -53,7 +54,8 @@ def graph_report(manifest: Mapping[str, Any]) -> str:
                         for u, v in graph.edges) + "".join(
         f"<tr><td>{html.escape(u)}</td><td>–</td><td>{html.escape(v)}</td></tr>"
         for u, v in graph.undirected)
-    drawing = graph_chart(graph, manifest["roles"], flagged)
+    names = column_names(manifest)
+    drawing = graph_chart(graph, manifest["roles"], flagged, names)
     ledger = manifest["ledger"]
     return "\n".join([
         "<!doctype html><html><head><meta charset='utf-8'>",
@@ -68,6 +70,6 @@ def graph_report(manifest: Mapping[str, Any]) -> str:
         "<h2>Roles audit</h2>", audit,
         "<h2>Search</h2>", kv_table(manifest["search"]),
         "<h2>Input</h2>",
-        policy_counts_section((manifest.get("validation") or {}).get("input") or {}),
+        policy_counts_section((manifest.get("validation") or {}).get("input") or {}, names),
         "<h2>Privacy ledger</h2>", ledger_tables(ledger), ledger_svg(ledger),
         "</body></html>"])

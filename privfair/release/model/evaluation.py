@@ -24,8 +24,8 @@ from privfair.release.model.budget import EVALUATION_ENTRY
 
 #: |RD| at or below this (on the noisy figures) counts as fair (Xu 2021's threshold).
 FAIR_THRESHOLD = 0.05
-#: A predicted class whose noisy count is within this many noise deviations of 0 counts as
-#: never predicted.
+#: A predicted class whose noisy count is within this many noise deviations of 0 is one the
+#: noisy counts cannot show being predicted (the model itself decides triviality).
 TRIVIAL_SIGMAS = 2.0
 TRIVIAL = "trivial (predicts one class)"
 
@@ -72,9 +72,13 @@ def noisy_metrics(noisy: Sequence[Any], labels: Sequence[str], *, sigma: float,
             if g["true_positive_rate"] is not None]
     positives, negatives = float(c[:, 1, :].sum()), float(c[:, 0, :].sum())
     predicted = (float(c[:, :, 0].sum()), float(c[:, :, 1].sum()))
-    # A class predicted for no held-out row shows as a count within the noise of 0.
+    # Whether the model predicts one class is decided from the model (``constant``, from
+    # its weights or a public probe), never from these counts (issue 35.1). The counts can
+    # only fail to show a class: its noisy total within the noise of 0.
     floor = TRIVIAL_SIGMAS * sigma * math.sqrt(2 * len(labels))
-    trivial = constant is not None or min(predicted) <= floor
+    unseen = [name for name, total in zip(("negative", "positive"), predicted, strict=True)
+              if total <= floor]
+    trivial = constant is not None
     rd = float(max(rates) - min(rates)) if len(rates) > 1 else None
     return {
         "privacy": (f"DP: derived from per-group confusion matrices of the held-out rows "
@@ -85,7 +89,9 @@ def noisy_metrics(noisy: Sequence[Any], labels: Sequence[str], *, sigma: float,
         "noisy_confusion": {label: np.asarray(noisy, dtype=float)[k].round(3).tolist()
                             for k, label in enumerate(labels)},
         "confusion_layout": "[true label][predicted label], 0 = negative, 1 = positive",
+        "noise_sigma": float(sigma),
         "noisy_rows": total,
+        "noisy_predicted": {"negative": predicted[0], "positive": predicted[1]},
         "accuracy": _ratio(float(c[:, 0, 0].sum() + c[:, 1, 1].sum()), total),
         "majority_baseline_accuracy": _ratio(max(positives, negatives), total),
         "positive_prediction_rate": _ratio(predicted[1], total),
@@ -93,6 +99,11 @@ def noisy_metrics(noisy: Sequence[Any], labels: Sequence[str], *, sigma: float,
         "true_positive_rate_gap": float(max(tprs) - min(tprs)) if len(tprs) > 1 else None,
         "per_group": per_group,
         "trivial": trivial,
-        "fair": False if trivial or rd is None else rd <= FAIR_THRESHOLD,
+        # predicted classes whose noisy count is within 2 sigma (of the summed cells) of 0
+        "within_noise_of_zero": unseen,
+        "within_noise_floor": float(floor),
+        # not fair when the model predicts one class, or when the noisy counts cannot show
+        # that it predicts both (the rates would then compare noise)
+        "fair": False if trivial or unseen or rd is None else rd <= FAIR_THRESHOLD,
         "fair_threshold": FAIR_THRESHOLD,
     }

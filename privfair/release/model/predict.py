@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -50,6 +51,60 @@ def constant_prediction(weights: Mapping[str, np.ndarray],
     if low > 0:
         return 1
     return None
+
+
+#: Largest number of inputs the contract allows that :func:`probe_prediction` scores one by
+#: one; past it, a fixed public sample of that many.
+PROBE_INPUTS = 4096
+
+
+def probe_inputs(encoding: FeatureEncoding, *, limit: int = PROBE_INPUTS
+                 ) -> tuple[np.ndarray, bool]:
+    """Inputs the contract allows, one-hot per feature block plus the intercept: every one
+    when there are at most ``limit``, else ``limit`` drawn uniformly from a generator with
+    a fixed public seed (the probe is built from the contract alone, never from data).
+    Returns the inputs and whether they are all of them."""
+    sizes = [len(labels) for _, labels in encoding.features]
+    total = int(np.prod(sizes, dtype=float)) if sizes else 1
+    if total <= limit:
+        codes = np.indices(sizes).reshape(len(sizes), -1).T if sizes else np.zeros((1, 0),
+                                                                                  int)
+        exhaustive = True
+    else:
+        probe_rng = np.random.default_rng(0)  # public, fixed: the probe is not a noise draw
+        codes = np.stack([probe_rng.integers(0, k, size=limit) for k in sizes], axis=1)
+        exhaustive = False
+    x = np.zeros((len(codes), encoding.dimension))
+    offset = 0
+    for j, k in enumerate(sizes):
+        x[np.arange(len(codes)), offset + codes[:, j]] = 1.0
+        offset += k
+    x[:, -1] = 1.0
+    return x, exhaustive
+
+
+def probe_prediction(weights: Mapping[str, np.ndarray], encoding: FeatureEncoding
+                     ) -> dict[str, Any]:
+    """Whether the model predicts one class, decided from the model alone (issue 35.1).
+
+    Linear models: exactly (:func:`constant_prediction`). Networks: on the inputs of
+    :func:`probe_inputs`. Returns ``constant`` (0, 1 or None), ``positive_share`` (share of
+    probe inputs predicted positive, None for the exact linear test when not constant) and
+    ``how`` (a sentence for the model card)."""
+    exact = constant_prediction(weights, encoding)
+    linear = "coef" in weights or set(weights) == {"layer0.weight", "layer0.bias"}
+    if linear:
+        return {"constant": exact, "positive_share": None if exact is None else float(exact),
+                "how": "exact, from the weights: a linear model's largest and smallest score "
+                       "over every input the contract allows"}
+    x, exhaustive = probe_inputs(encoding)
+    share = float(np.mean(decision_function(weights, x) > 0))
+    constant = 1 if share == 1.0 else 0 if share == 0.0 else None
+    return {"constant": constant, "positive_share": share,
+            "how": (f"the model scored on every one of the {len(x):,} inputs the contract "
+                    "allows" if exhaustive else
+                    f"the model scored on {len(x):,} inputs drawn uniformly from the "
+                    "contract's domains (public: no data)")}
 
 
 def predict(release: str | Path, data: str | Path | pd.DataFrame) -> pd.DataFrame:

@@ -89,6 +89,7 @@ from privfair.release.model.predict import (  # noqa: F401  (re-exported)
     constant_prediction,
     decision_function,
     predict,
+    probe_prediction,
 )
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import measure_policy_counts
@@ -407,19 +408,28 @@ class ModelKind(ReleaseKind):
         return Cost(epsilon=plan.epsilon, delta=plan.delta, rdp=plan.budget.curve)
 
     def summary(self, plan: ModelPlan) -> str:
+        why = ("pure ε-DP functional mechanism (Laplace): it uses no δ, so it takes more "
+               "of the lifetime than a Gaussian table release at the same (ε, δ)"
+               if plan.params.model in FUNCTIONAL_MODELS else
+               "DP-SGD: its Rényi curve of subsampled Gaussian steps is reserved as declared "
+               "from min_rows")
         return (f"model release of {plan.dataset!r}: {plan.params.model}, "
-                f"ε = {plan.epsilon:g}, δ = {plan.delta:g}")
+                f"ε = {plan.epsilon:g}, δ = {plan.delta:g} ({why})")
 
     def outcome(self, manifest: Mapping[str, Any]) -> str:
         """The model, and its held-out figures as released (DP), or why there are none."""
         what = f"built {manifest['model']}"
         if manifest.get("trivial"):
-            return f"{what}: TRIVIAL (predicts one class for every row); not called fair"
+            return (f"{what}: TRIVIAL (predicts one class for every input the contract "
+                    "allows); not called fair")
         metrics = manifest.get("metrics")
         if not metrics:
             return f"{what}: no held-out figures (holdout = 0)"
         rd = metrics.get("risk_difference")
-        fair = (f"{'PASS' if metrics.get('fair') else 'FAIL'} "
+        unseen = metrics.get("within_noise_of_zero") or []
+        fair = (f"not called fair (the noisy counts cannot show the {' and '.join(unseen)} "
+                "class predicted)" if unseen else
+                f"{'PASS' if metrics.get('fair') else 'FAIL'} "
                 f"(|RD| <= {metrics.get('fair_threshold')})")
         return (f"{what}: DP held-out accuracy {metrics['accuracy']:.3f} (majority "
                 f"{metrics['majority_baseline_accuracy']:.3f}); risk difference "
@@ -441,13 +451,15 @@ class ModelKind(ReleaseKind):
         np.savez(folder / "weights.npz", **{k: np.asarray(v) for k, v in weights.items()})
         shutil.copyfile(plan.contract_path, folder / "contract.yaml")
         ledger = load_ledger(state["ledger"])
-        constant = constant_prediction(weights, plan.encoding)
+        probe = probe_prediction(weights, plan.encoding)
+        constant = probe["constant"]
         metrics = None
         if state.get("confusion") is not None:
             metrics = noisy_metrics(state["confusion"], plan.encoding.group_labels,
                                     sigma=float(plan.budget.evaluation_sigma),
                                     epsilon=plan.epsilon, delta=plan.delta, constant=constant)
-        trivial = (constant is not None) or bool(metrics and metrics["trivial"])
+        # decided from the model (weights or a public probe), never from noisy counts
+        trivial = constant is not None
         manifest = {
             "format": FORMAT, "kind": "model", "dataset": plan.dataset, "version": version,
             "run_id": plan.run_id, "started_at": plan.started_at, "published_at": utc_now(),
@@ -475,6 +487,9 @@ class ModelKind(ReleaseKind):
             "validation": {"input": state["input_validation"]},
             "features": plan.encoding.to_dict() | {"names": list(plan.encoding.feature_names)},
             "trivial": trivial,
+            "prediction_probe": probe | {"constant_class": (
+                None if constant is None else
+                plan.encoding.positive if constant == 1 else f"not {plan.encoding.positive}")},
             "metrics": metrics,
             "parameters": {
                 "model": p.model, "epsilon": p.epsilon, "delta": p.delta, "holdout": p.holdout,
@@ -499,7 +514,9 @@ class ModelKind(ReleaseKind):
                        n_rows=0, fairness_passed=bool(metrics and metrics["fair"]),
                        # the lifetime is charged the run's own curve (at or below the
                        # declared one it reserved: the protocol checks it)
-                       ledger_fields={"rdp": [float(v) for v in ledger.rdp()]})
+                       ledger_fields={"rdp": [float(v) for v in ledger.rdp()]},
+                       # without held-out figures there is no verdict to claim
+                       fairness_claimed=metrics is not None)
 
 
 MODEL = ModelKind()

@@ -48,7 +48,7 @@ from privfair.release.table.post_noise import (
     validate_output,
 )
 from privfair.release.table.private import measure_table, resolve_domains
-from privfair.release.table.publish import write_table_release
+from privfair.release.table.publish import PARITY_METHODS, write_table_release
 from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.store.registry import settle_curve
 from privfair.synth.synthesizer import AIM_METHODS, FAIR_METHODS
@@ -221,10 +221,6 @@ def sample_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
         state["generator"], plan.contract, context.workspace.artefacts, n_rows=plan.n_rows,
         delta=plan.delta, seed=context.seed, release_classifier=plan.release_classifier)
     return {"synthetic": synthetic, "generative": generative}
-
-
-#: GAN methods whose claim is statistical parity of the released table (FairGAN, FairGAN+).
-PARITY_METHODS = ("fairgan", "fairgan-plus")
 
 
 def gan_fairness_stage(context: RunContext, state: State) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 from privfair.contracts.schema import Contract
 from privfair.core.accounting import PrivacyLedger
 from privfair.release.table.plan import ReleasePlan
+from privfair.reporting.report import public_description
 from privfair.store.artefacts import (
     utc_now,
 )
@@ -125,7 +126,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                      "fingerprint": plan.declared_contract_fingerprint,
                      # differs when the release published DP domains (see the ledger)
                      "resolved_fingerprint": plan.contract_fingerprint,
-                     "description": contract.description},
+                     # a draft's review note is for the publisher, not the readers
+                     "description": public_description(contract.description) or None},
         # raw name, released name (rename:), label and description of each column
         "columns": contract.column_notes(),
         "domain": {"attributes": list(contract.column_names),
