@@ -1,7 +1,7 @@
 """Privacy rule 4 for CSV sources: the dialect is declared, never sniffed from the rows.
 
-A record that does not parse (too many fields, a quote left open, bytes that are not UTF-8)
-is dropped and counted in the noisy policy counts; it never stops a run after its
+A record that does not parse (too many fields, a quote left open, a line break its dialect
+does not allow) is dropped and counted in the noisy policy counts; it never stops a run after its
 reservation, nor changes its exit code or message. Before, DuckDB's sniffer read a sample of
 the rows to guess the delimiter, so one ragged line turned the header into one column and the
 run stopped after reserving with "internal error: KeyError".
@@ -17,9 +17,9 @@ import pandas as pd
 import pytest
 
 from privfair.cli import main
-from privfair.contracts.csv_source import UNPARSED_CELL, read_csv_text
+from privfair.contracts.csv_source import NOT_TEXT, UNPARSED_CELL, read_csv_text
 from privfair.contracts.encoding import PolicyTally, iter_discretized_batches, policy_cells
-from privfair.contracts.schema import load_contract
+from privfair.contracts.schema import DialectSpec, load_contract
 from privfair.release.graph.kind import GRAPH
 from privfair.release.model.train import MODEL
 from privfair.release.protocol import run_release
@@ -33,9 +33,16 @@ def test_the_reader_follows_rfc_4180_and_counts_the_records_it_drops(tmp_path):
     path = tmp_path / "edge.csv"
     path.write_bytes(EDGE_CASES)
     frame, unparsed = read_csv_text(path, ["b", "a"])
-    assert frame["a"].tolist() == ["1", "2", "3", "7"]
-    assert frame["b"].tolist() == ["x", "y,z", 'q"r', "multi\nline"]
-    assert unparsed == 3  # "4" (a field short), "5,w,extra" (one too many), "6,\xff"
+    assert frame["a"].tolist() == ["1", "2", "3", "6"]
+    # bytes that are not UTF-8: one value out of every declared domain
+    assert frame["b"].tolist() == ["x", "y,z", 'q"r', NOT_TEXT]
+    # "4" (a field short), "5,w,extra" (one too many), and the two lines of the quoted line
+    # break, which the default dialect (multiline: false) does not allow: each line alone
+    assert unparsed == 4
+    frame, unparsed = read_csv_text(path, ["b", "a"], DialectSpec(multiline=True))
+    assert frame["a"].tolist() == ["1", "2", "3", "6", "7"]
+    assert frame["b"].tolist()[-1] == "multi\nline"
+    assert unparsed == 2
 
 
 def _ragged(toy_frame: pd.DataFrame, path: Path) -> Path:

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from privfair.contracts.csv_source import csv_header, is_csv, read_csv_table
 from privfair.contracts.encoding import (
     STRIP_CHARS,
     as_text,
@@ -37,7 +38,8 @@ from privfair.contracts.encoding import (
     literal_file,
     match_text,
 )
-from privfair.contracts.schema import ColumnSpec, Contract, parse_contract
+from privfair.contracts.schema import ColumnSpec, Contract, DialectSpec, parse_contract
+from privfair.core.errors import ReleaseInputError
 
 __all__ = ["ColumnProblem", "DataCheck", "check_data", "draft_contract", "review_warning"]
 
@@ -67,28 +69,35 @@ class _Source:
 
 
 @contextmanager
-def _open(path: str | Path) -> Iterator[_Source]:
+def _open(path: str | Path, dialect: DialectSpec | None = None) -> Iterator[_Source]:
+    """The data as a DuckDB relation: a CSV file read record by record in ``dialect``
+    (:mod:`privfair.contracts.csv_source`; every field text), a Parquet file by DuckDB."""
     import duckdb
 
     from privfair.contracts.encoding import source_sql
 
     with literal_file(path) as literal:
         lit = Path(literal)
-        csv = lit.suffix == ".csv"
+        csv = is_csv(lit)
         hidden = set() if csv else set(hidden_index_columns(lit))
         con = duckdb.connect()
         try:
-            sql = source_sql(lit)
+            if csv:
+                try:
+                    header = csv_header(path, dialect)
+                    table, _ = read_csv_table(path, header, dialect)
+                except ReleaseInputError as exc:
+                    raise ValueError(str(exc)) from None
+                con.register("source", table)
+                sql = "source"
+            else:
+                sql = source_sql(lit)
             try:
                 described = con.execute(f"DESCRIBE SELECT * FROM {sql}").fetchall()
             except duckdb.Error as exc:
                 kind = str(exc).splitlines()[0].split(":")[0] if str(exc) else "error"
                 raise ValueError(f"data file {path} cannot be read ({kind})") from None
             types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
-            if csv:
-                # CSV is parsed once, not once per query (DuckDB spills to disk if needed).
-                con.execute(f"CREATE TEMP TABLE source AS SELECT * FROM {sql}")
-                sql = "source"
             yield _Source(con, sql, csv, types)
         finally:
             con.close()
@@ -166,7 +175,7 @@ def check_data(contract: Contract, data_path: str | Path, *, max_examples: int =
     their counts, and writes nothing.
     """
     problems: list[ColumnProblem] = []
-    with _open(data_path) as src:
+    with _open(data_path, contract.csv_dialect) as src:
         rows = int(src.con.execute(f"SELECT count(*) FROM {src.sql}").fetchone()[0])
         present = set(src.types)
         for name in contract.column_names:
