@@ -306,7 +306,8 @@ class CsvSource:
         for data in self._record_blocks(b, block_bytes):
             table = self._parse(data, b, columns)
             if table.num_rows:
-                yield from table.select(columns).cast(schema).to_batches(batch_rows)
+                yield from table.select(columns).cast(schema).combine_chunks().to_batches(
+                    batch_rows)
 
     def _record_blocks(self, b: _Bytes, block_bytes: int) -> Iterator[np.ndarray]:
         """Buffers of whole, well-formed records (each with its terminator), in order; the

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from privfair.contracts.csv_source import (
     UNPARSED_CELL,
@@ -375,7 +376,13 @@ def _csv_batches(path: Path, contract: Contract, batch_size: int,
                  ) -> Iterator[dict[str, np.ndarray]]:
     source = CsvSource.open(path, contract.csv_dialect)
     _check_columns(source.header, contract)
+    text = [spec.type != "numeric" for spec in contract.columns]
     for batch in source.batches(contract.column_names, batch_rows=batch_size):
+        # text as dictionaries: the encoder matches each distinct value once
+        batch = pa.RecordBatch.from_arrays(
+            [pc.dictionary_encode(column) if is_text else column
+             for column, is_text in zip(batch.columns, text, strict=True)],
+            names=batch.schema.names)
         yield discretize(batch, contract, open_categories=open_categories, tally=tally)
     if tally is not None:
         tally.add(*UNPARSED_CELL, source.unparsed)

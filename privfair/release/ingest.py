@@ -20,11 +20,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privfair.contracts.csv_source import UNPARSED_CELL, CsvSource, is_csv, valid_text
+from privfair.contracts.csv_source import (
+    UNPARSED_CELL,
+    CsvSource,
+    is_csv,
+    valid_text,
+    valid_text_columns,
+)
 from privfair.contracts.encoding import (
     STRIP_CHARS,
     PolicyTally,
     check_source_schema,
+    hidden_index_columns,
+    literal_file,
+    source_sql,
 )
 from privfair.contracts.schema import Contract
 from privfair.core.domain import code_dtype
@@ -151,44 +160,96 @@ def source_batches(path: Path, contract: Contract, *, batch_size: int = 200_000
 
 def _load(path: Path, contract: Contract, staging: Path, *, batch_size: int) -> FileRef:
     import duckdb
+
+    if is_csv(path):
+        return _load_csv(path, contract, staging, batch_size=batch_size)
+    try:  # DuckDB reads the file: the quickest way, when all its text is UTF-8
+        return _load_parquet(path, contract, staging, batch_size=batch_size, checked=False)
+    except duckdb.Error:
+        pass  # DuckDB refuses text that is not UTF-8: pyarrow reads it, each such value
+        # one value out of the domain; the same rows, the same staged values otherwise
+    try:
+        return _load_parquet(path, contract, staging, batch_size=batch_size, checked=True)
+    except duckdb.Error as exc:  # the file itself, not a value (DuckDB's words kept out)
+        kind = str(exc).splitlines()[0].split(":")[0].strip() if str(exc) else "error"
+        raise ReleaseInputError(f"data file {path} cannot be read as Parquet ({kind})"
+                                ) from None
+
+
+def _load_csv(path: Path, contract: Contract, staging: Path, *, batch_size: int) -> FileRef:
+    """A CSV file's records, as :func:`load` stages them: text, numbers trimmed of
+    whitespace and empty as null, ``normalize: strip`` applied."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    out = staging / "input.parquet"
+    schema, batches, source = source_batches(path, contract, batch_size=batch_size)
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh, pq.ParquetWriter(fh, schema, compression="zstd") as writer:
+        for batch in batches:
+            columns = []
+            for spec, column in zip(contract.columns, batch.columns, strict=True):
+                if spec.type == "numeric":
+                    column = pc.utf8_trim_whitespace(column)
+                    column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()),
+                                        column)
+                elif contract.normalization(spec.name) == "strip":
+                    column = pc.utf8_trim(column, characters=STRIP_CHARS)
+                columns.append(column)
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema),
+                               row_group_size=batch_size)
+    assert source is not None
+    _stage_unparsed(staging, source.unparsed)
+    os.chmod(out, 0o600)
+    return stage_file(out)
+
+
+def _load_parquet(path: Path, contract: Contract, staging: Path, *, batch_size: int,
+                  checked: bool) -> FileRef:
+    """A Parquet file's declared columns typed by DuckDB (:func:`text_expr`), read by DuckDB
+    or, ``checked``, by pyarrow with text that is not UTF-8 made one value
+    (:func:`source_batches`)."""
+    import duckdb
     import pyarrow as pa
 
     out = staging / "input.parquet"
-    csv_file = is_csv(path)
-    schema, batches, source = source_batches(path, contract, batch_size=batch_size)
     con = duckdb.connect()
     try:
-        # the file's order: a run's seeded stages (a holdout split, say) see rows in order
-        con.execute("SET preserve_insertion_order = true")
-        con.register("source_schema", schema.empty_table())
-        described = con.execute("DESCRIBE SELECT * FROM source_schema").fetchall()
-        types = {row[0]: str(row[1]) for row in described}
-        select = []
-        for spec in contract.columns:
-            col, kind = quote_identifier(spec.name), types[spec.name]
-            if spec.type == "numeric":
-                if csv_file:
-                    select.append(f"NULLIF(trim({col}), '') AS {col}")
-                elif NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL"):
-                    select.append(f"CAST({col} AS DOUBLE) AS {col}")
-                else:  # pragma: no cover - check_source_schema refused it
-                    raise ReleaseInputError(
-                        f"data file {path}: column {spec.name!r} has type {kind} but contract "
-                        f"{contract.name!r} declares it numeric")
+        # DuckDB's own scan of one file keeps its order; a stream must be kept in order
+        con.execute(f"SET preserve_insertion_order = {str(checked).lower()}")
+        with literal_file(path) as literal:
+            if checked:
+                schema, batches, _ = source_batches(path, contract, batch_size=batch_size)
+                con.register("source", pa.RecordBatchReader.from_batches(schema, batches))
+                relation = "source"
             else:
-                select.append(text_expr(path, spec.name, kind,
-                                         contract.normalization(spec.name)))
-        con.register("source", pa.RecordBatchReader.from_batches(schema, batches))
-        target = "'" + str(out).replace("'", "''") + "'"
-        con.execute(
-            f"COPY (SELECT {', '.join(select)} FROM source) TO {target} "
-            f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(batch_size)})")
-        _stage_unparsed(staging, source.unparsed if source is not None else 0)
+                relation = source_sql(Path(literal))
+            hidden = set(hidden_index_columns(literal))
+            described = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+            types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
+            select = []
+            for spec in contract.columns:
+                col, kind = quote_identifier(spec.name), types[spec.name]
+                if spec.type == "numeric":
+                    if not (NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL")):
+                        raise ReleaseInputError(  # pragma: no cover - the schema check
+                            f"data file {path}: column {spec.name!r} has type {kind} but "
+                            f"contract {contract.name!r} declares it numeric")
+                    select.append(f"CAST({col} AS DOUBLE) AS {col}")
+                else:
+                    select.append(text_expr(path, spec.name, kind,
+                                             contract.normalization(spec.name)))
+            target = "'" + str(out).replace("'", "''") + "'"
+            con.execute(
+                f"COPY (SELECT {', '.join(select)} FROM {relation}) TO {target} "
+                f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(batch_size)})")
     finally:
         con.close()
         # A raised error's traceback keeps this frame alive (Prefect holds failed states);
         # drop the connection so DuckDB's bindings are not reported as leaked at exit.
         del con
+    _stage_unparsed(staging, 0)
     os.chmod(out, 0o600)
     return stage_file(out)
 
@@ -347,7 +408,10 @@ def iter_batches(ref: FileRef, *, batch_size: int = 200_000,
         columns = list(readings)
     with pq.ParquetFile(path, read_dictionary=text_columns(pq.read_schema(path))) as pf:
         for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
-            yield batch if readings is None else read_columns(batch, readings)
+            # the staged copy's text is UTF-8 (the loader made it so): cheap to confirm on
+            # the dictionaries, and a value can then never stop a later stage
+            yield valid_text_columns(batch) if readings is None else read_columns(batch,
+                                                                                  readings)
 
 
 def text_columns(schema: Any) -> list[str]:
