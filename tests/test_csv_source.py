@@ -1,7 +1,7 @@
 """Privacy rule 4 for CSV sources: the dialect is declared, never sniffed from the rows.
 
-A record that does not parse (too many fields, a quote left open, bytes that are not UTF-8)
-is dropped and counted in the noisy policy counts; it never stops a run after its
+A record that does not parse (too many fields, a quote left open, a line break its dialect
+does not allow) is dropped and counted in the noisy policy counts; it never stops a run after its
 reservation, nor changes its exit code or message. Before, DuckDB's sniffer read a sample of
 the rows to guess the delimiter, so one ragged line turned the header into one column and the
 run stopped after reserving with "internal error: KeyError".
@@ -9,21 +9,27 @@ run stopped after reserving with "internal error: KeyError".
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import TOY_CONTRACT
 
 from privfair.cli import main
-from privfair.contracts.csv_source import UNPARSED_CELL, read_csv_text
+from privfair.contracts.csv_source import NOT_TEXT, UNPARSED_CELL, csv_header, read_csv_text
 from privfair.contracts.encoding import PolicyTally, iter_discretized_batches, policy_cells
-from privfair.contracts.schema import load_contract
+from privfair.contracts.schema import DialectSpec, load_contract, parse_contract
+from privfair.core.errors import ContractError, ReleaseInputError
 from privfair.release.graph.kind import GRAPH
 from privfair.release.model.train import MODEL
 from privfair.release.protocol import run_release
 from privfair.store.registry import registry_ledgers
+
+#: The toy contract's fingerprint before contracts had a dialect (main at e3d9b57).
+TOY_FINGERPRINT = "50a1e47c2ca96a733136bf9fc71e15bd0145e69af81195c729b9237236744e86"
 
 EDGE_CASES = (b'a,b\n1,x\n\n2,"y,z"\n3,"q""r"\n4\n5,w,extra\n6,\xff\n'
               b'7,"multi\nline"\n')
@@ -33,9 +39,16 @@ def test_the_reader_follows_rfc_4180_and_counts_the_records_it_drops(tmp_path):
     path = tmp_path / "edge.csv"
     path.write_bytes(EDGE_CASES)
     frame, unparsed = read_csv_text(path, ["b", "a"])
-    assert frame["a"].tolist() == ["1", "2", "3", "7"]
-    assert frame["b"].tolist() == ["x", "y,z", 'q"r', "multi\nline"]
-    assert unparsed == 3  # "4" (a field short), "5,w,extra" (one too many), "6,\xff"
+    assert frame["a"].tolist() == ["1", "2", "3", "6"]
+    # bytes that are not UTF-8: one value out of every declared domain
+    assert frame["b"].tolist() == ["x", "y,z", 'q"r', NOT_TEXT]
+    # "4" (a field short), "5,w,extra" (one too many), and the two lines of the quoted line
+    # break, which the default dialect (multiline: false) does not allow: each line alone
+    assert unparsed == 4
+    frame, unparsed = read_csv_text(path, ["b", "a"], DialectSpec(multiline=True))
+    assert frame["a"].tolist() == ["1", "2", "3", "6", "7"]
+    assert frame["b"].tolist()[-1] == "multi\nline"
+    assert unparsed == 2
 
 
 def _ragged(toy_frame: pd.DataFrame, path: Path) -> Path:
@@ -104,3 +117,72 @@ def test_other_kinds_drop_and_count_malformed_records(kind, toy_contract, toy_fr
     cells = {(r["column"], r["action"]) for r in
              manifest["validation"]["input"]["touched_rows"]}
     assert UNPARSED_CELL in cells
+
+
+def test_the_header_is_refused_before_the_reservation_with_the_reason(toy_contract, toy_frame,
+                                                                      tmp_path):
+    """The header line is the file's schema (public): one that does not parse in the
+    contract's dialect refuses the run before anything is reserved, saying what to declare."""
+    data = tmp_path / "crlf.csv"
+    toy_frame.to_csv(data, index=False, lineterminator="\r\n")
+    params = {"contract": str(toy_contract), "data": str(data), "epsilon": 1.0,
+              "delta": 1e-6, "model": "pflr", "out": str(tmp_path / "store"),
+              "work_dir": str(tmp_path / "work")}
+    with pytest.raises(ReleaseInputError, match=r"declare dialect: \{line_terminator: crlf\}"):
+        run_release(MODEL, params)
+    assert registry_ledgers("toy") == []  # nothing reserved
+    crlf = tmp_path / "toy-crlf.yaml"
+    crlf.write_text(toy_contract.read_text() + "dialect: {line_terminator: crlf}\n")
+    folder = run_release(MODEL, {**params, "contract": str(crlf)})
+    manifest = json.loads((Path(folder) / "manifest.json").read_text())
+    touched = {(r["column"], r["action"]) for r in
+               manifest["validation"]["input"]["touched_rows"]}
+    assert UNPARSED_CELL in touched
+
+
+def test_csv_header_reads_the_declared_dialect(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_bytes(b"\xef\xbb\xbf a ;'b;c';d\r\n1;2;3\r\n")
+    semicolon = DialectSpec(delimiter=";", quote="'", line_terminator="crlf")
+    assert csv_header(path, semicolon) == ["a", "b;c", "d"]  # no byte-order mark
+    with pytest.raises(ReleaseInputError, match="declare dialect: {line_terminator: crlf}"):
+        csv_header(path)
+    path.write_bytes(b"a,\xffb\n1,2\n")
+    with pytest.raises(ReleaseInputError, match="the header line is not UTF-8"):
+        csv_header(path)
+    path.write_bytes(b"a," + b"b" * 100 + b"\n")
+    with pytest.raises(ReleaseInputError, match="longer than max_record_bytes = 64"):
+        csv_header(path, DialectSpec(max_record_bytes=64))
+    path.write_bytes(b"")
+    assert csv_header(path) == []
+
+
+def test_a_gzipped_csv_reads_as_the_plain_one(toy_frame, tmp_path):
+    plain, packed = tmp_path / "t.csv", tmp_path / "t.csv.gz"
+    toy_frame.to_csv(plain, index=False)
+    packed.write_bytes(gzip.compress(plain.read_bytes()))
+    columns = ["age", "sex", "hours"]
+    assert read_csv_text(packed, columns)[0].equals(read_csv_text(plain, columns)[0])
+
+
+@pytest.mark.parametrize(("declared", "message"), [
+    ("{line_terminator: x}", "expected one of lf, crlf, cr"),
+    ("{delimiter: ab}", "expected one ASCII character"),
+    ("{delimiter: '\"'}", "delimiter and quote must differ"),
+    ("{max_record_bytes: 3}", "greater than or equal to 64"),
+    ("{separator: ';'}", "unknown key 'separator'"),
+])
+def test_a_dialect_is_checked_when_the_contract_is_read(declared, message):
+    with pytest.raises(ContractError, match=re.escape(message)):
+        parse_contract(TOY_CONTRACT + f"dialect: {declared}\n")
+
+
+def test_a_contract_without_a_dialect_keeps_its_fingerprint():
+    """The dialect is a later key: absent, the contract's fingerprint (and so the ledger its
+    releases are recorded against) is what it was; declared, it is part of it."""
+    plain = parse_contract(TOY_CONTRACT)
+    assert plain.dialect is None and plain.csv_dialect == DialectSpec()
+    assert plain.fingerprint() == TOY_FINGERPRINT
+    declared = parse_contract(TOY_CONTRACT + "dialect: {line_terminator: \"\\r\\n\"}\n")
+    assert declared.csv_dialect.line_terminator == "\r\n"
+    assert declared.fingerprint() != plain.fingerprint()

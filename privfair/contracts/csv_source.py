@@ -1,37 +1,58 @@
-"""The one CSV dialect privfair reads, declared here and never sniffed from the data.
+"""CSV files read record by record, in the dialect the contract declares, never sniffed.
 
-A CSV file is read as RFC 4180 says: fields separated by ``,``, quoted with ``"``, a quote
-inside a quoted field doubled, the first line the header. The header is the file's schema,
-a public fact checked before a release reserves its budget
-(:func:`privfair.contracts.encoding.check_source_schema`); every field is read as text and
-typed by the contract, never by DuckDB's sniffer, whose guess (the delimiter, the types)
-depends on the rows it samples.
+The unit of privacy of a CSV source is the record as the contract's dialect delimits it
+(:class:`~privfair.contracts.schema.DialectSpec`; by default RFC 4180 with ``\\n`` line
+ends): one line, or with ``multiline`` a line whose quoted fields run on, cut at
+``max_record_bytes``. The first line is the header: the file's schema, a public fact checked
+before a release reserves its budget (:func:`csv_header`). Every other record stands alone:
+a record that does not parse as exactly one row of the header's fields is dropped and
+counted in :data:`UNPARSED_CELL` of the policy tally, which a release publishes only as a
+noisy count. A record does not parse when it has a field too many or too few, a quote that
+is not around a whole field (RFC 4180: a field is quoted whole, a quote inside it doubled),
+a quote left open, a line break that its dialect does not allow (a ``\\r`` in a ``\\n``
+file, say), or more than ``max_record_bytes`` bytes. So no record can change how another
+one reads (no shared sniffing, no quote that swallows the rest of the file), and once the
+budget is reserved a malformed record never stops the run nor changes its message (issue
+21.2, privacy rule 4).
 
-A record the dialect cannot parse (too many or too few fields, a quote left open, bytes that
-are not UTF-8) is dropped, like a row that a ``drop`` policy drops, and counted in the
-:data:`UNPARSED_CELL` of the policy tally, which a release publishes only as a noisy count.
-So once the budget is reserved a malformed line never stops the run nor changes its message
-(issue 21.2, privacy rule 4). The unit of privacy is the record as this dialect parses it: a
-quote left open makes the rest of the file one record, which is dropped as one.
+Values are text; an empty field is a null. A value whose bytes are not UTF-8 reads as the
+one value :data:`NOT_TEXT` (U+FFFD), which no declared category matches, so the column's
+``out_of_domain`` policy decides (:func:`valid_text` does the same for Parquet text).
+
+Speed: the bytes are read in blocks; the records of a block are split and checked with
+numpy (line ends, quotes, lengths) and the well-formed ones parsed in bulk by pyarrow's CSV
+reader, whose rows are checked to be exactly those records (a record that pyarrow would
+read otherwise is parsed alone and dropped).
 """
 
 from __future__ import annotations
 
-import csv
 import gzip
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-__all__ = ["UNPARSED_CELL", "csv_header", "csv_relation_sql", "is_csv", "read_csv_text",
-           "unparsed_records"]
+import numpy as np
+import pyarrow as pa
+
+from privfair.contracts.schema import DEFAULT_DIALECT, DialectSpec
+from privfair.core.errors import ReleaseInputError
+
+__all__ = ["NOT_TEXT", "UNPARSED_CELL", "CsvSource", "csv_header", "is_csv",
+           "read_csv_table", "read_csv_text", "valid_text", "valid_text_columns"]
 
 #: The policy-tally cell of the records the dialect could not parse (each dropped).
 UNPARSED_CELL = ("(unparsed record)", "dropped")
 
-#: DuckDB's tables of rejected records, one pair per connection (temporary tables).
-_REJECTS = "privfair_rejected_lines"
-_SCANS = "privfair_rejected_scans"
+#: What a text value whose bytes are not UTF-8 reads as: one value, out of every declared
+#: domain unless a contract declares it.
+NOT_TEXT = "\ufffd"
+
+#: Bytes read from the file at a time (a block's records are parsed together).
+BLOCK_BYTES = 8 << 20
+
+_UTF8_BOM = b"\xef\xbb\xbf"
 
 
 def is_csv(path: str | Path) -> bool:
@@ -39,72 +60,471 @@ def is_csv(path: str | Path) -> bool:
     return Path(path).name.lower().endswith((".csv", ".csv.gz"))
 
 
-def csv_header(path: str | Path) -> list[str]:
-    """The column names on the first line of a CSV file, stripped of surrounding spaces."""
-    path = Path(path)
-    opener: Any = gzip.open if path.name.lower().endswith(".gz") else open
-    with opener(path, "rt", newline="", encoding="utf-8", errors="replace") as fh:
-        return [name.strip() for name in next(csv.reader(fh), [])]
+def _open(path: Path) -> BinaryIO:
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return open(path, "rb")  # noqa: SIM115 - the caller closes it
 
 
-def _sql_text(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+# --- text that is not UTF-8 -------------------------------------------------------------------
 
 
-def csv_relation_sql(literal: str | Path, header: Sequence[str]) -> str:
-    """DuckDB's ``read_csv`` of ``literal`` in the declared dialect, every column as text.
+def valid_text(column: Any) -> Any:
+    """``column`` (an Arrow array or chunked array) with every text value whose bytes are not
+    UTF-8 replaced by :data:`NOT_TEXT`; columns of other types as they are.
 
-    Parameters
+    Arrow does not check the text of a Parquet file (nor of a CSV read here), and Python
+    refuses it when a value becomes a ``str``: unchecked, one such value stops a run.
+    """
+    if isinstance(column, pa.ChunkedArray):
+        chunks = [valid_text(chunk) for chunk in column.chunks]
+        if all(new is old for new, old in zip(chunks, column.chunks, strict=True)):
+            return column
+        return pa.chunked_array(chunks, type=column.type)
+    if pa.types.is_dictionary(column.type):
+        dictionary = valid_text(column.dictionary)
+        if dictionary is column.dictionary:
+            return column
+        return pa.DictionaryArray.from_arrays(column.indices, dictionary)
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return column
+    try:
+        column.validate(full=True)
+        return column
+    except pa.ArrowInvalid:
+        pass
+    raw = column.view(pa.large_binary() if pa.types.is_large_string(column.type)
+                      else pa.binary())
+    return pa.array([None if value is None else _decoded(value) for value in raw.to_pylist()],
+                    type=column.type)
+
+
+def _decoded(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return NOT_TEXT
+
+
+def valid_text_columns(data: Any) -> Any:
+    """An Arrow table or record batch with :func:`valid_text` applied to every column."""
+    columns = [valid_text(column) for column in data.columns]
+    if all(new is old for new, old in zip(columns, data.columns, strict=True)):
+        return data
+    kind = pa.Table if isinstance(data, pa.Table) else pa.RecordBatch
+    return kind.from_arrays(columns, names=data.schema.names)
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Bytes:
+    """The terminator byte, the other line-break byte and the quote, delimiter bytes."""
+
+    end: int
+    other: int
+    crlf: bool
+    quote: int
+    delimiter: int
+
+    @classmethod
+    def of(cls, dialect: DialectSpec) -> _Bytes:
+        end = ord(dialect.line_terminator[-1])
+        return cls(end=end, other=ord("\r") if end == ord("\n") else ord("\n"),
+                   crlf=dialect.line_terminator == "\r\n", quote=ord(dialect.quote),
+                   delimiter=ord(dialect.delimiter))
+
+
+@dataclass
+class _Records:
+    """The records of a buffer: ``[start, stop)`` each (``stop`` at its terminator byte or
+    the buffer's end), where its content ends (before a CRLF's ``\\r``), and which are
+    malformed."""
+
+    start: np.ndarray
+    stop: np.ndarray
+    content: np.ndarray
+    bad: np.ndarray
+
+    @property
+    def empty(self) -> np.ndarray:
+        return (self.content == self.start) & ~self.bad
+
+
+def _line_records(data: np.ndarray, ends: np.ndarray, b: _Bytes, final: bool) -> _Records:
+    """One record per line: ``ends`` the terminator bytes' positions; with ``final`` the
+    bytes after the last one are a record too."""
+    stop = ends if not final or (ends.size and ends[-1] == data.size - 1) or not data.size \
+        else np.append(ends, data.size)
+    start = np.empty_like(stop)
+    if stop.size:
+        start[0] = 0
+        start[1:] = stop[:-1] + 1
+    content = stop.copy()
+    bad = np.zeros(stop.size, dtype=bool)
+    if b.crlf:
+        ended = stop < data.size  # a record cut by the end of the file needs no "\r"
+        before = np.maximum(stop - 1, 0)
+        has_cr = (stop > start) & (data[before] == ord("\r"))
+        content[has_cr] -= 1
+        # "\n" without its "\r": a stray line break (the empty ones too)
+        bad |= ended & ~has_cr
+    return _Records(start, stop, content, bad)
+
+
+def _quote_records(data: np.ndarray, b: _Bytes, final: bool, limit: int) -> tuple[_Records, int]:
+    """Records of a ``multiline`` dialect: a record ends at the first terminator outside
+    quotes with at most ``limit`` bytes before it; a record that has not ended when it holds
+    ``limit`` bytes ends at the first terminator from there (and is malformed). Returns the
+    records and the bytes they span (the rest waits for more input unless ``final``)."""
+    ends = np.flatnonzero(data == b.end)
+    quotes = np.concatenate(([0], np.cumsum(data == b.quote, dtype=np.int64)))
+    odd = ((quotes[ends] - quotes[np.concatenate(([0], ends[:-1] + 1))]) % 2).tolist()
+    starts: list[int] = []
+    stops: list[int] = []
+    cut: list[bool] = []
+    position, parity = 0, 0
+    for end, flips in zip(ends.tolist(), odd, strict=True):
+        parity ^= flips
+        closed = parity == 0 and end - position <= limit
+        if closed or end - position >= limit:
+            starts.append(position)
+            stops.append(end)
+            cut.append(not closed)
+            position, parity = end + 1, 0
+    if final and position < data.size:
+        starts.append(position)
+        stops.append(data.size)
+        cut.append(data.size - position > limit)  # an open quote is caught by the checks
+        position = data.size
+    stop = np.array(stops, dtype=np.int64)
+    records = _line_records(data[:position], stop, b, final=False)
+    records.bad |= np.array(cut, dtype=bool)
+    return records, position
+
+
+def _check_records(data: np.ndarray, records: _Records, b: _Bytes, *, multiline: bool,
+                   limit: int, fields: int | None) -> None:
+    """Mark the malformed records of ``data`` (which they tile): too long, a line break
+    that its dialect does not allow, a quote not around a whole field (RFC 4180) or left
+    open, not ``fields`` fields. Byte masks, counted per record between its bounds."""
+    start, content = records.start, records.content
+    if not start.size:
+        return
+    records.bad |= (content - start) > limit
+
+    bounds = np.empty(2 * start.size, dtype=np.int64)
+    bounds[0::2], bounds[1::2] = start, content
+    empty = content == start
+
+    def count(flags: np.ndarray) -> np.ndarray:
+        """How many of each record's content bytes are flagged."""
+        sums = np.add.reduceat(np.append(flags, False), bounds, dtype=np.int32)[0::2]
+        sums[empty] = 0  # reduceat gives an empty range its first element
+        return sums
+
+    quote = data == b.quote
+    quoted = bool(quote.any())
+    if quoted:
+        # inside[p]: an odd number of quotes between p's record start and p
+        before = np.zeros(data.size + 1, dtype=np.int32)
+        np.cumsum(quote, out=before[1:])
+        length = np.minimum(records.stop + 1, data.size) - start
+        inside = ((before[:-1] & 1).astype(np.uint8)
+                  ^ np.repeat((before[start] & 1).astype(np.uint8), length)).view(bool)
+        records.bad |= (before[content] - before[start]) % 2 == 1  # left open
+        # a quote outside quotes opens a field: at the record's start or after a delimiter
+        # (or it is the second of a doubled quote); one inside closes it: before a delimiter
+        # or the record's end (or it is the first of a doubled quote)
+        mark = (data == b.delimiter) | quote
+        after_mark = np.ones(data.size, dtype=bool)
+        after_mark[1:] = mark[:-1]
+        after_mark[start] = True
+        before_mark = np.ones(data.size, dtype=bool)
+        before_mark[:-1] = mark[1:]
+        ends = content[content > start] - 1
+        before_mark[ends] = True
+        records.bad |= count(quote & np.where(inside, ~before_mark, ~after_mark)) > 0
+    # line breaks in a record's content: only inside quotes, and only if multiline
+    breaks = (data == b.other) | (data == b.end)
+    if multiline and quoted:
+        breaks &= ~inside
+    records.bad |= count(breaks) > 0
+    if fields is not None:  # the delimiters outside quotes: one fewer than the fields
+        delimiters = data == b.delimiter
+        if quoted:
+            delimiters &= ~inside
+        records.bad |= (count(delimiters) + 1 != fields) & (content > start)
+
+
+@dataclass
+class CsvSource:
+    """A CSV file's records in a contract's dialect, read block by block.
+
+    Attributes
     ----------
-    literal : str or Path
-        The file to read, as DuckDB should see it (no glob characters: see
-        :func:`privfair.contracts.encoding.literal_file`).
-    header : sequence of str
-        The names on the header line (:func:`csv_header`), in order.
-
-    Returns
-    -------
-    str
-        A table function call; records it cannot parse are skipped and logged in this
-        connection's rejects table, counted by :func:`unparsed_records`.
+    path : Path
+        The file (``.csv`` or ``.csv.gz``).
+    dialect : DialectSpec
+        The contract's dialect.
+    header : list of str
+        The column names on the header line (public; read by :func:`csv_header`).
+    unparsed : int
+        How many records did not parse so far (private: publish only a noisy count).
     """
-    columns = ", ".join(f"{_sql_text(name)}: 'VARCHAR'" for name in header)
-    return (f"read_csv({_sql_text(str(literal))}, header = true, auto_detect = false, "
-            f"delim = ',', quote = '\"', escape = '\"', columns = {{{columns}}}, "
-            f"strict_mode = true, ignore_errors = true, store_rejects = true, "
-            f"rejects_table = '{_REJECTS}', rejects_scan = '{_SCANS}')")
+
+    path: Path
+    dialect: DialectSpec = DEFAULT_DIALECT
+    header: list[str] = field(default_factory=list)
+    unparsed: int = 0
+
+    @classmethod
+    def open(cls, path: str | Path, dialect: DialectSpec | None = None) -> CsvSource:
+        """The file's source, its header read (:func:`csv_header`: refused if malformed)."""
+        dialect = dialect or DEFAULT_DIALECT
+        return cls(Path(path), dialect, csv_header(path, dialect))
+
+    def batches(self, columns: Sequence[str], *, batch_rows: int = 200_000,
+                block_bytes: int = BLOCK_BYTES) -> Iterator[pa.RecordBatch]:
+        """The ``columns``' values of every record that parses, as text (nulls for empty
+        fields), in file order; counts the others in :attr:`unparsed`.
+
+        Raises
+        ------
+        ReleaseInputError
+            A column is not on the header line, or twice (the file's schema: public).
+        """
+        columns = list(columns)
+        for name in columns:
+            if self.header.count(name) != 1:
+                raise ReleaseInputError(
+                    f"data file {self.path}: column {name!r} is "
+                    f"{'not on' if name not in self.header else 'twice on'} the header line")
+        b = _Bytes.of(self.dialect)
+        schema = pa.schema([(name, pa.string()) for name in columns])
+        for data in self._record_blocks(b, block_bytes):
+            table = self._parse(data, b, columns)
+            if table.num_rows:
+                yield from table.select(columns).cast(schema).combine_chunks().to_batches(
+                    batch_rows)
+
+    def _record_blocks(self, b: _Bytes, block_bytes: int) -> Iterator[np.ndarray]:
+        """Buffers of whole, well-formed records (each with its terminator), in order; the
+        malformed records are counted in :attr:`unparsed`."""
+        limit = self.dialect.max_record_bytes
+        skipping = False  # in a record already counted as too long: skip to its end
+        with _open(self.path) as fh:
+            _, carry = _read_header(fh, self.dialect)
+            while True:
+                chunk = fh.read(max(block_bytes, 2 * limit + 4))
+                final = not chunk
+                data = np.frombuffer(carry + chunk, dtype=np.uint8)
+                if skipping:
+                    ends = np.flatnonzero(data == b.end)
+                    if not ends.size:
+                        carry = b""
+                        if final:
+                            return
+                        continue
+                    data, skipping = data[int(ends[0]) + 1:], False
+                if self.dialect.multiline:
+                    records, used = _quote_records(data, b, final, limit)
+                else:
+                    ends = np.flatnonzero(data == b.end)
+                    used = data.size if final else (int(ends[-1]) + 1 if ends.size else 0)
+                    records = _line_records(data[:used], ends, b, final)
+                _check_records(data[:used], records, b, multiline=self.dialect.multiline,
+                               limit=limit, fields=len(self.header))
+                carry = data[used:].tobytes()
+                if len(carry) > limit + 2:  # no record may end there: one too long
+                    self.unparsed += 1
+                    carry, skipping = b"", True
+                self.unparsed += int(records.bad.sum())
+                kept = ~records.bad & ~records.empty
+                if kept.any():
+                    yield _kept_bytes(data[:used], records, kept)
+                if final:
+                    return
+
+    def _parse(self, data: np.ndarray, b: _Bytes, columns: list[str]) -> pa.Table:
+        """Parse a buffer of well-formed records. Should pyarrow not read it as one row per
+        record (it never should: the records were checked), each half is parsed again, down
+        to single records, and a record that pyarrow does not read as one row is counted as
+        unparsed."""
+        raw = data.tobytes()
+        table = self._pyarrow(raw, columns)
+        expected = _count_records(data, b, self.dialect.multiline)
+        if table is not None and table.num_rows == expected + 1:
+            table = table.slice(0, expected)  # less the sentinel row
+            try:  # text split at ASCII bytes stays UTF-8: most often nothing to check
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                table = valid_text_columns(table)
+            return table
+        if expected <= 1:
+            self.unparsed += expected
+            return _empty(columns)
+        middle = _record_bounds(data, b, self.dialect.multiline)[expected // 2][0]
+        return pa.concat_tables([self._parse(data[:middle], b, columns),
+                                 self._parse(data[middle:], b, columns)])
+
+    def _pyarrow(self, data: bytes, columns: list[str]) -> pa.Table | None:
+        """pyarrow's rows of ``data`` and of a sentinel record after it (a quote left open
+        would swallow it); None when pyarrow refuses them."""
+        import pyarrow.csv as pcsv
+
+        dialect = self.dialect
+        terminator = dialect.line_terminator.encode()
+        if data and not data.endswith(terminator[-1:]):
+            data += terminator
+        sentinel = dialect.delimiter.encode() * (len(self.header) - 1) or b"\x00"
+        data += sentinel + terminator
+        limit = dialect.max_record_bytes
+        try:
+            return pcsv.read_csv(
+                pa.py_buffer(data),
+                read_options=pcsv.ReadOptions(
+                    column_names=self.header, use_threads=True,
+                    block_size=min(max(1 << 20, 2 * limit + 64), (1 << 31) - 1)),
+                parse_options=pcsv.ParseOptions(
+                    delimiter=dialect.delimiter, quote_char=dialect.quote, double_quote=True,
+                    escape_char=False, newlines_in_values=dialect.multiline,
+                    ignore_empty_lines=True),
+                convert_options=pcsv.ConvertOptions(
+                    column_types=dict.fromkeys(columns, pa.string()), include_columns=columns,
+                    check_utf8=False, null_values=[""], strings_can_be_null=True,
+                    quoted_strings_can_be_null=True))
+        except (pa.ArrowException, ValueError):  # checked records should never get here
+            return None
 
 
-def unparsed_records(con: Any) -> int:
-    """How many records the reads of :func:`csv_relation_sql` on ``con`` skipped (private).
+def _kept_bytes(data: np.ndarray, records: _Records, kept: np.ndarray) -> np.ndarray:
+    """The bytes of the ``kept`` records (which tile ``data``), each with its terminator."""
+    if kept.all():
+        return data
+    length = np.minimum(records.stop + 1, data.size) - records.start
+    return data[np.repeat(kept, length)]
 
-    A record can be rejected for several reasons at once, and by several reads of the one
-    file a connection makes; it counts once.
+
+def _record_bounds(data: np.ndarray, b: _Bytes, multiline: bool) -> list[tuple[int, int]]:
+    """``[start, stop)`` of each record in a buffer of well-formed records."""
+    if multiline:
+        records, _ = _quote_records(data, b, True, data.size + 1)
+    else:
+        records = _line_records(data, np.flatnonzero(data == b.end), b, True)
+    return [(int(s), int(min(e + 1, data.size))) for s, e in
+            zip(records.start, records.stop, strict=True)]
+
+
+def _count_records(data: np.ndarray, b: _Bytes, multiline: bool) -> int:
+    if multiline:
+        return len(_record_bounds(data, b, multiline))
+    ends = int(np.count_nonzero(data == b.end))
+    return ends + int(data.size > 0 and data[-1] != b.end)
+
+
+def _empty(columns: list[str]) -> pa.Table:
+    return pa.table({name: pa.array([], pa.string()) for name in columns})
+
+
+def _read_header(fh: BinaryIO, dialect: DialectSpec) -> tuple[bytes, bytes]:
+    """Read the header record off ``fh`` (public: the file's schema): its bytes (less its
+    terminator and a UTF-8 byte-order mark) and the bytes read past it.
+
+    Raises ``_HeaderError`` when it does not parse in the dialect."""
+    b = _Bytes.of(dialect)
+    limit = dialect.max_record_bytes
+    records = _Records(*(np.zeros(0, np.int64),) * 3, np.zeros(0, bool))
+    chunk = fh.read(1 << 16)
+    head = chunk.removeprefix(_UTF8_BOM)
+    while True:
+        final = not chunk
+        data = np.frombuffer(head, dtype=np.uint8)
+        if dialect.multiline:
+            records, _ = _quote_records(data, b, final, limit)
+        else:
+            ends = np.flatnonzero(data == b.end)[:1]
+            if final or ends.size:
+                records = _line_records(data[:int(ends[0]) + 1] if ends.size else data,
+                                        ends, b, final and not ends.size)
+        if records.start.size:
+            break
+        if final:
+            return b"", b""
+        if len(head) > limit + 2:
+            raise _HeaderError(head, dialect)
+        chunk = fh.read(1 << 16)
+        head += chunk
+    first = _Records(records.start[:1], records.stop[:1], records.content[:1],
+                     records.bad[:1])
+    used = min(int(first.stop[0]) + 1, data.size)
+    _check_records(data[:used], first, b, multiline=dialect.multiline, limit=limit,
+                   fields=None)
+    line = head[:int(first.content[0])]
+    if first.bad[0]:
+        raise _HeaderError(head[:int(first.stop[0])], dialect)
+    return line, head[used:]
+
+
+class _HeaderError(ValueError):
+    def __init__(self, line: bytes, dialect: DialectSpec) -> None:
+        hint = ""
+        if len(line) > dialect.max_record_bytes:
+            hint = f" (longer than max_record_bytes = {dialect.max_record_bytes})"
+        elif dialect.line_terminator == "\n" and line.endswith(b"\r"):
+            hint = " (it ends in \\r\\n: declare dialect: {line_terminator: crlf})"
+        elif dialect.line_terminator == "\r\n" and not line.endswith(b"\r"):
+            hint = " (it does not end in \\r\\n: declare dialect: {line_terminator: lf})"
+        super().__init__(f"the header line does not parse in the contract's CSV dialect{hint}")
+
+
+def csv_header(path: str | Path, dialect: DialectSpec | None = None) -> list[str]:
+    """The column names on the header line of a CSV file, stripped of surrounding spaces.
+
+    The header is the file's schema (public): a header that does not parse in ``dialect``
+    is refused, naming the problem (never a record's).
+
+    Raises
+    ------
+    ReleaseInputError
+        The file cannot be read, or its header line does not parse in the dialect.
     """
+    import csv
+    import io
+
+    dialect = dialect or DEFAULT_DIALECT
+    path = Path(path)
     try:
-        (count,) = con.execute(
-            f"SELECT count(*) FROM (SELECT DISTINCT line FROM {_REJECTS})").fetchone()
-    except Exception as exc:  # no read on this connection rejected anything, or none ran
-        if "does not exist" in str(exc) or "not found" in str(exc).lower():
-            return 0
-        raise
-    return int(count)
+        with _open(path) as fh:
+            line, _ = _read_header(fh, dialect)
+        text = line.decode("utf-8")
+    except _HeaderError as exc:
+        raise ReleaseInputError(f"data file {path}: {exc}") from None
+    except UnicodeDecodeError:
+        raise ReleaseInputError(f"data file {path}: the header line is not UTF-8") from None
+    except (OSError, EOFError) as exc:
+        raise ReleaseInputError(f"data file {path} cannot be read as CSV "
+                                f"({type(exc).__name__})") from None
+    if not text:
+        return []
+    rows = list(csv.reader(io.StringIO(text, newline=""), delimiter=dialect.delimiter,
+                           quotechar=dialect.quote, doublequote=True, strict=True))
+    return [name.strip() for name in rows[0]] if rows else []
 
 
-def read_csv_text(path: str | Path, columns: Sequence[str]) -> tuple[Any, int]:
-    """The ``columns`` of a CSV file as a pandas frame of text (nulls for empty fields),
-    and the number of records the dialect could not parse (private, for the policy tally).
-    """
-    import duckdb
+def read_csv_table(path: str | Path, columns: Sequence[str],
+                   dialect: DialectSpec | None = None) -> tuple[pa.Table, int]:
+    """The ``columns`` of a CSV file's records as an Arrow table of text, and how many
+    records did not parse (private, for the policy tally)."""
+    source = CsvSource.open(path, dialect)
+    batches = list(source.batches(columns))
+    schema = pa.schema([(name, pa.string()) for name in columns])
+    return pa.Table.from_batches(batches, schema=schema), source.unparsed
 
-    from privfair.contracts.encoding import literal_file
 
-    header = csv_header(path)
-    selected = ", ".join('"' + name.replace('"', '""') + '"' for name in columns)
-    con = duckdb.connect()
-    try:
-        with literal_file(path) as literal:
-            frame = con.sql(f"SELECT {selected} FROM {csv_relation_sql(literal, header)}").df()
-        return frame, unparsed_records(con)
-    finally:
-        con.close()
+def read_csv_text(path: str | Path, columns: Sequence[str],
+                  dialect: DialectSpec | None = None) -> tuple[Any, int]:
+    """:func:`read_csv_table` as a pandas frame of text (nulls for empty fields)."""
+    table, unparsed = read_csv_table(path, columns, dialect)
+    return table.to_pandas(), unparsed

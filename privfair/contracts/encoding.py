@@ -38,13 +38,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from privfair.contracts.csv_source import (
     UNPARSED_CELL,
+    CsvSource,
     csv_header,
-    csv_relation_sql,
-    is_csv,
-    unparsed_records,
+    valid_text_columns,
 )
 from privfair.contracts.schema import ColumnSpec, Contract, OpenCategories
 from privfair.core.errors import DomainError, ReleaseInputError
@@ -319,8 +319,10 @@ def iter_discretized_batches(
     """Stream a Parquet or CSV file and yield its codes batch by batch.
 
     Only one batch is held in memory at a time, so a file larger than memory works. Parquet
-    is read with pyarrow; CSV with DuckDB, every field read as text (so type sniffing never
-    fails on a private value) and then encoded by the contract.
+    is read with pyarrow (text that is not UTF-8 read as one value out of the domain); CSV
+    record by record in the contract's dialect (:mod:`privfair.contracts.csv_source`), every
+    field read as text and then encoded by the contract; a record that does not parse is
+    counted in the tally's unparsed cell.
 
     Parameters
     ----------
@@ -365,28 +367,25 @@ def _parquet_batches(path: Path, contract: Contract, batch_size: int,
         _check_columns([n for n in reader.schema_arrow.names if n not in hidden], contract)
         for batch in reader.iter_batches(batch_size=batch_size,
                                          columns=list(contract.column_names)):
-            yield discretize(batch, contract, open_categories=open_categories, tally=tally)
+            yield discretize(valid_text_columns(batch), contract,
+                             open_categories=open_categories, tally=tally)
 
 
 def _csv_batches(path: Path, contract: Contract, batch_size: int,
                  open_categories: OpenCategories | None, tally: PolicyTally | None
                  ) -> Iterator[dict[str, np.ndarray]]:
-    import duckdb
-
-    header = csv_header(path)
-    _check_columns(header, contract)
-    con = duckdb.connect()
-    try:
-        with literal_file(path) as literal:
-            selected = ", ".join('"' + c.replace('"', '""') + '"' for c in contract.column_names)
-            relation = con.sql(f"SELECT {selected} FROM {csv_relation_sql(literal, header)}")
-            for batch in relation.to_arrow_reader(batch_size):
-                yield discretize(batch, contract, open_categories=open_categories,
-                                 tally=tally)
-        if tally is not None:
-            tally.add(*UNPARSED_CELL, unparsed_records(con))
-    finally:
-        con.close()
+    source = CsvSource.open(path, contract.csv_dialect)
+    _check_columns(source.header, contract)
+    text = [spec.type != "numeric" for spec in contract.columns]
+    for batch in source.batches(contract.column_names, batch_rows=batch_size):
+        # text as dictionaries: the encoder matches each distinct value once
+        batch = pa.RecordBatch.from_arrays(
+            [pc.dictionary_encode(column) if is_text else column
+             for column, is_text in zip(batch.columns, text, strict=True)],
+            names=batch.schema.names)
+        yield discretize(batch, contract, open_categories=open_categories, tally=tally)
+    if tally is not None:
+        tally.add(*UNPARSED_CELL, source.unparsed)
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -624,12 +623,9 @@ def _counted_bin_codes(edges: Sequence[float], lower: float, upper: float,
 
 
 def source_sql(path: Path) -> str:
-    """DuckDB's reader of a CSV (every column as text) or Parquet file."""
+    """DuckDB's reader of a Parquet file (a CSV file is read by
+    :class:`~privfair.contracts.csv_source.CsvSource`, never by DuckDB's sniffer)."""
     literal = "'" + str(path).replace("'", "''") + "'"
-    if is_csv(path):
-        # Everything as text in the declared dialect: types are decided by the contract, not
-        # sniffed from the data; a record that does not parse is dropped and counted.
-        return csv_relation_sql(path, csv_header(path))
     return f"read_parquet({literal})"
 
 
@@ -667,9 +663,11 @@ def check_source_schema(path: str | Path, contract: Contract) -> dict[str, str]:
     Reads the column names (a CSV's header line; a Parquet file's schema, without its
     pandas index columns) and, for Parquet, the column types; never a row. Refuses, naming
     the column: a name listed twice, a missing declared column, an undeclared column (not
-    under ``drop``), and a Parquet type that cannot hold the column (a numeric column needs
-    numbers; a categorical or text column text, integers, floats or booleans). A release
-    calls this before it reserves its budget; values are then the policies' business.
+    under ``drop``), a Parquet type that cannot hold the column (a numeric column needs
+    numbers; a categorical or text column text, integers, floats or booleans), and a CSV
+    header line that does not parse in the contract's dialect (it ends in ``\\r\\n`` where
+    the dialect says ``\\n``, say). A release calls this before it reserves its budget;
+    values and records are then the policies' business.
 
     Returns
     -------
@@ -684,11 +682,8 @@ def check_source_schema(path: str | Path, contract: Contract) -> dict[str, str]:
     path = Path(path)
     csv_file = path.name.lower().endswith((".csv", ".csv.gz"))
     if csv_file:
-        try:
-            names = csv_header(path)
-        except (OSError, UnicodeError, EOFError) as exc:
-            raise ReleaseInputError(f"data file {path} cannot be read as CSV "
-                                    f"({type(exc).__name__})") from None
+        # the header line in the contract's dialect: refused, naming why, if it does not parse
+        names = csv_header(path, contract.csv_dialect)
         types: dict[str, pa.DataType | None] = dict.fromkeys(names)
     else:
         names, types = _parquet_columns(path, f"data file {path}")

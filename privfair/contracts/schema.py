@@ -47,6 +47,12 @@ File layout
       outcome: [income]
       free: []                      # optional; unlisted columns are free
     budget: {epsilon: 1.0, delta: 1.0e-6}
+    dialect:                        # optional: how a CSV file delimits its records
+      delimiter: ","                #   (these are the defaults)
+      quote: '"'
+      line_terminator: lf           # lf ("\\n"), crlf ("\\r\\n") or cr ("\\r")
+      multiline: false              # quoted fields may hold line breaks (then records
+      max_record_bytes: 1048576     #   are cut at this length)
 
 Bin convention
 --------------
@@ -100,6 +106,7 @@ __all__ = [
     "CausalGraphSpec",
     "ColumnSpec",
     "Contract",
+    "DialectSpec",
     "OpenDomainSpec",
     "UniverseSpec",
     "Policy",
@@ -518,6 +525,57 @@ class CausalGraphSpec(_Strict):
                 "undirected": [list(e) for e in self.undirected]}
 
 
+#: The line terminators a contract's CSV dialect can declare, by name.
+LINE_TERMINATORS = {"lf": "\n", "crlf": "\r\n", "cr": "\r"}
+
+
+class DialectSpec(_Strict):
+    """How a CSV data file delimits its records: the unit of privacy of a CSV source.
+
+    A record is one line, ended by ``line_terminator`` (or by the end of the file); with
+    ``multiline`` a quoted field may hold line breaks, and a record runs to the first
+    terminator outside quotes, but never past ``max_record_bytes``: a record that reaches it
+    ends at the first terminator from there. A record that does not parse as exactly one row
+    of the header's fields (a field too many or too few, a quote left open, a stray
+    ``\\r``/``\\n``, more than ``max_record_bytes`` bytes) is dropped and counted among the
+    noisy policy counts (:mod:`privfair.contracts.csv_source`). The first line is the header.
+    Text is UTF-8; bytes that are not are one value out of the column's domain.
+    """
+
+    delimiter: str = ","
+    quote: str = '"'
+    line_terminator: Literal["\n", "\r\n", "\r"] = "\n"
+    multiline: bool = False
+    max_record_bytes: int = Field(1_048_576, ge=64, le=256 * 1_048_576)
+
+    @field_validator("line_terminator", mode="before")
+    @classmethod
+    def _terminator_name(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.lower() in LINE_TERMINATORS:
+            return LINE_TERMINATORS[value.lower()]
+        if value not in LINE_TERMINATORS.values():
+            raise ValueError(f"{value!r}; expected one of {', '.join(LINE_TERMINATORS)}")
+        return value
+
+    @field_validator("delimiter", "quote")
+    @classmethod
+    def _one_character(cls, value: str) -> str:
+        if len(value) != 1 or not value.isascii() or value in "\r\n" or value.isalnum():
+            raise ValueError(f"{value!r}; expected one ASCII character that is not a letter, "
+                             "a digit or a line break")
+        return value
+
+    @model_validator(mode="after")
+    def _distinct(self) -> DialectSpec:
+        if self.delimiter == self.quote:
+            raise ValueError("delimiter and quote must differ")
+        return self
+
+
+#: The dialect of a contract that declares none.
+DEFAULT_DIALECT = DialectSpec()
+
+
 def _cycle(edges: Sequence[tuple[str, str]]) -> list[str]:
     """A directed cycle of ``edges`` (its nodes, the first repeated last), or []."""
     children: dict[str, list[str]] = {}
@@ -586,6 +644,8 @@ class Contract(_Strict):
     # use it, to say how many pairs the small-n rule would let through; a release decides on
     # its noisy total, never on this.
     expected_rows: int | None = Field(None, ge=1)
+    # How a CSV data file delimits its records (None: :data:`DEFAULT_DIALECT`).
+    dialect: DialectSpec | None = None
 
     @field_validator("version", mode="before")
     @classmethod
@@ -627,6 +687,11 @@ class Contract(_Strict):
             raise ValueError(f"columns: released names {clash} are used more than once; "
                              "change a 'rename'")
         return self
+
+    @property
+    def csv_dialect(self) -> DialectSpec:
+        """The declared CSV dialect, or the default one."""
+        return self.dialect if self.dialect is not None else DEFAULT_DIALECT
 
     def released_names(self) -> dict[str, str]:
         """Raw column name -> its name in the released table (``rename`` or ``name``)."""
@@ -815,7 +880,8 @@ class Contract(_Strict):
                 dump.pop(key, None)
         # Likewise for keys added later, left at their defaults.
         for key, default in (("normalize", "none"), ("reviewed", None), ("tot", None),
-                             ("causal_graph", None), ("expected_rows", None)):
+                             ("causal_graph", None), ("expected_rows", None),
+                             ("dialect", None)):
             if dump.get(key, default) == default:
                 dump.pop(key, None)
         if dump.get("tot") and dump["tot"].get("distortion_scope") == "per_group":

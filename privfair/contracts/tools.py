@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from privfair.contracts.csv_source import csv_header, is_csv, read_csv_table
 from privfair.contracts.encoding import (
     STRIP_CHARS,
     as_text,
@@ -37,7 +38,8 @@ from privfair.contracts.encoding import (
     literal_file,
     match_text,
 )
-from privfair.contracts.schema import ColumnSpec, Contract, parse_contract
+from privfair.contracts.schema import ColumnSpec, Contract, DialectSpec, parse_contract
+from privfair.core.errors import ReleaseInputError
 
 __all__ = ["ColumnProblem", "DataCheck", "check_data", "draft_contract", "review_warning"]
 
@@ -67,18 +69,29 @@ class _Source:
 
 
 @contextmanager
-def _open(path: str | Path) -> Iterator[_Source]:
+def _open(path: str | Path, dialect: DialectSpec | None = None) -> Iterator[_Source]:
+    """The data as a DuckDB relation: a CSV file read record by record in ``dialect``
+    (:mod:`privfair.contracts.csv_source`; every field text), a Parquet file by DuckDB."""
     import duckdb
 
     from privfair.contracts.encoding import source_sql
 
     with literal_file(path) as literal:
         lit = Path(literal)
-        csv = lit.suffix == ".csv"
+        csv = is_csv(lit)
         hidden = set() if csv else set(hidden_index_columns(lit))
         con = duckdb.connect()
         try:
-            sql = source_sql(lit)
+            if csv:
+                try:
+                    header = csv_header(path, dialect)
+                    table, _ = read_csv_table(path, header, dialect)
+                except ReleaseInputError as exc:
+                    raise ValueError(str(exc)) from None
+                con.register("source", table)
+                sql = "source"
+            else:
+                sql = source_sql(lit)
             try:
                 described = con.execute(f"DESCRIBE SELECT * FROM {sql}").fetchall()
                 if csv:
@@ -167,7 +180,7 @@ def check_data(contract: Contract, data_path: str | Path, *, max_examples: int =
     their counts, and writes nothing.
     """
     problems: list[ColumnProblem] = []
-    with _open(data_path) as src:
+    with _open(data_path, contract.csv_dialect) as src:
         rows = int(src.con.execute(f"SELECT count(*) FROM {src.sql}").fetchone()[0])
         present = set(src.types)
         for name in contract.column_names:

@@ -20,7 +20,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from privfair.contracts.csv_source import UNPARSED_CELL, is_csv, unparsed_records
+from privfair.contracts.csv_source import (
+    UNPARSED_CELL,
+    CsvSource,
+    is_csv,
+    valid_text,
+    valid_text_columns,
+)
 from privfair.contracts.encoding import (
     STRIP_CHARS,
     PolicyTally,
@@ -47,17 +53,6 @@ log = logging.getLogger(__name__)
 NUMERIC_TYPES = re.compile(
     r"^(TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|UHUGEINT|"
     r"FLOAT|DOUBLE|REAL|DECIMAL.*)$")
-
-
-def _duckdb_error(path: Path, exc: Exception) -> ReleaseInputError:
-    # DuckDB messages may quote raw values; keep only the first line of the kind of error.
-    first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    kind = first.split(":")[0].strip() or type(exc).__name__
-    return ReleaseInputError(f"data file {path} cannot be read as {_fmt(path)} ({kind})")
-
-
-def _fmt(path: Path) -> str:
-    return "CSV" if path.suffix.lower() == ".csv" else "Parquet"
 
 
 def quote_identifier(name: str) -> str:
@@ -101,8 +96,11 @@ def load(data_path: str | Path, contract: Contract,
          staging: str | Path, *, batch_size: int = 200_000, in_place: bool = False) -> FileRef:
     """Stream the declared columns of a CSV/Parquet file into a staged Parquet (private).
 
-    DuckDB reads the source in a streaming pipeline (memory stays bounded for inputs larger
-    than RAM). The schema (names, Parquet types) is checked again here by
+    The source is read in batches (:func:`source_batches`: a CSV record by record in the
+    contract's dialect, a record that does not parse dropped and counted; text that is not
+    UTF-8 read as one value out of the domain) and DuckDB types and writes them in a
+    streaming pipeline (memory stays bounded for inputs larger than RAM). The schema (names,
+    Parquet types, a CSV's header line) is checked again here by
     :func:`~privfair.contracts.encoding.check_source_schema` (a kind calls it in ``check``,
     before its reservation, so this never fires there); no value is checked: an empty input,
     text in a numeric CSV column or an infinity are staged as they are and get the contract's
@@ -126,54 +124,132 @@ def load(data_path: str | Path, contract: Contract,
         readings = column_readings(pq.read_schema(path), contract)
         if readings is not None:
             return _stage_reference(path, readings, Path(staging))
-    with literal_file(path) as literal:
-        return _load(path, Path(literal), contract, Path(staging), batch_size=batch_size)
+    return _load(path, contract, Path(staging), batch_size=batch_size)
 
 
-def _load(path: Path, literal: Path, contract: Contract, staging: Path, *,
-          batch_size: int) -> FileRef:
+def source_batches(path: Path, contract: Contract, *, batch_size: int = 200_000
+                   ) -> tuple[Any, Iterator[Any], CsvSource | None]:
+    """The declared columns of a CSV or Parquet file as Arrow record batches (private).
+
+    Returns the batches' schema, the batches and, for a CSV file, its
+    :class:`~privfair.contracts.csv_source.CsvSource` (whose ``unparsed`` counts the records
+    that did not parse, once the batches are read). Nothing here raises on a value: a CSV
+    record that does not parse in the contract's dialect is dropped and counted, and text
+    that is not UTF-8 reads as one value out of the domain
+    (:func:`~privfair.contracts.csv_source.valid_text`).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = list(contract.column_names)
+    if is_csv(path):
+        source = CsvSource.open(path, contract.csv_dialect)
+        schema = pa.schema([(name, pa.string()) for name in columns])
+        return schema, source.batches(columns, batch_rows=batch_size), source
+    file_schema = pq.read_schema(path)
+    schema = pa.schema([file_schema.field(name) for name in columns])
+
+    def batches() -> Iterator[Any]:
+        with pq.ParquetFile(path) as pf:
+            for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
+                yield pa.RecordBatch.from_arrays(
+                    [valid_text(column) for column in batch.columns], schema=schema)
+
+    return schema, batches(), None
+
+
+def _load(path: Path, contract: Contract, staging: Path, *, batch_size: int) -> FileRef:
     import duckdb
 
+    if is_csv(path):
+        return _load_csv(path, contract, staging, batch_size=batch_size)
+    try:  # DuckDB reads the file: the quickest way, when all its text is UTF-8
+        return _load_parquet(path, contract, staging, batch_size=batch_size, checked=False)
+    except duckdb.Error:
+        pass  # DuckDB refuses text that is not UTF-8: pyarrow reads it, each such value
+        # one value out of the domain; the same rows, the same staged values otherwise
+    try:
+        return _load_parquet(path, contract, staging, batch_size=batch_size, checked=True)
+    except duckdb.Error as exc:  # the file itself, not a value (DuckDB's words kept out)
+        kind = str(exc).splitlines()[0].split(":")[0].strip() if str(exc) else "error"
+        raise ReleaseInputError(f"data file {path} cannot be read as Parquet ({kind})"
+                                ) from None
+
+
+def _load_csv(path: Path, contract: Contract, staging: Path, *, batch_size: int) -> FileRef:
+    """A CSV file's records, as :func:`load` stages them: text, numbers trimmed of
+    whitespace and empty as null, ``normalize: strip`` applied."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
     out = staging / "input.parquet"
-    hidden = set() if literal.suffix == ".csv" else set(hidden_index_columns(literal))
+    schema, batches, source = source_batches(path, contract, batch_size=batch_size)
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh, pq.ParquetWriter(fh, schema, compression="zstd") as writer:
+        for batch in batches:
+            columns = []
+            for spec, column in zip(contract.columns, batch.columns, strict=True):
+                if spec.type == "numeric":
+                    column = pc.utf8_trim_whitespace(column)
+                    column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()),
+                                        column)
+                elif contract.normalization(spec.name) == "strip":
+                    column = pc.utf8_trim(column, characters=STRIP_CHARS)
+                columns.append(column)
+            writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema),
+                               row_group_size=batch_size)
+    assert source is not None
+    _stage_unparsed(staging, source.unparsed)
+    os.chmod(out, 0o600)
+    return stage_file(out)
+
+
+def _load_parquet(path: Path, contract: Contract, staging: Path, *, batch_size: int,
+                  checked: bool) -> FileRef:
+    """A Parquet file's declared columns typed by DuckDB (:func:`text_expr`), read by DuckDB
+    or, ``checked``, by pyarrow with text that is not UTF-8 made one value
+    (:func:`source_batches`)."""
+    import duckdb
+    import pyarrow as pa
+
+    out = staging / "input.parquet"
     con = duckdb.connect()
     try:
-        con.execute("SET preserve_insertion_order = false")
-        try:
-            described = con.execute(f"DESCRIBE SELECT * FROM {source_sql(literal)}"
-                                    ).fetchall()
-        except duckdb.Error as exc:
-            raise _duckdb_error(path, exc) from None
-        types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
-        select = []
-        for spec in contract.columns:
-            col, kind = quote_identifier(spec.name), types[spec.name]
-            if spec.type == "numeric":
-                if path.suffix.lower() == ".csv":
-                    select.append(f"NULLIF(trim({col}), '') AS {col}")
-                elif NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL"):
-                    select.append(f"CAST({col} AS DOUBLE) AS {col}")
-                else:  # pragma: no cover - check_source_schema refused it
-                    raise ReleaseInputError(
-                        f"data file {path}: column {spec.name!r} has type {kind} but contract "
-                        f"{contract.name!r} declares it numeric")
+        # DuckDB's own scan of one file keeps its order; a stream must be kept in order
+        con.execute(f"SET preserve_insertion_order = {str(checked).lower()}")
+        with literal_file(path) as literal:
+            if checked:
+                schema, batches, _ = source_batches(path, contract, batch_size=batch_size)
+                con.register("source", pa.RecordBatchReader.from_batches(schema, batches))
+                relation = "source"
             else:
-                select.append(text_expr(path, spec.name, kind,
-                                         contract.normalization(spec.name)))
-        source = source_sql(literal)
-        try:
+                relation = source_sql(Path(literal))
+            hidden = set(hidden_index_columns(literal))
+            described = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
+            types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
+            select = []
+            for spec in contract.columns:
+                col, kind = quote_identifier(spec.name), types[spec.name]
+                if spec.type == "numeric":
+                    if not (NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL")):
+                        raise ReleaseInputError(  # pragma: no cover - the schema check
+                            f"data file {path}: column {spec.name!r} has type {kind} but "
+                            f"contract {contract.name!r} declares it numeric")
+                    select.append(f"CAST({col} AS DOUBLE) AS {col}")
+                else:
+                    select.append(text_expr(path, spec.name, kind,
+                                             contract.normalization(spec.name)))
             target = "'" + str(out).replace("'", "''") + "'"
             con.execute(
-                f"COPY (SELECT {', '.join(select)} FROM {source}) TO {target} "
+                f"COPY (SELECT {', '.join(select)} FROM {relation}) TO {target} "
                 f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(batch_size)})")
-        except duckdb.Error as exc:
-            raise _duckdb_error(path, exc) from None
-        _stage_unparsed(staging, unparsed_records(con) if is_csv(literal) else 0)
     finally:
         con.close()
         # A raised error's traceback keeps this frame alive (Prefect holds failed states);
         # drop the connection so DuckDB's bindings are not reported as leaked at exit.
         del con
+    _stage_unparsed(staging, 0)
     os.chmod(out, 0o600)
     return stage_file(out)
 
@@ -224,7 +300,9 @@ def read_columns(batch: Any, readings: dict[str, str], *, as_loaded: bool = True
     """A batch's declared columns as :func:`column_readings` says they read: numbers as
     float64, text as dictionary arrays (the file's own dictionary when it has one).
 
-    With ``as_loaded`` (the one-file path, whose input validation reads these values) text
+    Text that is not UTF-8 reads as :data:`~privfair.contracts.csv_source.NOT_TEXT`, as
+    the loader reads it. With ``as_loaded`` (the one-file path, whose input validation reads
+    these values) text
     is also trimmed as the loader trims it and whole numbers become text; without it (the
     Dask workers) the encoder applies both rules itself, once per distinct value.
     """
@@ -246,6 +324,7 @@ def read_columns(batch: Any, readings: dict[str, str], *, as_loaded: bool = True
                 columns[name] = column
                 continue
             column = pc.cast(column, pa.string())
+        column = valid_text(column)  # text that is not UTF-8: one value, out of the domain
         if not pa.types.is_dictionary(column.type):
             column = pc.dictionary_encode(column)
         if as_loaded and column.type.value_type != pa.string():
@@ -329,7 +408,10 @@ def iter_batches(ref: FileRef, *, batch_size: int = 200_000,
         columns = list(readings)
     with pq.ParquetFile(path, read_dictionary=text_columns(pq.read_schema(path))) as pf:
         for batch in pf.iter_batches(batch_size=batch_size, columns=columns):
-            yield batch if readings is None else read_columns(batch, readings)
+            # the staged copy's text is UTF-8 (the loader made it so): cheap to confirm on
+            # the dictionaries, and a value can then never stop a later stage
+            yield valid_text_columns(batch) if readings is None else read_columns(batch,
+                                                                                  readings)
 
 
 def text_columns(schema: Any) -> list[str]:

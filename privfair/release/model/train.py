@@ -50,7 +50,12 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, field_validator
 
-from privfair.contracts.csv_source import UNPARSED_CELL, is_csv, read_csv_text
+from privfair.contracts.csv_source import (
+    UNPARSED_CELL,
+    is_csv,
+    read_csv_text,
+    valid_text_columns,
+)
 from privfair.contracts.encoding import (
     PolicyTally,
     check_source_schema,
@@ -243,12 +248,16 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
 def read_private(plan: Any) -> tuple[pd.DataFrame, PolicyTally]:
     """The private rows of ``plan.data_path`` (an empty file is read as no rows, never
     refused: issue 21.2), and a tally holding the CSV records that do not parse (dropped:
-    :mod:`privfair.contracts.csv_source`)."""
+    :mod:`privfair.contracts.csv_source`). Text that is not UTF-8 reads as one value out of
+    the domain, never an error."""
+    import pyarrow.parquet as pq
+
     path = Path(plan.data_path)
     tally = PolicyTally()
+    columns = list(dict.fromkeys(plan.encoding.columns))
     if not is_csv(path):
-        return pd.read_parquet(path), tally
-    frame, unparsed = read_csv_text(path, plan.encoding.columns)
+        return valid_text_columns(pq.read_table(path, columns=columns)).to_pandas(), tally
+    frame, unparsed = read_csv_text(path, columns, plan.contract.csv_dialect)
     tally.add(*UNPARSED_CELL, unparsed)
     return frame, tally
 

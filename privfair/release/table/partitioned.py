@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from privfair.contracts.csv_source import valid_text_columns
 from privfair.contracts.encoding import PolicyTally, dataset_files, hidden_index_columns
 from privfair.contracts.schema import Contract
 from privfair.release.seeds import stage_rng
@@ -195,7 +196,8 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                     import duckdb
 
                     con = duckdb.connect()
-                con.register("part", table)
+                # text that is not UTF-8: one value out of the domain, never DuckDB's error
+                con.register("part", valid_text_columns(table))
                 if select is None:
                     described = con.execute("DESCRIBE SELECT * FROM part").fetchall()
                     select = _loader_select({r[0]: str(r[1]) for r in described}, contract,
