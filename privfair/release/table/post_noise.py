@@ -104,7 +104,7 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
                       discrimination=setting.discrimination, distortion=setting.distortion,
                       clist=setting.clist, dlist=setting.dlist,
                       max_variables=setting.max_variables,
-                      distortion_scope=setting.distortion_scope)
+                      distortion_scope=setting.distortion_scope, groups=setting.groups)
     codes = read_codes(synthetic).astype(np.int64)  # TOT builds keys from the codes
     try:
         fitted = tot.fit(codes)
