@@ -193,3 +193,86 @@ def test_release_per_attribute_publishes_and_resume_takes_the_suggested_eta(tmp_
     per = record["achieved_discrimination"]["per_attribute"]
     assert set(per) == {"a", "b", "c"}
     assert all(t["max_additive_gap"] <= 0.2 + 1e-6 for t in per.values())
+
+
+# --- the fair GANs ------------------------------------------------------------------------
+
+
+def _trainer(method: str, constrained: tuple[str, ...]):
+    torch = pytest.importorskip("torch")
+    from privfair.core.domain import Domain
+    from privfair.generative import gan
+
+    domain = Domain(("a", "s", "b", "x", "y"), (3, 2, 2, 4, 2))
+    config = gan.GANConfig(method=method, epochs=1, batch_size=50, hidden=16,
+                           discriminator_hidden=16, noise_dim=8, constrained=constrained)
+    dag = (gan.parse_dag({"edges": [["s", "x"], ["x", "y"], ["s", "y"], ["b", "y"],
+                                    ["a", "y"]]}, domain, protected=("s", "b"),
+                         outcome=("y",)) if method == "cfgan" else None)
+    return gan._Trainer(config, domain, "s", "y", dag, {"s": [0.5, 0.5], "y": [0.5, 0.5]},
+                        torch.Generator().manual_seed(0), torch.device("cpu"), 50.0), domain
+
+
+@pytest.mark.parametrize("method", ["fairgan", "fairgan-plus"])
+def test_fairgan_adversaries_constrain_every_protected_attribute(method):
+    trainer, domain = _trainer(method, ("s", "a", "b"))
+    values, terms = trainer.fairness_terms(64)
+    assert [name for name, _, _ in terms] == ["D2", "D2:a", "D2:b"]
+    hidden = set(trainer.layout.columns(["s", "a", "b"]))
+    for (name, inputs, target), attribute in zip(terms, ("s", "a", "b"), strict=True):
+        assert trainer.adversaries[name].outputs == domain.size(attribute)
+        assert torch_equal(target, values[attribute].argmax(1))
+        # no head sees a constrained attribute: each must find it in (X, Y) alone
+        assert not hidden & set(trainer.not_s) and inputs.shape[1] == len(trainer.not_s)
+    if method == "fairgan-plus":
+        assert {"D3", "D3:a", "D3:b"} <= set(trainer.adversaries)
+    trainer.public_step()  # every head trains and the generator takes each gain
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return bool(torch.equal(a, b))
+
+
+def test_cfgan_intervenes_on_each_binary_protected_attribute():
+    trainer, _ = _trainer("cfgan", ("s", "b"))
+    _, terms = trainer.fairness_terms(32)
+    assert [name for name, _, _ in terms] == ["D2", "D2:b"]
+    trainer.public_step()
+    from privfair.core.domain import Domain
+    from privfair.generative import gan
+
+    with pytest.raises(ValueError, match="protected attribute 'a' must be binary"):
+        gan._check_inputs(gan.GANConfig(method="cfgan", constrained=("s", "a")),
+                          Domain(("a", "s", "y"), (3, 2, 2)), "s", "y",
+                          {"edges": [["s", "y"], ["a", "y"]]})
+
+
+@pytest.mark.slow  # a GAN release: ~15 s alone, more on a loaded machine
+def test_a_fair_gan_release_states_parity_per_protected_attribute(tmp_path):
+    pytest.importorskip("torch")
+    contract = tmp_path / "gan.yaml"
+    contract.write_text(CONTRACT.replace("name: three", "name: three-gan"))
+    request = {**_params(tmp_path, CONTRACT), "contract": str(contract), "method": "fairgan",
+               "gan_epochs": 1, "epsilon": 5.0, "fairness_transform": "none",
+               "allow_unfair": True, "seed": 3, "insecure_seed": True}
+    folder = release_table(request)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    check = manifest["fairness_check"]
+    assert manifest["method"]["gan"]["constrained"] == ["a", "b", "c"]
+    assert check["constrained"] == ["a", "b", "c"] and "a, b, c" in check["criterion"]
+    per = check["data_fairness"]["per_protected"]
+    assert list(per) == ["a", "b", "c"]
+    synthetic = pd.read_parquet(folder / "synthetic.parquet")
+    high = synthetic["y"] == "high"
+    for attribute in ("a", "b", "c"):
+        rates = high.groupby(synthetic[attribute]).mean()
+        stated = [r for r in per[attribute]["positive_rate_by_group"] if np.isfinite(r)]
+        assert len(per[attribute]["positive_rate_by_group"]) == DOMAIN[attribute]
+        assert sorted(stated) == pytest.approx(sorted(rates.to_list()))
+        assert per[attribute]["constrained"] is True
+        gap = rates.max() - rates.min()
+        assert abs(per[attribute]["rd"]) == pytest.approx(gap)
+    worst = max(abs(p["rd"]) for p in per.values())
+    assert check["passed"] is (worst <= 0.05)

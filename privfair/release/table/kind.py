@@ -232,10 +232,14 @@ def gan_fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
     check = state["generative"]["fairness_check"]
     if plan.method in PARITY_METHODS and not check["passed"] and not plan.allow_unfair:
-        rd = check["data_fairness"].get("rd")
+        fairness = check["data_fairness"]
+        gaps = [f"{abs(float(fairness.get('rd'))):.3f} for {check.get('protected')}"] + [
+            f"{abs(float(p['rd'])):.3f} for {a}" for a, p in
+            (fairness.get("per_protected") or {}).items()
+            if a != check.get("protected") and p.get("constrained")]
         raise FairnessViolationError(
             f"method {plan.method!r} generated a table that fails its own fairness check "
-            f"(|RD(D)| = {abs(float(rd)):.3f}; {check['criterion']}); nothing is published "
+            f"(|RD(D)| = {', '.join(gaps)}; {check['criterion']}); nothing is published "
             "(--allow-unfair publishes it, recorded in the manifest)")
     return {}
 
