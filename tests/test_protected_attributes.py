@@ -9,18 +9,19 @@ which protected attributes are constrained and how they form groups.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from privfair.cli import main
 from privfair.contracts.schema import load_contract, parse_contract
 from privfair.contracts.tot_settings import tot_setting
 from privfair.core.errors import ContractError, PrivfairError
 from privfair.fair.tot import InfeasibleFairnessError, TOTransform
 from privfair.release.kinds import release_table
-from privfair.release.resume import resume_release
-from privfair.release.table import kind as table_kind
+from privfair.release.table.post_noise import tot_input_path
 from privfair.store.registry import read_lifetime_ledger
 
 DOMAIN = {"a": 2, "b": 4, "c": 5, "x": 3, "y": 2}
@@ -165,7 +166,7 @@ def _params(tmp_path, text: str, **kw) -> dict:
             "work_dir": str(tmp_path / "work"), "fairness_transform": "tot", **kw}
 
 
-def test_release_per_attribute_publishes_and_resume_takes_the_suggested_eta(tmp_path):
+def test_release_per_attribute_publishes_and_resume_takes_the_suggested_eta(tmp_path, capsys):
     # intersectional at the stated eta: infeasible; the run stays charged, the message
     # names the smallest feasible eta, and resuming with it publishes at no privacy cost
     with pytest.raises(PrivfairError, match="formed 40 groups") as info:
@@ -175,10 +176,20 @@ def test_release_per_attribute_publishes_and_resume_takes_the_suggested_eta(tmp_
     assert suggested > 0.2
     (pending,) = read_lifetime_ledger(None, load_contract(tmp_path / "three.yaml")).pending
     run_id = pending["run_id"]
-    folder = resume_release(table_kind.TABLE, run_id, {"eta": suggested},
-                            work_dir=tmp_path / "work")
+    kept = tot_input_path(tmp_path / "work", run_id)
+    assert kept.stat().st_mode & 0o777 == 0o600
+    # the command the message names, as a publisher types it
+    command = message.split("with ")[1].split(" (")[0].replace("RUN", run_id).split()
+    assert command == ["--resume", run_id, "--eta", f"{suggested:g}"]
+    capsys.readouterr()
+    code = main(["release", *command, "--work-dir", str(tmp_path / "work"), "--no-prefect"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    folder = Path(captured.out.strip().splitlines()[-1])
     record = json.loads((folder / "manifest.json").read_text())["fairness_transform"]
     assert record["parameters"]["eta"] == suggested
+    # fitted on the table the message was about, not a fresh sample with its own smallest eta
+    assert "infeasible TOT" in record["fitted_on"]
     assert record["achieved_discrimination"]["n_groups"] == 40
     assert record["fairness_check"]["passed"]
 

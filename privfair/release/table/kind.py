@@ -45,6 +45,7 @@ from privfair.release.table.post_noise import (
     estimate,
     fairness_transform,
     sample,
+    tot_input_path,
     validate_output,
 )
 from privfair.release.table.private import measure_table, resolve_domains
@@ -115,10 +116,15 @@ def policy_counts_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 def fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
+    # a resume that changes no sampling parameter fits TOT on the table the run's infeasible
+    # TOT kept, the one whose smallest feasible eta its message named
+    resampled = {"n_rows", "sample_mode"} & set((context.resumed or {}).get("changed", ()))
     synthetic, transform = fairness_transform(
         state["synthetic"], plan.contract, context.workspace.artefacts,
         transform=plan.fairness_transform, eta=plan.eta, discrimination=plan.discrimination,
-        distortion=plan.distortion, seed=context.seed)
+        distortion=plan.distortion, seed=context.seed,
+        kept=tot_input_path(plan.work_dir, plan.run_id),
+        reuse_kept=context.resumed is not None and not resampled)
     return {"synthetic": synthetic, "fairness_transform": transform}
 
 
