@@ -260,7 +260,6 @@ def test_cfgan_intervenes_on_each_binary_protected_attribute():
                           {"edges": [["s", "y"], ["a", "y"]]})
 
 
-@pytest.mark.slow  # a GAN release: ~15 s alone, more on a loaded machine
 def test_a_fair_gan_release_states_parity_per_protected_attribute(tmp_path):
     pytest.importorskip("torch")
     contract = tmp_path / "gan.yaml"
