@@ -29,7 +29,8 @@ def params(toy_contract, toy_parquet, tmp_path, method, **extra):
 
 @pytest.mark.parametrize("method", ["dpgan", "fairgan", "fairgan-plus", "cfgan"])
 def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, method):
-    extra = {}
+    # one epoch: FairGAN+ leaves race's parity (now checked too, issue 34.2) above 0.05
+    extra = {"allow_unfair": True} if method == "fairgan-plus" else {}
     if method == "cfgan":
         graph = tmp_path / "graph.json"
         graph.write_text(json.dumps(GRAPH))
@@ -158,7 +159,7 @@ def test_fairgan_plus_releases_its_classifier_as_a_model(toy_contract, toy_parqu
     from privfair.release.model.train import predict
 
     final = run_release(params(toy_contract, toy_parquet, tmp_path, "fairgan-plus",
-                               release_classifier=True))
+                               release_classifier=True, allow_unfair=True))
     manifest = json.loads((final / "manifest.json").read_text())
     assert manifest["classifier"]["folder"] == "classifier"
     assert {"classifier/weights.npz", "classifier/manifest.json",

@@ -117,6 +117,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"manifest\.json:method\.estimation\.(loss|iterations)",
         # The structure: edges chosen by the exponential mechanism (synth/structure.py).
         r"manifest\.json:structure\.edges.*",
+        # The small-n rule's record (synth/structure.py qualify_pairs): the noisy total of
+        # the charged one-way marginals and what it decides with the public sizes and ρ.
+        r"manifest\.json:structure\.small_n\..*",
         # Query counts of the selection's steps: the candidates left after earlier DP picks
         # ("select edge ..."), the cells of the DP-selected, DP-compressed 2-way marginals
         # ("selected 2-way marginals": Σ over the selected edges of the product of the

@@ -97,7 +97,7 @@ from typing import Any, Literal, NamedTuple
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from privfair.contracts.tot_settings import DistortionSpec, TOTSpec
+from privfair.contracts.tot_settings import DistortionSpec, FairnessSpec, TOTSpec
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import ContractError, DomainError
 
@@ -638,6 +638,9 @@ class Contract(_Strict):
     reviewed: bool | None = None
     # TOT's setting for this dataset (privfair.contracts.tot_settings); optional.
     tot: TOTSpec | None = None
+    # Which protected attributes TOT and the fair GANs constrain, and how they form groups
+    # (privfair.contracts.tot_settings.FairnessSpec); optional.
+    fairness: FairnessSpec | None = None
     # A causal DAG over the columns (CFGAN); checked against the domain when a release uses it.
     causal_graph: CausalGraphSpec | None = None
     # The publisher's public guess of the row count (issue 34). Only the plan and --dry-run
@@ -678,9 +681,10 @@ class Contract(_Strict):
             if cycle:
                 raise ValueError(f"causal_graph: the edges form a cycle {' -> '.join(cycle)}; "
                                  "expected a DAG")
-        from privfair.contracts.tot_settings import check_tot_spec
+        from privfair.contracts.tot_settings import check_fairness_spec, check_tot_spec
 
         check_tot_spec(self)
+        check_fairness_spec(self)
         released = [c.rename or c.name for c in self.columns]
         clash = sorted({n for n in released if released.count(n) > 1})
         if clash:
@@ -881,7 +885,7 @@ class Contract(_Strict):
         # Likewise for keys added later, left at their defaults.
         for key, default in (("normalize", "none"), ("reviewed", None), ("tot", None),
                              ("causal_graph", None), ("expected_rows", None),
-                             ("dialect", None)):
+                             ("dialect", None), ("fairness", None)):
             if dump.get(key, default) == default:
                 dump.pop(key, None)
         if dump.get("tot") and dump["tot"].get("distortion_scope") == "per_group":
@@ -1102,6 +1106,7 @@ _MODEL_AT: dict[tuple[str, ...], type[BaseModel]] = {
     ("budget",): BudgetSpec,
     ("tot",): TOTSpec,
     ("tot", "distortion"): DistortionSpec,
+    ("fairness",): FairnessSpec,
 }
 
 

@@ -20,6 +20,23 @@ is always moved), the distortion as per-column penalties, and the discrimination
           education: {up: [0, 0, 3], down: [0, 3]}  # ordinal, one list per direction
           income: {changes: {">50K": {"<=50K": 1}}, default: 0}  # categorical, from -> to
 
+Which protected attributes the fairness methods constrain, and how they form groups, is the
+contract's ``fairness:`` block, shared by TOT and the fair GANs (FairGAN, FairGAN+, CFGAN):
+
+.. code-block:: yaml
+
+    fairness:
+      protected: [sex, race]    # default: every column under roles.protected
+      groups: per_attribute     # default: intersectional
+
+``intersectional`` (TOT's default, as before the block existed): one group per combination of
+the constrained attributes, every pair of groups within η; groups multiply (2 × 5 × 4
+attributes form up to 40 groups, many of them small). ``per_attribute``: one parity
+constraint per attribute, each attribute's groups within η, solved in the same program. The
+fair GANs always constrain each listed attribute on its own (one fairness adversary head, or
+one effect, per attribute); ``intersectional`` adds none there, and their manifest states
+parity per listed attribute.
+
 ``distortion_scope`` says which map the distortion bounds constrain. ``per_group`` (the
 default) bounds ``P(δ >= c_i | d, x, y)`` for every protected group ``d`` and cell ``(x, y)``:
 SAFES eq. (10) as written. ``pooled`` bounds only the group-averaged map,
@@ -46,8 +63,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 if TYPE_CHECKING:
     from privfair.contracts.schema import Contract
 
-__all__ = ["ColumnPenalty", "DistortionSpec", "TOTSetting", "TOTSpec", "check_tot_spec",
-           "tot_setting"]
+__all__ = ["ColumnPenalty", "DistortionSpec", "FairnessSpec", "TOTSetting", "TOTSpec",
+           "check_fairness_spec", "check_tot_spec", "constrained_protected", "tot_setting"]
 
 DEFAULT_MAX_VARIABLES = 5_000_000
 
@@ -144,6 +161,37 @@ class TOTSpec(_Frozen):
     distortion_scope: Literal["per_group", "pooled"] = "per_group"
 
 
+class FairnessSpec(_Frozen):
+    """A contract's ``fairness:`` block: the protected attributes the fairness methods
+    constrain and how they form groups (see the module docstring)."""
+
+    protected: tuple[str, ...] | None = Field(None, min_length=1)
+    groups: Literal["intersectional", "per_attribute"] = "intersectional"
+
+
+def check_fairness_spec(contract: Contract) -> None:
+    """``fairness.protected`` names distinct columns declared under ``roles.protected``."""
+    spec = contract.fairness
+    if spec is None or spec.protected is None:
+        return
+    declared = list(contract.role_spec.protected)
+    unknown = [c for c in spec.protected if c not in declared]
+    if unknown:
+        raise ValueError(f"fairness.protected: {unknown} are not protected columns; expected "
+                         f"a subset of roles.protected {declared}")
+    if len(set(spec.protected)) != len(spec.protected):
+        raise ValueError("fairness.protected: a column is listed twice")
+
+
+def constrained_protected(contract: Contract) -> tuple[tuple[str, ...], str]:
+    """The protected attributes the fairness methods constrain, and their grouping."""
+    spec = contract.fairness
+    declared = tuple(contract.role_spec.protected)
+    if spec is None:
+        return declared, "intersectional"
+    return (spec.protected or declared), spec.groups
+
+
 def check_tot_spec(contract: Contract) -> None:
     """Contract-level checks of the ``tot`` block (names and labels), from the YAML alone."""
     spec = contract.tot
@@ -212,6 +260,7 @@ class TOTSetting:
     max_variables: int
     source: str  # where the setting came from, for messages and the manifest
     distortion_scope: str = "per_group"  # TOTransform's distortion_scope
+    groups: str = "intersectional"  # TOTransform's groups (contract key fairness.groups)
 
     def size_fix(self) -> str:
         """What to change when the program is too large."""
@@ -254,23 +303,25 @@ def tot_setting(contract: Contract, *, distortion: str = "safes-adult",
     """
     roles = contract.roles()
     spec = contract.tot
+    protected, groups = constrained_protected(contract)
     if spec is None:
+        # protected columns outside fairness.protected are neither constrained nor moved
         return TOTSetting(
-            protected=tuple(roles.protected), outcome=roles.outcome[0] if roles.outcome else "",
+            protected=protected, outcome=roles.outcome[0] if roles.outcome else "",
             features=tuple(a for a in contract.column_names
                            if a not in roles.protected and a not in roles.outcome),
             distortion=distortion, clist=(0.99, 1.99, 2.99), dlist=(0.1, 0.05, 0.0),
             discrimination=discrimination, eta=eta, max_variables=DEFAULT_MAX_VARIABLES,
-            source="cli")
+            source="cli", groups=groups)
     moved = [*spec.features, roles.outcome[0]]
     matrices = {c: _penalties(contract, c) for c in moved}
     return TOTSetting(
-        protected=tuple(roles.protected), features=tuple(spec.features),
+        protected=protected, features=tuple(spec.features),
         outcome=roles.outcome[0], distortion=_combined(matrices, spec.distortion.combine),
         clist=tuple(spec.distortion.thresholds), dlist=tuple(spec.distortion.bounds),
         discrimination=spec.discrimination, eta=spec.eta if eta is None else eta,
         max_variables=spec.max_variables, source="contract",
-        distortion_scope=spec.distortion_scope)
+        distortion_scope=spec.distortion_scope, groups=groups)
 
 
 def preflight_tot(contract: Contract, setting: TOTSetting) -> int:

@@ -97,6 +97,7 @@ __all__ = [
     "DISCRIMINATION_FORMS",
     "DISTORTIONS",
     "DISTORTION_SCOPES",
+    "GROUPINGS",
     "SOLVERS",
     "DistortionFunction",
     "InfeasibleFairnessError",
@@ -117,6 +118,10 @@ DistortionFunction = Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray
 
 #: Forms of discrimination control accepted by :class:`TOTransform`.
 DISCRIMINATION_FORMS = ("additive", "ratio")
+
+#: How the protected attributes form groups: one group per combination of them, or one
+#: parity constraint per attribute (each attribute's groups within η), in the same program.
+GROUPINGS = ("intersectional", "per_attribute")
 
 #: Scopes of the distortion constraints accepted by :class:`TOTransform`: every ``(d, x, y)``
 #: (SAFES eq. (10) as written) or the group-averaged map per ``(x, y)`` (AIF360 OptTools).
@@ -166,10 +171,18 @@ class InfeasibleFairnessError(PrivfairError):
     became feasible.
     """
 
-    def __init__(self, message: str, *, family: str, checks: Mapping[str, bool]) -> None:
+    def __init__(self, message: str, *, family: str, checks: Mapping[str, bool],
+                 smallest_gap: float | None = None, smallest_eta: float | None = None,
+                 groups: Mapping[str, int] | None = None) -> None:
         super().__init__(message)
         self.family = family
         self.checks = dict(checks)
+        #: The smallest discrimination any map reaches under the distortion limits, and the
+        #: smallest η (rounded up, checked feasible) to ask for; None for a distortion failure.
+        self.smallest_gap = smallest_gap
+        self.smallest_eta = smallest_eta
+        #: Groups with mass that each discrimination constraint compared.
+        self.groups = dict(groups or {})
 
 
 class TOTSolverError(PrivfairError, RuntimeError):
@@ -522,19 +535,48 @@ def _evaluate(distortion: DistortionFunction, old: Mapping[str, np.ndarray],
 
 
 @dataclass
+class _Parity:
+    """One discrimination constraint: ``q(ŷ | g)`` over the groups ``g`` of one grouping.
+
+    ``intersectional``: ``g`` is the joint group ``d`` (every combination of the protected
+    attributes); ``per_attribute``: one :class:`_Parity` per attribute, ``g`` its code.
+    """
+
+    name: str                  # "intersectional" or the attribute's name
+    matrix: sparse.csr_matrix  # (G·|Y|) × n: q(ŷ | g) of the active groups
+    groups: np.ndarray         # active group codes g (positive mass at fit time)
+    before: np.ndarray         # (G, |Y|): p(y | g) of the fitted distribution
+
+
+@dataclass
 class _Program:
     """Sparse matrices of the LP over ``v`` (one entry per allowed transition)."""
 
     rows: sparse.csr_matrix          # n_rows × n: row sums (== 1)
     marginal: sparse.csr_matrix      # n_xy × n: p(x̃, ỹ)
-    group_outcome: sparse.csr_matrix  # (G·|Y|) × n: q(ŷ | d) of active groups
+    parity: list[_Parity]            # one per discrimination constraint
     bounds: list[tuple[int, sparse.csr_matrix]]  # (level, scope rows × n) excess distortion
     target: np.ndarray               # n_xy
-    groups: np.ndarray               # active group indices d
+
+    @property
+    def constrained(self) -> list[_Parity]:
+        """The parity constraints with two or more groups (one group constrains nothing)."""
+        return [p for p in self.parity if len(p.groups) > 1]
+
+
+def _groupings(layout: _Layout, row_d: np.ndarray, groups: str
+               ) -> list[tuple[str, np.ndarray, int]]:
+    """``(name, group code of each support row, number of codes)`` of each constraint."""
+    if groups == "intersectional":
+        return [("intersectional", row_d, layout.n_d)]
+    codes = np.unravel_index(row_d, layout.d_shape)
+    return [(col, np.asarray(c, dtype=np.int64), size)
+            for col, c, size in zip(layout.d_cols, codes, layout.d_shape, strict=True)]
 
 
 def _assemble(layout: _Layout, keys: np.ndarray, mass: np.ndarray, tr: _Transitions,
-              target: np.ndarray, scope: str = "per_group") -> _Program:
+              target: np.ndarray, scope: str = "per_group",
+              groups: str = "intersectional") -> _Program:
     n_rows, n = len(keys), tr.n_variables
     n_xy, n_y = layout.n_xy, layout.n_y
     row_d = keys // n_xy
@@ -543,14 +585,19 @@ def _assemble(layout: _Layout, keys: np.ndarray, mass: np.ndarray, tr: _Transiti
     rows = sparse.csr_matrix((np.ones(n), cols, tr.ptr), shape=(n_rows, n))
     weight = mass[var_row]
     marginal = sparse.csr_matrix((weight, (tr.target, cols)), shape=(n_xy, n))
-    p_d = np.bincount(row_d, weights=mass, minlength=layout.n_d)
-    groups = np.flatnonzero(p_d > 0)
-    group_pos = np.full(layout.n_d, -1, dtype=np.int64)
-    group_pos[groups] = np.arange(len(groups))
-    var_d = row_d[var_row]
-    group_outcome = sparse.csr_matrix(
-        (weight / p_d[var_d], (group_pos[var_d] * n_y + tr.target % n_y, cols)),
-        shape=(len(groups) * n_y, n))
+    parity = []
+    for name, row_g, size in _groupings(layout, row_d, groups):
+        p_g = np.bincount(row_g, weights=mass, minlength=size)
+        active = np.flatnonzero(p_g > 0)
+        pos = np.full(size, -1, dtype=np.int64)
+        pos[active] = np.arange(len(active))
+        var_g = row_g[var_row]
+        matrix = sparse.csr_matrix(
+            (weight / p_g[var_g], (pos[var_g] * n_y + tr.target % n_y, cols)),
+            shape=(len(active) * n_y, n))
+        joint = np.bincount(row_g * n_y + keys % n_y, weights=mass, minlength=size * n_y)
+        before = joint.reshape(size, n_y)[active]
+        parity.append(_Parity(name, matrix, active, before / before.sum(axis=1, keepdims=True)))
     # Excess distortion: one row per (d, x, y) ("per_group"), or per (x, y) of the map averaged
     # over d with weights p(d | x, y) ("pooled", AIF360 OptTools).
     if scope == "pooled":
@@ -567,30 +614,38 @@ def _assemble(layout: _Layout, keys: np.ndarray, mass: np.ndarray, tr: _Transiti
         used, local = np.unique(owner[hit], return_inverse=True)
         bounds.append((level, sparse.csr_matrix((share[hit], (local, hit)),
                                                 shape=(len(used), n))))
-    return _Program(rows, marginal, group_outcome, bounds, target, groups)
+    return _Program(rows, marginal, parity, bounds, target)
 
 
-def _solve(program: _Program, *, n_y: int, eta: float, form: str, dlist: Sequence[float],
-           solver: str, solver_options: Mapping[str, Any], objective: bool = True,
-           drop: frozenset[str] = frozenset()) -> tuple[str, np.ndarray | None, float, Any]:
-    """Build and solve the CVXPY problem; returns ``(status, v, objective, solver_stats)``."""
+def _solve(program: _Program, *, n_y: int, eta: float | None, form: str,
+           dlist: Sequence[float], solver: str, solver_options: Mapping[str, Any],
+           objective: bool = True, drop: frozenset[str] = frozenset()
+           ) -> tuple[str, np.ndarray | None, float, Any]:
+    """Build and solve the CVXPY problem; returns ``(status, v, objective, solver_stats)``.
+
+    ``eta=None`` (additive form only) makes the bound a variable and minimises it instead of
+    the TV objective: the smallest gap any map reaches under the distortion limits.
+    """
     import cvxpy as cp
 
     n = program.rows.shape[1]
     v = cp.Variable(n, nonneg=True)
     constraints = [program.rows @ v == 1]
-    if "discrimination" not in drop and len(program.groups) > 1:
-        n_groups = len(program.groups)
-        # q(ŷ|d) gets its own variable: each dense row enters the KKT system once.
-        u = cp.Variable(n_groups * n_y)
-        constraints.append(program.group_outcome @ v == u)
-        lo, hi = cp.Variable(n_y), cp.Variable(n_y)
-        spread = sparse.csr_matrix(
-            (np.ones(n_groups * n_y), (np.arange(n_groups * n_y), np.tile(np.arange(n_y),
-                                                                           n_groups))),
-            shape=(n_groups * n_y, n_y))
-        constraints += [u >= spread @ lo, u <= spread @ hi]
-        constraints.append(hi - lo <= eta if form == "additive" else hi <= (1.0 + eta) * lo)
+    bound = cp.Variable(nonneg=True) if eta is None else eta
+    if "discrimination" not in drop:
+        for parity in program.constrained:
+            n_groups = len(parity.groups)
+            # q(ŷ|g) gets its own variable: each dense row enters the KKT system once.
+            u = cp.Variable(n_groups * n_y)
+            constraints.append(parity.matrix @ v == u)
+            lo, hi = cp.Variable(n_y), cp.Variable(n_y)
+            spread = sparse.csr_matrix(
+                (np.ones(n_groups * n_y), (np.arange(n_groups * n_y),
+                                           np.tile(np.arange(n_y), n_groups))),
+                shape=(n_groups * n_y, n_y))
+            constraints += [u >= spread @ lo, u <= spread @ hi]
+            constraints.append(hi - lo <= bound if form == "additive"
+                               else hi <= (1.0 + bound) * lo)
     for level, matrix in program.bounds:
         if "distortion" in drop or f"distortion[{level}]" in drop:
             continue
@@ -604,6 +659,8 @@ def _solve(program: _Program, *, n_y: int, eta: float, form: str, dlist: Sequenc
         over, under = cp.Variable(len(cells), nonneg=True), cp.Variable(len(cells), nonneg=True)
         constraints.append(program.marginal[cells] @ v - over + under == program.target[cells])
         goal = cp.Minimize((cp.sum(over) + cp.sum(under)) / 2)
+    elif eta is None:
+        goal = cp.Minimize(bound)
     else:
         goal = cp.Minimize(0)
     problem = cp.Problem(goal, constraints)
@@ -646,7 +703,7 @@ class TOTransform:
     Parameters
     ----------
     d_cols : str or sequence of str
-        Protected attributes ``D`` (joint groups over all of them); never changed.
+        Protected attributes ``D``; never changed. ``groups`` says how they form groups.
     x_cols : str or sequence of str
         Features ``X`` the map may change (may be empty).
     y_col : str
@@ -668,6 +725,11 @@ class TOTransform:
         ``(d, x, y)`` with positive mass (or its ``d``-average, see ``distortion_scope``).
         ``d_i = 0`` forbids the transitions (they are not variables); ``d_i >= 1`` imposes
         nothing.
+    groups : {"intersectional", "per_attribute"}
+        ``"intersectional"`` (default): one group per combination of the ``d_cols`` codes, all
+        pairs within η (groups multiply: 2 × 5 × 4 attributes form up to 40 groups).
+        ``"per_attribute"``: one parity constraint per protected attribute, each attribute's
+        groups within η, all in the same program (contract key ``fairness.groups``).
     distortion_scope : {"per_group", "pooled"}
         ``"per_group"`` (default): the distortion bounds hold for every ``(d, x, y)``, SAFES
         eq. (10) as written. ``"pooled"``: they hold for the group-averaged map
@@ -715,7 +777,7 @@ class TOTransform:
                  max_variables: int = 5_000_000, target: Any = None,
                  solver_options: Mapping[str, Any] | None = None,
                  distortion_scope: str = "per_group",
-                 fallback_solver: str | None = "HIGHS") -> None:
+                 fallback_solver: str | None = "HIGHS", groups: str = "intersectional") -> None:
         self.d_cols = d_cols
         self.x_cols = x_cols
         self.y_col = y_col
@@ -731,6 +793,7 @@ class TOTransform:
         self.solver_options = solver_options
         self.distortion_scope = distortion_scope
         self.fallback_solver = fallback_solver
+        self.groups = groups
 
     # -- validation --------------------------------------------------------------------
 
@@ -744,6 +807,9 @@ class TOTransform:
             raise ValueError(f"TOT: distortion_scope (contract key tot.distortion_scope) must "
                              f"be one of {list(DISTORTION_SCOPES)}, got "
                              f"{self.distortion_scope!r}")
+        if self.groups not in GROUPINGS:
+            raise ValueError(f"TOT: groups (contract key fairness.groups) must be one of "
+                             f"{list(GROUPINGS)}, got {self.groups!r}")
         if isinstance(self.distortion, str):
             if self.distortion not in DISTORTIONS:
                 raise ValueError(f"TOT: unknown distortion {self.distortion!r}; registered: "
@@ -841,7 +907,7 @@ class TOTransform:
                 f"penalty below the smallest such threshold (0 in each column's penalty under "
                 f"tot.distortion.columns); family: distortion",
                 family="distortion", checks={})
-        program = _assemble(layout, keys, mass, tr, target, self.distortion_scope)
+        program = _assemble(layout, keys, mass, tr, target, self.distortion_scope, self.groups)
         self.setup_time_ = time.perf_counter() - start
 
         attempts = [(solver, options)]
@@ -898,7 +964,7 @@ class TOTransform:
         within[tr.ptr[1:] - 1] = 1.0
         self._cumulative = np.repeat(np.arange(len(keys), dtype=float), np.diff(tr.ptr)) + within
         self.objective_ = float(0.5 * np.abs(program.marginal @ q - target).sum())
-        self.discrimination_ = self._discrimination(program, layout, q, keys, mass)
+        self.discrimination_ = self._discrimination(program, layout, q)
         self.excess_distortion_ = {
             f"P(delta>={clist[level]:g})": float((matrix @ q).max())
             for level, matrix in program.bounds}
@@ -909,48 +975,61 @@ class TOTransform:
                         dlist: Sequence[float], solver: str, status: str) -> None:
         """Refuse a solution that misses a constraint by more than ``_FEASIBILITY_TOL``."""
         worst: list[tuple[float, str]] = [(0.0, "")]
-        if len(program.groups) > 1:
-            table = np.asarray(self.discrimination_["q_outcome_given_group"])
+        for parity in program.constrained:
+            table = (parity.matrix @ q).reshape(len(parity.groups), -1)
             hi, lo = table.max(axis=0), table.min(axis=0)
             gap = (hi - lo - eta) if self.discrimination == "additive" else hi - (1 + eta) * lo
-            worst.append((float(gap.max()), "discrimination"))
+            of = "" if parity.name == "intersectional" else f" of {parity.name!r}"
+            worst.append((float(gap.max()), f"discrimination constraint{of}"))
         for level, matrix in program.bounds:
-            worst.append((float((matrix @ q).max() - dlist[level]), f"distortion level {level}"))
+            worst.append((float((matrix @ q).max() - dlist[level]),
+                          f"distortion level {level} constraint"))
         excess, family = max(worst)
         if excess > _FEASIBILITY_TOL:
             raise TOTSolverError(
                 f"TOT: solver {solver} returned status {status!r} but its map misses the "
-                f"{family} constraint by {excess:.2e} (> {_FEASIBILITY_TOL:g}); try another "
+                f"{family} by {excess:.2e} (> {_FEASIBILITY_TOL:g}); try another "
                 f"solver or tighter solver tolerances")
 
-    @staticmethod
-    def _discrimination(program: _Program, layout: _Layout, q: np.ndarray, keys: np.ndarray,
-                        mass: np.ndarray) -> dict[str, Any]:
-        n_y = layout.n_y
-        after = (program.group_outcome @ q).reshape(len(program.groups), n_y)
-        d = keys // layout.n_xy
-        y = keys % n_y
-        joint = np.bincount(d * n_y + y, weights=mass, minlength=layout.n_d * n_y)
-        before = joint.reshape(layout.n_d, n_y)[program.groups]
-        before = before / before.sum(axis=1, keepdims=True)
+    def _discrimination(self, program: _Program, layout: _Layout, q: np.ndarray
+                        ) -> dict[str, Any]:
+        """Achieved ``q(ŷ | g)`` and input ``p(y | g)`` per constraint, and the largest gaps.
+
+        Intersectional: the joint groups at the top level (as before ``groups`` existed).
+        Per attribute: the largest gaps over the attributes at the top level and one entry
+        per attribute under ``per_attribute``.
+        """
 
         def gaps(table: np.ndarray) -> tuple[float, float]:
+            if len(table) < 2:
+                return 0.0, 0.0
             hi, lo = table.max(axis=0), table.min(axis=0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 ratio = np.where(hi > 0, hi / lo - 1.0, 0.0)
             return float((hi - lo).max()), float(ratio.max())
 
-        add_after, ratio_after = gaps(after)
-        add_before, ratio_before = gaps(before)
-        return {
-            "groups": [int(g) for g in program.groups],
-            "q_outcome_given_group": after.tolist(),
-            "p_outcome_given_group": before.tolist(),
-            "max_additive_gap": add_after,
-            "max_ratio_gap": ratio_after,
-            "input_max_additive_gap": add_before,
-            "input_max_ratio_gap": ratio_before,
-        }
+        tables: dict[str, dict[str, Any]] = {}
+        for parity in program.parity:
+            after = (parity.matrix @ q).reshape(len(parity.groups), layout.n_y)
+            add_after, ratio_after = gaps(after)
+            add_before, ratio_before = gaps(parity.before)
+            tables[parity.name] = {
+                "groups": [int(g) for g in parity.groups],
+                "q_outcome_given_group": after.tolist(),
+                "p_outcome_given_group": parity.before.tolist(),
+                "max_additive_gap": add_after,
+                "max_ratio_gap": ratio_after,
+                "input_max_additive_gap": add_before,
+                "input_max_ratio_gap": ratio_before,
+            }
+        if self.groups == "intersectional":
+            (only,) = tables.values()
+            return {**only, "grouping": "intersectional", "n_groups": len(only["groups"])}
+        keys = ("max_additive_gap", "max_ratio_gap", "input_max_additive_gap",
+                "input_max_ratio_gap")
+        return {"grouping": "per_attribute",
+                **{k: max(t[k] for t in tables.values()) for k in keys},
+                "per_attribute": tables}
 
     def _diagnose(self, program: _Program, layout: _Layout, eta: float,
                   dlist: Sequence[float], solver: str, options: Mapping[str, Any]) -> None:
@@ -981,14 +1060,73 @@ class TOTransform:
         hint = (f"{' or '.join(relieved)} would also make it feasible" if relieved else
                 "raising the bounds alone is not enough: the moves forbidden by a bound of 0 "
                 "bind")
+        gap, smallest = self._smallest_eta(program, layout, eta, dlist, solver, options)
+        counts = {p.name: len(p.groups) for p in program.constrained}
+        if self.groups == "intersectional":
+            formed = (f"the intersectional setting formed {counts.get('intersectional', 1)} "
+                      f"groups with mass (of {layout.n_d} combinations of {list(layout.d_cols)}"
+                      f"; groups multiply with each protected attribute), every pair within "
+                      f"eta; contract key fairness.groups: per_attribute puts one constraint "
+                      f"per attribute instead, and fairness.protected constrains fewer "
+                      f"attributes")
+        else:
+            formed = ("one constraint per protected attribute: "
+                      + ", ".join(f"{name} {k} groups" for name, k in counts.items()))
+        reached = (f"the smallest {self.discrimination} gap any map reaches under the "
+                   f"distortion limits is {gap:.4g}, so the smallest feasible eta on this "
+                   f"synthetic table is {smallest:g}: rerun its post-noise stages at no "
+                   f"privacy cost with --resume RUN --eta {smallest:g}")
         raise InfeasibleFairnessError(
             f"TOT infeasible: no map brings the discrimination within eta={eta:g} "
             f"({self.discrimination}) under the distortion limits; family: discrimination "
-            f"(without the eta constraint the problem is feasible; {hint}). Raise contract "
-            f"key tot.eta (or --eta), allow more rows to move (raise the values of contract "
-            f"key tot.distortion.bounds, or lower a penalty under tot.distortion.columns), or "
-            f"move more columns (tot.features).",
-            family="discrimination", checks=checks)
+            f"(without the eta constraint the problem is feasible; {hint}); {reached} "
+            f"({formed}). Or raise contract key tot.eta, allow more rows to move (raise the "
+            f"values of contract key tot.distortion.bounds, or lower a penalty under "
+            f"tot.distortion.columns), or move more columns (tot.features).",
+            family="discrimination", checks=checks, smallest_gap=gap, smallest_eta=smallest,
+            groups=counts)
+
+    def _smallest_eta(self, program: _Program, layout: _Layout, eta: float,
+                      dlist: Sequence[float], solver: str, options: Mapping[str, Any]
+                      ) -> tuple[float, float]:
+        """The smallest gap any map reaches, and the η to suggest (rounded up, checked).
+
+        Post-processing of the synthetic table, like the fit. Additive: one LP with η a
+        variable it minimises. Ratio (``hi <= (1 + η) lo`` is bilinear in η): bisection on the
+        feasibility of η, to a relative 1e-3.
+        """
+
+        def feasible(value: float) -> bool:
+            status, *_ = _solve(program, n_y=layout.n_y, eta=value, form=self.discrimination,
+                                dlist=dlist, solver=solver, solver_options=options,
+                                objective=False)
+            return status in _OK
+
+        if self.discrimination == "additive":
+            status, _, gap, _ = _solve(program, n_y=layout.n_y, eta=None, form="additive",
+                                       dlist=dlist, solver=solver, solver_options=options,
+                                       objective=False)
+            if status not in _OK or not math.isfinite(gap):
+                raise TOTSolverError(f"TOT: solver {solver} could not find the smallest "
+                                     f"feasible eta (status {status!r})")
+            gap = max(gap, eta)
+        else:
+            low, high = eta, max(2.0 * eta, 0.01)
+            while not feasible(high):
+                low, high = high, 2.0 * high
+                if high > 1e6:
+                    raise TOTSolverError("TOT: no ratio bound up to 1e6 is feasible")
+            while high - low > 1e-3 * high:
+                middle = (low + high) / 2
+                low, high = (low, middle) if feasible(middle) else (middle, high)
+            gap = high
+        # Four decimals, rounded up past the solver's tolerance; checked before suggested.
+        smallest = math.ceil((gap + 2e-5) * 1e4) / 1e4
+        for _ in range(3):
+            if feasible(smallest):
+                break
+            smallest = round(smallest + 1e-3, 4)
+        return float(gap), float(smallest)
 
     def _fitted_clist(self, level: int) -> float:
         return float(list(self.clist)[level])
@@ -1082,6 +1220,7 @@ class TOTransform:
                 "max_variables": int(self.max_variables),
                 "target": "input (X, Y) distribution" if self.target is None else "supplied",
                 "distortion_scope": self.distortion_scope,
+                "groups": self.groups,
             },
             "fallback": "identity map for (d, x, y) with zero mass at fit time",
             "distortion_scope": (

@@ -58,7 +58,7 @@ from privfair.generative.nets import (
     torch_generator,
 )
 
-__all__ = ["GAN_METHODS", "FittedGAN", "GANConfig", "fit_gan"]
+__all__ = ["GAN_METHODS", "FittedGAN", "GANConfig", "fair_attributes", "fit_gan"]
 
 from privfair.generative import GAN_METHODS
 
@@ -118,6 +118,12 @@ class GANConfig:
         path S → Y only.
     context : tuple of str
         CFGAN ``ce``: the context attributes O.
+    constrained : tuple of str
+        Protected attributes the fairness adversaries constrain besides ``protected`` (the
+        one the generator is conditioned on): FairGAN's D2 and FairGAN+'s D3 get one head per
+        attribute, CFGAN one D² per attribute (each binary), so no protected attribute is
+        left an ordinary feature. Empty: ``protected`` only (the contract's
+        ``fairness.protected``, by default every ``roles.protected``, is passed by the release).
     max_grad_norm : float
         Clipping bound C (C0 of DPSGD-F).
     group_clipping : bool
@@ -162,6 +168,7 @@ class GANConfig:
     effect: str = "te"
     redlining: tuple[str, ...] = ()
     context: tuple[str, ...] = ()
+    constrained: tuple[str, ...] = ()
     node_noise_dim: int = 8
     node_hidden: int = 64
     temperature: float = 0.5
@@ -183,6 +190,9 @@ class GANConfig:
                 object.__setattr__(self, name, value)
         object.__setattr__(self, "redlining", tuple(self.redlining))
         object.__setattr__(self, "context", tuple(self.context))
+        object.__setattr__(self, "constrained", tuple(self.constrained))
+        if len(set(self.constrained)) != len(self.constrained):
+            raise ValueError(f"constrained: an attribute is listed twice: {self.constrained}")
         if self.method not in GAN_METHODS:
             raise ValueError(f"method must be one of {list(GAN_METHODS)}, got {self.method!r}")
         if self.classifier_fairness not in _CLASSIFIER_FAIRNESS:
@@ -218,7 +228,19 @@ class GANConfig:
         out = asdict(self)
         out["redlining"] = list(self.redlining)
         out["context"] = list(self.context)
+        out["constrained"] = list(self.constrained)
         return out
+
+
+def fair_attributes(config: GANConfig, protected: str) -> tuple[str, ...]:
+    """The protected attributes a GAN's fairness terms constrain: the conditioning one first."""
+    return (protected, *(a for a in config.constrained if a != protected))
+
+
+def _head(stem: str, attribute: str, protected: str) -> str:
+    """An adversary's name: ``D2`` for the conditioning attribute (as before there were
+    several), ``D2:<attribute>`` for each other constrained one."""
+    return stem if attribute == protected else f"{stem}:{attribute}"
 
 
 def _device(name: str) -> torch.device:
@@ -448,19 +470,24 @@ def _check_inputs(config: GANConfig, domain: Domain, protected: str, outcome: st
             raise ValueError(f"{name}: attribute {value!r} is not in the declared domain")
     if protected == outcome:
         raise ValueError("protected and outcome must be different attributes")
-    for name in ("redlining", "context"):
+    for name in ("redlining", "context", "constrained"):
         unknown = [a for a in getattr(config, name) if a not in domain]
         if unknown:
             raise ValueError(f"{name}: attributes {unknown} are not in the declared domain")
+    if outcome in config.constrained:
+        raise ValueError(f"constrained: the outcome {outcome!r} is not a protected attribute")
     if config.method != "cfgan":
         return None
     if dag is None:
         raise CausalGraphError(
             "cfgan needs a causal graph over the contract's attributes (causal_graph)")
-    if domain.size(protected) != 2:
-        raise ValueError(f"cfgan: protected attribute {protected!r} must be binary "
-                         f"(s+ = code 1, s- = code 0), it has {domain.size(protected)} codes")
-    parsed = parse_dag(dag, domain, protected=(protected,), outcome=(outcome,))
+    fair = fair_attributes(config, protected)
+    for attribute in fair:
+        if domain.size(attribute) != 2:
+            raise ValueError(f"cfgan: protected attribute {attribute!r} must be binary "
+                             f"(s+ = code 1, s- = code 0), it has {domain.size(attribute)} "
+                             f"codes")
+    parsed = parse_dag(dag, domain, protected=fair, outcome=(outcome,))
     if config.effect == "ce" and not config.context:
         raise ValueError("cfgan effect 'ce' needs context attributes (context)")
     return parsed
@@ -505,7 +532,10 @@ class _Trainer:
                     if config.generator_ema > 0 else None)
         self.d1_opt = _adam(self.d1, config.learning_rate)
         s_size, y_size = domain.size(protected), domain.size(outcome)
-        self.not_s = layout.columns([a for a in domain if a != protected])
+        self.fair = fair_attributes(config, protected)
+        # D2 sees neither protected attribute it constrains: one head per attribute, each
+        # asked to find its attribute in the generated (X, Y) alone.
+        self.not_s = layout.columns([a for a in domain if a not in self.fair])
         self.x_only = layout.columns([a for a in domain if a not in (protected, outcome)])
         self.adversaries: dict[str, _Adversary] = {}
 
@@ -524,9 +554,18 @@ class _Trainer:
             width = y_size + (len(layout.columns(config.context)) if config.effect == "ce"
                               else 0)
             adversary("D2", width, 1, 32)
-            self.path_edges = (dag.path_edges(protected, outcome,
-                                              through=config.redlining or None)
-                               if config.effect == "se" else frozenset())
+        self.path_edges = {a: (dag.path_edges(a, outcome, through=config.redlining or None)
+                               if dag is not None and config.effect == "se" else frozenset())
+                           for a in self.fair} if config.method == "cfgan" else {}
+        # the other constrained attributes' heads come after, so one attribute trains as before
+        for attribute in self.fair[1:]:
+            size = domain.size(attribute)
+            if config.method in ("fairgan", "fairgan-plus"):
+                adversary(f"D2:{attribute}", len(self.not_s), size, d)
+            if config.method == "fairgan-plus":
+                adversary(f"D3:{attribute}", d3_in, size, 32)
+            if config.method == "cfgan":
+                adversary(f"D2:{attribute}", width, 1, 32)
 
     # -- private side ------------------------------------------------------------------
 
@@ -594,8 +633,10 @@ class _Trainer:
         values = self.generate(n)
         terms: list[tuple[str, torch.Tensor, torch.Tensor]] = []
         if cfg.method in ("fairgan", "fairgan-plus"):
-            s = values[self.protected].argmax(1)
-            terms.append(("D2", self.rows(values)[:, self.not_s], s))
+            rows = self.rows(values)[:, self.not_s]
+            for attribute in self.fair:
+                terms.append((_head("D2", attribute, self.protected), rows,
+                              values[attribute].argmax(1)))
         return values, terms
 
     def _cfgan_terms(self, n: int) -> tuple[dict[str, torch.Tensor],
@@ -607,26 +648,29 @@ class _Trainer:
         s_plus = torch.zeros((n, 2), device=self.device)
         s_plus[:, 1] = 1
         s_minus = 1 - s_plus
-        if cfg.effect == "se":
-            reference = net.run(noise, fixed={self.protected: s_minus})
-            edges = self.path_edges
-            plus = net.run(noise, fixed={self.protected: s_plus},
-                           parent_value=lambda p, v, vals: vals[p] if (p, v) in edges
-                           else reference[p])
-            minus = reference
-        else:
-            plus = net.run(noise, fixed={self.protected: s_plus})
-            minus = net.run(noise, fixed={self.protected: s_minus})
-        y_plus, y_minus = plus[self.outcome], minus[self.outcome]
-        if cfg.effect == "ce":
-            context = torch.cat([observed[a] for a in self.domain.canonical(cfg.context)],
-                                dim=1)
-            y_plus = torch.cat([y_plus, context], dim=1)
-            y_minus = torch.cat([y_minus, context], dim=1)
-        inputs = torch.cat([y_plus, y_minus])
-        target = torch.cat([torch.ones(n, device=self.device),
-                            torch.zeros(n, device=self.device)])
-        return observed, [("D2", inputs, target)]
+        terms = []
+        for attribute in self.fair:
+            if cfg.effect == "se":
+                reference = net.run(noise, fixed={attribute: s_minus})
+                edges = self.path_edges[attribute]
+                plus = net.run(noise, fixed={attribute: s_plus},
+                               parent_value=lambda p, v, vals, edges=edges, ref=reference:
+                               vals[p] if (p, v) in edges else ref[p])
+                minus = reference
+            else:
+                plus = net.run(noise, fixed={attribute: s_plus})
+                minus = net.run(noise, fixed={attribute: s_minus})
+            y_plus, y_minus = plus[self.outcome], minus[self.outcome]
+            if cfg.effect == "ce":
+                context = torch.cat([observed[a] for a in self.domain.canonical(cfg.context)],
+                                    dim=1)
+                y_plus = torch.cat([y_plus, context], dim=1)
+                y_minus = torch.cat([y_minus, context], dim=1)
+            inputs = torch.cat([y_plus, y_minus])
+            target = torch.cat([torch.ones(n, device=self.device),
+                                torch.zeros(n, device=self.device)])
+            terms.append((_head("D2", attribute, self.protected), inputs, target))
+        return observed, terms
 
     def _adversary_loss(self, name: str, inputs: torch.Tensor,
                         target: torch.Tensor) -> torch.Tensor:
@@ -635,17 +679,23 @@ class _Trainer:
             return F.binary_cross_entropy_with_logits(out[:, 0], target.to(out.dtype))
         return F.cross_entropy(out, target)
 
-    def _prior_entropy(self, name: str) -> torch.Tensor:
+    def _prior_entropy(self, name: str, target: torch.Tensor | None = None) -> torch.Tensor:
         """Cross-entropy of an adversary that can only say the prior."""
-        if self.adversaries[name].outputs == 1:  # CFGAN's D²: s⁺ vs s⁻ streams, 1/2 each
+        adversary = self.adversaries[name]
+        if adversary.outputs == 1:  # CFGAN's D²: s⁺ vs s⁻ streams, 1/2 each
             return torch.tensor(math.log(2.0), device=self.device)
-        prior = torch.as_tensor(self.marginals[self.protected], dtype=torch.float32,
-                                device=self.device)
+        if ":" in name and target is not None:  # another constrained attribute: its share
+            # in the generated batch (public: generator output)
+            counts = torch.bincount(target, minlength=adversary.outputs).to(torch.float32)
+            prior = counts / counts.sum().clamp_min(1.0)
+        else:
+            prior = torch.as_tensor(self.marginals[self.protected], dtype=torch.float32,
+                                    device=self.device)
         return -(prior * torch.log(prior.clamp_min(1e-12))).sum()
 
-    def _d3_terms(self, values: Mapping[str, torch.Tensor], eta_probs: torch.Tensor
-                  ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        s = values[self.protected].argmax(1)
+    def _d3_terms(self, values: Mapping[str, torch.Tensor], eta_probs: torch.Tensor,
+                  attribute: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+        s = values[attribute].argmax(1)
         y = values[self.outcome]
         mode = self.config.classifier_fairness
         if mode == "dp":
@@ -682,25 +732,30 @@ class _Trainer:
             self.eta_opt.zero_grad(set_to_none=True)
             probs = torch.softmax(self.eta(x_hat.detach()), dim=1)
             eta_loss = F.nll_loss(torch.log(probs + 1e-12), y_idx)
-            d3 = self._d3_terms({k: v.detach() for k, v in values.items()}, probs)
-            if d3 is not None:
-                eta_loss = eta_loss - cfg.classifier_weight * self._adversary_loss("D3", *d3)
+            fixed = {k: v.detach() for k, v in values.items()}
+            for attribute in self.fair:
+                d3 = self._d3_terms(fixed, probs, attribute)
+                if d3 is not None:
+                    eta_loss = eta_loss - cfg.classifier_weight * self._adversary_loss(
+                        _head("D3", attribute, self.protected), *d3)
             eta_loss.backward()
             self.eta_opt.step()
-            d3 = self._d3_terms({k: v.detach() for k, v in values.items()},
-                                torch.softmax(self.eta(x_hat.detach()), dim=1).detach())
-            if d3 is not None:
-                adv = self.adversaries["D3"]
-                adv.optimiser.zero_grad(set_to_none=True)
-                self._adversary_loss("D3", *d3).backward()
-                adv.optimiser.step()
+            probs = torch.softmax(self.eta(x_hat.detach()), dim=1).detach()
+            for attribute in self.fair:
+                d3 = self._d3_terms(fixed, probs, attribute)
+                if d3 is not None:
+                    name = _head("D3", attribute, self.protected)
+                    adv = self.adversaries[name]
+                    adv.optimiser.zero_grad(set_to_none=True)
+                    self._adversary_loss(name, *d3).backward()
+                    adv.optimiser.step()
         self.g_opt.zero_grad(set_to_none=True)
         logit = self.d1(self.rows(values))
         g_loss = F.binary_cross_entropy_with_logits(logit, torch.ones_like(logit))
         for name, inputs, target in terms:
             if cfg.fairness_loss == "capped":
                 gain = torch.minimum(self._adversary_loss(name, inputs, target),
-                                     self._prior_entropy(name))
+                                     self._prior_entropy(name, target))
                 g_loss = g_loss - cfg.fairness_weight * gain
             else:
                 g_loss = g_loss - cfg.fairness_weight * self._adversary_loss(name, inputs,

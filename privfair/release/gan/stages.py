@@ -69,13 +69,30 @@ def load_causal_graph(path: str | Path) -> dict[str, Any]:
 
 
 def _roles(contract: Contract, method: str) -> tuple[str, str]:
+    """The protected attribute the generator is conditioned on (the first constrained one)
+    and the outcome."""
     from privfair.core.errors import RoleError
 
     roles = contract.roles()
     if not roles.protected or not roles.outcome:
         raise RoleError(f"method {method!r} needs a protected and an outcome attribute in the "
                         "contract's roles")
-    return roles.protected[0], roles.outcome[0]
+    return _constrained(contract, method)[0], roles.outcome[0]
+
+
+def _constrained(contract: Contract, method: str) -> tuple[str, ...]:
+    """Every protected attribute the fairness terms constrain: the contract's
+    ``fairness.protected``, by default all of ``roles.protected``. CFGAN intervenes on binary
+    attributes only, so by default it constrains the binary ones (the manifest states the
+    parity of the others); a ``fairness.protected`` it cannot constrain is refused."""
+    from privfair.contracts.tot_settings import constrained_protected
+
+    constrained = constrained_protected(contract)[0]
+    if method == "cfgan" and (contract.fairness is None or contract.fairness.protected is None):
+        domain = contract.domain()
+        binary = tuple(a for a in constrained if domain.size(a) == 2)
+        return binary or constrained
+    return constrained
 
 
 def check_gan_request(contract: Contract, domain: Domain, method: str,
@@ -97,18 +114,24 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
         raise CausalGraphError("method 'cfgan' needs a causal graph: a causal_graph section in "
                                "the contract or --causal-graph, a YAML/JSON file with the DAG "
                                "over the contract's attributes")
-    if domain.size(protected) != 2:
-        raise CausalGraphError(f"method 'cfgan': protected attribute {protected!r} must be "
-                               f"binary, it has {domain.size(protected)} categories")
-    dag = parse_dag(causal_graph, domain, protected=(protected,), outcome=(outcome,))
+    constrained = _constrained(contract, method)
+    for attribute in constrained:
+        if domain.size(attribute) != 2:
+            raise CausalGraphError(
+                f"method 'cfgan': protected attribute {attribute!r} must be binary, it has "
+                f"{domain.size(attribute)} categories (CFGAN constrains every attribute of "
+                f"contract key fairness.protected, by default roles.protected)")
+    dag = parse_dag(causal_graph, domain, protected=constrained, outcome=(outcome,))
     return dag.to_dict()
 
 
-def gan_config(method: str, *, group_clipping: bool, epochs: int | None) -> Any:
-    """The GAN's training configuration (public: the run's parameters)."""
+def gan_config(method: str, *, group_clipping: bool, epochs: int | None,
+               constrained: tuple[str, ...] = ()) -> Any:
+    """The GAN's training configuration (public: the run's parameters); ``constrained``: the
+    protected attributes its fairness terms constrain (the contract's)."""
     from privfair.generative.gan import GANConfig
 
-    return GANConfig(method=method, group_clipping=group_clipping,
+    return GANConfig(method=method, group_clipping=group_clipping, constrained=constrained,
                      **({"epochs": epochs} if epochs is not None else {}))
 
 
@@ -222,7 +245,9 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
 
     domain = contract.domain()
     protected, outcome = _roles(contract, method)
-    config = gan_config(method, group_clipping=group_clipping, epochs=epochs)
+    config = gan_config(method, group_clipping=group_clipping, epochs=epochs,
+                        constrained=_constrained(contract, method) if method != "dpgan"
+                        else ())
     dag = None
     if causal_graph is not None and method == "cfgan":
         # Re-declare the oriented edges as undirected so the artefact keeps saying which
@@ -311,7 +336,7 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     import pyarrow.parquet as pq
 
     from privfair.generative.calibration import subsampled_gaussian_epsilon
-    from privfair.generative.gan import FittedGAN
+    from privfair.generative.gan import FittedGAN, fair_attributes
 
     fitted = FittedGAN.load(generator.open_checked())
     domain = fitted.domain
@@ -324,6 +349,13 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
     fairness = data_fairness(codes, domain, protected=fitted.protected, outcome=fitted.outcome,
                              rng=rng)
+    # parity per protected attribute of the contract, on the synthetic rows (no privacy cost)
+    declared = list(dict.fromkeys([fitted.protected, *contract.roles().protected]))
+    constrained = set(fair_attributes(fitted.config, fitted.protected))
+    fairness["per_protected"] = {
+        a: {**data_fairness(codes, domain, protected=a, outcome=fitted.outcome, rng=rng),
+            "constrained": a in constrained}
+        for a in declared}
     dp = dict(fitted.privacy["dp_sgd"])
     dp["epsilon_dp_sgd_alone"] = subsampled_gaussian_epsilon(
         noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"],
@@ -331,7 +363,9 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     dp["epsilon_dp_sgd_alone_delta"] = delta
     if fitted.dag is not None:
         fairness["causal_effects"] = _causal_effects(fitted, codes, rng)
-    passed = bool(np.isfinite(fairness["rd"]) and abs(fairness["rd"]) <= PARITY_THRESHOLD)
+    # the check covers every attribute the method constrained
+    passed = all(np.isfinite(p["rd"]) and abs(p["rd"]) <= PARITY_THRESHOLD
+                 for p in fairness["per_protected"].values() if p["constrained"])
     edges = fitted.dag.to_dict()["edges"] if fitted.dag else []
     record = {
         "method": {"gan": fitted.config.to_dict(), "dp_sgd": dp,
@@ -346,11 +380,13 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
         "fairness_check": {
             "passed": passed,
             "criterion": (f"statistical parity of the released table, |RD(D)| <= "
-                          f"{PARITY_THRESHOLD} (measured on the synthetic rows; "
+                          f"{PARITY_THRESHOLD} for each constrained protected attribute "
+                          f"({', '.join(sorted(constrained))}; measured on the synthetic rows; "
                           "post-processing)"),
             "violations": [],
             "data_fairness": fairness,
             "protected": fitted.protected, "outcome": fitted.outcome,
+            "constrained": list(fair_attributes(fitted.config, fitted.protected)),
         },
     }
     if release_classifier and fitted.classifier_state is not None:

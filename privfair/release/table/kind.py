@@ -45,6 +45,7 @@ from privfair.release.table.post_noise import (
     estimate,
     fairness_transform,
     sample,
+    tot_input_path,
     validate_output,
 )
 from privfair.release.table.private import measure_table, resolve_domains
@@ -115,10 +116,15 @@ def policy_counts_stage(context: RunContext, state: State) -> dict[str, Any]:
 
 def fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
+    # a resume that changes no sampling parameter fits TOT on the table the run's infeasible
+    # TOT kept, the one whose smallest feasible eta its message named
+    resampled = {"n_rows", "sample_mode"} & set((context.resumed or {}).get("changed", ()))
     synthetic, transform = fairness_transform(
         state["synthetic"], plan.contract, context.workspace.artefacts,
         transform=plan.fairness_transform, eta=plan.eta, discrimination=plan.discrimination,
-        distortion=plan.distortion, seed=context.seed)
+        distortion=plan.distortion, seed=context.seed,
+        kept=tot_input_path(plan.work_dir, plan.run_id),
+        reuse_kept=context.resumed is not None and not resampled)
     return {"synthetic": synthetic, "fairness_transform": transform}
 
 
@@ -228,10 +234,14 @@ def gan_fairness_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
     check = state["generative"]["fairness_check"]
     if plan.method in PARITY_METHODS and not check["passed"] and not plan.allow_unfair:
-        rd = check["data_fairness"].get("rd")
+        fairness = check["data_fairness"]
+        gaps = [f"{abs(float(fairness.get('rd'))):.3f} for {check.get('protected')}"] + [
+            f"{abs(float(p['rd'])):.3f} for {a}" for a, p in
+            (fairness.get("per_protected") or {}).items()
+            if a != check.get("protected") and p.get("constrained")]
         raise FairnessViolationError(
             f"method {plan.method!r} generated a table that fails its own fairness check "
-            f"(|RD(D)| = {abs(float(rd)):.3f}; {check['criterion']}); nothing is published "
+            f"(|RD(D)| = {', '.join(gaps)}; {check['criterion']}); nothing is published "
             "(--allow-unfair publishes it, recorded in the manifest)")
     return {}
 

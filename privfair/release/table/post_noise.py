@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,10 +22,12 @@ from privfair.release.table.plan import OutputValidationError
 from privfair.store.artefacts import (
     CODES_PARQUET,
     FileRef,
+    atomic_write,
     json_bytes,
     load_measurements,
     load_model,
     load_one_way,
+    private_dir,
     save_model,
     write_artefact,
 )
@@ -77,14 +80,19 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str | Path, *, n_rows: i
 def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | Path, *,
                        transform: str, eta: float | None = None,
                        discrimination: str = "additive",
-                       distortion: str = "safes-adult", seed: int | None = None
+                       distortion: str = "safes-adult", seed: int | None = None,
+                       kept: Path | None = None, reuse_kept: bool = False
                        ) -> tuple[FileRef, dict[str, Any]]:
     """Optional fairness transform of the synthetic table (post-processing, no privacy cost).
 
     ``"tot"`` fits Calmon et al.'s optimised pre-processing on the synthetic codes — D the
-    contract's protected attributes, Y its outcome, X the contract's ``tot.features`` (every
-    other attribute when the contract has no ``tot`` block) — and applies it to them.
-    Returns the (possibly new) synthetic codes and the manifest record.
+    contract's protected attributes (``fairness.protected``), Y its outcome, X the contract's
+    ``tot.features`` (every other attribute when the contract has no ``tot`` block) — and
+    applies it to them. Returns the (possibly new) synthetic codes and the manifest record.
+
+    ``kept`` (:func:`tot_input_path`): where an infeasible TOT keeps the table it was fitted
+    on, so that ``--resume RUN --eta`` at the smallest feasible η its message names fits the
+    same table (``reuse_kept``; a fresh sample would have another smallest η).
     """
     if transform == "none":
         return synthetic, {"name": "none", "applied": False}
@@ -94,7 +102,7 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
     import pyarrow.parquet as pq
 
     from privfair.contracts.tot_settings import tot_setting
-    from privfair.fair.tot import ProblemTooLargeError, TOTransform
+    from privfair.fair.tot import InfeasibleFairnessError, ProblemTooLargeError, TOTransform
 
     setting = tot_setting(contract, distortion=distortion, discrimination=discrimination,
                           eta=eta)
@@ -104,10 +112,19 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
                       discrimination=setting.discrimination, distortion=setting.distortion,
                       clist=setting.clist, dlist=setting.dlist,
                       max_variables=setting.max_variables,
-                      distortion_scope=setting.distortion_scope)
+                      distortion_scope=setting.distortion_scope, groups=setting.groups)
+    reused = reuse_kept and kept is not None and kept.is_file()
+    if reused:
+        synthetic = FileRef.of(kept)
     codes = read_codes(synthetic).astype(np.int64)  # TOT builds keys from the codes
     try:
         fitted = tot.fit(codes)
+    except InfeasibleFairnessError:
+        if kept is not None and not reused:
+            private_dir(kept.parent)
+            atomic_write(kept, synthetic.read_checked())
+            os.chmod(kept, 0o600)
+        raise
     except ProblemTooLargeError as exc:
         raise ProblemTooLargeError(
             f"TOT: {exc.n_variables:,} variables, above max_variables="
@@ -122,7 +139,18 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
     record = {"name": "tot", "applied": True, "post_processing": True,
               "additional_privacy_cost": 0.0, **tot.to_manifest()}
     record["fairness_check"] = check_tot_discrimination(record)
+    if reused:
+        record["fitted_on"] = ("the synthetic table the run's infeasible TOT was fitted on, "
+                               "kept for --resume (its smallest feasible eta was named there)")
     return ref, json.loads(json_bytes(record))
+
+
+def tot_input_path(work_dir: str | Path, run_id: str) -> Path:
+    """Where a run's infeasible TOT keeps its synthetic table: beside its checkpoint."""
+    from privfair.release.checkpoint import checkpoint_path
+
+    path = checkpoint_path(work_dir, run_id)
+    return path.with_name(f"{run_id}.tot-input.parquet")
 
 
 #: Slack for solver round-off when re-checking TOT's discrimination bound.
