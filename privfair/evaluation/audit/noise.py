@@ -1,0 +1,479 @@
+"""Noise-distribution tests of the code that releases, in the way Tumult Core tests its noise.
+
+Each :class:`NoiseCase` calls one release function (the policy counts, the model card's
+confusion counts, the marginal measurements, AIM's rounds, MST's selection, ...) many times
+on exact answers the audit builds itself, inside :func:`~privfair.core.mechanisms.
+recorded_queries`. The layer hands back every query's exact answer and declared scale; the
+case reads the noisy answer from what the function *returns* (the published record, the
+measurements), so what is tested is the noise that reaches the output. The declared scale
+is checked against the ledger entry the same call wrote (the ledger's σ or ε, which is the
+claim), and the draws are tested against the distribution that scale declares:
+
+* Gaussian (continuous and discrete): ``Σ z²`` against χ²(n) for the scale (two-sided), and
+  for continuous noise a Kolmogorov-Smirnov test of ``z`` against N(0, 1) for the shape;
+* Laplace: ``Σ |z|`` against Gamma(n, 1), and a KS test against Laplace(0, 1);
+* the exponential mechanism (Gumbel-max): the score test of the noise factor ``f`` in
+  ``P(pick i) ∝ exp(logit_i / f)`` at ``f = 1``, i.e. the chosen logits against their
+  expectation under the declared distribution.
+
+A test *passes* when its p-value is at least :data:`ALPHA`. Its power is shown the way the
+ε audits show theirs, by negative controls: the same case run under :func:`~privfair.core.
+mechanisms.scaled_noise` at 0.7 and at 1.3 must fail. Every case is seeded, so the verdicts
+are reproducible. A case whose draws the layer did not record (a call site not yet on the
+layer) is reported as not covered rather than passed.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privfair.core.accounting import LedgerEntry, PrivacyLedger
+from privfair.core.mechanisms import Query, recorded_queries, scaled_noise
+from privfair.evaluation.audit.core import fresh_ledger
+
+__all__ = [
+    "ALPHA",
+    "CONTROL_FACTORS",
+    "NOISE_CASES",
+    "NoiseCase",
+    "NoiseResult",
+    "Observation",
+    "layer_inventory",
+    "run_noise_case",
+    "test_draws",
+]
+
+#: A test fails below this p-value. The cases are seeded, so this is not a flake rate but
+#: the margin by which the true scale must pass.
+ALPHA = 1e-3
+#: The negative controls: every privacy noise draw scaled by these factors must be caught.
+CONTROL_FACTORS = (0.7, 1.3)
+
+ADDITIVE = ("gaussian", "discrete-gaussian", "laplace")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One draw as the release function returned it, beside the query the layer recorded.
+
+    ``released`` is the noisy answer read from the function's output (same shape as
+    ``query.exact``) for additive noise, or the index picked for the exponential mechanism.
+    ``mechanism`` is the ledger's name for it (``gaussian``, ``discrete-gaussian``,
+    ``laplace``, ``exponential``).
+    """
+
+    query: Query
+    released: np.ndarray | int
+    mechanism: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one call of a case returned: its observations and the ledger it charged."""
+
+    observations: list[Observation]
+    entries: list[LedgerEntry]
+
+
+#: ``call(rng) -> Run``: one call of the release function on the audit's own data.
+Call = Callable[[np.random.Generator], Run]
+
+
+@dataclass(frozen=True)
+class NoiseCase:
+    """A release function whose noise is tested: ``samples`` draws in full, ``quick`` in
+    ``--quick`` (scalar noise values, or picks for the exponential mechanism)."""
+
+    name: str
+    function: str
+    call: Call
+    samples: int
+    quick: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One test of the draws: p-value and the scale ratio measured (drawn / declared)."""
+
+    p_value: float
+    ratio: float
+    draws: int
+
+    @property
+    def passed(self) -> bool:
+        return self.p_value >= ALPHA
+
+
+@dataclass(frozen=True)
+class NoiseResult:
+    """A case's test at the audited factor and its negative controls."""
+
+    name: str
+    function: str
+    mechanism: str
+    claim: str
+    verdict: Verdict | None
+    controls: dict[float, Verdict] = field(default_factory=dict)
+    ledger_mismatch: str = ""
+    seconds: float = 0.0
+
+    @property
+    def covered(self) -> bool:
+        """The layer recorded the case's draws (its call site is on the layer)."""
+        return self.verdict is not None
+
+    @property
+    def caught(self) -> dict[float, bool]:
+        return {f: not v.passed for f, v in self.controls.items()}
+
+    @property
+    def status(self) -> str:
+        if not self.covered:
+            return "not on the layer"
+        if self.ledger_mismatch:
+            return "LEDGER MISMATCH"
+        if not self.verdict.passed:
+            return "NOISE OFF SCALE"
+        return "ok" if all(self.caught.values()) else "NO POWER"
+
+    @property
+    def ok(self) -> bool:
+        """Nothing wrong found: passed with power, or not on the layer (coverage says so)."""
+        return self.status in ("ok", "not on the layer")
+
+    def to_dict(self) -> dict[str, Any]:
+        def verdict(v: Verdict | None) -> dict[str, Any] | None:
+            return None if v is None else {"p_value": v.p_value, "ratio": v.ratio,
+                                           "draws": v.draws, "passed": v.passed}
+
+        return {"name": self.name, "function": self.function, "mechanism": self.mechanism,
+                "claim": self.claim, "verdict": verdict(self.verdict),
+                "controls": {str(f): verdict(v) for f, v in self.controls.items()},
+                "caught": {str(f): c for f, c in self.caught.items()},
+                "ledger_mismatch": self.ledger_mismatch, "status": self.status,
+                "seconds": self.seconds}
+
+
+# --- the tests --------------------------------------------------------------------------------
+
+
+def _two_sided(cdf: float, sf: float) -> float:
+    return float(min(1.0, 2 * min(cdf, sf)))
+
+
+def test_draws(mechanism: str, observations: Sequence[Observation]) -> Verdict:
+    """Test the observations' noise against the scale each query declared.
+
+    Returns the p-value (the smaller of the scale and the shape test's, doubled) and the
+    measured ratio of the drawn to the declared scale.
+    """
+    from scipy import stats
+
+    if mechanism == "exponential":
+        return _test_exponential(observations)
+    z = np.concatenate([
+        ((np.asarray(o.released, dtype=np.float64) - o.query.exact) / o.query.scale).ravel()
+        for o in observations])
+    n = z.size
+    if mechanism in ("gaussian", "discrete-gaussian"):
+        # Σ z² ~ χ²(n); the discrete Gaussian's variance is σ² to within e^{-2π²σ²}.
+        total = float(np.sum(z**2))
+        p_scale = _two_sided(stats.chi2.cdf(total, n), stats.chi2.sf(total, n))
+        ratio = math.sqrt(total / n)
+        if mechanism == "discrete-gaussian":
+            return Verdict(p_scale, ratio, n)
+        p_shape = float(stats.kstest(z, "norm").pvalue)
+    elif mechanism == "laplace":
+        total = float(np.sum(np.abs(z)))  # Σ |z| ~ Gamma(n, 1)
+        p_scale = _two_sided(stats.gamma.cdf(total, n), stats.gamma.sf(total, n))
+        ratio = total / n
+        p_shape = float(stats.kstest(z, "laplace").pvalue)
+    else:
+        raise ValueError(f"no noise test for mechanism {mechanism!r}")
+    return Verdict(min(1.0, 2 * min(p_scale, p_shape)), ratio, n)
+
+
+def _test_exponential(observations: Sequence[Observation]) -> Verdict:
+    """The score test of ``P(i) ∝ exp(l_i / f)`` at ``f = 1`` (``l = score / scale``, the
+    Gumbel-max logits), and the maximum-likelihood ``f`` on a grid as the measured ratio."""
+    from scipy import stats
+    from scipy.special import logsumexp, softmax
+
+    width = max(o.query.exact.size for o in observations)
+    # One row per draw, padded with -inf (a candidate that cannot be picked).
+    logits = np.full((len(observations), width), -np.inf)
+    for i, o in enumerate(observations):
+        logits[i, :o.query.exact.size] = o.query.exact / o.query.scale
+    picks = np.array([int(o.released) for o in observations])
+    rows = np.arange(len(picks))
+    p = softmax(logits, axis=1)
+    finite = np.where(np.isfinite(logits), logits, 0.0)
+    mean = np.sum(p * finite, axis=1)
+    score = float(np.sum(finite[rows, picks] - mean))
+    variance = float(np.sum(p * (finite - mean[:, None]) ** 2))
+    if variance <= 0:  # every pick forced: the draws say nothing about the scale
+        return Verdict(1.0, float("nan"), len(picks))
+    zscore = score / math.sqrt(variance)
+    p_value = float(2 * stats.norm.sf(abs(zscore)))
+    grid = np.exp(np.linspace(math.log(0.25), math.log(4.0), 281))
+    loglik = [float(np.sum(finite[rows, picks] / f - logsumexp(logits / f, axis=1)))
+              for f in grid]
+    return Verdict(p_value, float(grid[int(np.argmax(loglik))]), len(picks))
+
+
+# --- running a case -------------------------------------------------------------------------
+
+
+def _collect(case: NoiseCase, draws: int, rng: np.random.Generator) -> list[Run]:
+    runs, have = [], 0
+    while have < draws:
+        run = case.call(rng)
+        runs.append(run)
+        if not run.observations:  # not on the layer: nothing to test
+            return runs
+        have += sum(1 if o.mechanism == "exponential" else np.size(o.query.exact)
+                    for o in run.observations)
+    return runs
+
+
+def _check_ledger(run: Run) -> str:
+    """The declared scale of every observed query against the ledger entry the call wrote
+    under its name: σ (Gaussian), b = Δ/ε (Laplace), 2Δ/ε (exponential)."""
+    by_name: dict[str, list[LedgerEntry]] = {}
+    for entry in run.entries:
+        by_name.setdefault(entry.name, []).append(entry)
+    for o in run.observations:
+        entries = by_name.get(o.query.name, [])
+        if not entries:
+            return f"{o.query.name!r}: no ledger entry"
+        entry = entries[0]
+        if o.mechanism == "exponential" or o.mechanism == "laplace":
+            declared = (2 if o.mechanism == "exponential" else 1) * entry.sensitivity / (
+                entry.epsilon or float("nan"))
+        else:
+            declared = entry.sigma or float("nan")
+        if not math.isclose(declared, o.query.scale, rel_tol=1e-9):
+            return (f"{o.query.name!r}: noise scale {o.query.scale:.6g}, the ledger's "
+                    f"{declared:.6g}")
+        if not math.isclose(entry.sensitivity, o.query.sensitivity, rel_tol=1e-9):
+            return (f"{o.query.name!r}: sensitivity {o.query.sensitivity:.6g}, the ledger's "
+                    f"{entry.sensitivity:.6g}")
+    return ""
+
+
+def _claim(run: Run) -> str:
+    """The ledger's claim for one call: ρ summed (and ε for pure-DP entries)."""
+    rho = sum(e.rho for e in run.entries)
+    pure = [e.epsilon for e in run.entries if e.mechanism in ("laplace", "exponential")
+            and e.epsilon]
+    return f"rho {rho:.4g}" + (f", eps {sum(pure):.4g}" if pure else "")
+
+
+def _test_at(case: NoiseCase, draws: int, factor: float, seed: np.random.SeedSequence
+             ) -> tuple[list[Run], dict[str, Verdict]]:
+    rng = np.random.default_rng(seed)
+    with scaled_noise(factor):
+        runs = _collect(case, draws, rng)
+    observations = [o for run in runs for o in run.observations]
+    by_mechanism: dict[str, list[Observation]] = {}
+    for o in observations:
+        by_mechanism.setdefault(o.mechanism, []).append(o)
+    return runs, {m: test_draws(m, obs) for m, obs in by_mechanism.items()}
+
+
+def run_noise_case(case: NoiseCase, *, quick: bool = False, factor: float = 1.0,
+                   scale: float = 1.0) -> NoiseResult:
+    """Test one case at ``factor`` (1 unless ``--scale-noise``) and at each control factor
+    (× ``factor``), with ``samples`` (``quick``: ``quick``) × ``scale`` draws."""
+    start = time.perf_counter()
+    draws = max(50, round((case.quick if quick else case.samples) * scale))
+    streams = np.random.SeedSequence(case.seed).spawn(1 + len(CONTROL_FACTORS))
+    runs, verdicts = _test_at(case, draws, factor, streams[0])
+    if not verdicts:
+        return NoiseResult(case.name, case.function, "-", _claim(runs[0]) if runs else "-",
+                           None, seconds=round(time.perf_counter() - start, 2))
+    # One mechanism per case (the cases are built so); the first carries the verdict.
+    mechanism, verdict = next(iter(verdicts.items()))
+    controls = {}
+    for f, stream in zip(CONTROL_FACTORS, streams[1:], strict=True):
+        _, control = _test_at(case, draws, f * factor, stream)
+        controls[f] = control[mechanism]
+    mismatch = next((m for m in map(_check_ledger, runs[:3]) if m), "")
+    return NoiseResult(case.name, case.function, mechanism, _claim(runs[0]), verdict,
+                       controls, mismatch, round(time.perf_counter() - start, 2))
+
+
+# --- the cases --------------------------------------------------------------------------------
+
+
+def _charged(body: Callable[[PrivacyLedger], Any]) -> tuple[Any, list[Query], list[LedgerEntry]]:
+    ledger = fresh_ledger(delta=1e-9)
+    with recorded_queries() as queries:
+        out = body(ledger)
+    return out, list(queries), list(ledger.entries)
+
+
+def _additive(query: Query, released: np.ndarray) -> Observation:
+    mechanism = query.mechanism
+    return Observation(query, np.asarray(released, dtype=np.float64).reshape(query.exact.shape),
+                       mechanism)
+
+
+def _entry_mechanism(entries: Sequence[LedgerEntry], name: str, default: str) -> str:
+    """The ledger's mechanism name for the entry ``name`` (``discrete-gaussian`` is told
+    apart there, not in the query)."""
+    return next((e.mechanism for e in entries if e.name == name), default)
+
+
+POLICY_CONTRACT = """\
+name: audit-policies
+version: "1"
+columns:
+  - {name: c, type: categorical, categories: [x, y, other], out_of_domain: "other:other",
+     nulls: drop}
+  - {name: n, type: numeric, bins: [0, 10, 20], out_of_domain: clamp, nulls: "as:[10, 20]"}
+  - {name: d, type: categorical, categories: [a, b]}
+budget: {epsilon: 1.0, delta: 1.0e-6}
+"""
+
+
+@functools.lru_cache(maxsize=1)
+def _policy_contract() -> Any:
+    from privfair.contracts.schema import parse_contract
+
+    return parse_contract(POLICY_CONTRACT)
+
+
+def _policy_counts(rng: np.random.Generator) -> Run:
+    """``release.policy_counts.measure_policy_counts`` at a run's share of ρ = 1, all
+    counts 0; the noisy counts are read from the record the manifest publishes."""
+    from privfair.contracts.encoding import PolicyTally
+    from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
+
+    contract = _policy_contract()
+    record, queries, entries = _charged(lambda ledger: measure_policy_counts(
+        PolicyTally(), contract, ledger, rho=POLICY_SHARE, rng=rng))
+    noisy = np.array([cell["noisy_count"] for cell in record["touched_rows"]])
+    return Run([_additive(q, noisy) for q in queries[:1]], entries)
+
+
+def _confusion_counts(rng: np.random.Generator) -> Run:
+    """``release.model.evaluation.release_confusion``: the model card's per-group confusion
+    counts (2 groups), exact counts 0, at the σ of a release's evaluation share."""
+    from privfair.release.model.evaluation import release_confusion
+
+    counts = np.zeros((2, 2, 2), dtype=np.int64)
+    noisy, queries, entries = _charged(lambda ledger: release_confusion(
+        counts, sigma=7.0, ledger=ledger, rng=rng))
+    return Run([_additive(q, noisy) for q in queries[:1]], entries)
+
+
+def _marginals(discrete: bool) -> Call:
+    """``synth.measure.measure_marginals`` on a one-way and a 2-way marginal at once (L2
+    sensitivity √2), as a table release measures its one-way and selected marginals."""
+
+    def call(rng: np.random.Generator) -> Run:
+        from privfair.synth.measure import measure_marginals
+
+        tables = {("a",): np.zeros(3, dtype=np.int64),
+                  ("a", "b"): np.full((3, 4), 5, dtype=np.int64)}
+        out, queries, entries = _charged(lambda ledger: measure_marginals(
+            tables, list(tables), rho=0.05, rng=rng, ledger=ledger, name="marginals",
+            discrete=discrete))
+        flat = np.concatenate([m.values.ravel() for m in out])
+        return Run([Observation(q, flat, _entry_mechanism(entries, q.name, q.mechanism))
+                    for q in queries[:1]], entries)
+
+    return call
+
+
+def _aim_rounds(rng: np.random.Generator) -> Run:
+    """``synth.aim.run_aim`` itself on 3 attributes: its initial one-way marginals and its
+    rounds' measurements (read from the returned measurements, in the order drawn)."""
+    from privfair.core.domain import Domain
+    from privfair.synth.aim import candidate_cliques, run_aim
+
+    domain = Domain(("a", "b", "c"), (2, 3, 2))
+    tables = {c: np.zeros(domain.shape(c)) for c in candidate_cliques(domain)}
+    result, queries, entries = _charged(lambda ledger: run_aim(
+        tables, domain, rho=2.0, rng=rng, ledger=ledger, rounds=6, max_iters=5,
+        refit=False))
+    flat = np.concatenate([m.values.ravel() for m in result.measurements])
+    observations, start = [], 0
+    for q in queries:
+        if q.mechanism != "gaussian":
+            continue
+        size = q.exact.size
+        observations.append(_additive(q, flat[start:start + size]))
+        start += size
+    return Run(observations, entries)
+
+
+def _mst_selection(rng: np.random.Generator) -> Run:
+    """``synth.structure.private_kruskal`` (MST and Greedy-PreFair's selection) over the 3
+    edges of 3 attributes, weights two noise scales apart; each round's pick is read from
+    the edges it returns."""
+    from privfair.core.domain import Domain
+    from privfair.synth.structure import private_kruskal
+
+    domain = Domain(("a", "b", "c"), (2, 2, 2))
+    candidates = [("a", "b"), ("a", "c"), ("b", "c")]
+    weights = np.array([0.0, 2.0, 4.0])  # ε = 1 per round at ρ = 1/4: scale 2
+    chosen, queries, entries = _charged(lambda ledger: private_kruskal(
+        domain, candidates, weights, rho=0.25, rng=rng, ledger=ledger))
+    observations = []
+    for q, edge in zip(queries, chosen, strict=False):
+        pick = int(np.flatnonzero(q.exact == weights[candidates.index(edge)])[0])
+        observations.append(Observation(q, pick, "exponential"))
+    return Run(observations, entries)
+
+
+def _aim_selection(rng: np.random.Generator) -> Run:
+    """``synth.aim.exponential_first_admissible`` (AIM's own selection), every candidate
+    admissible, qualities two noise scales apart."""
+    from privfair.synth.aim import exponential_first_admissible
+
+    scores = np.array([0.0, 2.0, 4.0, 6.0])
+    (pick, _), queries, entries = _charged(lambda ledger: exponential_first_admissible(
+        scores, lambda i: True, epsilon=1.0, sensitivity=1.0, rng=rng, ledger=ledger,
+        name="AIM select"))
+    return Run([Observation(q, pick, "exponential") for q in queries[:1]], entries)
+
+
+#: The release functions whose noise is tested (name -> case). Full counts take a few CPU
+#: seconds in all; ``quick`` ones power every control by a wide margin.
+NOISE_CASES: dict[str, NoiseCase] = {c.name: c for c in (
+    NoiseCase("policy counts", "release.policy_counts.measure_policy_counts",
+              _policy_counts, 20_000, 2_000, 100),
+    NoiseCase("model card confusion counts", "release.model.evaluation.release_confusion",
+              _confusion_counts, 20_000, 2_000, 101),
+    NoiseCase("marginals", "synth.measure.measure_marginals", _marginals(False),
+              20_000, 2_000, 102),
+    NoiseCase("marginals (discrete)", "synth.measure.measure_marginals(discrete=True)",
+              _marginals(True), 6_000, 1_500, 103),
+    NoiseCase("AIM measurements", "synth.aim.run_aim", _aim_rounds, 20_000, 2_000, 104),
+    NoiseCase("MST/PreFair selection", "synth.structure.private_kruskal", _mst_selection,
+              20_000, 3_000, 105),
+    NoiseCase("AIM selection", "synth.aim.exponential_first_admissible", _aim_selection,
+              20_000, 3_000, 106),
+)}
+
+
+def layer_inventory(results: Sequence[NoiseResult] = ()) -> list[str]:
+    """The layer's inventory of mechanisms (``core.mechanisms.MECHANISMS`` when the layer
+    has one; otherwise the mechanism names its ledger entries use)."""
+    from privfair.core import mechanisms
+
+    inventory = getattr(mechanisms, "MECHANISMS", None)
+    if inventory:
+        return sorted(inventory)
+    return sorted({"gaussian", "discrete-gaussian", "exponential", "laplace",
+                   "subsampled-gaussian"} | {r.mechanism for r in results if r.covered})
