@@ -115,9 +115,11 @@ def test_progress_is_monotone_and_ends_at_one():
     assert seen and seen == sorted(seen) and seen[-1] == pytest.approx(1.0)
 
 
-def test_the_time_budget_covers_counting_the_candidate_tables(monkeypatch):
-    """A release's AIM budget starts before the candidates are counted: a count that takes
-    the whole budget leaves one final round, which still spends all of ρ."""
+def test_rounds_do_not_depend_on_how_long_counting_takes(monkeypatch):
+    """Issue 32.10: AIM's round count is published in the ledger, and counting the candidate
+    tables takes time that grows with n, so the time budget starts after counting: a count
+    that outlasts the whole budget runs the same rounds as an instant one (it used to leave
+    one final round)."""
     import time
 
     from privfair.core.domain import Roles
@@ -129,12 +131,19 @@ def test_the_time_budget_covers_counting_the_candidate_tables(monkeypatch):
     domain = Domain(("a", "b", "c", "d"), (3, 2, 4, 2))
     data = {a: rng.integers(0, s, 3000) for a, s in domain.items()}
 
-    def slow_counter(cliques):
-        now[0] += 30.0  # counting alone outlasts the 20 s budget
-        return count_marginals(domain, list(cliques), [data])
+    def rounds(counting_s: float) -> tuple[list, list]:
+        def counter(cliques):
+            now[0] += counting_s  # 30 s outlasts the 20 s budget
+            return count_marginals(domain, list(cliques), [data])
 
-    synth = FairSynthesizer(domain=domain, roles=Roles(), epsilon=1.0, delta=1e-9, method="aim",
-                            max_time_s=20.0, small_n_fallback=False)
-    synth.measure(rng=np.random.default_rng(7), counter=slow_counter)
-    assert len(synth.aim_rounds_) == 1
-    assert synth.ledger_.spent == pytest.approx(synth.ledger_.rho_budget, rel=1e-9)
+        synth = FairSynthesizer(domain=domain, roles=Roles(), epsilon=1.0, delta=1e-9,
+                                method="aim", max_time_s=20.0, small_n_fallback=False)
+        synth.measure(rng=np.random.default_rng(7), counter=counter)
+        assert synth.ledger_.spent == pytest.approx(synth.ledger_.rho_budget, rel=1e-9)
+        # the final fit gets what the rounds left, counted from the end of counting
+        assert synth.final_fit_time() == pytest.approx(20.0)
+        return synth.aim_rounds_, [e.name for e in synth.ledger_.entries]
+
+    slow, instant = rounds(30.0), rounds(0.0)
+    assert len(slow[0]) > 1
+    assert slow == instant

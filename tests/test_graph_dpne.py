@@ -9,13 +9,13 @@ from scipy import stats
 
 from privfair.core.accounting import PrivacyLedger, laplace_rho
 from privfair.core.errors import DomainError
+from privfair.core.mechanisms import sample_row_laplace
 from privfair.graph.dpne import (
     SENSITIVITY,
     EdgeList,
     deepwalk_matrix,
     deepwalk_sensitivity,
     dpne,
-    perturbation,
     public_factor,
 )
 
@@ -54,7 +54,7 @@ def test_one_edge_moves_the_deepwalk_matrix_by_less_than_the_bound():
 
 def test_perturbation_norms_follow_the_charged_gamma_law():
     rng = np.random.default_rng(1)
-    eta = perturbation(4000, 5, epsilon=2.0, rng=rng)
+    eta = sample_row_laplace(4000, 5, scale=SENSITIVITY / 2.0, rng=rng)
     norms = np.linalg.norm(eta, axis=1)
     result = stats.kstest(norms, stats.gamma(a=5, scale=SENSITIVITY / 2.0).cdf)
     assert result.pvalue > 0.01
@@ -72,7 +72,8 @@ def test_dpne_charges_its_epsilon_and_returns_the_exact_minimiser():
     assert entry.rho == pytest.approx(laplace_rho(epsilon=1.5))
     assert entry.sensitivity == SENSITIVITY
     # First-order condition of the perturbed objective recovers exactly the drawn noise.
-    eta = perturbation(graph.n_nodes, 4, epsilon=1.5, rng=np.random.default_rng(3))
+    eta = sample_row_laplace(graph.n_nodes, 4, scale=SENSITIVITY / 1.5,
+                             rng=np.random.default_rng(3))
     m = deepwalk_matrix(graph)
     recovered = 2 * (m @ h - w @ (h.T @ h + 1e-3 * np.eye(4)))
     np.testing.assert_allclose(recovered, eta, rtol=1e-6, atol=1e-6)

@@ -47,10 +47,10 @@ from privfair.causal.pc import (
     pc_skeleton,
     stable_levels,
 )
-from privfair.core.accounting import LedgerEntry, PrivacyLedger, laplace_rho
+from privfair.core.accounting import PrivacyLedger, laplace_rho
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import DomainError
-from privfair.core.mechanisms import exponential_mechanism
+from privfair.core.mechanisms import exponential_mechanism, laplace_mechanism
 
 
 @dataclass(frozen=True)
@@ -247,11 +247,9 @@ def lap_mech(codes: np.ndarray, domain: Domain, *, rho: float, ledger: PrivacyLe
             f"domain: the full table has {cells} cells; LapMech allows at most "
             f"max_cells={max_cells}")
     epsilon = math.sqrt(2 * rho)
-    ledger.spend(LedgerEntry(name="LapMech full contingency table", mechanism="laplace",
-                             sensitivity=1.0, rho=laplace_rho(epsilon=epsilon),
-                             epsilon=epsilon, queries=cells))
-    noisy = tables.table(range(len(domain))) + rng.laplace(0.0, 1.0 / epsilon,
-                                                           size=tuple(domain.sizes))
+    noisy = laplace_mechanism(tables.table(range(len(domain))), epsilon=epsilon,
+                              sensitivity=1.0, rng=rng, ledger=ledger,
+                              name="LapMech full contingency table", queries=cells)
     source = NoisyFullTable(noisy, domain)
 
     def independent(i: int, j: int, cond: tuple[int, ...]) -> bool:
@@ -310,11 +308,8 @@ def noisy_moments(z: np.ndarray, *, rho: float, ledger: PrivacyLedger,
     exact = np.concatenate(([float(n)], z.sum(axis=0), (z.T @ z)[upper]))
     sensitivity = moment_sensitivity(p, clip)
     epsilon = math.sqrt(2 * rho)
-    ledger.spend(LedgerEntry(name="PrivPC* count, sums and cross products",
-                             mechanism="laplace", sensitivity=sensitivity,
-                             rho=laplace_rho(epsilon=epsilon), epsilon=epsilon,
-                             queries=int(exact.size)))
-    noisy = exact + rng.laplace(0.0, sensitivity / epsilon, size=exact.size)
+    noisy = laplace_mechanism(exact, epsilon=epsilon, sensitivity=sensitivity, rng=rng,
+                              ledger=ledger, name="PrivPC* count, sums and cross products")
     count = max(noisy[0], 1.0)
     mean = noisy[1:p + 1] / count
     second = np.zeros((p, p))

@@ -39,7 +39,8 @@ from typing import Protocol
 
 import numpy as np
 
-from privfair.core.accounting import LedgerEntry, PrivacyLedger, laplace_rho
+from privfair.core.accounting import PrivacyLedger
+from privfair.core.mechanisms import sparse_laplace_histogram
 
 __all__ = [
     "MAX_UNIVERSE_SIZE",
@@ -275,28 +276,24 @@ def cathist(
                         dtype=np.float64)
     if counts.size and (not np.all(np.isfinite(counts)) or np.any(counts < 0)):
         raise ValueError("true_counts: expected finite, non-negative counts")
-    # The ledger entry counts one query per value of the universe: the mechanism stands for
-    # noisy counts of all n bins, and the active-domain size is private, so it is not logged.
-    ledger.spend(LedgerEntry(
-        name=name, mechanism="laplace", sensitivity=1.0, rho=laplace_rho(epsilon=epsilon),
-        epsilon=float(epsilon), queries=int(domain_size),
-    ))
-    noisy = counts + rng.laplace(0.0, 1.0 / epsilon, size=counts.size)
-    keep = noisy >= tau  # Algorithm 1 line 8 removes s_i < tau
-    released = dict(zip((lab for lab, k in zip(labels, keep, strict=True) if k),
-                        noisy[keep].tolist(), strict=True))
-    # The listing prints "k <- 1/2 e^{-eps tau}", but the text (and the privacy argument) draw
-    # k from Binomial(n, p) with p = 1/2 e^{-eps tau}: the number of empty bins whose Laplace
-    # noise exceeds tau. numpy's binomial takes int64 n, so n = 2.9e10 is fine.
-    k = int(rng.binomial(domain_size, p))
-    outside = sample_outside(universe, k, labels, rng)
-    weights = tau + rng.exponential(1.0 / epsilon, size=len(outside))
-    released.update(zip(outside, weights.tolist(), strict=True))
+    # The layer charges one query per value of the universe (the mechanism stands for noisy
+    # counts of all n bins; the active-domain size is private), adds Laplace(1/ε) noise,
+    # removes noisy counts below tau (Algorithm 1 line 8), and draws k ~ Binomial(n, p) with
+    # p = 1/2 e^{-eps tau} (the listing prints "k <- 1/2 e^{-eps tau}", but the text and the
+    # privacy argument draw k, the number of empty bins whose noise exceeds tau) and their
+    # weights tau + Exponential(1/ε).
+    histogram = sparse_laplace_histogram(
+        counts, universe_size=domain_size, outside_probability=p, epsilon=epsilon, rng=rng,
+        ledger=ledger, name=name,
+        sample_outside=lambda k: sample_outside(universe, k, labels, rng))
+    released = dict(zip((lab for lab, k in zip(labels, histogram.kept, strict=True) if k),
+                        histogram.counts.tolist(), strict=True))
+    released.update(zip(histogram.outside, histogram.outside_counts.tolist(), strict=True))
     order = sorted(released)
     values = np.asarray([released[c] for c in order], dtype=np.float64)
     values.setflags(write=False)
     return CatHistResult(categories=tuple(order), noisy_counts=values, tau=float(tau),
-                         n_outside=len(outside))
+                         n_outside=len(histogram.outside))
 
 
 def f_fidelity(true_counts: Mapping[str, int], released: CatHistResult) -> float:

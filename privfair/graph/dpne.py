@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privfair.core.accounting import LedgerEntry, PrivacyLedger, laplace_rho
+from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import DomainError
+from privfair.core.mechanisms import row_laplace_mechanism
 
 #: Bound on Σ_i ‖η_i − η'_i‖₂ between edge-neighbouring graphs (2 · 4, see the module notes).
 SENSITIVITY = 8.0
@@ -132,20 +133,15 @@ def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
         raise ValueError(f"factor: expected shape {(n, dim)}, got {h.shape}")
     if np.any(np.linalg.norm(h, axis=1) > 1 + 1e-9):
         raise ValueError("factor: every row of H must have L2 norm <= 1")
-    ledger.spend(LedgerEntry(name="DPNE objective perturbation", mechanism="laplace",
-                             sensitivity=SENSITIVITY, rho=laplace_rho(epsilon=epsilon),
-                             epsilon=float(epsilon), queries=n * dim))
-    noise = perturbation(n, dim, epsilon=epsilon, rng=rng)
+    # The objective's linear coefficient in W, −2 M H (row i: −2 M_i H), gets the noise η:
+    # the layer releases −2 M H + η (Σ_i ‖Δ row_i‖₂ ≤ SENSITIVITY, rows of density
+    # ∝ exp(−ε ‖η_i‖₂ / Δ)), charged ε before the draw, and W is the exact minimiser of the
+    # perturbed objective, w_i = −(−2 M_i H + η_i)/2 · (HᵀH + λI)⁻¹ = (M_i H − η_i/2)(…)⁻¹.
+    linear = row_laplace_mechanism(-2.0 * (deepwalk_matrix(graph) @ h), epsilon=epsilon,
+                                   sensitivity=SENSITIVITY, rng=rng, ledger=ledger,
+                                   name="DPNE objective perturbation")
     gram = h.T @ h + regularization * np.eye(dim)
-    return np.linalg.solve(gram, (deepwalk_matrix(graph) @ h - noise / 2).T).T
-
-
-def perturbation(n: int, dim: int, *, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """η with density ∝ Π_i exp(−ε ‖η_i‖₂ / Δ): Gamma(dim, Δ/ε) norms, uniform directions."""
-    norms = rng.gamma(shape=dim, scale=SENSITIVITY / epsilon, size=n)
-    directions = rng.normal(size=(n, dim))
-    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    return directions * norms[:, None]
+    return np.linalg.solve(gram, (-linear / 2).T).T
 
 
 def spectral_embedding(graph: EdgeList, dim: int) -> np.ndarray:

@@ -30,9 +30,11 @@ from functools import partial
 
 import numpy as np
 
-from privfair.core.accounting import LedgerEntry, PrivacyLedger, exponential_rho
+from privfair.core.accounting import PrivacyLedger
 from privfair.core.domain import Clique, Domain, Roles
-from privfair.core.mechanisms import gaussian_mechanism
+
+# exponential_first_admissible: AIM's selection, in the mechanism layer (re-exported here).
+from privfair.core.mechanisms import exponential_first_admissible, gaussian_mechanism
 from privfair.synth.estimation import (
     BeliefPropagation,
     GraphicalModel,
@@ -100,32 +102,6 @@ def _admissible(index: int, *, candidates: Sequence[Clique], domain: Domain,
         return False
     return (clique in covered
             or junction_tree_size_mb(domain, [*model_cliques, clique]) <= size_cap)
-
-
-def exponential_first_admissible(
-    scores: np.ndarray, admissible: Callable[[int], bool], *, epsilon: float,
-    sensitivity: float, rng: np.random.Generator, ledger: PrivacyLedger, name: str,
-) -> tuple[int, int]:
-    """The exponential mechanism over the admissible candidates, testing as few as possible.
-
-    With Gumbel noise ``g``, ``argmax_i ε·score_i/(2Δ) + g_i`` over a set samples
-    ``∝ exp(ε·score/(2Δ))`` on that set; walking the noisy scores in decreasing order and
-    taking the first admissible candidate is that argmax over the admissible set. So the
-    output has exactly the distribution of the mechanism run on the admissible candidates,
-    but ``admissible`` (a junction-tree build in AIM) runs only until the first success.
-    Charged once, ε²/8 zCDP, before the draw. Returns (index, candidates examined).
-    """
-    scores = np.asarray(scores, dtype=np.float64)
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    ledger.spend(LedgerEntry(name=name, mechanism="exponential",
-                             sensitivity=float(sensitivity), rho=exponential_rho(epsilon=epsilon),
-                             epsilon=float(epsilon), queries=int(scores.size)))
-    noisy = epsilon / (2 * sensitivity) * scores + rng.gumbel(size=scores.size)
-    for examined, i in enumerate(np.argsort(-noisy, kind="stable"), start=1):
-        if admissible(int(i)):
-            return int(i), examined
-    raise ValueError("no admissible candidate")
 
 
 @dataclass(frozen=True)
@@ -213,8 +189,9 @@ def run_aim(
         its whole budget. The ρ spent and the mechanisms do not depend on it, only when the
         rounds stop.
     time_started : float, optional
-        ``time.monotonic()`` at which ``max_time_s`` started (default: now), so a caller's
-        budget can also cover what it did before, e.g. counting the candidate tables.
+        ``time.monotonic()`` at which ``max_time_s`` started (default: now). Never before the
+        candidate tables were counted: counting takes time that grows with n, and the round
+        count (published in the ledger) must follow from public inputs and noise only.
     stop_after_initial : callable, optional
         ``stop_after_initial(initial_one_way, rho_left)``, post-processing of the initial
         noisy one-way marginals: when it returns True the run stops there, having spent only

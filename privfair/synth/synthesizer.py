@@ -479,14 +479,9 @@ class FairSynthesizer:
         charge a larger budget. ``progress(stage, fraction)`` is called as work advances.
         """
         report = progress or (lambda stage, fraction: None)
-        started = time.monotonic()
         self.measure(data, rng=rng, ledger=ledger, progress=report)
         report("estimate", 0.4)
-        fit_time = None
-        if self.warm_start_ is not None and self.max_time_s is not None:
-            # AIM's time budget covers its final fit: whatever the rounds left of it.
-            fit_time = max(self.max_time_s - (time.monotonic() - started),
-                           MIN_FIT_SHARE * self.max_time_s)
+        fit_time = self.final_fit_time()
         self.model_ = fit_model(
             self.one_way_, self.selected_, tol=self.tol, max_iters=self.max_iters,
             warm_start=None if self.warm_start_ is None else self.warm_start_.potentials,
@@ -495,6 +490,15 @@ class FairSynthesizer:
                 "estimate", 0.4 + 0.5 * min(it / self.max_iters, 1.0)))
         report("done", 1.0)
         return self
+
+    def final_fit_time(self) -> float | None:
+        """Seconds the final fit may take: what AIM's rounds left of ``max_time_s`` (counted
+        from the end of counting, never less than :data:`MIN_FIT_SHARE` of it); None when
+        there is no time budget or no AIM warm start."""
+        if self.warm_start_ is None or self.max_time_s is None:
+            return None
+        return max(self.max_time_s - (time.monotonic() - self.time_started_),
+                   MIN_FIT_SHARE * self.max_time_s)
 
     def measure(self, data: DataLike | None = None, *, rng: np.random.Generator | StageRngs,
                 ledger: PrivacyLedger | None = None,
@@ -579,8 +583,10 @@ class FairSynthesizer:
 
     def _measure_aim(self, counter: Counter, *, rho: float, rng: np.random.Generator,
                      ledger: PrivacyLedger, report: Callable[[str, float], None]) -> None:
-        started = time.monotonic()  # the time budget covers counting the candidates too
         tables = counter(candidate_cliques(self.domain))
+        # The time budget starts once the tables are counted: counting takes time that grows
+        # with n, and the rounds it would cut are published (issue 32.10).
+        started = self.time_started_ = time.monotonic()
         report("AIM rounds", 0.1)
         signals: list[tuple[TreeSignal, float]] = []
 

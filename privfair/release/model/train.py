@@ -61,6 +61,7 @@ from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import Contract, load_contract
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import BudgetExceededError, DomainError
+from privfair.core.mechanisms import laplace_mechanism
 from privfair.release.checks import (
     DATASET_NAME,
     check_folders,
@@ -306,10 +307,13 @@ def _train_sgd(context: RunContext, x: np.ndarray, y: np.ndarray, groups: np.nda
     plan: ModelPlan = context.plan
     p, budget = plan.params, plan.budget
     n_groups = len(plan.encoding.group_labels)
-    # The row count is the only thing about n the run uses, and it is a DP count.
+    # The row count is the only thing about n the run uses, and it is a DP count (the entry
+    # the layer records is row_count_entry's, which the plan declared).
     count = row_count_entry(float(budget.count_epsilon))
-    ledger.spend(count)
-    n_noisy = max(1.0, len(x) + float(context.rng("count").laplace(0.0, 1 / count.epsilon)))
+    (noisy_rows,) = laplace_mechanism(np.array([float(len(x))]), epsilon=count.epsilon,
+                                      sensitivity=count.sensitivity, rng=context.rng("count"),
+                                      ledger=ledger, name=count.name)
+    n_noisy = max(1.0, float(noisy_rows))
     rate, steps = rate_and_steps(batch_size=p.batch_size, rows=n_noisy, epochs=p.epochs)
     # The smallest σ whose curve stays under the declared one at every order.
     sigma = calibrate_to_curve(method=p.model, sample_rate=rate, steps=steps, groups=n_groups,

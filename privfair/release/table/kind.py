@@ -50,7 +50,6 @@ from privfair.release.table.post_noise import (
 from privfair.release.table.private import measure_table, resolve_domains
 from privfair.release.table.publish import write_table_release
 from privfair.store.artefacts import load_ledger, save_ledger
-from privfair.synth.aim import MIN_FIT_SHARE
 from privfair.synth.synthesizer import AIM_METHODS, FAIR_METHODS
 
 
@@ -150,10 +149,9 @@ def measure_stage(context: RunContext, state: State) -> dict[str, Any]:
     """Every measurement of a marginal method, by the library's estimator
     (:meth:`privfair.synth.synthesizer.FairSynthesizer.measure`)."""
     plan = current_plan(context, state)
-    started = time.monotonic()
     aim = plan.method in AIM_METHODS
     low, high = (0.2, 0.7) if aim else (0.2, 0.35)
-    out = measure_table(
+    return measure_table(
         state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
         method=plan.method, epsilon=plan.epsilon, delta=plan.delta,
         rho=plan.rho - plan.split["domains"] - plan.split["policies"], seed=context.seed,
@@ -161,10 +159,6 @@ def measure_stage(context: RunContext, state: State) -> dict[str, Any]:
         batch_size=plan.batch_size, max_time_s=plan.max_time_s,
         progress=lambda stage, fraction: context.progress(stage, low + (high - low) * fraction),
         **_engine(plan))
-    # AIM's time budget covers its final fit: whatever the rounds left of it.
-    fit_time = (None if not aim or plan.max_time_s is None else max(
-        plan.max_time_s - (time.monotonic() - started), MIN_FIT_SHARE * plan.max_time_s))
-    return {**out, "fit_time_s": fit_time}
 
 
 def estimate_stage(context: RunContext, state: State) -> dict[str, Any]:

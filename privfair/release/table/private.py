@@ -190,13 +190,14 @@ def measure_table(codes: FileRef, contract: Contract, ledger: FileRef,
                   batch_size: int = 200_000, engine: str = "local",
                   dask_address: str | None = None, max_time_s: float | None = None,
                   progress: Callable[[str, float], None] | None = None,
-                  ) -> dict[str, FileRef | None]:
+                  ) -> dict[str, FileRef | float | None]:
     """Every measurement of a table release, through :meth:`FairSynthesizer.measure`.
 
     The library's estimator is the one chain: this stage gives it the staged codes (counted
     here, or per row group on Dask) and one generator per measurement stage, and saves what it
     measured as post-noise artefacts: ``one_way``, ``structure``, ``selected`` (the further
-    measurements), ``ledger`` and, for AIM, ``warm_start`` (its last model).
+    measurements), ``ledger`` and, for AIM, ``warm_start`` (its last model) and
+    ``fit_time_s``, the seconds its time budget leaves for the final fit (else None).
     """
     domain = contract.domain()
     book = load_ledger(ledger)
@@ -211,7 +212,9 @@ def measure_table(codes: FileRef, contract: Contract, ledger: FileRef,
     synth.measure(rng=lambda stage: stage_rng(seed, stage), ledger=book, counter=counter,
                   rho=rho, progress=progress)
     warm = save_model(synth.warm_start_, artefacts) if synth.warm_start_ is not None else None
-    return {"one_way": save_one_way(synth.one_way_, synth.one_way_measurements_, artefacts),
+    # AIM's time budget covers its final fit: whatever the rounds left of it, counted from
+    # the end of counting (never from the stage's start: counting time grows with n).
+    return {"fit_time_s": synth.final_fit_time(), "one_way": save_one_way(synth.one_way_, synth.one_way_measurements_, artefacts),
             "structure": save_structure(synth.structure_, artefacts),
             "selected": save_measurements(synth.selected_, artefacts),
             "ledger": save_ledger(book, artefacts), "warm_start": warm}
