@@ -128,7 +128,7 @@ MECHANISMS: dict[str, Entry] = {
     "aim-selection": Entry(audit_aim_selection, 40_000, 2_000),
     "quantiles": Entry(audit_quantiles, 40_000, 2_000),
     "cathist": Entry(audit_cathist, 40_000, 2_000),
-    "aim-round": Entry(audit_aim_round, 40_000, 3_000),
+    "aim-round": Entry(audit_aim_round, 10_000, 1_000),
     "policy-counts": Entry(audit_policy_counts, 40_000, 2_000),
     "confusion-counts": Entry(audit_confusion_counts, 40_000, 2_000),
     "privlr": Entry(partial(audit_functional, variant="privlr"), 10_000, 2_000),
