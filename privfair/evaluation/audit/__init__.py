@@ -138,6 +138,9 @@ MECHANISMS: dict[str, Entry] = {
     "pflr-floats": Entry(partial(audit_functional, variant="pflr", event="exact-float"),
                          10_000, 2_000),
     "dpsgd": Entry(audit_dpsgd, 20_000, 2_000),
+    # Poisson subsampling (q = 1/2): the claim is the ledger's amplified curve.
+    "dpsgd-subsampled": Entry(partial(audit_dpsgd, sample_rate=0.5, noise_multiplier=1.0),
+                              20_000, 2_000),
     "dpsgd-f": Entry(audit_dpsgd_f, 10_000, 1_500),
     "d1": Entry(audit_d1_step, 4_000, 1_000),
     "privpc": Entry(audit_privpc, 10_000, 2_000),
