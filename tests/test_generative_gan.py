@@ -10,12 +10,14 @@ torch = pytest.importorskip("torch")
 from privfair.core.accounting import PrivacyLedger  # noqa: E402
 from privfair.core.domain import Domain  # noqa: E402
 from privfair.core.errors import BudgetExceededError  # noqa: E402
+from privfair.core.mechanisms import scaled_noise, subsampled_gaussian  # noqa: E402
 from privfair.generative import gan  # noqa: E402
 from privfair.generative.calibration import subsampled_gaussian_epsilon  # noqa: E402
 from privfair.generative.dag import CausalGraphError  # noqa: E402
 from privfair.generative.dpsgd import (  # noqa: E402
     GroupClipping,
     clip_factors,
+    clipped_sum,
     ghost_batch,
     noisy_gradient,
     per_sample_gradients,
@@ -78,12 +80,19 @@ def test_clipped_per_sample_gradients_are_bounded_and_summed():
     first = {k: p.grad for k, p in net.named_parameters()}
     for k, v in grads.items():
         assert torch.allclose(v[0], first[k], atol=1e-6)
-    # With no noise the private gradient is the clipped sum over the expected batch size.
-    total = noisy_gradient(grads, factors, noise_multiplier=0.0, clip_bound=bound,
-                           expected_batch=16.0, generator=g)
+    # The clipped sum is the sum of the clipped rows; the private gradient adds the layer's
+    # noise σ·C (scaled down to nothing here) and divides by the expected batch size.
+    summed = clipped_sum(grads, factors)
+    noise = subsampled_gaussian(ledger=PrivacyLedger(epsilon_budget=100.0, delta=1e-6),
+                                name="t", noise_multiplier=1.0, sample_rate=0.5, steps=1,
+                                sensitivity=bound)
+    with scaled_noise(1e-9):
+        total = noisy_gradient(grads, factors, noise=noise, clip_bound=bound,
+                               expected_batch=16.0, generator=g)
     for k, v in grads.items():
-        manual = (v * factors.view(-1, *([1] * (v.dim() - 1)))).sum(0) / 16.0
-        assert torch.allclose(total[k], manual, atol=1e-6)
+        manual = (v * factors.view(-1, *([1] * (v.dim() - 1)))).sum(0)
+        assert torch.allclose(summed[k], manual, atol=1e-6)
+        assert torch.allclose(total[k], manual / 16.0, atol=1e-6)
 
 
 def test_ghost_clipping_matches_per_sample_gradients():
@@ -126,17 +135,26 @@ def test_discrete_noise_reaches_the_gan_counts(table):
     assert plain.privacy["marginals"]["mechanism"] == "gaussian"
 
 
+def _count_noise(sigma1: float) -> object:
+    """The layer's DPSGD-F noise with counts of noise ``sigma1`` (gradients σ = 1)."""
+    return subsampled_gaussian(ledger=PrivacyLedger(epsilon_budget=1e3, delta=1e-6), name="t",
+                               noise_multiplier=1.0, sample_rate=0.5, steps=20,
+                               sensitivity=10.0, count_noise_multiplier=sigma1)
+
+
 def test_group_clipping_bounds_are_clamped():
-    clipping = GroupClipping(base=1.0, count_noise=0.0, groups=2, cap=3.0)
+    clipping = GroupClipping(base=1.0, groups=2, cap=3.0)
     norms = torch.tensor([5.0, 5.0, 5.0, 0.1, 0.1, 0.1])
     group = torch.tensor([0, 0, 0, 1, 1, 1])
-    bounds = clipping.bounds(norms, group, expected_batch=6.0,
-                             generator=torch.Generator().manual_seed(0))
+    with scaled_noise(1e-9):  # the counts without noise
+        bounds = clipping.bounds(norms, group, expected_batch=6.0, noise=_count_noise(1.0),
+                                 generator=torch.Generator().manual_seed(0))
     # Group 0 has all its rows clipped, group 1 none: 1 + (1 / 0.5) = 3; 1 + 0 = 1.
     assert bounds.tolist() == pytest.approx([3.0, 1.0])
-    noisy = GroupClipping(base=1.0, count_noise=50.0, groups=2, cap=10.0)
+    noisy = GroupClipping(base=1.0, groups=2, cap=10.0)
+    loud = _count_noise(50.0)
     for seed in range(20):
-        b = noisy.bounds(norms, group, expected_batch=6.0,
+        b = noisy.bounds(norms, group, expected_batch=6.0, noise=loud,
                          generator=torch.Generator().manual_seed(seed))
         assert bool(torch.all(b >= 1.0)) and bool(torch.all(b <= 10.0))
 

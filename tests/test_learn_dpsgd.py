@@ -11,6 +11,7 @@ from privfair.core.accounting import (
     subsampled_gaussian_rdp,
 )
 from privfair.core.errors import BudgetExceededError
+from privfair.core.mechanisms import subsampled_gaussian
 
 torch = pytest.importorskip("torch")
 
@@ -67,8 +68,10 @@ def test_clipped_per_sample_norms_are_bounded(method):
     norms, _ = backprop(params, xs, ys)
     assert (norms > 0.5).float().mean() > 0.3
     bounds_seen = []
+    noise = subsampled_gaussian(ledger=PrivacyLedger(epsilon_budget=1e3, delta=1e-6),
+                                **settings.mechanism_arguments(groups=2))
     noise_bound, factors = _factors(settings, norms, gs, 2, 100.0,
-                                    torch.Generator().manual_seed(0), bounds_seen)
+                                    torch.Generator().manual_seed(0), bounds_seen, noise)
     clipped = factors * norms
     if method == "dpsgd":
         assert noise_bound == 0.5 and torch.all(clipped <= 0.5 + 1e-6)

@@ -629,7 +629,8 @@ class SubsampledGaussian:
         largest); a bound above the declared one is refused.
         """
         bound = self.sensitivity if sensitivity is None else float(sensitivity)
-        if not (math.isfinite(bound) and 0 < bound <= self.sensitivity * (1 + 1e-9)):
+        # 1e-6: a bound clamped to the declared one in float32 may exceed it by 2^-24.
+        if not (math.isfinite(bound) and 0 < bound <= self.sensitivity * (1 + 1e-6)):
             raise ValueError(f"sensitivity: the step's clipping bound {bound!r} is not in "
                              f"(0, {self.sensitivity!r}], the bound that was charged")
         return self._add(summed, generator=generator, what=self.name,

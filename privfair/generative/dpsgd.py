@@ -22,11 +22,13 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from privfair.core.mechanisms import SubsampledGaussian
+
 # One DP-SGD clipping rule for models and discriminators (DPSGD-F's bounds included).
 from privfair.learn.dpsgd import clip_factors, group_clip_bounds
 
-__all__ = ["GhostBatch", "GroupClipping", "clip_factors", "ghost_batch", "noisy_gradient",
-           "noisy_sum", "per_sample_gradients", "per_sample_norms"]
+__all__ = ["GhostBatch", "GroupClipping", "clip_factors", "clipped_sum", "ghost_batch",
+           "noisy_gradient", "noisy_sum", "per_sample_gradients", "per_sample_norms"]
 
 
 def per_sample_gradients(module: nn.Module, loss: Callable[[torch.Tensor], torch.Tensor],
@@ -97,14 +99,13 @@ def ghost_batch(module: nn.Sequential, row_loss: Callable[[torch.Tensor], torch.
     return GhostBatch(norms=squared.sqrt(), layers=tuple(layers))
 
 
-def noisy_sum(total: dict[str, torch.Tensor], *, noise_multiplier: float, clip_bound: float,
-              expected_batch: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """(clipped sum + N(0, σ² C² I)) / b for every parameter."""
-    out = {}
-    for k, g in total.items():
-        noise = torch.randn(g.shape, generator=generator, device=g.device, dtype=g.dtype)
-        out[k] = (g + noise_multiplier * clip_bound * noise) / expected_batch
-    return out
+def noisy_sum(total: dict[str, torch.Tensor], *, noise: SubsampledGaussian,
+              clip_bound: float, expected_batch: float,
+              generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """(clipped sum + N(0, σ² C² I)) / b for every parameter; the noise is the layer's
+    (``noise``, charged for every step), at the step's bound ``clip_bound``."""
+    return {k: noise.add_gradient_noise(g, generator=generator, sensitivity=clip_bound)
+            / expected_batch for k, g in total.items()}
 
 
 @dataclass(frozen=True)
@@ -112,38 +113,38 @@ class GroupClipping:
     """DPSGD-F's adaptive per-group bounds from noisy counts of clipped rows (Xu Alg. 7).
 
     C^k = C0 · (1 + (m̃^k / b̃^k) / (m̃ / b)), where m̃^k, õ^k are the noisy clipped and
-    unclipped counts of group k (noise σ1, L2 sensitivity 1: a row is in exactly one count),
-    b the expected batch size. Noisy counts are clamped at 0, b̃^k and m̃ floored at 1 and
-    C^k capped at ``cap`` · C0 (all post-processing, spec §8.2).
+    unclipped counts of group k (noise σ1 of the layer's ``noise``, L2 sensitivity 1: a row
+    is in exactly one count), b the expected batch size. Noisy counts are clamped at 0, b̃^k
+    and m̃ floored at 1 and C^k capped at ``cap`` · C0 (all post-processing, spec §8.2).
     """
 
     base: float
-    count_noise: float
     groups: int
     cap: float = 10.0
 
     def bounds(self, norms: torch.Tensor, group: torch.Tensor, *, expected_batch: float,
-               generator: torch.Generator) -> torch.Tensor:
+               noise: SubsampledGaussian, generator: torch.Generator) -> torch.Tensor:
         clipped = norms > self.base
         counts = torch.stack([
             torch.stack([(clipped & (group == k)).sum(), (~clipped & (group == k)).sum()])
             for k in range(self.groups)]).to(torch.float64)
-        noise = torch.randn(counts.shape, generator=generator, device=counts.device,
-                            dtype=torch.float64)
-        noisy = counts + self.count_noise * noise
+        noisy = noise.add_count_noise(counts, generator=generator)
         return group_clip_bounds(noisy[:, 0], noisy[:, 1],
                                  expected_batch_size=max(expected_batch, 1.0), clip=self.base,
                                  cap=self.cap * self.base).to(norms.dtype)
 
 
-def noisy_gradient(grads: dict[str, torch.Tensor], factors: torch.Tensor, *,
-                   noise_multiplier: float, clip_bound: float, expected_batch: float,
-                   generator: torch.Generator) -> dict[str, torch.Tensor]:
-    """(Σ_i factor_i · g_i + N(0, σ² C² I)) / b for every parameter.
+def clipped_sum(grads: dict[str, torch.Tensor],
+                factors: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Σ_i factor_i · g_i for every parameter: one contraction over the batch, so the
+    clipped per-sample gradients are never materialised."""
+    return {k: torch.tensordot(factors.to(g.dtype), g, dims=1) for k, g in grads.items()}
 
-    The clipped sum is one contraction over the batch, so the clipped per-sample gradients are
-    never materialised.
-    """
-    total = {k: torch.tensordot(factors.to(g.dtype), g, dims=1) for k, g in grads.items()}
-    return noisy_sum(total, noise_multiplier=noise_multiplier, clip_bound=clip_bound,
+
+def noisy_gradient(grads: dict[str, torch.Tensor], factors: torch.Tensor, *,
+                   noise: SubsampledGaussian, clip_bound: float, expected_batch: float,
+                   generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """(Σ_i factor_i · g_i + N(0, σ² C² I)) / b for every parameter (:func:`clipped_sum`,
+    then :func:`noisy_sum`)."""
+    return noisy_sum(clipped_sum(grads, factors), noise=noise, clip_bound=clip_bound,
                      expected_batch=expected_batch, generator=generator)

@@ -41,7 +41,7 @@ from torch import nn
 from privfair.core.accounting import RDP_ORDERS, joint_noise_multiplier
 from privfair.core.domain import Domain
 from privfair.core.errors import BudgetExceededError
-from privfair.core.mechanisms import gaussian_mechanism
+from privfair.core.mechanisms import SubsampledGaussian, gaussian_mechanism, subsampled_gaussian
 from privfair.generative.calibration import (
     MARGINAL_SHARE,
     Limit,
@@ -531,8 +531,11 @@ class _Trainer:
     # -- private side ------------------------------------------------------------------
 
     def d1_private_step(self, real: torch.Tensor, group: torch.Tensor, *, sample_rate: float,
-                        expected_batch: float, noise_multiplier: float,
+                        expected_batch: float, noise: SubsampledGaussian,
                         clipping: GroupClipping | None) -> None:
+        """One DP-SGD step of D1 on a Poisson batch of ``real``; ``noise`` (the layer's,
+        charged for every step) noises its clipped gradient sum and, with ``clipping``,
+        the per-group counts."""
         cfg = self.config
         mask = torch.rand(real.shape[0], generator=self.gen, device=self.device) < sample_rate
         batch = real[mask]
@@ -553,10 +556,10 @@ class _Trainer:
         else:
             batch_group = group[mask]
             per_group = clipping.bounds(norms, batch_group, expected_batch=expected_batch,
-                                        generator=self.gen)
+                                        noise=noise, generator=self.gen)
             bounds, clip = per_group[batch_group], float(per_group.max())
         private = noisy_sum(real_batch.weighted_sum(clip_factors(norms, bounds)),
-                            noise_multiplier=noise_multiplier, clip_bound=clip,
+                            noise=noise, clip_bound=clip,
                             expected_batch=expected_batch, generator=self.gen)
         fake_n = max(1, round(expected_batch))
         with torch.no_grad():
@@ -883,8 +886,15 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
 
     sigma = (noise_multiplier if noise_multiplier is not None
              else noise_multiplier_on_ledger(ledger, charges=charges, limit=limit))
-    for kwargs in charges(sigma):
-        ledger.spend_subsampled_gaussian(**kwargs)
+    # The layer charges what charges(σ) planned: the same multiplier (σ_eff with DPSGD-F's
+    # counts) and steps, so the same Rényi curve.
+    noise = subsampled_gaussian(
+        ledger=ledger, name=charges(sigma)[0]["name"], noise_multiplier=sigma,
+        sample_rate=sample_rate, steps=steps,
+        sensitivity=(GroupClipping.cap * config.max_grad_norm if config.group_clipping
+                     else config.max_grad_norm),
+        count_noise_multiplier=(config.count_noise_ratio * sigma if config.group_clipping
+                                else None))
 
     device = _device(config.device)
     gen = torch_generator(rng, device)
@@ -893,9 +903,7 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     layout = trainer.layout
     real = layout.encode(columns).to(device)
     group = torch.from_numpy(np.array(columns[protected], dtype=np.int64)).to(device)
-    clipping = (GroupClipping(base=config.max_grad_norm,
-                              count_noise=config.count_noise_ratio * sigma,
-                              groups=domain.size(protected))
+    clipping = (GroupClipping(base=config.max_grad_norm, groups=domain.size(protected))
                 if config.group_clipping else None)
     history: list[dict[str, float]] = []
     previous = trainer.marginal_snapshot()
@@ -905,7 +913,7 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         g_losses = []
         for _ in range(steps_per_epoch):
             trainer.d1_private_step(real, group, sample_rate=sample_rate,
-                                    expected_batch=expected_batch, noise_multiplier=sigma,
+                                    expected_batch=expected_batch, noise=noise,
                                     clipping=clipping)
             g_losses.append(trainer.public_step())
             steps_run += 1

@@ -49,6 +49,7 @@ from typing import Any, Literal
 import numpy as np
 
 from privfair.core.accounting import LedgerEntry, PrivacyLedger
+from privfair.core.mechanisms import SubsampledGaussian, subsampled_gaussian
 
 Method = Literal["sgd", "dpsgd", "dpsgd-f", "naive"]
 METHODS: tuple[str, ...] = ("sgd", "dpsgd", "dpsgd-f", "naive")
@@ -124,35 +125,38 @@ class SGDSettings:
     def lr(self) -> float:
         return 1 / math.sqrt(self.steps) if self.learning_rate is None else self.learning_rate
 
-    def ledger_entries(self, *, groups: int) -> list[LedgerEntry]:
-        """What a run costs, as the entries it will record (none for ``sgd``).
+    def mechanism_arguments(self, *, groups: int) -> dict[str, Any]:
+        """Keyword arguments of :func:`privfair.core.mechanisms.subsampled_gaussian` for a
+        run (not for ``sgd``, which draws no noise).
 
         ``dpsgd-f`` and ``naive`` release the gradient sum (noise ``σ C``, sensitivity ``C``)
         and the per-group counts (noise ``σ1``, sensitivity 1) of the *same* Poisson batch:
         one subsampled Gaussian with ``σ_eff = (σ⁻² + σ1⁻²)^(−1/2)``, recorded as one entry
         (sensitivity ``C √(1 + (σ/σ1)²)``, noise ``σ C``), not two independently sampled ones.
         """
-        from privfair.core.accounting import joint_noise_multiplier, subsampled_gaussian_rdp
+        if self.method == "sgd":
+            raise ValueError("method 'sgd' draws no noise")
+        common = {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate,
+                  "steps": self.steps}
+        if self.method == "dpsgd":
+            return {**common, "name": f"{self.method} gradients", "sensitivity": self.clip}
+        counts = ("clipped/unclipped counts per group" if self.method == "dpsgd-f"
+                  else "batch counts per group")
+        per_step = 1 + (2 * groups if self.method == "dpsgd-f" else groups)
+        return {**common, "name": f"{self.method} gradients and {counts} (one subsampled "
+                                  "Gaussian)",
+                "sensitivity": self.cap, "count_noise_multiplier": self.sigma_counts,
+                "queries": self.steps * per_step}
+
+    def ledger_entries(self, *, groups: int) -> list[LedgerEntry]:
+        """What a run costs, as the entries it will record (none for ``sgd``): the entry of
+        :func:`privfair.core.mechanisms.subsampled_gaussian` for
+        :meth:`mechanism_arguments`."""
+        from privfair.core.mechanisms import subsampled_gaussian_entry
 
         if self.method == "sgd":
             return []
-        if self.method == "dpsgd":
-            what, sigma, sens, per_step = "gradients", self.noise_multiplier, self.clip, 1
-        else:
-            counts = ("clipped/unclipped counts per group" if self.method == "dpsgd-f"
-                      else "batch counts per group")
-            what = f"gradients and {counts} (one subsampled Gaussian)"
-            sigma = joint_noise_multiplier(self.noise_multiplier, self.sigma_counts)
-            sens = self.cap * math.sqrt(1 + (self.noise_multiplier / self.sigma_counts) ** 2)
-            per_step = 1 + (2 * groups if self.method == "dpsgd-f" else groups)
-        curve = subsampled_gaussian_rdp(noise_multiplier=sigma, sample_rate=self.sample_rate,
-                                        steps=self.steps)
-        return [LedgerEntry(
-            name=f"{self.method} {what}", mechanism="subsampled-gaussian",
-            sensitivity=float(sens), rho=self.steps / (2 * sigma**2),
-            sigma=float(sigma * sens), queries=self.steps * per_step,
-            sample_rate=float(self.sample_rate), steps=self.steps,
-            rdp=tuple(curve.tolist()))]
+        return [subsampled_gaussian_entry(**self.mechanism_arguments(groups=groups))]
 
     def to_dict(self) -> dict[str, Any]:
         return {"method": self.method, "sample_rate": self.sample_rate, "steps": self.steps,
@@ -332,13 +336,13 @@ def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, settings: SGDSett
         raise ValueError("y and groups: expected one value per row of X")
     if n_groups < 1 or (n and (groups_np.min() < 0 or groups_np.max() >= n_groups)):
         raise ValueError(f"groups: expected codes in range({n_groups})")
+    noise = None
     if settings.method != "sgd":
         if ledger is None:
             raise ValueError(f"ledger: {settings.method} needs a ledger to charge")
-        entries = settings.ledger_entries(groups=n_groups)
-        ledger.check_entries(*entries)
-        for entry in entries:
-            ledger.spend(entry)
+        # Every step's noise, charged once before the first private read.
+        noise = subsampled_gaussian(ledger=ledger,
+                                    **settings.mechanism_arguments(groups=n_groups))
     xs = torch.from_numpy(x_np)
     ys = torch.from_numpy(np.array(y, dtype=np.float32))
     gs = torch.from_numpy(groups_np)
@@ -351,13 +355,12 @@ def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, settings: SGDSett
         batch = poisson_batch(n, settings.sample_rate, generator)
         norms, cache = backprop(params, xs[batch], ys[batch])
         noise_bound, factors = _factors(settings, norms, gs[batch], n_groups, b, generator,
-                                        epoch_bounds)
+                                        epoch_bounds, noise)
         update = {}
         for name, summed in weighted_gradient_sum(cache, factors).items():
-            if settings.method != "sgd":
-                summed = summed + torch.normal(
-                    0.0, settings.noise_multiplier * noise_bound, size=summed.shape,
-                    generator=generator)
+            if noise is not None:
+                summed = noise.add_gradient_noise(summed, generator=generator,
+                                                  sensitivity=noise_bound)
             # Erratum §9.10: the average divides by b, not b̃/b.
             update[name] = summed / b + settings.weight_decay * params[name]
         params = {k: v - settings.lr * update[k] for k, v in params.items()}
@@ -372,7 +375,8 @@ def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, settings: SGDSett
 
 
 def _factors(settings: SGDSettings, norms: Any, batch_groups: Any, n_groups: int, b: float,
-             generator: Any, epoch_bounds: list[Any]) -> tuple[float, Any]:
+             generator: Any, epoch_bounds: list[Any],
+             noise: SubsampledGaussian | None) -> tuple[float, Any]:
     """(bound C the noise scales with, per-sample factors multiplying the raw gradients)."""
     import torch
 
@@ -381,19 +385,18 @@ def _factors(settings: SGDSettings, norms: Any, batch_groups: Any, n_groups: int
     c0 = settings.clip
     if settings.method == "dpsgd":
         return c0, clip_factors(norms, torch.full_like(norms, c0))
+    if noise is None:
+        raise ValueError(f"{settings.method}: the group counts need the layer's noise")
     one_hot = torch.nn.functional.one_hot(batch_groups, n_groups).to(norms.dtype)
-    sigma1 = settings.sigma_counts
     if settings.method == "dpsgd-f":
         over = (norms > c0).to(norms.dtype)
-        clipped = over @ one_hot
-        unclipped = (1 - over) @ one_hot
-        noise = torch.normal(0.0, sigma1, size=(2, n_groups), generator=generator)
-        bounds = group_clip_bounds(clipped + noise[0], unclipped + noise[1],
+        noisy = noise.add_count_noise(torch.stack([over @ one_hot, (1 - over) @ one_hot]),
+                                      generator=generator)
+        bounds = group_clip_bounds(noisy[0], noisy[1],
                                    expected_batch_size=b, clip=c0, cap=settings.cap)
         epoch_bounds.append(bounds)
         return float(bounds.max()), clip_factors(norms, one_hot @ bounds)
-    counts = one_hot.sum(dim=0) + torch.normal(0.0, sigma1, size=(n_groups,),
-                                               generator=generator)
+    counts = noise.add_count_noise(one_hot.sum(dim=0), generator=generator)
     theta = (b / n_groups) / torch.clamp(counts, min=1.0)
     theta = torch.clamp(theta, max=settings.cap / c0)
     epoch_bounds.append(c0 * theta)

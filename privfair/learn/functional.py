@@ -60,67 +60,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any, Literal
 
 import numpy as np
 
 from privfair.core.accounting import LedgerEntry, PrivacyLedger, laplace_rho
-from privfair.core.mechanisms import sample_discrete_laplace
+
+# The grid and its noise are the layer's (grid_laplace_mechanism); re-exported here.
+from privfair.core.mechanisms import GRID_BITS, LaplaceGrid, grid_laplace_mechanism, laplace_grid
 
 Variant = Literal["privlr", "pflr", "pflr-star"]
 VARIANTS: tuple[str, ...] = ("privlr", "pflr", "pflr-star")
-#: The grid's granularity is at most 2^-GRID_BITS of the noise scale and of Δ/m.
-GRID_BITS = 22
-
-
-@dataclass(frozen=True)
-class LaplaceGrid:
-    """Discrete Laplace noise on the multiples of ``granularity`` (see the module docstring).
-
-    ``steps`` is t, the scale of the integer noise L; ``sensitivity`` is Δ' = Δ + m g, the L1
-    bound of the rounded vector, exact.
-    """
-
-    granularity: float
-    steps: int
-    sensitivity: Fraction
-
-    @property
-    def scale(self) -> float:
-        """Scale of the noise ``g · L`` (the Laplace scale it stands for)."""
-        return float(self.steps * Fraction(self.granularity))
-
-    def release(self, values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """``values`` rounded to the grid, plus ``g · L`` (``L`` exact, from ``rng``)."""
-        values = np.asarray(values, dtype=float)
-        steps = np.rint(values / self.granularity)
-        if not np.all(np.isfinite(steps)):
-            raise ValueError("values: expected finite numbers")
-        noise = sample_discrete_laplace(values.size, scale=self.steps, rng=rng)
-        # Python integers: exact whatever their size; float() of an integer past 2^53 rounds
-        # to a multiple of a larger power of two, still a multiple of g.
-        noisy = np.array([float(int(k) + int(n)) for k, n in zip(steps.ravel(), noise,
-                                                                   strict=True)])
-        return (noisy * self.granularity).reshape(values.shape)
-
-
-def laplace_grid(*, sensitivity: float, epsilon: float, coordinates: int) -> LaplaceGrid:
-    """The grid and integer scale for ``coordinates`` values of L1 sensitivity ``sensitivity``
-    released with ``epsilon`` (pure ε-DP; see the module docstring)."""
-    if not (math.isfinite(sensitivity) and sensitivity > 0):
-        raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
-    if not (math.isfinite(epsilon) and epsilon > 0):
-        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    if coordinates < 1:
-        raise ValueError(f"coordinates must be >= 1, got {coordinates!r}")
-    bound = min(sensitivity / coordinates, sensitivity / epsilon)
-    granularity = math.ldexp(1.0, math.frexp(bound)[1] - 1 - GRID_BITS)  # 2^⌊log2 bound⌋ / 2^22
-    if not granularity >= 2.0**-1000:
-        raise ValueError("sensitivity/epsilon: the grid would leave the normal floats")
-    rounded = Fraction(sensitivity) + coordinates * Fraction(granularity)
-    steps = math.ceil(rounded / (Fraction(epsilon) * Fraction(granularity)))
-    return LaplaceGrid(granularity, steps, rounded)
+__all__ = ["GRID_BITS", "VARIANTS", "LaplaceGrid", "NoiseScales", "NoisyObjective",
+           "dp_group_centre", "laplace_grid", "minimise", "noise_scales", "noisy_objective"]
 
 
 @dataclass(frozen=True)
@@ -233,11 +185,12 @@ def _entry(name: str, epsilon: float, queries: int, grid: LaplaceGrid | None) ->
 def dp_group_centre(s: np.ndarray, *, entry: LedgerEntry, ledger: PrivacyLedger,
                     rng: np.random.Generator) -> float:
     """DP estimate of P(S = 1): a histogram of the two groups on a grid with discrete Laplace
-    noise (``entry`` is charged first; see the module docstring), clamped to [0, 1]."""
-    ledger.spend(entry)
-    grid = laplace_grid(sensitivity=1.0, epsilon=float(entry.epsilon), coordinates=2)
+    noise (``entry``, as planned, is what the layer charges first; see the module
+    docstring), clamped to [0, 1]."""
     ones = float(np.sum(s == 1))
-    noisy = np.maximum(grid.release(np.array([float(s.size) - ones, ones]), rng), 0.0)
+    noisy = np.maximum(grid_laplace_mechanism(
+        np.array([float(s.size) - ones, ones]), epsilon=float(entry.epsilon), sensitivity=1.0,
+        rng=rng, ledger=ledger, name=entry.name), 0.0)
     total = float(noisy.sum())
     return 0.5 if total <= 0 else float(noisy[1] / total)
 
@@ -298,15 +251,19 @@ def noisy_objective(x: np.ndarray, y: np.ndarray, s: np.ndarray, *, epsilon: flo
         linear = linear + alpha * shift
     elif variant == "pflr-star":
         assert shift_grid is not None
-        ledger.spend(shift_entry)
-        released_shift = shift_grid.release(shift, rng)
+        released_shift = grid_laplace_mechanism(
+            shift, epsilon=split.shift, sensitivity=split.shift_sensitivity, rng=rng,
+            ledger=ledger, name=shift_entry.name)
         # The coefficients' noise is centred at α μ̃, public once released.
         linear = linear + alpha * released_shift
-    ledger.spend(coef_entry)
+    # λ1 and Λ2 are one release of d + d² coefficients (one charge, one grid).
+    coefficients = grid_laplace_mechanism(
+        np.concatenate([linear, quadratic.ravel()]), epsilon=split.coefficients,
+        sensitivity=split.coefficient_sensitivity, rng=rng, ledger=ledger,
+        name=coef_entry.name)
     objective = NoisyObjective(
-        coef_grid.release(linear, rng), coef_grid.release(quadratic, rng),
-        coef_grid.granularity, released_shift,
-        0.0 if shift_grid is None else shift_grid.granularity)
+        coefficients[:d], coefficients[d:].reshape(d, d), coef_grid.granularity,
+        released_shift, 0.0 if shift_grid is None else shift_grid.granularity)
     scales = NoiseScales(*(0.0 if grid is None else grid.scale for grid in reversed(grids)))
     return objective, scales, centre
 
