@@ -289,7 +289,8 @@ def _check_ledger(run: Run) -> str:
                 entry.epsilon or float("nan"))
         else:
             declared = entry.sigma or float("nan")
-        if not math.isclose(declared, o.query.scale, rel_tol=1e-9):
+        # 1e-6: the grid Laplace's scale is Δ/ε to within 1 + 2^-21 (its integer steps).
+        if not math.isclose(declared, o.query.scale, rel_tol=1e-6):
             return (f"{o.query.name!r}: noise scale {o.query.scale:.6g}, the ledger's "
                     f"{declared:.6g}")
         if not math.isclose(entry.sensitivity, o.query.sensitivity, rel_tol=1e-9):
@@ -523,6 +524,73 @@ def _dpne(rng: np.random.Generator) -> Run:
     return Run([Observation(q, linear, "row-laplace") for q in queries[:1]], entries)
 
 
+def _functional(rng: np.random.Generator) -> Run:
+    """``learn.functional.noisy_objective`` (PFLR, public centre): the released polynomial's
+    coefficients (λ1, Λ2) on its discrete-Laplace grid, against the exact ones."""
+    from privfair.learn.functional import noisy_objective
+
+    x = np.eye(4)[np.arange(40) % 4]
+    y, s = (np.arange(40) % 2).astype(float), (np.arange(40) % 3 == 0).astype(float)
+    (objective, _, _), queries, entries = _charged(lambda ledger: noisy_objective(
+        x, y, s, epsilon=1.0, variant="pflr", row_l1_bound=1.0, ledger=ledger, rng=rng,
+        alpha=0.3, centre=0.5))
+    released = np.concatenate([objective.linear, objective.quadratic.ravel()])
+    return Run([Observation(q, released, "grid-laplace") for q in queries[-1:]
+                if q.exact.size == released.size], entries)
+
+
+def _dpsgd(rng: np.random.Generator) -> Run:
+    """``learn.dpsgd.train`` (DP-SGD, logistic regression), one Poisson-subsampled step at
+    q = 1/4. Its noise is read from the weights: the same run (same torch seed, so the same
+    batch) under ``scaled_noise(1e-9)`` gives the noiseless update, and the difference of
+    the two weights, times b / lr, is the noise the step added to each gradient sum."""
+    import torch
+
+    from privfair.core.mechanisms import noise_factor
+    from privfair.learn.dpsgd import SGDSettings, train
+
+    features = np.random.default_rng(5).normal(size=(200, 30)).astype(np.float32)
+    labels = (features[:, 0] > 0).astype(np.float64)
+    groups = np.zeros(200, dtype=np.int64)
+    settings = SGDSettings(method="dpsgd", sample_rate=0.25, steps=1,
+                           expected_batch_size=50.0, noise_multiplier=1.0, clip=1.0,
+                           learning_rate=1.0, weight_decay=0.0)
+    seed = int(rng.integers(2**62))
+
+    def fit(ledger: PrivacyLedger) -> Any:
+        with _one_torch_thread():
+            return train(features, labels, groups, settings=settings, n_groups=1,
+                         ledger=ledger, generator=torch.Generator().manual_seed(seed))
+
+    net, queries, entries = _charged(fit)
+    with scaled_noise(noise_factor() * 1e-9), recorded_queries():
+        quiet = fit(fresh_ledger(delta=1e-9))
+    scale = settings.expected_batch_size / settings.lr
+    observations = []
+    for q, name in zip(queries, net.weights, strict=True):
+        moved = (quiet.weights[name] - net.weights[name]).astype(np.float64)
+        observations.append(Observation(q, q.exact + moved.reshape(q.exact.shape) * scale,
+                                        "gaussian"))
+    return Run(observations, entries)
+
+
+def _one_torch_thread() -> Any:
+    import contextlib
+
+    import torch
+
+    @contextlib.contextmanager
+    def one() -> Any:
+        old = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(old)
+
+    return one()
+
+
 #: The release functions whose noise is tested (name -> case). Full counts take a few CPU
 #: seconds in all; ``quick`` ones power every control by a wide margin.
 NOISE_CASES: dict[str, NoiseCase] = {c.key: c for c in (
@@ -547,6 +615,10 @@ NOISE_CASES: dict[str, NoiseCase] = {c.key: c for c in (
               _privpc_moments, 20_000, 2_000, 107),
     NoiseCase("cathist", "CatHist", "domains.cathist.cathist", _cathist, 20_000, 2_000, 108),
     NoiseCase("dpne", "DPNE", "graph.dpne.dpne", _dpne, 20_000, 2_000, 109),
+    NoiseCase("pflr", "functional mechanism (PFLR)", "learn.functional.noisy_objective",
+              _functional, 20_000, 2_000, 110),
+    NoiseCase("dpsgd-subsampled", "DP-SGD step (q = 1/4)", "learn.dpsgd.train",
+              _dpsgd, 20_000, 2_000, 111),
 )}
 
 #: Release call sites that draw privacy noise with no noise test here yet (their ε audits,
@@ -555,8 +627,7 @@ UNTESTED_SITES: dict[str, str] = {
     "model row count": "release.model.train._train_sgd (Laplace, inline in the stage)",
     "DP quantiles": "domains.quantiles.dp_quantile_edges (exponential with a base measure)",
     "PrivPC / LapMech": "causal.privpc.priv_pc, lap_mech (output is a graph)",
-    "functional mechanism": "learn.functional.noisy_objective (discrete Laplace)",
-    "DP-SGD / DPSGD-F": "learn.dpsgd.train (subsampled Gaussian, torch)",
+    "DPSGD-F": "learn.dpsgd.train, method dpsgd-f (adaptive clipping bounds)",
     "GAN": "generative.gan (subsampled Gaussian, torch)",
 }
 
