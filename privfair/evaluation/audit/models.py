@@ -374,13 +374,22 @@ def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
     unit = [g / norm for g in direction]
     expected_batch = 8.0
 
+    from privfair.core.mechanisms import subsampled_gaussian
+
+    def layer_noise(sigma: float, ledger: PrivacyLedger) -> Any:
+        # The layer's noise for D1's steps, as the GAN's training charges it.
+        return subsampled_gaussian(ledger=ledger, name="D1", noise_multiplier=sigma,
+                                   sample_rate=1.0, steps=1, sensitivity=clip)
+
     def make(noise: float) -> Draw:
-        sigma = noise_multiplier * noise
+        # One charge covers every trial of this draw: the audit's ledger is not the
+        # release's, and a trial is one step.
+        step_noise = layer_noise(noise_multiplier * noise, fresh_ledger(delta=delta))
 
         def trial(neighbour: bool, rng: np.random.Generator) -> float:
             trainer.gen.manual_seed(int(rng.integers(2**62)))
             trainer.d1_private_step(real_n if neighbour else real, group, sample_rate=1.0,
-                                    expected_batch=expected_batch, noise_multiplier=sigma,
+                                    expected_batch=expected_batch, noise=step_noise,
                                     clipping=None)
             projection = sum(float((p.grad * u).sum()) for p, u in zip(params, unit,
                                                                         strict=True))
@@ -389,8 +398,7 @@ def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
         return looped(trial)
 
     def charge(ledger: PrivacyLedger) -> None:
-        ledger.spend_subsampled_gaussian(name="D1", noise_multiplier=noise_multiplier,
-                                         sample_rate=1.0, steps=1, sensitivity=clip)
+        layer_noise(noise_multiplier, ledger)
 
     return audit_mechanism(
         make, mechanism="GAN D1 private step (ghost clipping)",
