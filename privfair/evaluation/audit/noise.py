@@ -25,10 +25,11 @@ layer) is reported as not covered rather than passed.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -574,21 +575,17 @@ def _dpsgd(rng: np.random.Generator) -> Run:
     return Run(observations, entries)
 
 
-def _one_torch_thread() -> Any:
-    import contextlib
-
+@contextlib.contextmanager
+def _one_torch_thread() -> Iterator[None]:
+    """torch on one thread: the audited model is tiny (as in :mod:`.models`)."""
     import torch
 
-    @contextlib.contextmanager
-    def one() -> Any:
-        old = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(old)
-
-    return one()
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 #: The release functions whose noise is tested (name -> case). Full counts take a few CPU
