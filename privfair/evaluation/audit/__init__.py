@@ -204,10 +204,7 @@ class AuditReport:
     def covered(self) -> list[str]:
         """Inventory mechanisms whose noise a release function drew through the layer and
         whose test has power (both scaled-noise controls caught)."""
-        # The layer's "gaussian" draws both float and exact discrete noise.
-        tested = {"gaussian" if r.mechanism == "discrete-gaussian" else r.mechanism
-                  for r in self.noise if r.powered}
-        return sorted(tested & set(self.inventory))
+        return sorted({r.mechanism for r in self.noise if r.powered} & set(self.inventory))
 
     @property
     def caught(self) -> list[str]:

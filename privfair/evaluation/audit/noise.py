@@ -329,16 +329,19 @@ def run_noise_case(case: NoiseCase, *, quick: bool = False, factor: float = 1.0,
     streams = np.random.SeedSequence(case.seed).spawn(1 + len(CONTROL_FACTORS))
     runs, verdicts = _test_at(case, draws, factor, streams[0])
     if not verdicts:
-        return NoiseResult(case.key, case.name, case.function, "-", _claim(runs[0]) if runs else "-",
-                           None, seconds=round(time.perf_counter() - start, 2))
-    # One mechanism per case (the cases are built so); the first carries the verdict.
-    mechanism, verdict = next(iter(verdicts.items()))
+        return NoiseResult(case.key, case.name, case.function, "-",
+                           _claim(runs[0]) if runs else "-", None,
+                           seconds=round(time.perf_counter() - start, 2))
+    # One test per case (the cases are built so); the first carries the verdict.
+    test, verdict = next(iter(verdicts.items()))
     controls = {}
     for f, stream in zip(CONTROL_FACTORS, streams[1:], strict=True):
         _, control = _test_at(case, draws, f * factor, stream)
-        controls[f] = control[mechanism]
+        controls[f] = control[test]
     mismatch = next((m for m in map(_check_ledger, runs[:3]) if m), "")
-    return NoiseResult(case.key, case.name, case.function, mechanism, _claim(runs[0]), verdict,
+    # The layer's name for what drew the noise (its inventory's), not the test's.
+    layer = next(o.query.mechanism for run in runs for o in run.observations)
+    return NoiseResult(case.key, case.name, case.function, layer, _claim(runs[0]), verdict,
                        controls, mismatch, round(time.perf_counter() - start, 2))
 
 
