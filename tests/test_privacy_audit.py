@@ -238,3 +238,8 @@ def test_policy_counts_noise_shrunk_alone_by_1e9_is_caught(monkeypatch) -> None:
     others = run_audit(names=[k for k in NOISE_CASES if k != "policy-counts"], quick=True,
                        noise_only=True)
     assert others.passed
+    # Coverage: every mechanism of the layer's inventory is noise-tested through a release
+    # function (a mechanism added to the layer without a case fails here).
+    assert others.covered == others.inventory and len(others.inventory) >= 7
+    assert others.coverage_line().startswith(
+        f"coverage: {len(others.inventory)}/{len(others.inventory)} mechanisms")
