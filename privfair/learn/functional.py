@@ -37,7 +37,8 @@ rounding) is therefore made on a grid (:func:`laplace_grid`): for ``m`` values o
 sensitivity ``Δ`` at ``ε``, a granularity ``g = 2^k ≤ 2^−22 min(Δ/m, Δ/ε)`` (a power of two, so
 its multiples are exact floats), the values rounded to multiples of ``g``, and ``g · L`` added,
 ``L`` exact discrete Laplace integers, ``P(L = k) ∝ exp(−|k|/t)``, drawn from the passed
-Generator with integer arithmetic only (:func:`privfair.core.mechanisms.sample_discrete_laplace`).
+Generator with integer arithmetic only (the layer's
+:func:`privfair.core.mechanisms.grid_laplace_mechanism`, which also charges the release).
 Rounding moves each value by at most ``g/2``, so the rounded vectors of neighbours differ by at
 most ``Δ' = Δ + m g`` in L1, and ``t = ⌈Δ'/(ε g)⌉`` makes the privacy loss ``Δ'/(g t) ≤ ε``
 exactly. The ledger charge is unchanged: ε for each release, as a pure ε-DP ("laplace") entry,
@@ -71,8 +72,9 @@ from privfair.core.mechanisms import GRID_BITS, LaplaceGrid, grid_laplace_mechan
 
 Variant = Literal["privlr", "pflr", "pflr-star"]
 VARIANTS: tuple[str, ...] = ("privlr", "pflr", "pflr-star")
-__all__ = ["GRID_BITS", "VARIANTS", "LaplaceGrid", "NoiseScales", "NoisyObjective",
-           "dp_group_centre", "laplace_grid", "minimise", "noise_scales", "noisy_objective"]
+__all__ = ["GRID_BITS", "VARIANTS", "FunctionalLogisticRegression", "LaplaceGrid",
+           "NoiseScales", "NoisyObjective", "dp_group_centre", "laplace_grid", "minimise",
+           "noise_scales", "noisy_objective"]
 
 
 @dataclass(frozen=True)
