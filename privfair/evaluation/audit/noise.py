@@ -322,8 +322,8 @@ def _test_at(case: NoiseCase, draws: int, factor: float, seed: np.random.SeedSeq
 
 def run_noise_case(case: NoiseCase, *, quick: bool = False, factor: float = 1.0,
                    scale: float = 1.0) -> NoiseResult:
-    """Test one case at ``factor`` (1 unless ``--scale-noise``) and at each control factor
-    (× ``factor``), with ``samples`` (``quick``: ``quick``) × ``scale`` draws."""
+    """Test one case at ``factor`` (1 unless ``--scale-noise``) and at each control factor,
+    with ``samples`` (``quick``: ``quick``) × ``scale`` draws."""
     start = time.perf_counter()
     draws = max(50, round((case.quick if quick else case.samples) * scale))
     streams = np.random.SeedSequence(case.seed).spawn(1 + len(CONTROL_FACTORS))
@@ -336,7 +336,9 @@ def run_noise_case(case: NoiseCase, *, quick: bool = False, factor: float = 1.0,
     test, verdict = next(iter(verdicts.items()))
     controls = {}
     for f, stream in zip(CONTROL_FACTORS, streams[1:], strict=True):
-        _, control = _test_at(case, draws, f * factor, stream)
+        # At f x the declared scale whatever ``factor`` is: the controls show the test's
+        # power, which does not depend on the noise the audited run drew.
+        _, control = _test_at(case, draws, f, stream)
         controls[f] = control[test]
     mismatch = next((m for m in map(_check_ledger, runs[:3]) if m), "")
     # The layer's name for what drew the noise (its inventory's), not the test's.
