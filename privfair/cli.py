@@ -22,7 +22,8 @@ Commands::
                    [--contract PATH] [--data PATH] [--group COL] [--holdout P] [--out DIR]
                    [--no-prefect] [--dry-run]
     privfair predict --release DIR --data FILE [--out FILE]
-    privfair audit [--mechanism NAME ...] [--quick] [--scale F] [--json]
+    privfair audit [--mechanism NAME ...] [--quick] [--scale F] [--scale-noise F]
+                   [--noise-only] [--json]
     privfair store gc [--work-dir DIR] [--older-than DAYS] [--dry-run]
     privfair --version
     privfair discover --contract PATH --epsilon E [--delta D] [--data PATH]
@@ -265,6 +266,13 @@ def _add_predict_and_audit(sub: Any) -> None:
     au.add_argument("--scale", type=_decimal, default=1.0,
                     help="trial count multiplier (default: 1; the full audit takes 3-4 CPU-"
                          "minutes, under 10 minutes on 2 busy cores)")
+    au.add_argument("--scale-noise", type=float, default=1.0, metavar="F",
+                    help="draw every privacy noise of the real code at F x its declared "
+                         "scale (the ledger still claims the declared one): at 0.7 the "
+                         "audit must fail and name what it caught")
+    au.add_argument("--noise-only", action="store_true",
+                    help="only the noise-distribution tests (seconds), not the epsilon "
+                         "audits")
     au.add_argument("--json", action="store_true", help="print JSON instead of a table")
     au.set_defaults(func=cmd_audit)
 
@@ -785,44 +793,82 @@ def cmd_store_gc(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    """Exit 0 when every bound is within its claim and every negative control exceeds it;
-    1 otherwise (a violation, or an audit without the power to catch one)."""
+    """Exit 0 when every noise test passes at its declared scale with both scaled-noise
+    controls caught, and every ε bound is within its claim with its controls caught; 1
+    otherwise (a violation, noise off its declared scale, or a check without power), naming
+    what failed."""
     import json
+    import math
 
-    from privfair.evaluation.audit import MECHANISMS, run_all
+    from privfair.evaluation.audit import MECHANISMS, NOISE_CASES, run_audit
 
     if not args.scale > 0:
         raise UsageError(f"--scale: expected a number > 0, got {args.scale!r}")
-    unknown = sorted(set(args.mechanism or ()) - set(MECHANISMS))
+    if not (math.isfinite(args.scale_noise) and args.scale_noise > 0):
+        raise UsageError(f"--scale-noise: expected a number > 0, got {args.scale_noise!r}")
+    known = set(MECHANISMS) | set(NOISE_CASES)
+    unknown = sorted(set(args.mechanism or ()) - known)
     if unknown:
-        raise UsageError(f"--mechanism: unknown {unknown}; expected some of {sorted(MECHANISMS)}")
+        raise UsageError(f"--mechanism: unknown {unknown}; expected some of {sorted(known)}")
     console = _stderr_console()
 
     def progress(result: Any) -> None:
         if not args.json:
-            console.print(f"{result.mechanism}: {result.verdict} ({result.seconds:.1f} s)",
-                          markup=False)
+            # A noise test (name, status) or an epsilon audit (mechanism, verdict).
+            label, status = ((result.name, result.status) if hasattr(result, "status")
+                             else (result.mechanism, result.verdict))
+            console.print(f"{label}: {status} ({result.seconds:.1f} s)", markup=False)
 
-    results = run_all(names=args.mechanism or None, scale=args.scale, quick=args.quick,
-                      progress=progress)
+    report = run_audit(names=args.mechanism or None, quick=args.quick, scale=args.scale,
+                       factor=args.scale_noise, noise_only=args.noise_only,
+                       progress=progress)
     if args.json:
-        print(json.dumps([r.to_dict() for r in results], indent=2))
-        return 0 if all(r.verdict == "ok" for r in results) else 1
+        print(json.dumps(report.to_dict(), indent=2))
+        return 0 if report.passed else 1
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title="privacy audit (95% Clopper-Pearson lower bounds on epsilon)")
-    for col in ("mechanism", "claimed eps", "delta", "lower bound", "trials",
-                "negative control", "its bound", "verdict"):
-        table.add_column(col, justify="left" if col in ("mechanism", "negative control") else "right")
-    for r in results:
-        table.add_row(r.mechanism, f"{r.claimed_epsilon:.3f}", f"{r.delta:g}",
-                      f"{r.epsilon_lower_bound:.3f}", f"{r.trials:,}",
-                      "; ".join(c.label for c in r.controls) or "-",
-                      ", ".join(f"{c.epsilon_lower_bound:.3f}" for c in r.controls) or "-",
-                      r.verdict)
-    Console(width=200).print(table)
-    return 0 if all(r.verdict == "ok" for r in results) else 1
+    out = Console(width=220)
+    noise = Table(title=f"noise of the release functions at exact answers the audit built "
+                        f"(every draw at {args.scale_noise:g} x its declared scale)")
+    for col in ("key", "release function", "mechanism", "claim (ledger)", "drawn/declared",
+                "p", "draws", "caught at 0.7", "caught at 1.3", "status"):
+        noise.add_column(col, justify="left" if col in ("key", "release function", "mechanism",
+                                                        "claim (ledger)", "status")
+                         else "right")
+    for r in report.noise:
+        v = r.verdict
+        noise.add_row(r.key, r.function, r.mechanism, r.claim,
+                      f"{v.ratio:.3f}" if v else "-", f"{v.p_value:.2g}" if v else "-",
+                      f"{v.draws:,}" if v else "-",
+                      *(("yes" if r.caught[f] else "NO") if v else "-" for f in (0.7, 1.3)),
+                      r.status)
+    if report.noise:
+        out.print(noise)
+    audits = Table(title="privacy audit (95% Clopper-Pearson lower bounds on epsilon; the "
+                         "claim is the ledger's)")
+    for col in ("key", "mechanism", "claimed eps", "delta", "lower bound", "bound/claim",
+                "trials", "negative control", "its bound", "verdict"):
+        audits.add_column(col, justify="left" if col in ("key", "mechanism",
+                                                         "negative control") else "right")
+    audited = [] if args.noise_only else [k for k in MECHANISMS
+                                          if not args.mechanism or k in args.mechanism]
+    for key, r in zip(audited, report.results, strict=True):
+        audits.add_row(key, r.mechanism, f"{r.claimed_epsilon:.3f}", f"{r.delta:g}",
+                       f"{r.epsilon_lower_bound:.3f}",
+                       f"{r.epsilon_lower_bound / r.claimed_epsilon:.2f}",
+                       f"{r.trials:,}", "; ".join(c.label for c in r.controls) or "-",
+                       ", ".join(f"{c.epsilon_lower_bound:.3f}" for c in r.controls) or "-",
+                       r.verdict)
+    if report.results:
+        out.print(audits)
+    out.print(report.coverage_line(), markup=False)
+    if report.passed:
+        out.print("audit: ok", markup=False)
+        return 0
+    out.print(f"audit FAILED at --scale-noise {args.scale_noise:g}; caught: "
+              + "; ".join(report.caught), markup=False)
+    return 1
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -18,8 +18,13 @@ Gaussian also the noise removed): their bounds must exceed the claim, or the aud
 have caught anything.
 
 Every ``audit_*`` function runs one mechanism through the library function a release calls
-and returns an :class:`AuditResult`. This package reads no private data: it builds its own
-neighbours.
+and returns an :class:`AuditResult`, its claim read from the ledger that call wrote. This
+package reads no private data: it builds its own neighbours.
+
+Beside the ε bounds, :mod:`.noise` tests the noise each release function draws against the
+scale the layer and the ledger declare (:data:`NOISE_CASES`), with 0.7× and 1.3× scaled-noise
+controls: the cheap, powerful half of the audit. :func:`run_audit` runs both, optionally with
+every privacy noise draw of the real code scaled (``privfair audit --scale-noise F``).
 """
 
 from __future__ import annotations
@@ -48,6 +53,14 @@ from privfair.evaluation.audit.models import (
     audit_dpsgd_f,
     audit_functional,
 )
+from privfair.evaluation.audit.noise import (
+    NOISE_CASES,
+    UNTESTED_SITES,
+    NoiseResult,
+    layer_inventory,
+    run_noise_case,
+)
+from privfair.evaluation.audit.release import audit_confusion_counts, audit_policy_counts
 from privfair.evaluation.audit.tables import (
     CatHistFn,
     audit_aim_round,
@@ -62,12 +75,15 @@ from privfair.evaluation.audit.tables import (
 
 __all__ = [
     "MECHANISMS",
+    "NOISE_CASES",
+    "AuditReport",
     "AuditResult",
     "ControlResult",
     "Entry",
     "audit_aim_round",
     "audit_aim_selection",
     "audit_cathist",
+    "audit_confusion_counts",
     "audit_d1_step",
     "audit_discrete_gaussian_marginals",
     "audit_dpne",
@@ -78,6 +94,7 @@ __all__ = [
     "audit_functional",
     "audit_gaussian_marginals",
     "audit_lapmech",
+    "audit_policy_counts",
     "audit_privpc",
     "audit_quantiles",
     "claimed_epsilon",
@@ -85,6 +102,7 @@ __all__ = [
     "epsilon_lower_bound",
     "legacy_cathist_release",
     "run_all",
+    "run_audit",
 ]
 
 
@@ -110,7 +128,9 @@ MECHANISMS: dict[str, Entry] = {
     "aim-selection": Entry(audit_aim_selection, 40_000, 2_000),
     "quantiles": Entry(audit_quantiles, 40_000, 2_000),
     "cathist": Entry(audit_cathist, 40_000, 2_000),
-    "aim-round": Entry(audit_aim_round, 40_000, 3_000),
+    "aim-round": Entry(audit_aim_round, 10_000, 1_000),
+    "policy-counts": Entry(audit_policy_counts, 40_000, 2_000),
+    "confusion-counts": Entry(audit_confusion_counts, 40_000, 2_000),
     "privlr": Entry(partial(audit_functional, variant="privlr"), 10_000, 2_000),
     "pflr": Entry(partial(audit_functional, variant="pflr"), 10_000, 2_000),
     "pflr-star": Entry(partial(audit_functional, variant="pflr-star"), 10_000, 2_000),
@@ -118,6 +138,9 @@ MECHANISMS: dict[str, Entry] = {
     "pflr-floats": Entry(partial(audit_functional, variant="pflr", event="exact-float"),
                          10_000, 2_000),
     "dpsgd": Entry(audit_dpsgd, 20_000, 2_000),
+    # Poisson subsampling (q = 1/2): the claim is the ledger's amplified curve.
+    "dpsgd-subsampled": Entry(partial(audit_dpsgd, sample_rate=0.5, noise_multiplier=1.0),
+                              20_000, 2_000),
     "dpsgd-f": Entry(audit_dpsgd_f, 10_000, 1_500),
     "d1": Entry(audit_d1_step, 4_000, 1_000),
     "privpc": Entry(audit_privpc, 10_000, 2_000),
@@ -160,6 +183,96 @@ def run_all(*, names: list[str] | None = None, scale: float = 1.0, quick: bool =
         if progress is not None:
             progress(result)
     return results
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """What ``privfair audit`` prints: the ε audits, the noise tests and the coverage.
+
+    ``factor`` is the ``--scale-noise`` every privacy noise draw of the real code ran at.
+    """
+
+    results: tuple[AuditResult, ...]
+    noise: tuple[NoiseResult, ...]
+    factor: float = 1.0
+
+    @property
+    def inventory(self) -> list[str]:
+        return layer_inventory(self.noise)
+
+    @property
+    def covered(self) -> list[str]:
+        """Inventory mechanisms whose noise a release function drew through the layer and
+        whose test has power (both scaled-noise controls caught)."""
+        return sorted({r.mechanism for r in self.noise if r.powered} & set(self.inventory))
+
+    @property
+    def caught(self) -> list[str]:
+        """What failed: noise off its declared scale, a ledger mismatch, a bound above its
+        claim, or a check without power."""
+        return ([f"{r.name} ({r.status.lower()}, drawn/declared "
+                 f"{r.verdict.ratio:.2f})" if r.verdict else r.name
+                 for r in self.noise if not r.ok]
+                + [f"{r.mechanism} ({r.verdict.lower()})" for r in self.results
+                   if r.verdict != "ok"])
+
+    @property
+    def passed(self) -> bool:
+        return not self.caught
+
+    def coverage_line(self) -> str:
+        inventory, covered = self.inventory, self.covered
+        sites = sum(r.powered for r in self.noise)
+        off = [r.name for r in self.noise if not r.covered]
+        return (f"coverage: {len(covered)}/{len(inventory)} mechanisms of the layer's "
+                f"inventory audited through the layer ({', '.join(covered) or 'none'}; "
+                f"not yet: {', '.join(sorted(set(inventory) - set(covered))) or 'none'}); "
+                f"{sites}/{len(self.noise) + len(UNTESTED_SITES)} release call sites "
+                f"noise-tested; not on the layer: {', '.join(off) or 'none'}; untested: "
+                f"{', '.join(UNTESTED_SITES)}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"scale_noise": self.factor, "passed": self.passed, "caught": self.caught,
+                "coverage": {"inventory": self.inventory, "covered": self.covered,
+                             "line": self.coverage_line()},
+                "noise": [r.to_dict() for r in self.noise],
+                "audits": [r.to_dict() for r in self.results]}
+
+
+def run_audit(*, names: list[str] | None = None, quick: bool = False, scale: float = 1.0,
+              factor: float = 1.0, noise_only: bool = False,
+              progress: Callable[[Any], None] | None = None) -> AuditReport:
+    """The audit of ``privfair audit``: the noise tests of :data:`NOISE_CASES` and the ε
+    audits of :data:`MECHANISMS` (``names`` from either; all by default), every privacy
+    noise draw of the real code at ``factor`` × its declared scale.
+
+    Parameters
+    ----------
+    factor : float
+        ``scaled_noise`` factor (1: the code as it releases). Below 1 the ledger claims more
+        noise than is drawn, which the audit must catch.
+    noise_only : bool
+        Skip the ε audits (the noise tests alone take seconds).
+    """
+    from privfair.core.mechanisms import scaled_noise
+
+    known = set(MECHANISMS) | set(NOISE_CASES)
+    unknown = sorted(set(names or ()) - known)
+    if unknown:
+        raise ValueError(f"mechanism: unknown {unknown}; expected some of {sorted(known)}")
+    wanted = names or sorted(known)
+    noise = []
+    for key in (k for k in NOISE_CASES if k in wanted):
+        result = run_noise_case(NOISE_CASES[key], quick=quick, factor=factor, scale=scale)
+        noise.append(result)
+        if progress is not None:
+            progress(result)
+    results: list[AuditResult] = []
+    if not noise_only:
+        with scaled_noise(factor):
+            results = run_all(names=[k for k in MECHANISMS if k in wanted], quick=quick,
+                              scale=scale, progress=progress)
+    return AuditReport(tuple(results), tuple(noise), factor)
 
 
 def legacy_cathist_release(module_path: str) -> CatHistFn:

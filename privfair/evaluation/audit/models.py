@@ -214,9 +214,12 @@ def _canary_run(*, settings: Any, canaries: int, base: np.ndarray, base_y: np.nd
 
 @_one_thread()
 def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
-                steps: int = 4, canaries: int = 2000,
+                steps: int = 4, canaries: int = 2000, sample_rate: float = 1.0,
                 delta: float = GAUSSIAN_DELTA) -> AuditResult:
-    """DP-SGD (``learn.dpsgd.train``, method ``dpsgd``, logistic regression), full batch.
+    """DP-SGD (``learn.dpsgd.train``, method ``dpsgd``, logistic regression), full batch
+    by default; ``sample_rate`` < 1 audits Poisson subsampling (each canary then moves by
+    the number of steps that sampled it, Binomial(steps, q), plus the same noise, and the
+    claim is the ledger's amplified one).
 
     Each run trains on 40 ordinary rows plus half of ``canaries`` gradient canaries (a row
     with value M on a coordinate of its own, label 1). A canary's weight moves only by its
@@ -232,8 +235,8 @@ def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
     base_y = base_rng.integers(0, 2, size=40).astype(np.float64)
 
     def settings(noise: float) -> Any:
-        return SGDSettings(method="dpsgd", sample_rate=1.0, steps=steps,
-                           expected_batch_size=40 + canaries / 2,
+        return SGDSettings(method="dpsgd", sample_rate=sample_rate, steps=steps,
+                           expected_batch_size=sample_rate * (40 + canaries / 2),
                            noise_multiplier=noise_multiplier * noise, clip=1.0,
                            learning_rate=0.01, weight_decay=0.0)
 
@@ -252,13 +255,14 @@ def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
         return draw
 
     return audit_mechanism(
-        make, mechanism="DP-SGD (learn.dpsgd, gradient canaries)",
+        make, mechanism="DP-SGD (learn.dpsgd, gradient canaries)"
+        + (f", q = {sample_rate:g}" if sample_rate < 1 else ""),
         claimed_epsilon=_sgd_claim(settings(1.0), delta=delta),
         delta=delta, trials=trials, seed=seed,
         neighbours=f"40 rows plus {canaries} canaries per run, half included; each canary "
                    "is one trial",
         statistic="canary's own weight / (lr C / b)",
-        notes=f"{steps} full-batch steps, sigma {noise_multiplier}; "
+        notes=f"{steps} steps at q = {sample_rate:g}, sigma {noise_multiplier}; "
               f"{math.ceil(trials / (canaries // 2))} runs per fresh draw")
 
 
@@ -370,13 +374,22 @@ def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
     unit = [g / norm for g in direction]
     expected_batch = 8.0
 
+    from privfair.core.mechanisms import subsampled_gaussian
+
+    def layer_noise(sigma: float, ledger: PrivacyLedger) -> Any:
+        # The layer's noise for D1's steps, as the GAN's training charges it.
+        return subsampled_gaussian(ledger=ledger, name="D1", noise_multiplier=sigma,
+                                   sample_rate=1.0, steps=1, sensitivity=clip)
+
     def make(noise: float) -> Draw:
-        sigma = noise_multiplier * noise
+        # One charge covers every trial of this draw: the audit's ledger is not the
+        # release's, and a trial is one step.
+        step_noise = layer_noise(noise_multiplier * noise, fresh_ledger(delta=delta))
 
         def trial(neighbour: bool, rng: np.random.Generator) -> float:
             trainer.gen.manual_seed(int(rng.integers(2**62)))
             trainer.d1_private_step(real_n if neighbour else real, group, sample_rate=1.0,
-                                    expected_batch=expected_batch, noise_multiplier=sigma,
+                                    expected_batch=expected_batch, noise=step_noise,
                                     clipping=None)
             projection = sum(float((p.grad * u).sum()) for p, u in zip(params, unit,
                                                                         strict=True))
@@ -385,8 +398,7 @@ def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
         return looped(trial)
 
     def charge(ledger: PrivacyLedger) -> None:
-        ledger.spend_subsampled_gaussian(name="D1", noise_multiplier=noise_multiplier,
-                                         sample_rate=1.0, steps=1, sensitivity=clip)
+        layer_noise(noise_multiplier, ledger)
 
     return audit_mechanism(
         make, mechanism="GAN D1 private step (ghost clipping)",
