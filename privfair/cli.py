@@ -542,7 +542,7 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.exists():
         raise UsageError(f"--out {out} exists; expected a new file (a draft never overwrites)")
-    from privfair.store.backends import open_registry
+    from privfair.store.registry_sql import open_registry
 
     # The draft pins the dataset to this registry (one dataset, one budget: issue 36.4).
     text = draft_contract(args.data, max_categories=args.max_categories,
@@ -667,8 +667,8 @@ def cmd_ledger_export(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_import(args: argparse.Namespace) -> int:
-    from privfair.store.backends import open_registry
-    from privfair.store.registry_admin import import_files, ledger_files
+    from privfair.store.registry_admin import ledger_files
+    from privfair.store.registry_sql import import_files, open_registry
 
     files = ledger_files(Path(args.file).expanduser())
     if not files:

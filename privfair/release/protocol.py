@@ -371,6 +371,9 @@ def reserve(planned: Planned) -> RunCharge:
         contract=plan.contract, store=Path(plan.store), epsilon=cost.epsilon,
         delta=cost.delta, rho=cost.rho, rdp=cost.rdp, method=plan.method,
         contract_fingerprint=plan.contract.fingerprint(), seed_fingerprint=fingerprint)
+    # Finish or undo a publication a killed run left first: the ledger is checked against
+    # the store in the reservation's transaction.
+    recover_store(charge.store, charge.dataset)
     return reserve_run(charge)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.domain import Domain
 from privfair.core.errors import PrivfairError
+from privfair.store.leftovers import create_staging
 from privfair.synth.estimation import GraphicalModel
 from privfair.synth.measure import Compression, Measurement
 from privfair.synth.structure import FairnessCheck, SelectedStructure
@@ -171,8 +172,6 @@ class Workspace:
     def open(cls, root: str | Path, run_id: str | None = None) -> Workspace:
         """Create the folders and take the run's lock on ``staging/.lock`` (held until
         :meth:`cleanup_private`: ``store check`` never touches a locked staging folder)."""
-        from privfair.store.leftovers import create_staging
-
         ws = cls(Path(root).resolve(), run_id or new_run_id())
         for p in (ws.root, ws.staging.parent, ws.artefacts, ws.results):
             private_dir(p)

@@ -1,11 +1,9 @@
-"""The release catalog of a store (``catalog.duckdb``), store locks and version numbers."""
+"""The release catalog of a store (``catalog.duckdb``) and version numbers."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
-import os
 import re
 import subprocess
 import time
@@ -17,21 +15,7 @@ from privfair.store.artefacts import StoreError
 from privfair.version import VERSION
 
 if TYPE_CHECKING:
-    from privfair.store.registry import LifetimeLedger
-
-
-@contextlib.contextmanager
-def locked(folder: Path) -> Iterator[None]:
-    """Hold the exclusive ``flock`` of ``folder/.lock`` (created 0600, whatever the umask)."""
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    from privfair.store.ledger import LifetimeLedger
 
 
 _CATALOG_SCHEMA = """
@@ -60,7 +44,7 @@ CATALOG_COLUMNS = ("dataset", "version", "path", "published_at", "epsilon", "del
 @contextlib.contextmanager
 def catalog(store: Path, *, read_only: bool = False, wait: float = 10.0) -> Iterator[Any]:
     """Open ``catalog.duckdb`` briefly; waits ``wait`` seconds if another process holds it."""
-    import duckdb
+    import duckdb  # in the function: about 0.3 s to import, and most runs never open it
 
     path = store / "catalog.duckdb"
     deadline = time.monotonic() + wait
