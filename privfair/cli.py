@@ -560,7 +560,7 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
 
 
 def cmd_releases_list(args: argparse.Namespace) -> int:
-    from privfair.store.registry import list_releases
+    from privfair.store.catalog import list_releases
 
     _existing(args.store, "--out")
     rows = list_releases(args.store, args.dataset)

@@ -246,7 +246,7 @@ def test_a_stale_catalog_row_is_refused_in_one_line_then_repaired(toy_contract, 
     """Item 8: a catalog row no ledger entry backs (left by a crash) no longer breaks every
     later release with a ConstraintException: the run is refused naming the row, and
     ``store check --repair`` removes it."""
-    from privfair.store.registry import catalog
+    from privfair.store.catalog import catalog
 
     store = tmp_path / "releases"
     run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))

@@ -27,13 +27,8 @@ from privfair.store import backends, registry_sql
 from privfair.store.artefacts import StoreError
 from privfair.store.chain import chain_append, entry_hash
 from privfair.store.check import check_store
-from privfair.store.registry import (
-    fold,
-    read_chain,
-    read_lifetime_ledger,
-    registry_ledgers,
-    seed_key,
-)
+from privfair.store.ledger import fold
+from privfair.store.registry import read_chain, read_lifetime_ledger, registry_ledgers, seed_key
 
 BUDGET_RHO = zcdp_rho(epsilon=3.0, delta=1e-6)  # the toy contract's lifetime budget
 HALF = BUDGET_RHO / 2  # exactly two runs fit

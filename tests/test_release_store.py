@@ -23,7 +23,8 @@ from privfair.release.table import plan, post_noise
 from privfair.release.table import private as private_stages
 from privfair.release.table.plan import ReleaseParams
 from privfair.store import artefacts, publication
-from privfair.store.registry import lifetime_ledgers, list_releases
+from privfair.store.catalog import list_releases
+from privfair.store.registry import lifetime_ledgers
 
 ROOT = Path(__file__).resolve().parents[1]
 

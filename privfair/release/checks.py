@@ -111,7 +111,7 @@ def check_folders(*, out: str, store: Path, contract: Contract, work_dir: str) -
     if not os.access(probe, os.W_OK | os.X_OK):
         raise StoreError(f"--work-dir {work}: folder {probe} is not writable")
     if (store / "catalog.duckdb").is_file():
-        from privfair.store.registry import catalog
+        from privfair.store.catalog import catalog
 
         with catalog(store, read_only=True, wait=1.0):
             pass

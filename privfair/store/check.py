@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from privfair.store.artefacts import StoreError
+from privfair.store.catalog import list_releases
+from privfair.store.ledger import fold
 from privfair.store.leftovers import find_leftovers, remove
 from privfair.store.publication import delete_row, is_publication_leftover, recover_store
 from privfair.store.registry import (
     cancel_reservation,
-    fold,
-    list_releases,
     read_chain,
     read_ledger_file,
     registry_ledgers,

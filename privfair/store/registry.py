@@ -35,23 +35,9 @@ import sqlalchemy as sa
 from privfair.contracts.schema import Contract
 from privfair.store import backends, registry_sql
 from privfair.store.artefacts import StoreError, atomic_write
-from privfair.store.catalog import (  # noqa: F401  (re-exported: the store's public names)
-    CATALOG_COLUMNS,
-    catalog,
-    code_version,
-    list_releases,
-    next_version,
-)
-from privfair.store.chain import GENESIS, finite, verify_chain  # noqa: F401
-from privfair.store.ledger import (  # noqa: F401
-    LEDGER_FORMAT,
-    LifetimeLedger,
-    charge_curve,
-    charge_epsilon,
-    fold,
-    run_history,
-)
-from privfair.store.locks import locked  # noqa: F401
+from privfair.store.catalog import list_releases
+from privfair.store.chain import GENESIS, finite
+from privfair.store.ledger import LifetimeLedger, charge_curve, fold
 
 log = logging.getLogger(__name__)
 

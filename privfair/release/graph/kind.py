@@ -84,7 +84,7 @@ from privfair.store.artefacts import (
     stage_file,
     utc_now,
 )
-from privfair.store.registry import code_version
+from privfair.store.catalog import code_version
 
 FORMAT = "privfair-graph-release/1"
 METHODS = ("privpc", "lapmech", "privpc-star")

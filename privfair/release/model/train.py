@@ -109,8 +109,9 @@ from privfair.store.artefacts import (
     save_ledger,
     utc_now,
 )
+from privfair.store.catalog import code_version
 from privfair.store.ledger import charge_epsilon
-from privfair.store.registry import code_version, read_lifetime_ledger
+from privfair.store.registry import read_lifetime_ledger
 
 log = logging.getLogger(__name__)
 

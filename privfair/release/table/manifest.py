@@ -18,10 +18,8 @@ from privfair.release.table.plan import ReleasePlan
 from privfair.store.artefacts import (
     utc_now,
 )
-from privfair.store.registry import (
-    LifetimeLedger,
-    code_version,
-)
+from privfair.store.catalog import code_version
+from privfair.store.ledger import LifetimeLedger
 from privfair.synth.structure import SelectedStructure
 from privfair.synth.synthesizer import (
     AIM_METHODS,
