@@ -657,7 +657,7 @@ def cmd_ledger_export(args: argparse.Namespace) -> int:
 
     text = json.dumps(export_ledger(args.dataset), indent=2, sort_keys=True) + "\n"
     if args.out:
-        from privfair.store.artefacts import atomic_write
+        from privfair.store.files import atomic_write
 
         atomic_write(Path(args.out), text.encode("utf-8"))
         print(args.out)

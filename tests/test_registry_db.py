@@ -24,9 +24,9 @@ from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError
 from privfair.store import backends, registry_sql
-from privfair.store.artefacts import StoreError
 from privfair.store.chain import chain_append, entry_hash
 from privfair.store.check import check_store
+from privfair.store.files import StoreError
 from privfair.store.ledger import fold
 from privfair.store.registry import read_chain, read_lifetime_ledger, registry_ledgers, seed_key
 
@@ -521,7 +521,7 @@ def test_a_second_registry_refuses_a_bound_dataset(backend, contract_path, tmp_p
 _FIRST_CONTACT = """
 import os, sys, time
 from privfair.store import registry_sql
-from privfair.store.artefacts import StoreError
+from privfair.store.files import StoreError
 while time.time() < float(sys.argv[1]):
     time.sleep(0.001)
 try:

@@ -18,7 +18,7 @@ from typing import Any
 from privfair.contracts.schema import Contract
 from privfair.core.domain import Domain
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
-from privfair.store.artefacts import StoreError
+from privfair.store.files import StoreError
 
 #: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
 MAX_EPSILON = 100.0

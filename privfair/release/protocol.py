@@ -48,8 +48,8 @@ from privfair.release.checkpoint import save_checkpoint
 from privfair.release.options import ReleaseOptions, params_error_line
 from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
 from privfair.store import publication
-from privfair.store.artefacts import Workspace, json_bytes, sha256_file, utc_now
 from privfair.store.catalog import next_version
+from privfair.store.files import Workspace, json_bytes, sha256_file, utc_now
 from privfair.store.ledger import charge_epsilon
 from privfair.store.locks import locked
 from privfair.store.publication import commit_publication, recover_store, write_intent

@@ -43,8 +43,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import NullPool
 
-from privfair.store.artefacts import StoreError
 from privfair.store.chain import canonical
+from privfair.store.files import StoreError
 from privfair.store.locks import locked
 
 DB_FILE = "registry.sqlite"

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privfair.store.artefacts import StoreError
+from privfair.store.files import StoreError
 from privfair.version import VERSION
 
 if TYPE_CHECKING:

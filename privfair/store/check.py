@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privfair.store.artefacts import StoreError
 from privfair.store.catalog import list_releases
+from privfair.store.files import StoreError
 from privfair.store.ledger import fold
 from privfair.store.leftovers import find_leftovers, remove
 from privfair.store.publication import delete_row, is_publication_leftover, recover_store

@@ -34,9 +34,9 @@ import sqlalchemy as sa
 
 from privfair.contracts.schema import Contract
 from privfair.store import backends, registry_sql
-from privfair.store.artefacts import StoreError, atomic_write
 from privfair.store.catalog import list_releases
 from privfair.store.chain import GENESIS, finite
+from privfair.store.files import StoreError, atomic_write
 from privfair.store.ledger import LifetimeLedger, charge_curve, fold
 
 log = logging.getLogger(__name__)

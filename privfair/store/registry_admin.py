@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from privfair.store import registry, registry_sql
-from privfair.store.artefacts import StoreError, utc_now
 from privfair.store.chain import GENESIS
+from privfair.store.files import StoreError, utc_now
 from privfair.store.ledger import fold, run_history
 
 

@@ -19,7 +19,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from privfair.store import backends, witness
-from privfair.store.artefacts import StoreError
 from privfair.store.backends import (
     ENTRIES,
     HEADS,
@@ -32,6 +31,7 @@ from privfair.store.backends import (
     run,
 )
 from privfair.store.chain import GENESIS, canonical, chain_append, verify_chain
+from privfair.store.files import StoreError
 
 #: A lifetime ledger file of earlier versions (a JSON chain), imported into the registry.
 LEDGER_FILE = "lifetime_ledger.json"

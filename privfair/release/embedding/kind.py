@@ -65,7 +65,8 @@ from privfair.release.protocol import (
     State,
     Written,
 )
-from privfair.store.artefacts import load_ledger, new_run_id, save_ledger, utc_now
+from privfair.store.artefacts import load_ledger, save_ledger
+from privfair.store.files import new_run_id, utc_now
 
 FORMAT = "privfair-embedding-release/1"
 FILES = ("embeddings.parquet", "report.html", "contract.yaml")

@@ -76,15 +76,9 @@ from privfair.release.protocol import (
     State,
     Written,
 )
-from privfair.store.artefacts import (
-    FileRef,
-    load_ledger,
-    new_run_id,
-    save_ledger,
-    stage_file,
-    utc_now,
-)
+from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.store.catalog import code_version
+from privfair.store.files import FileRef, new_run_id, stage_file, utc_now
 
 FORMAT = "privfair-graph-release/1"
 METHODS = ("privpc", "lapmech", "privpc-star")

@@ -102,14 +102,9 @@ from privfair.release.protocol import (
     Written,
 )
 from privfair.reporting.model_card import model_card  # noqa: F401  (re-exported)
-from privfair.store.artefacts import (
-    FileRef,
-    load_ledger,
-    new_run_id,
-    save_ledger,
-    utc_now,
-)
+from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.store.catalog import code_version
+from privfair.store.files import FileRef, new_run_id, utc_now
 from privfair.store.ledger import charge_epsilon
 from privfair.store.registry import read_lifetime_ledger
 

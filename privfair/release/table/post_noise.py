@@ -18,16 +18,8 @@ import pandas as pd
 from privfair.contracts.schema import Contract
 from privfair.release.seeds import stage_rng
 from privfair.release.table.plan import OutputValidationError
-from privfair.store.artefacts import (
-    CODES_PARQUET,
-    FileRef,
-    json_bytes,
-    load_measurements,
-    load_model,
-    load_one_way,
-    save_model,
-    write_artefact,
-)
+from privfair.store.artefacts import load_measurements, load_model, load_one_way, save_model
+from privfair.store.files import CODES_PARQUET, FileRef, json_bytes, write_artefact
 from privfair.synth.synthesizer import (
     fit_model,
     generate_columns,
