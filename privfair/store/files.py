@@ -151,6 +151,21 @@ def stage_file(path: Path) -> FileRef:
     return FileRef.of(path)
 
 
+def save_private_array(array: np.ndarray, *, folder: str | Path, name: str) -> FileRef:
+    """Write an array of private rows as ``folder/name`` (a ``.npy``, no pickle).
+
+    The one writer of private arrays: the file is created 0600 by ``open`` itself (any file
+    left under that name is removed first, so no earlier mode carries over), never readable
+    by others, not even between its creation and a later ``chmod``.
+    """
+    path = Path(folder) / name
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
+    return FileRef.of(path)
+
+
 # --- working folders ------------------------------------------------------------------------
 
 
