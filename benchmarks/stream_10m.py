@@ -60,7 +60,7 @@ def stages(data: Path, work: Path, batch_size: int) -> dict:
     from privfair.release import ingest
     from privfair.release.table import private as private_stages
     from privfair.release.table.plan import ReleaseParams, initial_ledger, preflight
-    from privfair.store import artefacts
+    from privfair.store import artefacts, files
 
     timings: dict[str, float] = {}
 
@@ -74,7 +74,7 @@ def stages(data: Path, work: Path, batch_size: int) -> dict:
                            out=str(work / "releases"), work_dir=str(work / "w"),
                            batch_size=batch_size)
     plan = timed("preflight", preflight, params)
-    ws = artefacts.Workspace.open(plan.work_dir, plan.run_id)
+    ws = files.Workspace.open(plan.work_dir, plan.run_id)
     c = plan.contract
     try:
         staged = timed("load", ingest.load, plan.data_path, c, ws.staging,

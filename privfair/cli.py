@@ -596,7 +596,7 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
     if args.max_categories < 1 or args.max_codes < 1:
         flag = "--max-categories" if args.max_categories < 1 else "--max-codes"
         raise UsageError(f"{flag} must be >= 1")
-    from privfair.store.backends import open_registry
+    from privfair.store.registry_sql import open_registry
 
     # The draft pins the dataset to this registry (one dataset, one budget: issue 36.4).
     text = draft_contract(args.data, max_categories=args.max_categories,
@@ -615,8 +615,7 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
 
 def cmd_releases_list(args: argparse.Namespace) -> int:
     from privfair.release.checks import check_catalog_file
-    from privfair.store.catalog import fairness_label
-    from privfair.store.registry import list_releases
+    from privfair.store.catalog import fairness_label, list_releases
 
     check_catalog_file(_existing(args.store, "--out"))
     rows = list_releases(args.store, args.dataset)
@@ -713,7 +712,7 @@ def cmd_ledger_export(args: argparse.Namespace) -> int:
 
     text = json.dumps(export_ledger(args.dataset), indent=2, sort_keys=True) + "\n"
     if args.out:
-        from privfair.store.artefacts import atomic_write
+        from privfair.store.files import atomic_write
 
         atomic_write(Path(args.out), text.encode("utf-8"))
         print(args.out)
@@ -723,8 +722,8 @@ def cmd_ledger_export(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_import(args: argparse.Namespace) -> int:
-    from privfair.store.backends import open_registry
-    from privfair.store.registry_admin import import_files, ledger_files
+    from privfair.store.registry_admin import ledger_files
+    from privfair.store.registry_sql import import_files, open_registry
 
     files = ledger_files(Path(args.file).expanduser())
     if not files:

@@ -17,9 +17,10 @@ from test_release_store import params
 from privfair.contracts.schema import load_contract
 from privfair.release.kinds import release_table as run_release
 from privfair.store import publication
-from privfair.store.artefacts import StoreError
+from privfair.store.catalog import list_releases
 from privfair.store.check import check_store
-from privfair.store.registry import list_releases, read_lifetime_ledger
+from privfair.store.files import StoreError
+from privfair.store.registry import read_lifetime_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 BEFORE_COMMIT = ["intent", "files", "ledger"]

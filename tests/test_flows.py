@@ -31,7 +31,7 @@ from privfair.release import protocol  # noqa: E402
 from privfair.release.kinds import KINDS  # noqa: E402
 from privfair.release.table import kind as table_kind  # noqa: E402
 from privfair.release.table.plan import ReleaseInputError, ReleaseParams  # noqa: E402
-from privfair.store.registry import list_releases  # noqa: E402
+from privfair.store.catalog import list_releases  # noqa: E402
 from tasks import ops  # noqa: E402
 from tasks.stages import _stage_task  # noqa: E402
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from privfair.store.artefacts import Workspace
+from privfair.store.files import Workspace
 from privfair.store.gc import WorkDirError, collect_garbage
 
 DAY = 86_400.0

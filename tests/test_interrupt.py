@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from privfair.contracts.schema import load_contract
+from privfair.store.catalog import list_releases
 from privfair.store.check import check_store
-from privfair.store.registry import list_releases, read_lifetime_ledger
+from privfair.store.registry import read_lifetime_ledger
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

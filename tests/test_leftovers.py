@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from privfair.contracts.encoding import literal_file
-from privfair.store.artefacts import Workspace
 from privfair.store.check import check_store
+from privfair.store.files import Workspace
 from privfair.store.leftovers import find_leftovers
 
 
@@ -53,7 +53,7 @@ def test_live_run_staging_is_never_touched_and_a_dead_one_is_removed(tmp_path, s
 
 def test_lock_is_held_by_another_process_until_it_ends(tmp_path, systmp):
     work = tmp_path / "work"
-    code = ("import sys, time; from privfair.store.artefacts import Workspace; "
+    code = ("import sys, time; from privfair.store.files import Workspace; "
             f"ws = Workspace.open({str(work)!r}, 'run-x'); print('ready', flush=True); "
             "sys.stdin.readline()")
     child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
@@ -152,14 +152,14 @@ def test_an_empty_staging_folder_left_while_being_created_is_removed(tmp_path, s
 _PAUSED_WRITE = """
 import sys
 from pathlib import Path
-from privfair.store import artefacts
+from privfair.store import files
 
 def pause(tmp):
     print(tmp, flush=True)
     sys.stdin.readline()  # paused between the write and the rename
 
-artefacts.reached_rename = pause
-artefacts.atomic_write(Path(sys.argv[1]), b"payload")
+files.reached_rename = pause
+files.atomic_write(Path(sys.argv[1]), b"payload")
 print("renamed", flush=True)
 """
 

@@ -19,10 +19,10 @@ from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError
 from privfair.release.kinds import release_table as run_release
 from privfair.release.table import kind as runner
-from privfair.store import artefacts as artefacts_module
+from privfair.store import files as files_module
 from privfair.store import publication
-from privfair.store.artefacts import StoreError
 from privfair.store.check import check_store
+from privfair.store.files import StoreError
 from privfair.store.registry import has_ledger, read_chain, read_lifetime_ledger
 
 
@@ -183,12 +183,12 @@ def test_store_check_reports_and_repairs_a_killed_publication(toy_contract, toy_
         m.setattr(publication, "reached", die)
         m.setattr(publication.shutil, "rmtree", lambda *a, **k: None)
         m.setattr(publication.Path, "unlink", lambda *a, **k: None)
-        m.setattr(artefacts_module.Workspace, "cleanup_private", lambda self: None)
+        m.setattr(files_module.Workspace, "cleanup_private", lambda self: None)
         with pytest.raises(Killed):
             run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     # The kill also ends the process, which releases its staging lock.
-    for staging in list(artefacts_module._STAGING_LOCKS):
-        os.close(artefacts_module._STAGING_LOCKS.pop(staging))
+    for staging in list(files_module._STAGING_LOCKS):
+        os.close(files_module._STAGING_LOCKS.pop(staging))
     assert not (store / "toy" / "v2").exists()
     assert [p.name[:8] for p in (store / "toy").glob(".tmp-*")] == [".tmp-v2-"]
     code = main(["store", "check", "--out", str(store), "--work-dir", str(tmp_path / "work")])
@@ -246,7 +246,7 @@ def test_a_stale_catalog_row_is_refused_in_one_line_then_repaired(toy_contract, 
     """Item 8: a catalog row no ledger entry backs (left by a crash) no longer breaks every
     later release with a ConstraintException: the run is refused naming the row, and
     ``store check --repair`` removes it."""
-    from privfair.store.registry import catalog
+    from privfair.store.catalog import catalog
 
     store = tmp_path / "releases"
     run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))

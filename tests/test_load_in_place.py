@@ -16,7 +16,7 @@ from privfair.release.ingest import (
     iter_frames,
     load,
 )
-from privfair.store.artefacts import StoreError
+from privfair.store.files import StoreError
 
 CONTRACT = """\
 name: mixed

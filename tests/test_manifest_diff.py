@@ -50,7 +50,7 @@ from privfair.release.kinds import KINDS
 from privfair.release.model.train import MODEL, holdout_mask
 from privfair.release.protocol import run_release
 from privfair.release.seeds import kind_rng
-from privfair.store.registry import list_releases
+from privfair.store.catalog import list_releases
 
 ALL_CASES = {**CASES, **EDGE_LIST_CASES}
 COVERED = [kind for kind in KINDS if kind.name in ALL_CASES]

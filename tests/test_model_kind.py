@@ -21,8 +21,9 @@ from privfair.release.model.predict import constant_prediction, decision_functio
 from privfair.release.model.train import MODEL, holdout_mask
 from privfair.release.protocol import plan_release, run_release
 from privfair.release.seeds import kind_rng
-from privfair.store.artefacts import StoreError
-from privfair.store.registry import list_releases, read_lifetime_ledger, registry_ledgers
+from privfair.store.catalog import list_releases
+from privfair.store.files import StoreError
+from privfair.store.registry import read_lifetime_ledger, registry_ledgers
 
 
 def params(contract: Path, data: Path, tmp_path: Path, **extra) -> dict:

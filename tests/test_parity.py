@@ -30,7 +30,7 @@ if str(ROOT) not in sys.path:
 
 from privfair.release.kinds import KINDS  # noqa: E402
 from privfair.release.protocol import run_release  # noqa: E402
-from privfair.store.registry import list_releases  # noqa: E402
+from privfair.store.catalog import list_releases  # noqa: E402
 
 SEED = 11
 #: Compared after normalising (they record when, where and by which run).

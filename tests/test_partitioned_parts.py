@@ -19,7 +19,8 @@ from privfair.release.table.partitioned import (
     validate_parts,
 )
 from privfair.release.table.plan import OutputValidationError
-from privfair.store.artefacts import StoreError, save_model, save_one_way
+from privfair.store.artefacts import save_model, save_one_way
+from privfair.store.files import StoreError
 from privfair.synth.synthesizer import FairSynthesizer, generate, generate_columns
 
 

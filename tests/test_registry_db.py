@@ -23,17 +23,12 @@ from privfair.cli import main
 from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError
-from privfair.store import backends
-from privfair.store.artefacts import StoreError
+from privfair.store import backends, registry_sql
 from privfair.store.chain import chain_append, entry_hash
 from privfair.store.check import check_store
-from privfair.store.registry import (
-    fold,
-    read_chain,
-    read_lifetime_ledger,
-    registry_ledgers,
-    seed_key,
-)
+from privfair.store.files import StoreError
+from privfair.store.ledger import fold
+from privfair.store.registry import read_chain, read_lifetime_ledger, registry_ledgers, seed_key
 
 BUDGET_RHO = zcdp_rho(epsilon=3.0, delta=1e-6)  # the toy contract's lifetime budget
 HALF = BUDGET_RHO / 2  # exactly two runs fit
@@ -506,7 +501,7 @@ def test_a_second_registry_refuses_a_bound_dataset(backend, contract_path, tmp_p
     contract refuses any other registry (another user's SQLite file, say)."""
     draft = tmp_path / "draft.yaml"
     assert main(["contract", "draft", "--data", str(toy_csv), "--out", str(draft)]) == 0
-    pinned = backends.open_registry().ident
+    pinned = registry_sql.open_registry().ident
     assert len(pinned) == 32 and f"registry_id: {pinned}" in draft.read_text()
     contract_path.write_text(TOY_CONTRACT.replace("name: toy\n",
                                                   f"name: toy\nregistry_id: {pinned}\n"))
@@ -525,12 +520,12 @@ def test_a_second_registry_refuses_a_bound_dataset(backend, contract_path, tmp_p
 
 _FIRST_CONTACT = """
 import os, sys, time
-from privfair.store import backends
-from privfair.store.artefacts import StoreError
+from privfair.store import registry_sql
+from privfair.store.files import StoreError
 while time.time() < float(sys.argv[1]):
     time.sleep(0.001)
 try:
-    backends.open_registry()
+    registry_sql.open_registry()
     print("opened")
 except StoreError as exc:
     print("refused:", exc)

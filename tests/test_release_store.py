@@ -22,8 +22,9 @@ from privfair.release.table import kind as runner
 from privfair.release.table import plan, post_noise
 from privfair.release.table import private as private_stages
 from privfair.release.table.plan import ReleaseParams
-from privfair.store import artefacts, publication
-from privfair.store.registry import lifetime_ledgers, list_releases
+from privfair.store import artefacts, files, publication
+from privfair.store.catalog import list_releases
+from privfair.store.registry import lifetime_ledgers
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +79,7 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     # GX suites and Data Docs are opt-in (data_docs): none kept by default
     assert "data_docs" not in manifest["validation"]["output"]
     assert not (store / "toy" / "validation").exists()
-    assert manifest["files"]["synthetic.parquet"] == artefacts.sha256_file(
+    assert manifest["files"]["synthetic.parquet"] == files.sha256_file(
         final / "synthetic.parquet")
 
     html = (final / "report.html").read_text()
@@ -216,7 +217,7 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
 def test_store_not_writable_is_refused(toy_contract, toy_parquet, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    with pytest.raises(artefacts.StoreError, match="is a file"):
+    with pytest.raises(files.StoreError, match="is a file"):
         plan.preflight(params(toy_contract, toy_parquet, tmp_path, out=str(blocker / "store")))
     assert blocker.read_text() == "x"
 
@@ -272,7 +273,7 @@ def test_open_domain_column_without_other_bucket_is_refused(tmp_path, toy_parque
 
 def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
     """Model and measurement artefacts reload to the same objects (no pickle)."""
-    ws = artefacts.Workspace.open(tmp_path / "w")
+    ws = files.Workspace.open(tmp_path / "w")
     run = plan.preflight(params(toy_contract, toy_parquet, tmp_path))
     c = run.contract
     staged = ingest.load(run.data_path, c, ws.staging)
@@ -294,7 +295,7 @@ def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
     assert Path(a.path).parent == ws.artefacts
     # a tampered artefact is refused
     Path(one.path).write_text("{}")
-    with pytest.raises(artefacts.StoreError, match="changed"):
+    with pytest.raises(files.StoreError, match="changed"):
         artefacts.load_one_way(one)
 
 

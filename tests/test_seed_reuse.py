@@ -16,7 +16,7 @@ from privfair.core.errors import PrivfairError
 from privfair.release.kinds import release_table
 from privfair.release.resume import resume_release
 from privfair.release.table import kind as table_kind
-from privfair.store.artefacts import StoreError
+from privfair.store.files import StoreError
 from privfair.store.registry import read_lifetime_ledger
 
 

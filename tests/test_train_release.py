@@ -13,11 +13,9 @@ from privfair.core.errors import BudgetExceededError, DomainError, ReleaseInputE
 from privfair.release.model.predict import decision_function, predict
 from privfair.release.model.train import MODEL, TrainParams, preflight_train
 from privfair.release.protocol import run_release
-from privfair.store.registry import (
-    LifetimeLedger,
-    list_releases,
-    read_lifetime_ledger,
-)
+from privfair.store.catalog import list_releases
+from privfair.store.ledger import LifetimeLedger
+from privfair.store.registry import read_lifetime_ledger
 
 
 @pytest.fixture(scope="module")

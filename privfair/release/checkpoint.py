@@ -22,7 +22,7 @@ from typing import Any
 
 from privfair.contracts.schema import Contract
 from privfair.core.errors import ReleaseInputError
-from privfair.store.artefacts import FileRef, atomic_write, private_dir
+from privfair.store.files import FileRef, atomic_write, private_dir
 
 FOLDER = "checkpoints"
 

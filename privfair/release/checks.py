@@ -20,7 +20,7 @@ from typing import Any
 from privfair.contracts.schema import Contract
 from privfair.core.domain import Domain
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
-from privfair.store.artefacts import StoreError
+from privfair.store.files import StoreError
 
 #: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
 MAX_EPSILON = 100.0
@@ -114,7 +114,7 @@ def check_folders(*, out: str, store: Path, contract: Contract, work_dir: str) -
         raise StoreError(f"--work-dir {work}: folder {probe} is not writable")
     check_catalog_file(store)
     if (store / "catalog.duckdb").is_file():
-        from privfair.store.registry import catalog
+        from privfair.store.catalog import catalog
 
         with catalog(store, read_only=True, wait=1.0):
             pass

@@ -38,12 +38,7 @@ from privfair.contracts.encoding import (
 from privfair.contracts.schema import Contract
 from privfair.core.domain import code_dtype
 from privfair.core.errors import ReleaseInputError
-from privfair.store.artefacts import (
-    CODES_PARQUET,
-    FileRef,
-    json_bytes,
-    stage_file,
-)
+from privfair.store.files import CODES_PARQUET, FileRef, json_bytes, stage_file
 
 log = logging.getLogger(__name__)
 

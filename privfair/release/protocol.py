@@ -49,16 +49,16 @@ from privfair.release.checks import check_run_folders
 from privfair.release.options import ReleaseOptions, params_error_line
 from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
 from privfair.store import publication
-from privfair.store.artefacts import Workspace, json_bytes, sha256_file, utc_now
+from privfair.store.catalog import next_version
+from privfair.store.files import Workspace, json_bytes, sha256_file, utc_now
 from privfair.store.ledger import charge_epsilon
+from privfair.store.locks import locked
 from privfair.store.publication import commit_publication, recover_store, write_intent
 from privfair.store.registry import (
     RunCharge,
     check_seed_unused,
     dataset_id,
-    locked,
     mark_noise_drawn,
-    next_version,
     read_lifetime_ledger,
     release_unspent,
     reserve_run,
@@ -414,6 +414,9 @@ def reserve(planned: Planned) -> RunCharge:
         contract=plan.contract, store=Path(plan.store), epsilon=cost.epsilon,
         delta=cost.delta, rho=cost.rho, rdp=cost.rdp, method=plan.method,
         contract_fingerprint=plan.contract.fingerprint(), seed_fingerprint=fingerprint)
+    # Finish or undo a publication a killed run left first: the ledger is checked against
+    # the store in the reservation's transaction.
+    recover_store(charge.store, charge.dataset)
     return reserve_run(charge)
 
 

@@ -25,7 +25,7 @@ from privfair.release.protocol import (
     publish,
 )
 from privfair.release.seeds import check_seed_policy, seed_fingerprint
-from privfair.store.artefacts import Workspace
+from privfair.store.files import Workspace
 from privfair.store.registry import (
     RunCharge,
     check_seed_unused,

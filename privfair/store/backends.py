@@ -12,7 +12,7 @@ registry id and list of every dataset ever opened), ``resets`` (recorded ``ledge
 ``seed_keys`` (wrapped under the key: ``registry_sql.wrap_seed_key``).
 
 Issue 36.4: a contract's ``registry_id`` pins its dataset to one registry
-(:func:`check_pinned`); each client's witness (``store/witness.py``, outside the registry)
+(``registry_sql.check_pinned``); each client's witness (``store/witness.py``, outside the registry)
 refuses a registry that shows less than it has seen; a team registry's key is made by the
 first client only (:func:`_first_contact`); a folder registry's files are 0600 whatever the
 folder's mode.
@@ -43,9 +43,9 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.pool import NullPool
 
-from privfair.store.artefacts import StoreError
-from privfair.store.catalog import locked
 from privfair.store.chain import canonical
+from privfair.store.files import StoreError
+from privfair.store.locks import locked
 
 DB_FILE = "registry.sqlite"
 KEY_FILE = "registry.key"
@@ -58,6 +58,11 @@ _RETRY_SQLSTATES = {"40001", "40P01", "23505"}
 _RETRY_FOR_S = 120.0
 
 T = TypeVar("T")
+
+#: What a new folder registry imports before it is put in place: ``migrate(reg, folder)``
+#: imports the JSON ledgers of earlier versions found in ``folder`` and returns the step that
+#: renames them once the database is in place (``registry_sql.migrate_folder``).
+Migrate = Callable[["Registry", Path], Callable[[], None]]
 
 _meta = sa.MetaData()
 ENTRIES = sa.Table(
@@ -150,30 +155,18 @@ def key_path() -> Path:
     return registry_folder() / KEY_FILE
 
 
-def check_pinned(pinned: str | None, dataset: str) -> None:
-    """Refuse a dataset whose contract pins another registry (``registry_id:``).
-
-    One dataset, one registry: a second registry (another user's SQLite file, a team's
-    PostgreSQL) would keep a second budget for the same people.
-    """
-    if not pinned:
-        return
-    reg = open_registry()
-    if not hmac.compare_digest(str(pinned), reg.ident):
-        raise StoreError(f"contract of dataset {dataset!r} pins registry {pinned} "
-                         f"(registry_id), but PRIVFAIR_REGISTRY is registry {reg.ident} "
-                         f"({reg.name}); a dataset has one registry: set PRIVFAIR_REGISTRY "
-                         "to the one its contract names")
-
-
 # --- opening ------------------------------------------------------------------------------------
 
 
 _OPEN: dict[tuple[Any, ...], Registry] = {}
 
 
-def open_registry() -> Registry:
-    """The registry of this process's environment, opened and its key checked (cached)."""
+def open_registry(*, migrate: Migrate) -> Registry:
+    """The registry of this process's environment, opened and its key checked (cached).
+
+    A folder registry is created on first use, importing the earlier JSON ledgers found in
+    its folder by ``migrate`` (callers use :func:`privfair.store.registry_sql.open_registry`).
+    """
     url = registry_url()
     cache_key = (url or str(registry_folder()), str(key_path()), os.getpid())
     if url is None:
@@ -182,7 +175,7 @@ def open_registry() -> Registry:
             stale = _OPEN.pop(cache_key, None)
             if stale is not None:  # its pooled connections hold the deleted file
                 stale.engine.dispose()
-            _create_sqlite(folder)
+            _create_sqlite(folder, migrate)
     cached = _OPEN.get(cache_key)
     if cached is None:
         cached = _OPEN[cache_key] = _open_pg(url) if url else _open_sqlite(registry_folder())
@@ -238,7 +231,7 @@ def _open_sqlite(folder: Path) -> Registry:
     return replace(reg, ident=run(reg, lambda conn: _check_key(conn, reg)))
 
 
-def _create_sqlite(folder: Path) -> None:
+def _create_sqlite(folder: Path, migrate: Migrate) -> None:
     """Create the SQLite registry (key, schema, migrated JSON ledgers) or refuse a half one."""
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -258,8 +251,6 @@ def _create_sqlite(folder: Path) -> None:
         # Build under a temporary name and rename last, so no process ever uses a registry
         # whose JSON ledgers are not imported yet; a failed build leaves nothing behind (else
         # its key would read as a deleted database).
-        from privfair.store.registry_admin import mark_imported, migrate_folder
-
         tmp = folder / f".{DB_FILE}.new"
         for leftover in folder.glob(f".{DB_FILE}.new*"):
             leftover.unlink()
@@ -270,7 +261,7 @@ def _create_sqlite(folder: Path) -> None:
             engine = _sqlite_engine(tmp, create=True)
             reg = Registry(str(db), engine, key, "sqlite")
             run(reg, lambda conn: _create_schema(conn, reg))
-            imported = migrate_folder(reg, folder)
+            mark_imported = migrate(reg, folder)
             engine.dispose()
             # Fold the write-ahead log into the file before it is renamed (the log keeps
             # its name).
@@ -285,7 +276,7 @@ def _create_sqlite(folder: Path) -> None:
             for path in [key_file, *folder.glob(f".{DB_FILE}.new*")]:
                 path.unlink(missing_ok=True)
             raise
-        mark_imported(imported)
+        mark_imported()
 
 
 def _open_pg(url: str) -> Registry:

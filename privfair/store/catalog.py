@@ -1,11 +1,9 @@
-"""The release catalog of a store (``catalog.duckdb``), store locks and version numbers."""
+"""The release catalog of a store (``catalog.duckdb``) and version numbers."""
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import math
-import os
 import re
 import subprocess
 import time
@@ -13,25 +11,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from privfair.store.artefacts import StoreError
+from privfair.store.files import StoreError
 from privfair.version import VERSION
 
 if TYPE_CHECKING:
-    from privfair.store.registry import LifetimeLedger
-
-
-@contextlib.contextmanager
-def locked(folder: Path) -> Iterator[None]:
-    """Hold the exclusive ``flock`` of ``folder/.lock`` (created 0600, whatever the umask)."""
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    from privfair.store.ledger import LifetimeLedger
 
 
 _CATALOG_SCHEMA = """
@@ -71,7 +55,7 @@ def fairness_label(row: Mapping[str, Any]) -> str:
 @contextlib.contextmanager
 def catalog(store: Path, *, read_only: bool = False, wait: float = 10.0) -> Iterator[Any]:
     """Open ``catalog.duckdb`` briefly; waits ``wait`` seconds if another process holds it."""
-    import duckdb
+    import duckdb  # in the function: about 0.3 s to import, and most runs never open it
 
     path = store / "catalog.duckdb"
     deadline = time.monotonic() + wait

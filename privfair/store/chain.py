@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from privfair.store.artefacts import StoreError, utc_now
+from privfair.store.files import StoreError, utc_now
 
 GENESIS = "0" * 64
 ENTRY_KINDS = ("open", "raise", "reserve", "spend", "cancel", "publish")

@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from privfair.store.artefacts import StoreError
+from privfair.store.catalog import list_releases
+from privfair.store.files import StoreError
+from privfair.store.ledger import fold
+from privfair.store.leftovers import find_leftovers, remove
 from privfair.store.publication import delete_row, is_publication_leftover, recover_store
 from privfair.store.registry import (
     cancel_reservation,
-    fold,
-    list_releases,
     read_chain,
     read_ledger_file,
     registry_ledgers,
@@ -86,8 +87,6 @@ def check_store(store: str | Path, *, repair: bool = False,
             _check_dataset(store, name, ident, repair, report)
         except StoreError as exc:  # one damaged ledger: reported, the others still checked
             report.problems.append(f"{name}: {exc}")
-    from privfair.store.leftovers import find_leftovers, remove
-
     for path in find_leftovers(work_dir if work_dir is not None else ".privfair", store):
         if repair:
             remove(path)

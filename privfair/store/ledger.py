@@ -38,8 +38,8 @@ from privfair.core.accounting import (
     zcdp_rho,
 )
 from privfair.core.errors import BudgetExceededError
-from privfair.store.artefacts import StoreError
 from privfair.store.chain import GENESIS
+from privfair.store.files import StoreError
 
 LEDGER_FORMAT = "privfair-lifetime-ledger/4"
 _RTOL = 1e-9

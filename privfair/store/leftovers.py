@@ -11,7 +11,7 @@ mark, and one whose writer still holds its lock is never touched, whatever its a
   never touched; an empty ``.privfair-new-*`` folder (a run killed while creating it) is.
 * ``privfair-src-<pid>-*`` folders in the system temp folder (links to private files made by
   :func:`privfair.contracts.encoding.literal_file`) whose process is gone.
-* ``.<name>.<32 hex>.tmp`` files of interrupted :func:`~privfair.store.artefacts.atomic_write`
+* ``.<name>.<32 hex>.tmp`` files of interrupted :func:`~privfair.store.files.atomic_write`
   calls, in the work folder and the store: the writer holds an ``flock`` on the file from its
   creation to its rename, so a paused live write is never taken for a dead one. Other
   ``.tmp`` files (``.report.tmp``) are not privfair's.
@@ -39,7 +39,7 @@ GRACE_S = 60.0
 #: until this old.
 LEGACY_GRACE_S = 3600.0
 _SRC = re.compile(r"privfair-src-(\d+)-")
-#: The temporary name :func:`privfair.store.artefacts.atomic_write` gives a file it writes.
+#: The temporary name :func:`privfair.store.files.atomic_write` gives a file it writes.
 ATOMIC_TMP = re.compile(r"\..+\.[0-9a-f]{32}\.tmp")
 
 

@@ -30,18 +30,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from privfair.store.artefacts import atomic_write, json_bytes
-from privfair.store.registry import (
-    CATALOG_COLUMNS,
-    LifetimeLedger,
-    StoreError,
-    catalog,
-    fold,
-    locked,
-    read_chain,
-    record_published,
-    write_store_copy,
-)
+from privfair.store.catalog import CATALOG_COLUMNS, catalog
+from privfair.store.files import StoreError, atomic_write, json_bytes
+from privfair.store.ledger import LifetimeLedger, fold
+from privfair.store.locks import locked
+from privfair.store.registry import read_chain, record_published, write_store_copy
 
 log = logging.getLogger(__name__)
 

@@ -30,27 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import sqlalchemy as sa
 
 from privfair.contracts.schema import Contract
 from privfair.store import backends, registry_sql
-from privfair.store.artefacts import StoreError, atomic_write
-from privfair.store.catalog import (  # noqa: F401  (re-exported: the store's public names)
-    CATALOG_COLUMNS,
-    catalog,
-    code_version,
-    list_releases,
-    locked,
-    next_version,
-)
-from privfair.store.chain import GENESIS, finite, verify_chain  # noqa: F401
-from privfair.store.ledger import (  # noqa: F401
-    LEDGER_FORMAT,
-    LifetimeLedger,
-    charge_curve,
-    charge_epsilon,
-    fold,
-    run_history,
-)
+from privfair.store.catalog import list_releases
+from privfair.store.chain import GENESIS, finite
+from privfair.store.files import StoreError, atomic_write
+from privfair.store.ledger import LifetimeLedger, charge_curve, fold
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +61,6 @@ def registry_name() -> str:
     url = backends.registry_url()
     if url is None:
         return str(registry_root())
-    import sqlalchemy as sa
-
     return sa.engine.make_url(url).render_as_string(hide_password=True)
 
 
@@ -145,7 +130,7 @@ def _budget(contract: Contract, fixed: LifetimeLedger, ident: str) -> tuple[floa
 
 def _ledger_from(contract: Contract, entries: list[dict[str, Any]]) -> LifetimeLedger:
     ident = dataset_id(contract)
-    backends.check_pinned(getattr(contract, "registry_id", None), ident)  # issue 36.4
+    registry_sql.check_pinned(getattr(contract, "registry_id", None), ident)  # issue 36.4
     book = fold(entries, contract.name, ident)
     book.epsilon_budget, book.delta_budget = _budget(contract, book, ident)
     return book
@@ -332,14 +317,12 @@ def _declared(contract: Contract) -> tuple[float, float]:
 def reserve_run(charge: RunCharge) -> RunCharge:
     """Reserve the run's cost in the lifetime ledger; call before the first private read.
 
-    Recovers a publication a killed run left in the store, checks the ledger against the
-    store, refuses a reused test seed and a run the remaining budget cannot pay for (its ρ or
-    curve composed with everything charged), all in the registry transaction that appends the
-    reservation. Returns the charge.
+    Checks the ledger against the store, refuses a reused test seed and a run the remaining
+    budget cannot pay for (its ρ or curve composed with everything charged), all in the
+    registry transaction that appends the reservation. Returns the charge. The caller first
+    recovers a publication a killed run left in the store
+    (:func:`privfair.store.publication.recover_store`): its staged folder is not a release.
     """
-    from privfair.store.publication import recover_store
-
-    recover_store(charge.store, charge.dataset)
     if _legacy_releases(Path(charge.store), charge.contract.name):
         read_lifetime_ledger(charge.store, charge.contract)  # imports it into the registry
     fixed: list[RunCharge] = []

@@ -1,43 +1,24 @@
-"""Registry administration: import earlier JSON ledgers, export, verify, reset.
-
-Import: the JSON lifetime ledgers of earlier versions go into the registry database.
+"""Registry administration: find earlier JSON ledgers to import, export, verify, reset.
 
 Earlier versions kept ``<registry>/<dataset_id>/lifetime_ledger.json`` (an unkeyed SHA-256
-chain) and ``<registry>/<dataset_id>/seed-fingerprint.key``. Each chain is verified, re-chained
-under the registry key (every entry keeps its old hash as ``legacy_hash``), and the file is
-renamed ``lifetime_ledger.json.imported``. A folder registry is migrated when its database is
-created; ``privfair ledger import FILE`` does it by hand (e.g. into PostgreSQL).
+chain) and ``<registry>/<dataset_id>/seed-fingerprint.key``; ``registry_sql.import_files``
+verifies each chain, re-chains it under the registry key (every entry keeps its old hash as
+``legacy_hash``) and renames the file ``lifetime_ledger.json.imported``. A folder registry is
+migrated when its database is created; ``privfair ledger import FILE`` does it by hand (e.g.
+into PostgreSQL).
 """
 
 from __future__ import annotations
 
 import getpass
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
-
-from privfair.store import backends, registry, registry_sql
-from privfair.store.artefacts import StoreError, utc_now
-from privfair.store.chain import GENESIS, verify_chain
+from privfair.store import registry, registry_sql
+from privfair.store.chain import GENESIS
+from privfair.store.files import StoreError, utc_now
 from privfair.store.ledger import fold, run_history
-
-LEDGER_FILE = "lifetime_ledger.json"
-
-
-def read_json_chain(path: Path) -> list[dict[str, Any]]:
-    """The verified entries of a legacy JSON ledger file."""
-    try:
-        entries = json.loads(path.read_text())["entries"]
-        if not isinstance(entries, list) or not entries:
-            raise TypeError("entries is not a non-empty list")
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StoreError(f"lifetime ledger {path} is unreadable ({exc}); nothing imported") \
-            from None
-    verify_chain(entries, where=str(path))
-    return entries
 
 
 def ledger_files(path: Path) -> list[Path]:
@@ -46,45 +27,7 @@ def ledger_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise StoreError(f"{path} is neither a ledger file nor a folder of ledgers")
-    return sorted(path.glob(f"*/{LEDGER_FILE}"))
-
-
-def import_files(reg: backends.Registry, files: list[Path], *,
-                 rename: bool = True) -> list[Path]:
-    """Verify every file first, then import each with its seed key; returns the files
-    imported (renamed ``.imported`` unless ``rename`` is False: see :func:`mark_imported`)."""
-    chains = [(p.parent.name, p, read_json_chain(p)) for p in files]
-    for ident, path, chain in chains:
-        seed = path.parent / backends.LEGACY_SEED_KEY_FILE
-
-        def step(conn: sa.Connection, ident: str = ident, chain: list = chain,
-                 seed: Path = seed) -> list[dict]:
-            out = registry_sql.import_chain(conn, reg, ident, chain)
-            if seed.is_file() and len(seed.read_bytes()) == 32:
-                registry_sql.put_seed_key(conn, reg, ident, seed.read_bytes())
-            return out
-
-        backends.run(reg, step)
-    done = [path for _, path, _ in chains]
-    if rename:
-        mark_imported(done)
-    return done
-
-
-def mark_imported(files: list[Path]) -> None:
-    """Rename imported ledgers (and their seed keys) ``*.imported``: never imported twice."""
-    for path in files:
-        path.rename(path.with_name(LEDGER_FILE + ".imported"))
-        seed = path.parent / backends.LEGACY_SEED_KEY_FILE
-        if seed.is_file():
-            seed.rename(seed.with_name(seed.name + ".imported"))
-
-
-def migrate_folder(reg: backends.Registry, folder: Path) -> list[Path]:
-    """Import a JSON registry found in ``folder`` (when its database is created); the caller
-    renames the files once the database is in place."""
-    files = sorted(folder.glob(f"*/{LEDGER_FILE}"))
-    return import_files(reg, files, rename=False) if files else []
+    return sorted(path.glob(f"*/{registry_sql.LEDGER_FILE}"))
 
 
 # --- export, verify, reset ----------------------------------------------------------------

@@ -13,24 +13,50 @@ import json
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from privfair.store import witness
-from privfair.store.artefacts import StoreError
+from privfair.store import backends, witness
 from privfair.store.backends import (
     ENTRIES,
     HEADS,
+    LEGACY_SEED_KEY_FILE,
     META,
     RESETS,
     SEED_KEYS,
     Registry,
     mac,
-    open_registry,
     run,
 )
 from privfair.store.chain import GENESIS, canonical, chain_append, verify_chain
+from privfair.store.files import StoreError
+
+#: A lifetime ledger file of earlier versions (a JSON chain), imported into the registry.
+LEDGER_FILE = "lifetime_ledger.json"
+
+
+def open_registry() -> Registry:
+    """The registry of this process's environment (cached); a new folder registry imports
+    the JSON ledgers of earlier versions found in its folder (:func:`migrate_folder`)."""
+    return backends.open_registry(migrate=migrate_folder)
+
+
+def check_pinned(pinned: str | None, dataset: str) -> None:
+    """Refuse a dataset whose contract pins another registry (``registry_id:``).
+
+    One dataset, one registry: a second registry (another user's SQLite file, a team's
+    PostgreSQL) would keep a second budget for the same people.
+    """
+    if not pinned:
+        return
+    reg = open_registry()
+    if not hmac.compare_digest(str(pinned), reg.ident):
+        raise StoreError(f"contract of dataset {dataset!r} pins registry {pinned} "
+                         f"(registry_id), but PRIVFAIR_REGISTRY is registry {reg.ident} "
+                         f"({reg.name}); a dataset has one registry: set PRIVFAIR_REGISTRY "
+                         "to the one its contract names")
 
 
 def _known(conn: sa.Connection, reg: Registry) -> list[str]:
@@ -225,6 +251,7 @@ def _wrapping_key(reg: Registry, ident: str) -> bytes:
 
 def wrap_seed_key(reg: Registry, ident: str, key: bytes) -> str:
     """``key`` wrapped (AES key wrap, authenticated) under the registry key, for ``ident``."""
+    # In the function: only seeded runs use a seed key (the import costs about 20 ms).
     from cryptography.hazmat.primitives.keywrap import aes_key_wrap
 
     wrapped = aes_key_wrap(_wrapping_key(reg, ident), key)
@@ -235,6 +262,7 @@ def unwrap_seed_key(reg: Registry, ident: str, stored: str) -> bytes:
     """The seed key of a stored row; a 64-hex row of older registries is read as it is."""
     if not stored.startswith(_WRAPPED):
         return bytes.fromhex(stored)  # written in clear by an older version (append-only)
+    # In the function: only seeded runs use a seed key (the import costs about 20 ms).
     from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap
 
     try:
@@ -328,3 +356,58 @@ def reset(ident: str, *, reason: str, by: str, at: str, carry: Carry | None = No
     lost = run(reg, step)
     witness.record(reg.key, ident, witness.Seen(lost["generation"] + 1, 0, GENESIS))
     return lost
+
+
+# --- importing the JSON ledgers of earlier versions ---------------------------------------
+
+
+def read_json_chain(path: Path) -> list[dict[str, Any]]:
+    """The verified entries of a legacy JSON ledger file."""
+    try:
+        entries = json.loads(path.read_text())["entries"]
+        if not isinstance(entries, list) or not entries:
+            raise TypeError("entries is not a non-empty list")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise StoreError(f"lifetime ledger {path} is unreadable ({exc}); nothing imported") \
+            from None
+    verify_chain(entries, where=str(path))
+    return entries
+
+
+def import_files(reg: Registry, files: list[Path], *,
+                 rename: bool = True) -> list[Path]:
+    """Verify every file first, then import each with its seed key; returns the files
+    imported (renamed ``.imported`` unless ``rename`` is False: see :func:`mark_imported`)."""
+    chains = [(p.parent.name, p, read_json_chain(p)) for p in files]
+    for ident, path, chain in chains:
+        seed = path.parent / LEGACY_SEED_KEY_FILE
+
+        def step(conn: sa.Connection, ident: str = ident, chain: list = chain,
+                 seed: Path = seed) -> list[dict]:
+            out = import_chain(conn, reg, ident, chain)
+            if seed.is_file() and len(seed.read_bytes()) == 32:
+                put_seed_key(conn, reg, ident, seed.read_bytes())
+            return out
+
+        run(reg, step)
+    done = [path for _, path, _ in chains]
+    if rename:
+        mark_imported(done)
+    return done
+
+
+def mark_imported(files: list[Path]) -> None:
+    """Rename imported ledgers (and their seed keys) ``*.imported``: never imported twice."""
+    for path in files:
+        path.rename(path.with_name(LEDGER_FILE + ".imported"))
+        seed = path.parent / LEGACY_SEED_KEY_FILE
+        if seed.is_file():
+            seed.rename(seed.with_name(seed.name + ".imported"))
+
+
+def migrate_folder(reg: Registry, folder: Path) -> Callable[[], None]:
+    """Import a JSON registry found in ``folder`` (when its database is created); returns
+    the step that renames the files, run once the database is in place."""
+    files = sorted(folder.glob(f"*/{LEDGER_FILE}"))
+    imported = import_files(reg, files, rename=False) if files else []
+    return lambda: mark_imported(imported)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from privfair.store.artefacts import StoreError, atomic_write
+from privfair.store.files import StoreError, atomic_write
 
 WITNESS_FILE = "witness.json"
 _NAMESPACE = b"privfair-witness/1"

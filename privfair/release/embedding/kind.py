@@ -54,7 +54,7 @@ from privfair.release.checks import (
     resolve_contract,
     resolve_data,
 )
-from privfair.release.graph.kind import manifest_common, save_private
+from privfair.release.graph.kind import manifest_common
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
 from privfair.release.protocol import (
@@ -65,7 +65,8 @@ from privfair.release.protocol import (
     State,
     Written,
 )
-from privfair.store.artefacts import load_ledger, new_run_id, save_ledger, utc_now
+from privfair.store.artefacts import load_ledger, save_ledger
+from privfair.store.files import new_run_id, save_private_array, utc_now
 
 FORMAT = "privfair-embedding-release/1"
 FILES = ("embeddings.parquet", "report.html", "contract.yaml")
@@ -199,7 +200,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
     edges = np.unique(np.sort(edges[edges[:, 0] != edges[:, 1]], axis=1), axis=0)
     ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
                          context.workspace.artefacts)
-    return {"edges": save_private(edges.reshape(-1, 2), staging, "edges.npy"),
+    return {"edges": save_private_array(edges.reshape(-1, 2), folder=staging, name="edges.npy"),
             "policy_tally": stage_policy_tally(tally, staging), "ledger": ledger}
 
 

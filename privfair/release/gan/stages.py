@@ -35,7 +35,8 @@ from privfair.core.domain import Domain
 from privfair.generative import GAN_METHODS
 from privfair.release.ingest import code_batches
 from privfair.release.seeds import stage_rng
-from privfair.store.artefacts import FileRef, load_ledger, save_ledger, write_artefact
+from privfair.store.artefacts import load_ledger, save_ledger
+from privfair.store.files import FileRef, write_artefact
 
 __all__ = ["GAN_METHODS", "GAN_MIN_ROWS", "check_gan_request", "curve_limit", "data_fairness",
            "declared_curve", "load_causal_graph", "sample_gan", "train_gan"]

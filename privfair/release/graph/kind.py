@@ -76,15 +76,9 @@ from privfair.release.protocol import (
     State,
     Written,
 )
-from privfair.store.artefacts import (
-    FileRef,
-    load_ledger,
-    new_run_id,
-    save_ledger,
-    stage_file,
-    utc_now,
-)
-from privfair.store.registry import code_version
+from privfair.store.artefacts import load_ledger, save_ledger
+from privfair.store.catalog import code_version
+from privfair.store.files import new_run_id, save_private_array, utc_now
 
 FORMAT = "privfair-graph-release/1"
 METHODS = ("privpc", "lapmech", "privpc-star")
@@ -282,16 +276,6 @@ def check_discover(params: DiscoverParams) -> DiscoverPlan:
 # --- stages -------------------------------------------------------------------------------------
 
 
-def save_private(array: np.ndarray, staging: Path, name: str) -> FileRef:
-    """An array of private rows as a 0600 ``.npy`` in the run's private staging folder."""
-    import os
-
-    path = staging / name
-    np.save(path, array, allow_pickle=False)
-    os.chmod(path, 0o600)
-    return stage_file(path)
-
-
 def clamp_numeric(frame: pd.DataFrame, nodes: tuple[str, ...],
                   bounds: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, PolicyTally]:
     """PrivPC*'s rows: each value clamped to its column's declared bounds; a row holding a
@@ -349,7 +333,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
         rows = coarsen(matrix, full, plan.contract.labels, plan.groups)[0]
     ledger = save_ledger(PrivacyLedger(rho_budget=plan.rho, delta=plan.delta),
                          context.workspace.artefacts)
-    return {"rows": save_private(rows, staging, "graph-rows.npy"), "policy_tally": tally,
+    return {"rows": save_private_array(rows, folder=staging, name="graph-rows.npy"), "policy_tally": tally,
             "ledger": ledger}
 
 

@@ -13,7 +13,7 @@ import pandas as pd
 from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import load_contract
 from privfair.release.model.budget import ModelReleaseError
-from privfair.store.artefacts import sha256_file
+from privfair.store.files import sha256_file
 
 
 def decision_function(weights: Mapping[str, np.ndarray], x: np.ndarray) -> np.ndarray:

@@ -39,7 +39,6 @@ published: held-out figures come from DP confusion counts
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -108,15 +107,11 @@ from privfair.release.protocol import (
     Written,
 )
 from privfair.reporting.model_card import model_card  # noqa: F401  (re-exported)
-from privfair.store.artefacts import (
-    FileRef,
-    load_ledger,
-    new_run_id,
-    save_ledger,
-    utc_now,
-)
+from privfair.store.artefacts import load_ledger, save_ledger
+from privfair.store.catalog import code_version
+from privfair.store.files import FileRef, new_run_id, save_private_array, utc_now
 from privfair.store.ledger import charge_epsilon
-from privfair.store.registry import code_version, read_lifetime_ledger
+from privfair.store.registry import read_lifetime_ledger
 
 log = logging.getLogger(__name__)
 
@@ -270,15 +265,6 @@ def holdout_mask(rng: np.random.Generator, n: int, holdout: float) -> np.ndarray
     return rng.random(n) < holdout
 
 
-def _save_private(folder: Path, name: str, array: np.ndarray) -> FileRef:
-    path = folder / f"{name}.npy"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as fh:
-        np.save(fh, np.ascontiguousarray(array), allow_pickle=False)
-    os.chmod(path, 0o600)
-    return FileRef.of(path)
-
-
 def _load_private(ref: FileRef) -> np.ndarray:
     return np.load(ref.open_checked(), allow_pickle=False)
 
@@ -299,7 +285,8 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
     rows = {}
     for part, mask in (("train", ~held), ("test", held)):
         for name, array in (("x", x), ("y", y), ("groups", groups)):
-            rows[f"{name}_{part}"] = _save_private(staging, f"{name}_{part}", array[mask])
+            rows[f"{name}_{part}"] = save_private_array(array[mask], folder=staging,
+                                                           name=f"{name}_{part}.npy")
     ledger = PrivacyLedger(epsilon_budget=plan.epsilon, delta=plan.delta, accounting="rdp")
     return {"rows": rows, "policy_tally": stage_policy_tally(tally, staging),
             "ledger": save_ledger(ledger, context.workspace.artefacts)}

@@ -111,7 +111,7 @@ def security(address: str) -> Any:
 
 def scratch_dir(work_dir: str | Path) -> Path:
     """The LocalCluster's scratch folder: ``<work_dir>/dask-scratch``, created 0700."""
-    from privfair.store.artefacts import private_dir
+    from privfair.store.files import private_dir
 
     folder = Path(work_dir) / "dask-scratch"
     private_dir(folder)

@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 
 from privfair.contracts.schema import Contract
-from privfair.store.artefacts import FileRef, atomic_write, json_bytes
+from privfair.store.files import FileRef, atomic_write, json_bytes
 
 __all__ = ["save_suites", "validation_folder", "validation_records", "write_output_data_docs"]
 

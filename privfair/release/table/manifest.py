@@ -16,13 +16,9 @@ from privfair.contracts.schema import Contract
 from privfair.core.accounting import PrivacyLedger
 from privfair.release.table.plan import ReleasePlan
 from privfair.reporting.report import public_description
-from privfair.store.artefacts import (
-    utc_now,
-)
-from privfair.store.registry import (
-    LifetimeLedger,
-    code_version,
-)
+from privfair.store.catalog import code_version
+from privfair.store.files import utc_now
+from privfair.store.ledger import LifetimeLedger
 from privfair.synth.structure import SelectedStructure
 from privfair.synth.synthesizer import (
     AIM_METHODS,

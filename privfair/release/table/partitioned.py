@@ -46,13 +46,7 @@ from privfair.contracts.csv_source import valid_text_columns
 from privfair.contracts.encoding import PolicyTally, dataset_files, hidden_index_columns
 from privfair.contracts.schema import Contract
 from privfair.release.seeds import stage_rng
-from privfair.store.artefacts import (
-    CODES_PARQUET,
-    FileRef,
-    json_bytes,
-    private_dir,
-    write_artefact,
-)
+from privfair.store.files import CODES_PARQUET, FileRef, json_bytes, private_dir, write_artefact
 
 #: Rows of synthetic data the release report reads (a prefix of i.i.d. parts: a sample).
 REPORT_ROWS = 200_000

@@ -30,10 +30,7 @@ from privfair.release.checks import (
 from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE
 from privfair.release.protocol import RequestPlan
-from privfair.store.artefacts import (
-    new_run_id,
-    utc_now,
-)
+from privfair.store.files import new_run_id, utc_now
 from privfair.synth.structure import NOISE_TVD_LIMIT
 from privfair.synth.synthesizer import (
     AIM_METHODS,

@@ -19,16 +19,13 @@ import pandas as pd
 from privfair.contracts.schema import Contract
 from privfair.release.seeds import stage_rng
 from privfair.release.table.plan import OutputValidationError
-from privfair.store.artefacts import (
+from privfair.store.artefacts import load_measurements, load_model, load_one_way, save_model
+from privfair.store.files import (
     CODES_PARQUET,
     FileRef,
     atomic_write,
     json_bytes,
-    load_measurements,
-    load_model,
-    load_one_way,
     private_dir,
-    save_model,
     write_artefact,
 )
 from privfair.synth.synthesizer import (

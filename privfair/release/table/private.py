@@ -24,15 +24,14 @@ from privfair.release.ingest import code_batches, iter_frames
 from privfair.release.seeds import stage_rng
 from privfair.release.table.plan import ReleaseInputError, ReleasePlan, open_columns
 from privfair.store.artefacts import (
-    FileRef,
     load_ledger,
     save_ledger,
     save_measurements,
     save_model,
     save_one_way,
     save_structure,
-    write_artefact,
 )
+from privfair.store.files import FileRef, write_artefact
 from privfair.synth.measure import count_marginals, count_marginals_parquet
 from privfair.synth.synthesizer import FairSynthesizer
 

@@ -17,14 +17,8 @@ from privfair.release.protocol import Written
 from privfair.release.table.manifest import build_manifest
 from privfair.release.table.plan import ReleasePlan
 from privfair.release.table.post_noise import decoded_synthetic
-from privfair.store.artefacts import (
-    json_bytes,
-    load_ledger,
-    load_one_way,
-    load_structure,
-    model_meta,
-    sha256_file,
-)
+from privfair.store.artefacts import load_ledger, load_one_way, load_structure, model_meta
+from privfair.store.files import json_bytes, sha256_file
 from privfair.synth.synthesizer import FAIR_METHODS
 
 log = logging.getLogger(__name__)
