@@ -377,8 +377,10 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
 def _naming_the_file(stage: Stage, data_path: str) -> Stage:
     """``stage`` (a reading stage before any noise) with a reader's error turned into a
     refusal naming the data file: one line on both drivers, no task traceback (issue 36: a
-    damaged Parquet page said "Corrupt snappy compressed data." and nothing else). The
-    reader's message quotes no value; the run has drawn no noise, so it is cancelled."""
+    damaged Parquet page said "Corrupt snappy compressed data." and nothing else). Only the
+    error's type is named: a reader's message may quote a value read from the rows, and
+    nothing private reaches a message (rule 3). The run has drawn no noise: it is
+    cancelled."""
     if not stage.private or stage.noise:
         return stage
     run = stage.run
@@ -390,9 +392,9 @@ def _naming_the_file(stage: Stage, data_path: str) -> Stage:
             if not _unreadable(exc):
                 raise
             raise ReleaseInputError(
-                f"data file {data_path} cannot be read ({' '.join(str(exc).split())}); the "
-                "run stopped before any noise: its reservation is cancelled, nothing is "
-                "charged") from None
+                f"data file {data_path} cannot be read ({type(exc).__name__}: the file is "
+                "damaged or not in its declared format); the run stopped before any noise: "
+                "its reservation is cancelled, nothing is charged") from None
 
     return replace(stage, run=reading)
 

@@ -77,8 +77,10 @@ def ledger_chart(entries: Sequence[Mapping[str, Any]]) -> str:
     """Horizontal bar chart of ρ charged by each ledger step (PNG data URI, matplotlib)."""
     from matplotlib.figure import Figure
 
-    names = [str(e["name"]) for e in entries] or ["(nothing charged)"]
-    rhos = [float(e["rho"]) for e in entries] or [0.0]
+    # A DP-SGD step charged by its Rényi curve has no ρ: named so, drawn at 0.
+    names = [str(e["name"]) + ("" if e.get("rho") is not None else " (Rényi curve, no ρ)")
+             for e in entries] or ["(nothing charged)"]
+    rhos = [float(e["rho"] or 0.0) for e in entries] or [0.0]
     fig = Figure(figsize=(7.5, 0.35 * len(names) + 1.2))
     ax = fig.add_subplot()
     ax.barh(range(len(names)), rhos, color="#4c72b0")

@@ -150,8 +150,14 @@ def ledger_in_one_unit(entries: list[dict[str, Any]],
     up to the release's charge.
     """
     rdp = [e for e in entries if e.get("mechanism") == "subsampled-gaussian"]
-    if charged_rho is None or not rdp:
+    if not rdp:
         return entries
+    if charged_rho is None:
+        # Charged by its own Rényi curve (the lifetime composes curves): a subsampled step has
+        # no ρ of its own, and its unamplified bound is far above what it costs.
+        return [e if e not in rdp else {**e, "rho": None,
+                                        "rho_unamplified_bound": float(e["rho"])}
+                for e in entries]
     fixed = sum(float(e["rho"]) for e in entries if e not in rdp)
     share = max(float(charged_rho) - fixed, 0.0) / len(rdp)
     return [e if e not in rdp else {**e, "rho": share,
