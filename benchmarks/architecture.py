@@ -4,7 +4,7 @@
 
 * ``cycles``: strongly connected groups of privfair modules in the import graph, counting
   imports inside functions too (import-linter sees those, but a layer contract only forbids
-  cross-layer ones);
+  cross-layer ones); ``if TYPE_CHECKING:`` imports are left out (no runtime edge);
 * ``imports_in_functions``: ``import`` statements not at a module's top level, by module;
 * ``any``: how often ``Any`` is named in annotations and code;
 * ``mypy_errors`` (with ``--mypy``, if mypy is installed): errors at default settings.
@@ -49,7 +49,13 @@ def imports(root: Path, path: Path, known: set[str]) -> tuple[set[str], int]:
     found: set[str] = set()
     nested = 0
     top = set(map(id, tree.body))
+    # `if TYPE_CHECKING:` imports are annotations only: no runtime edge, so no cycle.
+    typing_only = {id(child) for statement in tree.body
+                   if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test)
+                   for child in ast.walk(statement)}
     for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

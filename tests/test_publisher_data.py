@@ -10,13 +10,12 @@ import pandas as pd
 import pytest
 
 from privfair.contracts.encoding import (
-    STRIP_CHARS,
     discretize,
     encode,
     iter_discretized_batches,
     normalize_text,
 )
-from privfair.contracts.schema import parse_contract
+from privfair.contracts.schema import STRIP_CHARS, parse_contract
 from privfair.release import ingest
 from privfair.release.kinds import release_table as run_release
 from privfair.release.table.plan import ReleaseParams

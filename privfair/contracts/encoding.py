@@ -46,10 +46,10 @@ from privfair.contracts.csv_source import (
     csv_header,
     valid_text_columns,
 )
-from privfair.contracts.schema import ColumnSpec, Contract, OpenCategories
+from privfair.contracts.schema import STRIP_CHARS, ColumnSpec, Contract, OpenCategories
 from privfair.core.errors import DomainError, ReleaseInputError
 
-__all__ = ["ACTIONS", "STRIP_CHARS", "Encoded", "PolicyTally", "as_text", "check_source_schema",
+__all__ = ["ACTIONS", "Encoded", "PolicyTally", "as_text", "check_source_schema",
            "decode", "discretize", "encode", "hidden_index_columns", "iter_discretized_batches",
            "literal_file", "match_text", "normalize_text", "policy_cells",
            "policy_sensitivity"]
@@ -135,11 +135,6 @@ class Encoded:
     codes: dict[str, np.ndarray]
     keep: np.ndarray
     tally: PolicyTally
-
-#: What ``normalize: strip`` removes at both ends of a raw value: ASCII whitespace. The
-#: loader's SQL (``trim(x, STRIP_CHARS)``) and :func:`normalize_text` use this same set.
-STRIP_CHARS = " \t\n\r\f\v"
-
 
 def normalize_text(values: np.ndarray, mode: str) -> np.ndarray:
     """Apply a column's text normalization to an object array of str/None (in place).

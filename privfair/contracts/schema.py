@@ -118,6 +118,11 @@ __all__ = [
 OpenCategories = Mapping[str, Sequence[str]]
 
 
+#: What ``normalize: strip`` removes at both ends of a raw value: ASCII whitespace. The
+#: loader's SQL (``trim(x, STRIP_CHARS)``) and the encoder's text normalization use this set.
+STRIP_CHARS = " \t\n\r\f\v"
+
+
 class Policy(NamedTuple):
     """A parsed ``nulls`` or ``out_of_domain`` policy.
 
@@ -274,7 +279,7 @@ class ColumnSpec(_Strict):
     normalize : {"none", "strip"}, optional
         Text normalization of raw values before matching (and before CatHist counts them);
         defaults to the contract's ``normalize``. ``strip`` removes leading and trailing
-        whitespace (:data:`privfair.contracts.encoding.STRIP_CHARS`).
+        whitespace (:data:`STRIP_CHARS`).
     rename : str, optional
         The column's name in the released table (``name`` is the raw data's); roles and
         every other key still use ``name``.
@@ -712,8 +717,6 @@ class Contract(_Strict):
         return spec.normalize if spec.normalize is not None else self.normalize
 
     def _check_normalized(self) -> None:
-        from privfair.contracts.encoding import STRIP_CHARS
-
         for spec in self.columns:
             if self.normalization(spec.name) != "strip":
                 continue

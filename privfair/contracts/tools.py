@@ -32,13 +32,18 @@ import yaml
 
 from privfair.contracts.csv_source import csv_header, is_csv, read_csv_table
 from privfair.contracts.encoding import (
-    STRIP_CHARS,
     as_text,
     hidden_index_columns,
     literal_file,
     match_text,
 )
-from privfair.contracts.schema import ColumnSpec, Contract, DialectSpec, parse_contract
+from privfair.contracts.schema import (
+    STRIP_CHARS,
+    ColumnSpec,
+    Contract,
+    DialectSpec,
+    parse_contract,
+)
 from privfair.core.errors import ReleaseInputError
 
 __all__ = ["ColumnProblem", "DataCheck", "check_data", "draft_contract", "review_warning"]

@@ -28,14 +28,13 @@ from privfair.contracts.csv_source import (
     valid_text_columns,
 )
 from privfair.contracts.encoding import (
-    STRIP_CHARS,
     PolicyTally,
     check_source_schema,
     hidden_index_columns,
     literal_file,
     source_sql,
 )
-from privfair.contracts.schema import Contract
+from privfair.contracts.schema import STRIP_CHARS, Contract
 from privfair.core.domain import code_dtype
 from privfair.core.errors import ReleaseInputError
 from privfair.store.files import CODES_PARQUET, FileRef, json_bytes, stage_file
