@@ -255,7 +255,7 @@ def test_a_stale_catalog_row_is_refused_in_one_line_then_repaired(toy_contract, 
     with catalog(store) as con:
         con.execute("INSERT INTO releases SELECT dataset, 'v2', 'toy/v2', published_at, epsilon,"
                     " delta, rho, method, n_rows, contract_fingerprint, fairness_passed, "
-                    "orchestrator FROM releases WHERE version = 'v1'")
+                    "orchestrator, fairness_claimed FROM releases WHERE version = 'v1'")
     with pytest.raises(StoreError, match="catalog row toy v2 is not in the ledger"):
         run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     assert main(["store", "check", "--out", str(store), "--repair"]) == 0

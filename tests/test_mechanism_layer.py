@@ -91,6 +91,14 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("privfair/release/model/budget.py", "_ledger"):
         "planning: a declared cost on a scratch ledger; nothing is drawn",
     ("privfair/store/backends.py", "run"): "jitter between retries of a transaction",
+    ("privfair/evaluation/audit/graphs.py", "audit_privpc.charge"):
+        "audit: the claim PrivPC's ledger records, composed on a scratch ledger; nothing is "
+        "drawn",
+    ("privfair/evaluation/audit/models.py", "_sgd_claim"):
+        "audit: the claim DP-SGD's ledger records, composed on a scratch ledger; nothing is "
+        "drawn",
+    ("privfair/evaluation/audit/noise.py", "_dpsgd"):
+        "audit: the synthetic features of the audit's own DP-SGD data set (not noise)",
 }
 
 

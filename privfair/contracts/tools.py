@@ -99,10 +99,6 @@ def _open(path: str | Path, dialect: DialectSpec | None = None) -> Iterator[_Sou
                 sql = source_sql(lit)
             try:
                 described = con.execute(f"DESCRIBE SELECT * FROM {sql}").fetchall()
-                if csv:
-                    # CSV is parsed once, not once per query (DuckDB spills to disk if needed).
-                    con.execute(f"CREATE TEMP TABLE source AS SELECT * FROM {sql}")
-                    sql = "source"
             except duckdb.Error as exc:  # a binary or mangled file: one line naming it
                 kind = str(exc).splitlines()[0].split(":")[0] if str(exc) else "error"
                 raise ValueError(f"data file {path} cannot be read as "
