@@ -391,8 +391,8 @@ def _cost_line(planned: Any) -> str:
     after = lifetime.epsilon_spent(**cost.charge())
     unit = (f"rho {planned.rho:.6g}, " if planned.rho is not None else "its Renyi curve, ")
     return (f"cost: {unit}epsilon {own:.4g} at the lifetime delta {delta:g} "
-            f"({100 * own / lifetime.epsilon_budget:.1f} % of dataset "
-            f"{planned.plan.dataset!r}'s lifetime epsilon {lifetime.epsilon_budget:g}); "
+            f"({100 * own / lifetime.epsilon_budget:.1f} % of the lifetime epsilon "
+            f"{lifetime.epsilon_budget:g} of dataset {planned.plan.dataset!r}); "
             f"composed spend {before:.4g} before this run, {after:.4g} after")
 
 
@@ -573,7 +573,7 @@ def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any
             console.print(line, markup=False)
         if not result.passed:
             return 1
-    print(contract.fingerprint(), flush=True)
+    print(f"contract fingerprint: {contract.fingerprint()}", flush=True)
     return 0
 
 
