@@ -39,6 +39,9 @@ def test_evaluate_grid_on_own_contract_and_data(credit, tmp_path, capsys):
     assert results["eta"].isna().sum() == 1 and (results["eta"] == 0.05).sum() == 1
     assert (results["logistic_n_test"] == 300).all()  # --test-fraction 0.3 of 1,000 rows
     assert (folder / "NOT_PRIVACY_PROTECTED.txt").read_text().strip() == NOT_PRIVATE
+    # issue 35: params.json recorded the unused embedded default ["compas"]
+    recorded = json.loads((folder / "params.json").read_text())
+    assert recorded["datasets"] == ["credit"] and recorded["contract"] == str(contract)
 
 
 @pytest.mark.parametrize("argv, message", [
