@@ -88,8 +88,8 @@ def _open(path: str | Path, dialect: DialectSpec | None = None) -> Iterator[_Sou
                     table, _ = read_csv_table(path, header, dialect)
                 except ReleaseInputError as exc:
                     raise ValueError(str(exc)) from None
-                con.register("source", table)
-                sql = "source"
+                con.register("records", table)  # copied into the table "source" below
+                sql = "records"
             else:
                 sql = source_sql(lit)
             try:
