@@ -170,7 +170,7 @@ def test_gan_methods_join_the_grid_on_the_same_split(toy_contract, toy_parquet):
     assert 0 <= record["tvd1"] <= 1
 
 
-def test_evaluate_keeps_prefect_info_lines_off_the_console(tmp_path, capsys, monkeypatch):
+def test_evaluate_keeps_prefect_info_lines_off_the_console(tmp_path, monkeypatch):
     """Issue 35: Prefect's INFO lines (task and flow run states) broke into the progress bar.
     While the grid runs the console handlers pass WARNING and above only, Dask workers are
     told so, and both are restored afterwards."""
@@ -181,14 +181,18 @@ def test_evaluate_keeps_prefect_info_lines_off_the_console(tmp_path, capsys, mon
     import flows.evaluate
 
     console = io.StringIO()
-    handler = logging.StreamHandler(console)  # as Prefect's console handler on the root
-    logging.getLogger().addHandler(handler)
-    monkeypatch.setattr(logging.getLogger("prefect"), "level", logging.INFO)
+    handler = logging.StreamHandler(console)  # a console handler, as Prefect's
+    prefect_logger = logging.getLogger("prefect")
+    # on "prefect", not propagating: the real handlers (pytest's, earlier tests' streams) stay
+    # out of this test
+    monkeypatch.setattr(prefect_logger, "propagate", False)
+    monkeypatch.setattr(prefect_logger, "level", logging.INFO)
+    monkeypatch.setattr(prefect_logger, "handlers", [handler])
     seen = {}
 
     def fake_run(params, *, dask, progress):
         seen["workers"] = os.environ.get("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL")
-        log = logging.getLogger("prefect.engine")  # propagates to the root
+        log = logging.getLogger("prefect.engine")  # propagates to "prefect"
         log.info("Finished in state Completed()")
         log.warning("a warning the user should see")
         folder = tmp_path / "evals" / "stamp"
@@ -198,12 +202,9 @@ def test_evaluate_keeps_prefect_info_lines_off_the_console(tmp_path, capsys, mon
 
     monkeypatch.setattr(flows.evaluate, "run_evaluation", fake_run)
     monkeypatch.delenv("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", raising=False)
-    try:
-        code = main(["evaluate", "--methods", "mst", "--epsilons", "1", "--seeds", "1",
-                     "--classifiers", "logistic", "--out", str(tmp_path / "evals")])
-    finally:
-        logging.getLogger().removeHandler(handler)
-    assert code == 0, capsys.readouterr().err
+    code = main(["evaluate", "--methods", "mst", "--epsilons", "1", "--seeds", "1",
+                 "--classifiers", "logistic", "--out", str(tmp_path / "evals")])
+    assert code == 0
     assert "Completed" not in console.getvalue() and "a warning" in console.getvalue()
     assert seen["workers"] == "WARNING"
     assert handler.level == logging.NOTSET  # restored
