@@ -150,7 +150,9 @@ def test_a_failed_run_prints_the_resume_command_that_finishes_it(toy_contract, t
     command = last.split("`")[1]
     assert command == (f"privfair release --resume {run_id} --work-dir "
                        f"'{tmp_path / 'my work'}'")
-    assert "--sample-mode" in last.split("`")[2]  # what a resume may change
+    changeable = last.split("`")[2]  # what a resume may change, as the CLI spells it
+    assert "--sample-mode" in changeable and "--fairness," in changeable
+    assert "--fairness-transform" not in changeable
     argv = shlex.split(command)[1:] + ["--no-prefect"]
     assert main(argv) == 0, capsys.readouterr().err
     assert read_lifetime_ledger(None, load_contract(toy_contract)).pending == []

@@ -444,7 +444,7 @@ def _what_next(kind: ReleaseKind, plan: Any, *, drawn: bool, checkpointed: bool)
     """
     run = plan.run_id
     if checkpointed:
-        changeable = ", ".join("--" + p.replace("_", "-") for p in kind.post_noise_params)
+        changeable = ", ".join(_cli_flag(kind, p) for p in kind.post_noise_params)
         return (f"run {run} kept its post-noise checkpoint: finish it at no further privacy "
                 f"cost with `privfair {kind.command} --resume {run} --work-dir "
                 f"{shlex.quote(str(plan.work_dir))}` (adding any of {changeable} to change "
@@ -454,6 +454,14 @@ def _what_next(kind: ReleaseKind, plan: Any, *, drawn: bool, checkpointed: bool)
                else f"a {kind.name} release keeps no post-noise checkpoint")
         return f"run {run} is charged and cannot be resumed ({why})"
     return f"run {run} is cancelled (not charged) and cannot be resumed: nothing to finish"
+
+
+def _cli_flag(kind: ReleaseKind, name: str) -> str:
+    """A parameter's command-line option: its ``cli`` spelling, else its name in kebab case."""
+    info = kind.params.model_fields.get(name)
+    extra = info.json_schema_extra if info is not None else None
+    spelled = extra.get("cli") if isinstance(extra, dict) else None
+    return str(spelled or "--" + name.replace("_", "-"))
 
 
 def publish(context: RunContext, state: State) -> tuple[Path, Written]:
