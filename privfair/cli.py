@@ -40,10 +40,11 @@ DuckDB, Great Expectations and Prefect are imported inside the commands that nee
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -391,8 +392,8 @@ def _cost_line(planned: Any) -> str:
     after = lifetime.epsilon_spent(**cost.charge())
     unit = (f"rho {planned.rho:.6g}, " if planned.rho is not None else "its Renyi curve, ")
     return (f"cost: {unit}epsilon {own:.4g} at the lifetime delta {delta:g} "
-            f"({100 * own / lifetime.epsilon_budget:.1f} % of dataset "
-            f"{planned.plan.dataset!r}'s lifetime epsilon {lifetime.epsilon_budget:g}); "
+            f"({100 * own / lifetime.epsilon_budget:.1f} % of the lifetime epsilon "
+            f"{lifetime.epsilon_budget:g} of dataset {planned.plan.dataset!r}); "
             f"composed spend {before:.4g} before this run, {after:.4g} after")
 
 
@@ -408,12 +409,42 @@ def _start_temporary_server() -> Any:
     return temporary_server.start()
 
 
+@contextlib.contextmanager
+def _console_logs_at_warning(*, keep_refusals: bool = True) -> Iterator[None]:
+    """While a progress bar is shown, the terminal gets WARNING and above from Prefect: the
+    console handlers of this process (root's and ``prefect``'s) are raised to WARNING, and
+    processes started meanwhile (Dask workers) configure theirs so. The run's INFO logs still go
+    to the API (the UI). ``keep_refusals=False`` also keeps the flow's refusal record off the
+    console (the command prints its own line)."""
+    import logging
+
+    consoles = [h for name in ("", "prefect") for h in logging.getLogger(name).handlers
+                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    levels = [h.level for h in consoles]
+    variable = "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"
+    before = os.environ.get(variable)
+    os.environ[variable] = "WARNING"
+    for handler in consoles:
+        if not keep_refusals:
+            handler.addFilter(_not_a_refusal)
+        handler.setLevel(max(handler.level, logging.WARNING))
+    try:
+        yield
+    finally:
+        for handler, level in zip(consoles, levels, strict=True):
+            handler.removeFilter(_not_a_refusal)
+            handler.setLevel(level)
+        if before is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
+
+
 def _run_flow(params: Any, progress: Any, server: Any, *, command: str) -> Path:
     """A publishing flow in this process; ``server``: a booting temporary server, or None."""
     import logging
 
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    import contextlib
 
     from flows import temporary_server as temporary
     from flows.kinds import run_local
@@ -421,23 +452,13 @@ def _run_flow(params: Any, progress: Any, server: Any, *, command: str) -> Path:
     if server is None and not temporary.configured_api_url():
         temporary.prefect_server_dies_with_this_process()  # Prefect may start its own server
     listeners.append(progress)
-    # The flow's refusal line goes to the run's logs; on the console this command prints it.
-    consoles = [h for name in ("", "prefect") for h in logging.getLogger(name).handlers
-                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
-    # The console shows the progress bar and this command's one line; the run's INFO logs go
-    # to the API (the UI), not the terminal.
-    levels = [h.level for h in consoles]
-    for handler in consoles:
-        handler.addFilter(_not_a_refusal)
-        handler.setLevel(max(handler.level, logging.WARNING))
     try:
-        with server.serving() if server is not None else contextlib.nullcontext():
+        # The flow's refusal line goes to the run's logs; on the console this command prints it.
+        with _console_logs_at_warning(keep_refusals=False), \
+                server.serving() if server is not None else contextlib.nullcontext():
             # the seed stays in-process, never a flow parameter
             final = run_local(params, command=command)
     finally:
-        for handler, level in zip(consoles, levels, strict=True):
-            handler.removeFilter(_not_a_refusal)
-            handler.setLevel(level)
         listeners.remove(progress)
         # The ephemeral API server logs its shutdown at exit; keep the release path last.
         logging.getLogger("prefect").setLevel(logging.WARNING)
@@ -573,7 +594,7 @@ def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any
             console.print(line, markup=False)
         if not result.passed:
             return 1
-    print(contract.fingerprint(), flush=True)
+    print(f"contract fingerprint: {contract.fingerprint()}", flush=True)
     return 0
 
 
@@ -917,9 +938,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
             os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
-            from flows.evaluate import run_evaluation
+            from flows.evaluate import run_evaluation  # configures Prefect's logging
             try:
-                folder = run_evaluation(params, dask=args.dask, progress=progress)
+                with _console_logs_at_warning():  # no Prefect INFO lines inside the bar
+                    folder = run_evaluation(params, dask=args.dask, progress=progress)
             finally:
                 # The ephemeral API server logs its shutdown at exit; keep the folder last.
                 logging.getLogger("prefect").setLevel(logging.WARNING)

@@ -77,8 +77,11 @@ def add_options(parser: argparse.ArgumentParser, model: type[BaseModel]) -> None
             kwargs.update(type=_PARSE.get(annotation, annotation))
         else:
             kwargs.update(type=str)
-        if info.default is not None and not extra.get("cli_required") and annotation is not bool:
-            kwargs["help"] += f" (default: {info.default})"
+        # A required field has no default to show (its ``default`` is PydanticUndefined); an
+        # empty one (a default_factory's list) says nothing the help text does not.
+        default = None if info.is_required() else info.get_default(call_default_factory=True)
+        if default not in (None, [], "") and not extra.get("cli_required") and annotation is not bool:
+            kwargs["help"] += f" (default: {default})"
         parser.add_argument(_flag(name, info), **kwargs)
 
 

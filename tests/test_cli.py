@@ -353,10 +353,30 @@ def test_discretize_drops_rows_under_the_policies(capsys, tmp_path, toy_contract
 
 def test_contract_check(capsys, tmp_path, toy_contract):
     code, out, err = run_cli(capsys, "contract", "check", toy_contract)
-    assert code == 0 and "OK" in err and len(out.strip()) == 64  # the fingerprint
+    label, _, fingerprint = out.strip().partition(": ")
+    assert code == 0 and "OK" in err and label == "contract fingerprint"
+    assert len(fingerprint) == 64 and int(fingerprint, 16) >= 0
     bad = _contract_cases(tmp_path)["roles-overlap"][0]
     code, out, err = run_cli(capsys, "contract", "check", bad)
     assert code == 2 and err.count("\n") == 1 and "overlap" in err
+
+
+@pytest.mark.parametrize("command", ["release", "train", "discover", "embed", "evaluate"])
+def test_help_shows_no_undefined_default(command, capsys):
+    # issue 35: required options printed "(default: PydanticUndefined)"
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    assert "(default:" in out and "Undefined" not in out
+
+
+def test_dry_run_cost_line_names_the_dataset_once(capsys, tmp_path, toy_contract, toy_parquet):
+    # issue 35: the plan's cost line read "of dataset 'toy''s lifetime epsilon"
+    argv = release_argv(toy_contract, toy_parquet, tmp_path / "s", tmp_path / "w", "--dry-run")
+    code, out, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    (cost,) = [line for line in out.splitlines() if line.startswith("cost:")]
+    assert "''" not in out and "of dataset 'toy')" in cost
 
 
 def test_help_is_fast_and_light():

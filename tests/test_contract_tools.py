@@ -141,13 +141,65 @@ def test_cli_draft_then_check_warns_until_reviewed(tmp_path, capsys):
     assert main(["contract", "check", str(out), "--data", str(data)]) == 0
     captured = capsys.readouterr()
     assert "WARNING" in captured.err and "reviewed: true" in captured.err
-    assert "no problem found" in captured.err and len(captured.out.strip()) == 64
+    assert "no problem found" in captured.err
+    assert captured.out.startswith("contract fingerprint: ") and len(captured.out.split()[-1]) == 64
     contract = load_contract(out)
     assert contract.column("foreign").categories == ("0", "1")
     assert contract.column("amount").type == "numeric"
     out.write_text(out.read_text().replace("reviewed: false", "reviewed: true"))
     assert main(["contract", "check", str(out)]) == 0
     assert "WARNING" not in capsys.readouterr().err
+
+
+def mixed_census(n: int = 3000, seed: int = 4) -> pd.DataFrame:
+    """A census-like table: 24 columns of mixed types, a 50-value state, a free-text name,
+    numeric columns with nulls, booleans, blanks and null text."""
+    rng = np.random.default_rng(seed)
+
+    def holes(values: np.ndarray, share: float) -> np.ndarray:
+        return np.where(rng.random(n) < share, np.nan, values)
+
+    return pd.DataFrame({
+        "state": rng.choice([f"State {i:02d}" for i in range(50)], n),
+        "name": [f"Person {i} {rng.integers(10**9)}" for i in range(n)],  # all distinct
+        "city": rng.choice([f"city{i}" for i in range(300)], n),
+        "county": rng.choice([f"cty{i}" for i in range(120)], n),
+        "occupation": rng.choice(OCCUPATIONS, n),
+        "sex": rng.choice(["F", "M"], n), "race": rng.choice(["A", "B", "C", ""], n),
+        "edu": rng.choice(["HS", "BA", "MA", "PhD", None], n),
+        "note": rng.choice(["", "ok", None, "review"], n),
+        "grade": rng.choice(list("ABCDEF"), n), "married": rng.random(n) < 0.5,
+        "age": rng.integers(17, 91, n), "kids": rng.integers(0, 6, n),
+        "flag": rng.integers(0, 2, n), "rating": rng.integers(1, 6, n),
+        "income": holes(rng.lognormal(10, 1, n), 0.1),
+        "hours": holes(rng.integers(1, 99, n).astype(float), 0.05),
+        "tenure": holes(rng.integers(0, 40, n).astype(float), 0.2),
+        "score": rng.normal(0, 1, n), "weight": rng.normal(70, 10, n).round(1),
+        "debt": rng.exponential(1000, n), "neg": rng.normal(-5, 3, n),
+        "big": rng.integers(0, 10**9, n), "zip": rng.integers(10000, 99999, n).astype(str),
+    })
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_draft_of_any_table_passes_contract_check(fmt, tmp_path, capsys):
+    """Issue 35: `contract check` refused the draft of a census-like file (an open-domain
+    column with a bare size and no universe), and CSV files could not be drafted at all."""
+    frame = mixed_census()
+    data = tmp_path / f"census.{fmt}"
+    frame.to_csv(data, index=False) if fmt == "csv" else frame.to_parquet(data, index=False)
+    out = tmp_path / "census.yaml"
+    assert main(["contract", "draft", "--data", str(data), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["contract", "check", str(out)]) == 0, capsys.readouterr().err
+    contract = load_contract(out)
+    assert contract.column("state").type == "categorical"  # 50 <= --max-categories 50
+    for col in ("name", "city", "county"):  # above 50 values: open domain
+        spec = contract.column(col)
+        universe = spec.open_domain.universe.build()
+        assert spec.type == "text" and universe.size > 10**6
+        # the placeholder universe is not taken from the data
+        assert not set(frame[col].astype(str)) & {universe.label(i) for i in range(1000)}
+    assert "# REVIEW name: open_domain.universe is a placeholder" in out.read_text()
 
 
 @pytest.mark.parametrize("bad", ["0", "-3", "x"])

@@ -39,6 +39,9 @@ def test_evaluate_grid_on_own_contract_and_data(credit, tmp_path, capsys):
     assert results["eta"].isna().sum() == 1 and (results["eta"] == 0.05).sum() == 1
     assert (results["logistic_n_test"] == 300).all()  # --test-fraction 0.3 of 1,000 rows
     assert (folder / "NOT_PRIVACY_PROTECTED.txt").read_text().strip() == NOT_PRIVATE
+    # issue 35: params.json recorded the unused embedded default ["compas"]
+    recorded = json.loads((folder / "params.json").read_text())
+    assert recorded["datasets"] == ["credit"] and recorded["contract"] == str(contract)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -165,3 +168,44 @@ def test_gan_methods_join_the_grid_on_the_same_split(toy_contract, toy_parquet):
     record = evaluate_cell(data, method="cfgan", epsilon=5.0, seed=0,
                            classifiers=("logistic",))
     assert 0 <= record["tvd1"] <= 1
+
+
+def test_evaluate_keeps_prefect_info_lines_off_the_console(tmp_path, monkeypatch):
+    """Issue 35: Prefect's INFO lines (task and flow run states) broke into the progress bar.
+    While the grid runs the console handlers pass WARNING and above only, Dask workers are
+    told so, and both are restored afterwards."""
+    import io
+    import logging
+    import os
+
+    import flows.evaluate
+
+    console = io.StringIO()
+    handler = logging.StreamHandler(console)  # a console handler, as Prefect's
+    prefect_logger = logging.getLogger("prefect")
+    # on "prefect", not propagating: the real handlers (pytest's, earlier tests' streams) stay
+    # out of this test
+    monkeypatch.setattr(prefect_logger, "propagate", False)
+    monkeypatch.setattr(prefect_logger, "level", logging.INFO)
+    monkeypatch.setattr(prefect_logger, "handlers", [handler])
+    seen = {}
+
+    def fake_run(params, *, dask, progress):
+        seen["workers"] = os.environ.get("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL")
+        log = logging.getLogger("prefect.engine")  # propagates to "prefect"
+        log.info("Finished in state Completed()")
+        log.warning("a warning the user should see")
+        folder = tmp_path / "evals" / "stamp"
+        folder.mkdir(parents=True)
+        pd.DataFrame({"error": [None]}).to_parquet(folder / "results.parquet")
+        return folder
+
+    monkeypatch.setattr(flows.evaluate, "run_evaluation", fake_run)
+    monkeypatch.delenv("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", raising=False)
+    code = main(["evaluate", "--methods", "mst", "--epsilons", "1", "--seeds", "1",
+                 "--classifiers", "logistic", "--out", str(tmp_path / "evals")])
+    assert code == 0
+    assert "Completed" not in console.getvalue() and "a warning" in console.getvalue()
+    assert seen["workers"] == "WARNING"
+    assert handler.level == logging.NOTSET  # restored
+    assert "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL" not in os.environ

@@ -119,3 +119,70 @@ def test_resume_through_the_flow(prefect_harness, failed_run, tmp_path, monkeypa
     assert manifest["orchestrator"]["name"] == "prefect"
     kinds = [e["kind"] for e in registry_ledgers("toy")[0]["entries"]]
     assert kinds == ["open", "reserve", "spend", "publish"]
+
+
+# --- issue 35: a failed run names itself and the --resume that finishes it -------------------
+
+
+def _cli_release(contract, data, tmp_path):
+    return ["release", "--contract", str(contract), "--data", str(data), "--epsilon", "1",
+            "--delta", "1e-9", "--method", "mst", "--max-iters", "50", "--out",
+            str(tmp_path / "releases"), "--work-dir", str(tmp_path / "my work"), "--no-prefect"]
+
+
+def _fail(*args, **kwargs):
+    raise PrivfairError("injected failure")
+
+
+def test_a_failed_run_prints_the_resume_command_that_finishes_it(toy_contract, toy_parquet,
+                                                                 tmp_path, capsys, monkeypatch):
+    """After the checkpoint: the last line names the run and the exact command, which then
+    publishes it at no cost (the work folder with a space in its name, quoted)."""
+    import shlex
+
+    with monkeypatch.context() as m:
+        m.setattr(table_kind, "fairness_transform", _fail)
+        assert main(_cli_release(toy_contract, toy_parquet, tmp_path)) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    (pending,) = read_lifetime_ledger(None, load_contract(toy_contract)).pending
+    run_id = pending["run_id"]
+    assert last.startswith("privfair: error: injected failure") and "stays charged" in last
+    command = last.split("`")[1]
+    assert command == (f"privfair release --resume {run_id} --work-dir "
+                       f"'{tmp_path / 'my work'}'")
+    changeable = last.split("`")[2]  # what a resume may change, as the CLI spells it
+    assert "--sample-mode" in changeable and "--fairness," in changeable
+    assert "--fairness-transform" not in changeable
+    argv = shlex.split(command)[1:] + ["--no-prefect"]
+    assert main(argv) == 0, capsys.readouterr().err
+    assert read_lifetime_ledger(None, load_contract(toy_contract)).pending == []
+
+
+@pytest.mark.parametrize("where, says", [
+    ("measure_table", "is charged and cannot be resumed (it failed before its post-noise "
+                      "checkpoint)"),
+    ("discretize_counted", "is cancelled (not charged) and cannot be resumed: nothing to "
+                           "finish")])
+def test_a_failed_run_that_cannot_be_resumed_says_so(where, says, toy_contract, toy_parquet,
+                                                     tmp_path, capsys, monkeypatch):
+    with monkeypatch.context() as m:
+        m.setattr(table_kind, where, _fail)
+        assert main(_cli_release(toy_contract, toy_parquet, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--resume" not in err
+    run_ids = [e.get("run_id") for e in registry_ledgers("toy")[0]["entries"]
+               if e["kind"] == "reserve"]
+    assert err.strip().endswith(f"run {run_ids[-1]} {says}")
+
+
+@pytest.mark.prefect
+def test_a_failed_flow_run_prints_the_resume_command(prefect_harness, toy_contract, toy_parquet,
+                                                     tmp_path, capsys, monkeypatch):
+    """The same last line through Prefect (the default driver)."""
+    with monkeypatch.context() as m:
+        m.setattr(table_kind, "fairness_transform", _fail)
+        argv = _cli_release(toy_contract, toy_parquet, tmp_path)
+        assert main(argv[:-1]) == 2  # without --no-prefect
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    (pending,) = read_lifetime_ledger(None, load_contract(toy_contract)).pending
+    assert f"`privfair release --resume {pending['run_id']} --work-dir " in last

@@ -93,8 +93,8 @@ def _open(path: str | Path, dialect: DialectSpec | None = None) -> Iterator[_Sou
                     table, _ = read_csv_table(path, header, dialect)
                 except ReleaseInputError as exc:
                     raise ValueError(str(exc)) from None
-                con.register("source", table)
-                sql = "source"
+                con.register("records", table)  # copied into the table "source" below
+                sql = "records"
             else:
                 sql = source_sql(lit)
             try:
@@ -324,14 +324,18 @@ _HEADER = """\
 # not be published, add valid values that this file happens not to hold, merge rare ones
 # (aliases or out_of_domain: "other:<category>"). Then:
 #   - declare the roles (protected, admissible, outcome) and the lifetime budget;
-#   - for each text (open_domain) column, declare the universe of possible values from the
-#     codebook as open_domain.universe ({{values: [...]}} or {{words: {{alphabet, max_length}}}}),
-#     never a list or count taken from this file (a release refuses a bare size);
+#   - for each text (open_domain) column, replace the placeholder open_domain.universe (short
+#     lowercase words) by the codebook's universe of possible values ({{values: [...]}} or
+#     {{words: {{alphabet, max_length}}}}), never a list or count taken from this file;
 #   - set `reviewed: true` (`privfair contract check` warns until you do).
 #   - write the dataset's `description`: it is published in every report and manifest, so it
 #     says what the data is, never a note to yourself.
 """
 
+
+#: The universe a draft declares for an open-domain column until the publisher writes the
+#: codebook's: independent of the data, as every universe must be.
+PLACEHOLDER_WORDS = {"alphabet": "abcdefghijklmnopqrstuvwxyz", "max_length": 6}
 
 #: Whole-number columns with at most this many distinct values are drafted as categories.
 WHOLE_NUMBER_CATEGORIES = 12
@@ -507,8 +511,14 @@ def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
     values = sorted(str(v) for v in frame["v"][~null])
     spec: dict[str, Any] = {"name": name}
     if len(values) > k:
-        spec.update(type="text", open_domain={"size": 1_000_000, "tolerance": 0.9},
-                    out_of_domain="other:(other)", nulls="as:(other)")
+        # A data-free placeholder universe, so that the draft passes `contract check` (a bare
+        # size is refused at preflight); the review note asks for the codebook's universe.
+        spec.update(type="text", open_domain={"universe": {"words": dict(PLACEHOLDER_WORDS)},
+                                              "tolerance": 0.9},
+                    out_of_domain="other:(other)", nulls="as:(other)",
+                    review="open_domain.universe is a placeholder (lowercase words of up to "
+                           f"{PLACEHOLDER_WORDS['max_length']} letters), not taken from the "
+                           "data: declare the codebook's universe ({values: [...]} or words)")
         return spec
     categories = [v if v else "(blank)" for v in values]
     spec.update(type="categorical", categories=categories)

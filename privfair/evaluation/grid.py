@@ -293,7 +293,9 @@ def write_outputs(results: pd.DataFrame, params: EvaluateParams | dict[str, Any]
     else:
         page = trade_off_report(ok, title=title)
     (folder / "report.html").write_text(page, encoding="utf-8")
-    (folder / "params.json").write_text(json.dumps(params.model_dump(), indent=2) + "\n")
+    # What was evaluated: on own data the contract's dataset, not the unused embedded default.
+    recorded = {**params.model_dump(), "datasets": dataset_names(params)}
+    (folder / "params.json").write_text(json.dumps(recorded, indent=2) + "\n")
     return folder
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import shlex
 import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -342,7 +343,7 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
         stages = kind.stages(plan)
         last_private = max((i for i, s in enumerate(stages) if s.private), default=-1)
         state: dict[str, Any] = {}
-        drawn = False
+        drawn = checkpointed = False
         try:
             context.lifetime = read_lifetime_ledger(plan.store, plan.contract)
             kind.check_lifetime(plan, context.lifetime)  # again: others may have reserved
@@ -360,12 +361,16 @@ def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
                         save_checkpoint(plan.work_dir, plan.run_id, kind=kind.name,
                                         options=options.model_dump(exclude={"seed"}),
                                         state=state)
+                        checkpointed = True
             report("publish", 0.95)
             folder, written = publish(context, state)
         except BaseException as exc:
             release_unspent(charge)  # a run that drew no noise gets its reservation back
-            if drawn and isinstance(exc, Exception):
-                exc.add_note(_still_charged(charge))
+            if isinstance(exc, Exception):
+                if drawn:
+                    exc.add_note(_still_charged(charge))
+                # last: the run's id and what --resume can do with it (issue 35)
+                exc.add_note(_what_next(kind, plan, drawn=drawn, checkpointed=checkpointed))
             raise
         finally:
             workspace.cleanup_private()
@@ -434,6 +439,34 @@ def _still_charged(charge: RunCharge) -> str:
         what = "its charge"
         left = ""
     return f"the run drew noise: {what} stays charged to dataset {charge.dataset!r}{left}"
+
+
+def _what_next(kind: ReleaseKind, plan: Any, *, drawn: bool, checkpointed: bool) -> str:
+    """The failed run's id and whether ``--resume`` can finish it, as the exact command.
+
+    Only public facts: the run id, the command and the work folder (parameters), and how
+    far the run got (whether it reached its checkpoint depends on the stages, not on values).
+    """
+    run = plan.run_id
+    if checkpointed:
+        changeable = ", ".join(_cli_flag(kind, p) for p in kind.post_noise_params)
+        return (f"run {run} kept its post-noise checkpoint: finish it at no further privacy "
+                f"cost with `privfair {kind.command} --resume {run} --work-dir "
+                f"{shlex.quote(str(plan.work_dir))}` (adding any of {changeable} to change "
+                "the post-processing)")
+    if drawn:
+        why = ("it failed before its post-noise checkpoint" if kind.post_noise_params
+               else f"a {kind.name} release keeps no post-noise checkpoint")
+        return f"run {run} is charged and cannot be resumed ({why})"
+    return f"run {run} is cancelled (not charged) and cannot be resumed: nothing to finish"
+
+
+def _cli_flag(kind: ReleaseKind, name: str) -> str:
+    """A parameter's command-line option: its ``cli`` spelling, else its name in kebab case."""
+    info = kind.params.model_fields.get(name)
+    extra = info.json_schema_extra if info is not None else None
+    spelled = extra.get("cli") if isinstance(extra, dict) else None
+    return str(spelled or "--" + name.replace("_", "-"))
 
 
 def publish(context: RunContext, state: State) -> tuple[Path, Written]:
