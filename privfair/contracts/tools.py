@@ -93,7 +93,7 @@ def _open(path: str | Path, dialect: DialectSpec | None = None) -> Iterator[_Sou
                     table, _ = read_csv_table(path, header, dialect)
                 except ReleaseInputError as exc:
                     raise ValueError(str(exc)) from None
-                con.register("records", table)  # copied into the table "source" below
+                con.register("records", table)  # an Arrow table: read once, queried in place
                 sql = "records"
             else:
                 sql = source_sql(lit)
