@@ -5,6 +5,9 @@
 its key ``registry.key`` (0600); a ``postgresql://…`` URL names a team's PostgreSQL database,
 whose key is read from ``$PRIVFAIR_REGISTRY_KEY_FILE``, else ``registry.key`` in
 ``$PRIVFAIR_REGISTRY_HOME`` (default: the folder above). Both go through SQLAlchemy Core.
+A process may instead be handed the registry explicitly (:class:`RegistrySettings` through
+:func:`using_registry`: an orchestrator's stored connection and key); the environment is the
+fallback.
 
 Tables: ``entries`` (append-only: triggers refuse UPDATE and DELETE), ``heads`` (per dataset
 its generation, entry count and head hash, HMAC'd), ``meta`` (the key check, the HMAC'd
@@ -127,24 +130,99 @@ class Registry:
 
 # --- where the registry is --------------------------------------------------------------------
 
-
 def default_folder() -> Path:
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base).expanduser().resolve() / "privfair" / "registry"
 
 
-def registry_url() -> str | None:
-    """The PostgreSQL URL of ``$PRIVFAIR_REGISTRY``, or None for a folder (SQLite)."""
+_PG_SCHEMES = ("postgresql://", "postgresql+psycopg://", "postgres://")
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """The registry handed to this process explicitly, over ``$PRIVFAIR_REGISTRY``.
+
+    Parameters
+    ----------
+    url : str
+        A folder (SQLite registry) or a ``postgresql://`` URL, as ``$PRIVFAIR_REGISTRY``.
+    key : bytes or None
+        The registry's 32-byte key; None reads the key file as the environment would
+        (``registry.key`` in the folder, or ``$PRIVFAIR_REGISTRY_KEY_FILE``).
+    source : str
+        The setting's name in messages (where the value came from).
+    """
+
+    url: str
+    key: bytes | None = None
+    source: str = "RegistrySettings.url"
+
+    def __post_init__(self) -> None:
+        _check_url(self.url, source=self.source)
+        if self.key is not None and len(self.key) != 32:
+            raise StoreError(f"{self.source}: the registry key must be 32 bytes, got "
+                             f"{len(self.key)}")
+
+    def __repr__(self) -> str:  # the key never reaches a log line or a traceback
+        return (f"RegistrySettings(url={_display(self.url)!r}, "
+                f"key={'<32 bytes>' if self.key is not None else None}, "
+                f"source={self.source!r})")
+
+
+_EXPLICIT: RegistrySettings | None = None
+
+
+def _display(url: str) -> str:
+    if url.startswith(_PG_SCHEMES):
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    return url
+
+
+def _check_url(url: str, *, source: str) -> None:
+    """Refuse a value that is neither a folder nor a PostgreSQL URL, in one line."""
+    if not url.strip():
+        raise StoreError(f"{source}: empty; give a registry folder or a postgresql:// URL")
+    if "://" in url and not url.startswith(_PG_SCHEMES):
+        scheme = url.split("://", 1)[0]
+        raise StoreError(f"{source}: {scheme}:// is not a registry; give a folder or a "
+                         "postgresql:// URL")
+
+
+@contextlib.contextmanager
+def using_registry(settings: RegistrySettings | None) -> Iterator[None]:
+    """Use ``settings`` as this process's registry inside the block (None: the environment).
+
+    Process-wide, not per thread: a flow's task threads see the registry its run set.
+    """
+    global _EXPLICIT
+    previous, _EXPLICIT = _EXPLICIT, settings if settings is not None else _EXPLICIT
+    try:
+        yield
+    finally:
+        _EXPLICIT = previous
+
+
+def _registry_location() -> str:
+    """The registry's folder or URL: handed over explicitly, else the environment."""
+    if _EXPLICIT is not None:
+        return _EXPLICIT.url
     env = os.environ.get("PRIVFAIR_REGISTRY", "")
-    return env if env.startswith(("postgresql://", "postgresql+psycopg://", "postgres://")) \
-        else None
+    if env:
+        _check_url(env, source="PRIVFAIR_REGISTRY")
+    return env
+
+
+def registry_url() -> str | None:
+    """The registry's PostgreSQL URL, or None for a folder (SQLite)."""
+    url = _registry_location()
+    return url if url.startswith(_PG_SCHEMES) else None
 
 
 def registry_folder() -> Path:
     """The local registry folder: the SQLite registry, or where a PostgreSQL one keeps its key."""
-    env = os.environ.get("PRIVFAIR_REGISTRY")
-    if env and registry_url() is None:
-        return Path(env).expanduser().resolve()
+    url = _registry_location()
+    if url and registry_url() is None:
+        return Path(url).expanduser().resolve()
     home = os.environ.get("PRIVFAIR_REGISTRY_HOME")
     return Path(home).expanduser().resolve() if home else default_folder()
 
@@ -153,6 +231,17 @@ def key_path() -> Path:
     if registry_url() is not None and os.environ.get("PRIVFAIR_REGISTRY_KEY_FILE"):
         return Path(os.environ["PRIVFAIR_REGISTRY_KEY_FILE"]).expanduser().resolve()
     return registry_folder() / KEY_FILE
+
+
+def _explicit_key() -> bytes | None:
+    return _EXPLICIT.key if _EXPLICIT is not None else None
+
+
+def _key_name() -> str:
+    """The key as messages name it: its file, or the setting that handed it over."""
+    if _EXPLICIT is not None and _EXPLICIT.key is not None:
+        return f"handed by {_EXPLICIT.source}"
+    return str(key_path())
 
 
 # --- opening ------------------------------------------------------------------------------------
@@ -167,18 +256,21 @@ def open_registry(*, migrate: Migrate) -> Registry:
     A folder registry is created on first use, importing the earlier JSON ledgers found in
     its folder by ``migrate`` (callers use :func:`privfair.store.registry_sql.open_registry`).
     """
-    url = registry_url()
-    cache_key = (url or str(registry_folder()), str(key_path()), os.getpid())
+    url, key = registry_url(), _explicit_key()
+    # Keyed by the key's digest, never the key itself, when it was handed over.
+    key_id = hashlib.sha256(key).hexdigest() if key is not None else str(key_path())
+    cache_key = (url or str(registry_folder()), key_id, os.getpid())
     if url is None:
         folder = registry_folder()
         if not ((folder / DB_FILE).is_file() and (folder / KEY_FILE).is_file()):
             stale = _OPEN.pop(cache_key, None)
             if stale is not None:  # its pooled connections hold the deleted file
                 stale.engine.dispose()
-            _create_sqlite(folder, migrate)
+            _create_sqlite(folder, migrate, key=key)
     cached = _OPEN.get(cache_key)
     if cached is None:
-        cached = _OPEN[cache_key] = _open_pg(url) if url else _open_sqlite(registry_folder())
+        cached = _OPEN[cache_key] = (_open_pg(url, key=key) if url
+                                     else _open_sqlite(registry_folder(), key=key))
     return cached
 
 
@@ -223,16 +315,21 @@ def _private_files(folder: Path) -> None:
                 os.chmod(path, 0o600)
 
 
-def _open_sqlite(folder: Path) -> Registry:
-    key = _read_key(folder / KEY_FILE)
+def _open_sqlite(folder: Path, *, key: bytes | None) -> Registry:
+    # A handed key is checked against the registry's key check like the file's would be.
+    key = key if key is not None else _read_key(folder / KEY_FILE)
     _private_files(folder)
     reg = Registry(str(folder / DB_FILE), _sqlite_engine(folder / DB_FILE, create=False), key,
                    "sqlite")
     return replace(reg, ident=run(reg, lambda conn: _check_key(conn, reg)))
 
 
-def _create_sqlite(folder: Path, migrate: Migrate) -> None:
-    """Create the SQLite registry (key, schema, migrated JSON ledgers) or refuse a half one."""
+def _create_sqlite(folder: Path, migrate: Migrate, *, key: bytes | None) -> None:
+    """Create the SQLite registry (key, schema, migrated JSON ledgers) or refuse a half one.
+
+    ``key`` (handed over explicitly) is the new registry's key, else a fresh one; either is
+    written to its folder, where a folder registry keeps its key.
+    """
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     except OSError as exc:
@@ -255,7 +352,7 @@ def _create_sqlite(folder: Path, migrate: Migrate) -> None:
         for leftover in folder.glob(f".{DB_FILE}.new*"):
             leftover.unlink()
         try:
-            key = _write_key(key_file)
+            key = _write_key(key_file, key=key)
             # Created 0600 before SQLite opens it: its journal files take the same mode.
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
             engine = _sqlite_engine(tmp, create=True)
@@ -279,7 +376,7 @@ def _create_sqlite(folder: Path, migrate: Migrate) -> None:
         mark_imported()
 
 
-def _open_pg(url: str) -> Registry:
+def _open_pg(url: str, *, key: bytes | None) -> Registry:
     driver_url = sa.engine.make_url(url).set(drivername="postgresql+psycopg")
     # No pre-ping (a round trip per transaction): a connection the server dropped fails
     # as invalidated, and run() retries it on a fresh one.
@@ -289,9 +386,14 @@ def _open_pg(url: str) -> Registry:
     path = key_path()
     probe = Registry(name, engine, b"", "postgresql")
     run(probe, lambda conn: _pg_schema(conn, probe))
-    if not path.is_file():
+    if key is not None:  # handed over: it claims a new registry, else must be its key
+        handed = replace(probe, key=key)
+        if not run(handed, lambda conn: _claim_key(conn, handed)):
+            raise StoreError(f"privacy registry {name}: the key {_key_name()} is not this "
+                             "registry's key")
+    elif not path.is_file():
         _first_contact(probe, path)
-    reg = Registry(name, engine, _read_key(path), "postgresql")
+    reg = Registry(name, engine, key if key is not None else _read_key(path), "postgresql")
     return replace(reg, ident=run(reg, lambda conn: _check_key(conn, reg)))
 
 
@@ -350,8 +452,8 @@ def _create_schema(conn: sa.Connection, reg: Registry) -> None:
     _check_key(conn, reg)
 
 
-def _write_key(path: Path) -> bytes:
-    key = secrets.token_bytes(32)
+def _write_key(path: Path, *, key: bytes | None = None) -> bytes:
+    key = key if key is not None else secrets.token_bytes(32)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as fh:
         fh.write(key)
@@ -389,7 +491,7 @@ def _check_key(conn: sa.Connection, reg: Registry) -> str:
                              "(tampered?); restore it from a backup")
         conn.execute(sa.insert(META).values(name="key_check", value=check, mac=check))
     elif not hmac.compare_digest(row.value, check):
-        raise StoreError(f"privacy registry {reg.name}: the key {key_path()} is not this "
+        raise StoreError(f"privacy registry {reg.name}: the key {_key_name()} is not this "
                          "registry's key")
     return _registry_id(conn, reg)
 
