@@ -10,11 +10,13 @@ Runs then execute in this process; see deployments/README.md.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prefect import serve
 from prefect.deployments.runner import EntrypointType
 
 from flows.kinds import FLOWS, release
-from tasks import ops
+from tasks import ops, registry_blocks
 
 #: Datasets whose one-slot concurrency limits exist from the start (not from the first run),
 #: so the deployment page shows them and the first two runs cannot race.
@@ -52,11 +54,15 @@ def deployments() -> list:
     return [monthly, ad_hoc, *others]
 
 
-def prepare(*, alert_webhook: str | None = None, alert_block: str | None = None) -> None:
-    """What deploying sets up besides the deployments: the datasets' concurrency limits and,
-    when a notification target is given, the alert automation."""
+def prepare(*, alert_webhook: str | None = None, alert_block: str | None = None,
+            registry_url: str | None = None, registry_key_file: Path | None = None) -> None:
+    """What deploying sets up besides the deployments: the datasets' concurrency limits,
+    when a registry is given, the team's registry block (its key a Secret field), and, when a
+    notification target is given, the alert automation."""
     for dataset in SLOTTED_DATASETS:
         ops.ensure_dataset_slot(dataset)
+    if registry_url:
+        registry_blocks.save_block(url=registry_url, key_file=registry_key_file)
     if alert_webhook or alert_block:
         import alerts
 
@@ -71,7 +77,12 @@ if __name__ == "__main__":
     cli = argparse.ArgumentParser(description="serve privfair's deployments from here")
     cli.add_argument("--alert-webhook", help="also create the alert automation (a webhook)")
     cli.add_argument("--alert-block", help="or with a saved notification block type/name")
+    cli.add_argument("--registry-url", help="also save the team's registry block: a folder or "
+                     "postgresql:// URL (see python -m tasks.registry_blocks save)")
+    cli.add_argument("--registry-key-file", type=Path, help="its registry.key (stored as a "
+                     "Secret field)")
     options = cli.parse_args()
-    prepare(alert_webhook=options.alert_webhook, alert_block=options.alert_block)
+    prepare(alert_webhook=options.alert_webhook, alert_block=options.alert_block,
+            registry_url=options.registry_url, registry_key_file=options.registry_key_file)
     # pause_on_shutdown=False: stopping this process must not silently pause the schedule.
     serve(*deployments(), pause_on_shutdown=False)

@@ -31,6 +31,7 @@ from privfair.evaluation import grid as lib
 from privfair.evaluation.grid import EvaluateParams
 from tasks import evaluate as ev
 from tasks._common import PROGRESS_LISTENERS, ProgressArtifact, report
+from tasks.registry_blocks import team_registry
 
 #: Local Dask cluster of ``--dask``: two single-threaded worker processes.
 DASK_CLUSTER = {"n_workers": 2, "threads_per_worker": 1}
@@ -44,6 +45,11 @@ def _threads() -> int:
       task_runner=ThreadPoolTaskRunner(max_workers=_threads()))
 def evaluate(params: EvaluateParams = EvaluateParams()) -> str:  # noqa: B008 - pydantic default
     """Run the grid; returns the output folder (not privacy-protected)."""
+    with team_registry():  # the team's registry block, when saved (own data is charged)
+        return _evaluate(params)
+
+
+def _evaluate(params: EvaluateParams) -> str:
     log = get_run_logger()
     start = time.perf_counter()
     lib.check_out(params.out)  # refuse a bad --out before any real data is read

@@ -26,6 +26,7 @@ from privfair.release.kinds import FLOW_KINDS, ReleaseFamily
 from privfair.release.options import ReleaseOptions, field_extra
 from privfair.release.protocol import ReleaseInputError, run_release
 from tasks import ops
+from tasks.registry_blocks import team_registry
 from tasks.stages import PrefectDriver
 
 #: Every setting of an in-process run (run_local): internal fields and a test seed.
@@ -102,6 +103,11 @@ def make_flow(family: ReleaseFamily) -> Any:
     """The Prefect flow of one release family (its form generated from its parameters)."""
 
     def body(**args: Any) -> str:
+        # The team's registry block, when saved, before the first registry access.
+        with team_registry():
+            return _body(**args)
+
+    def _body(**args: Any) -> str:
         run_id = args.pop(RESUME, None)
         if run_id is not None:
             folder = _resume(family, run_id, args)
