@@ -10,6 +10,7 @@ from __future__ import annotations
 import secrets
 
 import pytest
+from test_registry_db import pg_server  # noqa: F401 - the session's PostgreSQL fixture
 
 from privfair.store import backends
 from privfair.store.backends import RegistrySettings, using_registry
@@ -66,3 +67,21 @@ def test_a_bad_url_is_refused_naming_the_setting(url, monkeypatch):
 def test_a_short_key_is_refused():
     with pytest.raises(StoreError, match="^RegistrySettings.url: the registry key must be 32"):
         RegistrySettings(url="/tmp/x", key=b"short")
+
+
+def test_a_handed_key_claims_a_new_postgresql_registry_and_no_file_is_written(
+        pg_server, tmp_path, monkeypatch):  # noqa: F811
+    """A team registry handed its key (the block's Secret) writes no key file anywhere; a
+    client handed another key is refused before any ledger is read."""
+    import uuid
+
+    url = pg_server.create_database(f"reg_{uuid.uuid4().hex[:12]}")
+    monkeypatch.setenv("PRIVFAIR_REGISTRY_HOME", str(tmp_path / "home"))
+    key = secrets.token_bytes(32)
+    with using_registry(RegistrySettings(url=url, key=key)):
+        assert open_registry().key == key
+    assert not (tmp_path / "home").exists()  # the key stays where it was handed from
+    with using_registry(RegistrySettings(url=url, key=secrets.token_bytes(32),
+                                         source="the block")), \
+            pytest.raises(StoreError, match="handed by the block is not this registry's key"):
+        open_registry()

@@ -389,6 +389,7 @@ def _open_pg(url: str, *, key: bytes | None) -> Registry:
     if key is not None:  # handed over: it claims a new registry, else must be its key
         handed = replace(probe, key=key)
         if not run(handed, lambda conn: _claim_key(conn, handed)):
+            engine.dispose()  # its pooled connection, not left to the garbage collector
             raise StoreError(f"privacy registry {name}: the key {_key_name()} is not this "
                              "registry's key")
     elif not path.is_file():
