@@ -62,6 +62,7 @@ def per_group_figures(
     domain: Domain, roles: Roles, labels: Mapping[str, Sequence[str]] | None = None,
     classifier: str = "logistic", seed: int = 0, max_train_rows: int | None = None,
     classifier_options: Mapping[str, Any] | None = None,
+    synthetic_predictions: np.ndarray | None = None,
 ) -> dict[str, Any]:
     """Marginal error and downstream accuracy/TPR/FPR for every protected group.
 
@@ -81,6 +82,9 @@ def per_group_figures(
         Model seed (and the seed of the ``max_train_rows`` sample).
     max_train_rows : int, optional
         Train on a seeded sample of at most this many rows of each training table.
+    synthetic_predictions : ndarray, optional
+        Predictions on ``real_test`` of ``classifier`` already trained on ``synthetic`` (the
+        evaluation's own), so it is not trained twice; only the real-trained one is fitted.
 
     Returns
     -------
@@ -102,6 +106,7 @@ def per_group_figures(
     predictions = {
         source: train_and_predict(classifier, capped(train), real_test, domain,
                                   outcome=outcome, seed=seed, options=classifier_options)[0]
+        if source == "real" or synthetic_predictions is None else synthetic_predictions
         for source, train in (("synthetic", synthetic), ("real", real_train))}
     attributes: dict[str, list[dict[str, Any]]] = {}
     for column in roles.protected:
