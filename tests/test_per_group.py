@@ -105,3 +105,23 @@ def test_per_group_fitting_refuses_bad_settings_before_reading():
     with pytest.raises(ValueError, match="count_share"):
         PerGroupSynthesizer(domain=DOMAIN, roles=ROLES, epsilon=1.0, delta=1e-9, column="g",
                             count_share=1.0)
+
+
+def test_the_evaluation_grid_record_and_report_carry_the_per_group_figures():
+    from privfair.evaluation.evaluate import evaluate_synthetic, trade_off_report
+
+    rng = np.random.default_rng(4)
+    train, test = planted(2000, rng=rng), planted(800, rng=rng)
+    synthetic = train.copy()
+    synthetic.loc[synthetic["g"] == 1, "y"] = 1
+    record = evaluate_synthetic(synthetic, real_train=train, real_test=test, domain=DOMAIN,
+                                roles=ROLES, privileged={"g": 0}, classifiers=("logistic",),
+                                tvd_orders=(1, 2), per_group=True, labels=LABELS)
+    section = json.loads(record["per_group"])  # a string: the results table stays flat
+    b = section["attributes"]["g"][1]
+    assert b["group"] == "big-b" and b["synthetic"]["fpr"] > 0.8 and b["real"]["fpr"] < 0.2
+    rows = [{"dataset": "planted", "method": "mst", "epsilon": e, "seed": 0, "eta": None,
+             **record} for e in (1.0, 4.0)]
+    page = trade_off_report(pd.DataFrame(rows))
+    assert page.count("aria-label='utility per protected group'") == 1  # smallest ε only
+    assert "mst, ε = 1, seed 0" in page and "big-b (200-999 rows)" in page
