@@ -7,6 +7,8 @@ table so that grids of (method, ε, seed) stack into a results table.
 
 from __future__ import annotations
 
+import html
+import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,6 +21,7 @@ import pandas as pd
 from privfair.core.domain import Domain, Roles
 from privfair.evaluation.classifiers import score_predictions, train_and_predict
 from privfair.evaluation.fairness_metrics import classifier_fairness, data_fairness
+from privfair.evaluation.per_group import per_group_figures, per_group_svg
 from privfair.evaluation.utility import average_correlation_difference, marginal_tvd
 
 NOT_PRIVATE = (
@@ -54,6 +57,8 @@ def evaluate_synthetic(
     max_train_rows: int | None = None,
     tvd_orders: Sequence[int] = (1, 2, 3),
     classifier_options: Mapping[str, Mapping[str, Any]] | None = None,
+    per_group: bool = False,
+    labels: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Utility and fairness of one synthetic table, as a flat record.
 
@@ -79,6 +84,12 @@ def evaluate_synthetic(
     classifier_options : mapping of str to mapping, optional
         Hyper-parameters per classifier kind (``{"mlp": {"epochs": 2}}``), as
         :func:`privfair.evaluation.classifiers.fit_predict` takes them; defaults otherwise.
+    per_group : bool
+        Add ``per_group``: :func:`privfair.evaluation.per_group.per_group_figures` of the
+        first classifier (its synthetic-trained predictions reused, the same model trained on
+        ``real_train`` beside it), as a JSON string so the record stays flat.
+    labels : mapping of str to sequence of str, optional
+        The contract's labels, to name the groups of ``per_group``.
 
     Returns
     -------
@@ -98,6 +109,7 @@ def evaluate_synthetic(
     for group, values in data_fairness(synthetic, domain, **fairness_args).items():
         for key, value in values.items():
             record[f"data_{group}_{key}"] = value
+    first_predictions = None
     train = synthetic
     if max_train_rows is not None and len(synthetic) > max_train_rows:
         train = synthetic.sample(n=max_train_rows, random_state=seed).reset_index(drop=True)
@@ -107,12 +119,20 @@ def evaluate_synthetic(
                                             options=(classifier_options or {}).get(kind))
         metrics = score_predictions(train, real_test, domain, outcome=outcome,
                                     y_pred=y_pred, y_score=y_score)
+        first_predictions = y_pred if first_predictions is None else first_predictions
         for key, value in metrics.items():
             record[f"{kind}_{key}"] = value
         for group, values in classifier_fairness(real_test, y_pred, domain,
                                                  **fairness_args).items():
             for key in CLASSIFIER_KEYS:
                 record[f"{kind}_{group}_{key}"] = values[key]
+    if per_group and classifiers:
+        figures = per_group_figures(
+            synthetic, real_train=real_train, real_test=real_test, domain=domain, roles=roles,
+            labels=labels, classifier=classifiers[0], seed=seed, max_train_rows=max_train_rows,
+            classifier_options=(classifier_options or {}).get(classifiers[0]),
+            synthetic_predictions=first_predictions)
+        record["per_group"] = json.dumps(figures)
     return record
 
 
@@ -148,6 +168,8 @@ class EvaluationData:
     tot: Any = None
     #: The contract's causal_graph (CFGAN), as a mapping; None when it declares none.
     causal_graph: dict[str, Any] | None = None
+    #: The contract's labels of the protected columns (names the groups of ``per_group``).
+    labels: dict[str, list[str]] | None = None
 
 
 def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
@@ -160,7 +182,12 @@ def load_embedded(name: str, *, split_seed: int = 2023) -> EvaluationData:
     privileged = {a: contract.labels(a).index(label) for a, label in labels.items()}
     graph = contract.causal_graph.as_mapping() if contract.causal_graph else None
     return EvaluationData(name, train, test, contract.domain(), contract.roles(), privileged,
-                          causal_graph=graph)
+                          causal_graph=graph, labels=protected_labels(contract))
+
+
+def protected_labels(contract: Any) -> dict[str, list[str]]:
+    """The contract's labels of each protected column (public: the contract declares them)."""
+    return {c: list(contract.labels(c)) for c in contract.roles().protected}
 
 
 def privileged_codes(contract: Any, privileged: Mapping[str, str] | None) -> dict[str, int]:
@@ -226,7 +253,8 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
     tot = tot_setting(contract) if contract.tot is not None else None
     return EvaluationData(contract.name, train, test, contract.domain(), roles,
                           privileged_codes(contract, privileged), tot,
-                          contract.causal_graph.as_mapping() if contract.causal_graph else None)
+                          contract.causal_graph.as_mapping() if contract.causal_graph else None,
+                          protected_labels(contract))
 
 
 def evaluate_cell(
@@ -277,7 +305,7 @@ def evaluate_cell(
     record.update(evaluate_synthetic(synthetic, real_train=data.train, real_test=data.test,
                                      domain=data.domain, roles=data.roles,
                                      privileged=data.privileged, classifiers=classifiers,
-                                     seed=seed))
+                                     seed=seed, per_group=True, labels=data.labels))
     return record
 
 
@@ -314,7 +342,6 @@ def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation
     line per method (and per η when a fairness transform was used), as in PreFair Fig. 7/8 and
     SAFES Fig. 3/4. Error bars are ±1 standard deviation over seeds.
     """
-    import html
 
     from privfair.reporting.charts import legend_svg, line_panel_svg
     from privfair.reporting.report import CSS
@@ -358,7 +385,30 @@ def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation
                      "<p class='note'>Each point is the mean over seeds, its bar ±1 standard "
                      "deviation; every line has its own marker and dash pattern, so lines "
                      "drawn on top of each other stay apart.</p>",
-                     summary.to_html(float_format=lambda v: f"{v:.4f}", na_rep="—")]
+                     summary.to_html(float_format=lambda v: f"{v:.4f}", na_rep="—"),
+                     per_group_section(part)]
     style = CSS + ".warn{background:#fff3cd;padding:.5rem}"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
             f"</title><style>{style}</style></head><body>{''.join(sections)}</body></html>")
+
+
+def per_group_section(part: pd.DataFrame) -> str:
+    """Per-group plots of one dataset's cells: for each variant, its smallest ε (where DP
+    noise hurts small groups most), first seed; empty when no cell has ``per_group``."""
+    if "per_group" not in part:
+        return ""
+    panels = []
+    for variant, rows in part.groupby("variant", sort=False):
+        rows = rows[rows["per_group"].notna()].sort_values(["epsilon", "seed"])
+        if rows.empty:
+            continue
+        first = rows.iloc[0]
+        panels.append(f"<h3>{html.escape(str(variant))}, ε = {first['epsilon']:g}, seed "
+                      f"{first['seed']}</h3>" + per_group_svg(json.loads(first["per_group"])))
+    if not panels:
+        return ""
+    return ("<h3>Utility per protected group</h3><p class='note'>Marginal error of each "
+            "group's synthetic rows against its real rows, and the first classifier trained "
+            "on synthetic rows (blue) against the same classifier trained on the real "
+            "training rows (grey), on the group's real test rows. Group sizes are buckets; "
+            "small groups are shown, not hidden.</p>" + "".join(panels))

@@ -22,6 +22,7 @@ import pandas as pd
 
 from privfair.evaluation.evaluate import NOT_PRIVATE, evaluate_synthetic, privileged_codes
 from privfair.evaluation.grid import MARKER, check_out, new_run_folder, timestamp
+from privfair.evaluation.per_group import per_group_figures, per_group_svg
 
 __all__ = ["release_contract", "score_release", "write_release_score"]
 
@@ -110,6 +111,15 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
                                 max_train_rows=max_train_rows,
                                 tvd_orders=(1, 2, 3) if len(contract.column_names) <= 16
                                 else (1, 2))
+    # Utility per protected group (issue 34.3): small groups are where DP noise hurts most.
+    record["per_group"] = per_group_figures(
+        synth_codes, real_train=real, real_test=real, domain=contract.domain(), roles=roles,
+        labels={c: contract.labels(c) for c in roles.protected},
+        classifier=classifiers[0] if classifiers else "logistic", seed=seed,
+        max_train_rows=max_train_rows)
+    # The release was made from the whole table, so no real row is held out: the real-trained
+    # reference is scored in-sample (an optimistic reference), and says so.
+    record["per_group"]["real_model"] = "trained and tested on the whole real table (in-sample)"
     return {"dataset": manifest["dataset"], "version": manifest["version"],
             "epsilon": manifest["guarantee"]["epsilon"], "method": manifest["method"]["name"],
             "fairness_transform": manifest.get("fairness_transform", {}).get("name"),
@@ -126,7 +136,8 @@ def write_release_score(record: dict[str, Any], out: str | Path) -> Path:
     (folder / MARKER).write_text(NOT_PRIVATE + "\n")
     (folder / "score.json").write_text(json.dumps(
         {"not_privacy_protected": NOT_PRIVATE, **record}, indent=2, default=float) + "\n")
-    pd.DataFrame([record]).to_parquet(folder / "results.parquet", index=False)
+    flat = {k: v for k, v in record.items() if k != "per_group"}  # nested: score.json only
+    pd.DataFrame([flat]).to_parquet(folder / "results.parquet", index=False)
     (folder / "report.html").write_text(score_report(record), encoding="utf-8")
     return folder
 
@@ -179,6 +190,13 @@ def score_report(record: Mapping[str, Any]) -> str:
                                                "Accuracy NOT above")
                        + " the majority-class baseline on the real rows.</p>")
         parts += [f"<h3>{html.escape(name)}</h3>", verdict, kv_table(rows)]
+    if record.get("per_group"):
+        parts += ["<h2>Utility per protected group</h2>",
+                  "<p class='note'>Marginal error of the group's synthetic rows against its "
+                  "real rows, and the classifier trained on synthetic rows against the same "
+                  "classifier trained on real rows, on the group's real rows. Group sizes are "
+                  "buckets; small groups are shown, not hidden.</p>",
+                  per_group_svg(record["per_group"])]
     title = f"privfair score {record.get('dataset')} {record.get('version')}"
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>"
             f"{html.escape(title)}</title><style>{CSS}.warn{{background:#fff3cd;"

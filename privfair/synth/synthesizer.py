@@ -474,14 +474,16 @@ class FairSynthesizer:
 
     def fit(self, data: DataLike, *, rng: np.random.Generator | StageRngs,
             ledger: PrivacyLedger | None = None,
-            progress: Callable[[str, float], None] | None = None) -> FairSynthesizer:
+            progress: Callable[[str, float], None] | None = None,
+            rho: float | None = None) -> FairSynthesizer:
         """Measure the private data (:meth:`measure`) and fit the model to the measurements.
 
         ``ledger`` defaults to a fresh one holding exactly (ε, δ); pass a shared ledger to
         charge a larger budget. ``progress(stage, fraction)`` is called as work advances.
+        ``rho`` overrides the ρ of (ε, δ), as in :meth:`measure`.
         """
         report = progress or (lambda stage, fraction: None)
-        self.measure(data, rng=rng, ledger=ledger, progress=report)
+        self.measure(data, rng=rng, ledger=ledger, progress=report, rho=rho)
         report("estimate", 0.4)
         fit_time = self.final_fit_time()
         self.model_ = fit_model(
