@@ -91,6 +91,9 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("privfair/release/model/budget.py", "_ledger"):
         "planning: a declared cost on a scratch ledger; nothing is drawn",
     ("privfair/store/backends.py", "run"): "jitter between retries of a transaction",
+    ("privfair/synth/per_group.py", "PerGroupSynthesizer.fit"):
+        "parallel composition of disjoint parts, charged before any part draws; each part's "
+        "noise goes through the layer on its own ledger",
     ("privfair/evaluation/audit/graphs.py", "audit_privpc.charge"):
         "audit: the claim PrivPC's ledger records, composed on a scratch ledger; nothing is "
         "drawn",

@@ -129,6 +129,11 @@ class PerGroupSynthesizer:
         if rest:
             parts.append(GroupPart(f"{self.column} in {list(rest)}", rest,
                                    float(max(noisy[list(rest)].sum(), 0.0))))
+        # Parallel composition: the parts are disjoint (a record is in its own group's part
+        # only), so the run costs one part's ρ. Charged before any part draws noise, at the
+        # most a part's ledger lets it spend.
+        ledger.spend(LedgerEntry(name=PARALLEL_STEP, mechanism="parallel-composition",
+                                 sensitivity=1.0, rho=rho_model, queries=len(parts)))
         models, ledgers = [], []
         for part, part_rng in zip(parts, rng.spawn(len(parts)), strict=True):
             rows = data[np.isin(values, part.codes)].reset_index(drop=True)
@@ -139,10 +144,6 @@ class PerGroupSynthesizer:
             model.fit(rows, rng=part_rng, ledger=part_ledger, rho=rho_model)
             models.append(model)
             ledgers.append(part_ledger)
-        # Parallel composition: the parts are disjoint, so the run costs the largest part's ρ.
-        ledger.spend(LedgerEntry(name=PARALLEL_STEP, mechanism="parallel-composition",
-                                 sensitivity=1.0, rho=max(lg.spent for lg in ledgers),
-                                 queries=len(parts)))
         self.parts_, self.models_ = tuple(parts), tuple(models)
         self.part_ledgers_, self.ledger_ = tuple(ledgers), ledger
         return self
