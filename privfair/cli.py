@@ -292,7 +292,10 @@ def _one_line(exc: BaseException) -> str:
 
     # A note says what a failed run left charged (privfair.release.protocol).
     notes = [str(n) for n in getattr(exc, "__notes__", ())]
-    return " ".join("; ".join([params_error_line(exc), *notes]).split())
+    # A message's closing full stop would read ".;" before a note.
+    head = params_error_line(exc)
+    parts = [head.rstrip().rstrip(".") if notes else head, *notes]
+    return " ".join("; ".join(parts).split())
 
 
 def _is_bad_input(exc: BaseException) -> bool:
