@@ -186,9 +186,25 @@ def run(name: str, *args: str, expect: int = 0, prefix: tuple[str, ...] = ("-m",
           f"\n    last:  {step['last'][:160]}", flush=True)
     folders = [line.strip() for line in shown if line.startswith("/")
                and Path(line.strip()).is_dir()]
+    if folders and done.returncode == 0:
+        missing = missing_parts(Path(folders[-1]))
+        if missing:
+            SURPRISES.append({"step": name, "command": step["command"],
+                              "why": [f"{folders[-1]} has no {', '.join(missing)}"]})
     return folders[-1] if done.returncode == 0 and folders else ("\n".join(shown)
                                                                  if expect else "")
 
+
+
+def missing_parts(folder: Path) -> list[str]:
+    """What a printed folder lacks: a release its manifest and its report (a model's card),
+    an evaluation its report."""
+    if (folder / "manifest.json").exists() or "releases" in folder.parts:
+        report = ["report.html", "model_card.md"]
+        return [*(["manifest.json"] if not (folder / "manifest.json").exists() else []),
+                *([" or ".join(report)] if not any((folder / r).exists() for r in report)
+                  else [])]
+    return [] if (folder / "report.html").exists() else ["report.html"]
 
 #: Words a new user should never read: an internal error's name or a leaked placeholder.
 INTERNAL = ("Traceback", "Error:", "Exception", "PydanticUndefined", "Catalog Error",
