@@ -292,7 +292,10 @@ def _one_line(exc: BaseException) -> str:
 
     # A note says what a failed run left charged (privfair.release.protocol).
     notes = [str(n) for n in getattr(exc, "__notes__", ())]
-    return " ".join("; ".join([params_error_line(exc), *notes]).split())
+    # A message's closing full stop would read ".;" before a note.
+    head = params_error_line(exc)
+    parts = [head.rstrip().rstrip(".") if notes else head, *notes]
+    return " ".join("; ".join(parts).split())
 
 
 def _is_bad_input(exc: BaseException) -> bool:
@@ -636,7 +639,7 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
 
 def cmd_releases_list(args: argparse.Namespace) -> int:
     from privfair.release.checks import check_catalog_file
-    from privfair.store.catalog import fairness_label, list_releases
+    from privfair.store.catalog import fairness_label, list_releases, rows_label
 
     check_catalog_file(_existing(args.store, "--out"))
     rows = list_releases(args.store, args.dataset)
@@ -655,7 +658,7 @@ def cmd_releases_list(args: argparse.Namespace) -> int:
         table.add_column(col)
     for r in rows:
         table.add_row(r["dataset"], r["version"], r["published_at"], f"{r['epsilon']:g}",
-                      f"{r['delta']:g}", r["method"], str(r["n_rows"]),
+                      f"{r['delta']:g}", r["method"], rows_label(r),
                       fairness_label(r), r["path"])
     Console(width=200).print(table)
     return 0

@@ -38,6 +38,30 @@ def test_fairness_label_of_claimed_and_old_rows():
     assert fairness_label({"fairness_passed": True, "fairness_claimed": None}) == "yes"
 
 
+
+def test_releases_list_shows_no_row_count_for_a_model_or_graph(tmp_path, capsys, monkeypatch):
+    """Issue 35's walk: a model's and a graph's catalog rows hold n_rows 0, which
+    ``releases list`` printed as 0 rows; a table's rows are still shown."""
+    from privfair import cli
+    from privfair.release import checks
+    from privfair.store import catalog
+
+    base = {"dataset": "loans", "published_at": "t", "epsilon": 1.0, "delta": 1e-6,
+            "fairness_passed": False, "fairness_claimed": True}
+    rows = [base | {"version": "v1", "method": "mst", "n_rows": 2999, "path": "loans/v1"},
+            base | {"version": "v2", "method": "model:dpsgd", "n_rows": 0, "path": "loans/v2"},
+            base | {"version": "v3", "method": "graph:privpc", "n_rows": 0, "path": "loans/v3"}]
+    monkeypatch.setattr(catalog, "list_releases", lambda store, dataset: rows)
+    monkeypatch.setattr(checks, "check_catalog_file", lambda store: None)
+    assert cli.main(["releases", "list", "--out", str(tmp_path)]) == 0
+    lines = {line.split("│")[2].strip(): line for line in capsys.readouterr().out.splitlines()
+             if line.startswith("│")}
+    assert " 2999 " in lines["v1"]
+    for version in ("v2", "v3"):
+        cells = [cell.strip() for cell in lines[version].split("│")]
+        assert cells[7] == "-" and "0" not in cells[7]
+    assert catalog.rows_label({"method": "embedding:dpne", "n_rows": 0}) == "-"
+
 # --- 35.4: noisy policy counts with their noise and a reading -----------------------------
 
 

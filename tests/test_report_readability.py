@@ -178,3 +178,18 @@ def test_shorten_keeps_both_ends(label, limit):
     short = shorten(label, limit)
     assert len(short) == min(len(label), limit)
     assert short[0] == "a" and short[-1] == "j"
+
+
+def test_draft_says_how_to_constrain_each_protected_attribute_on_its_own(tmp_path):
+    """Issue 35's walk: with three protected attributes the draft's tot block, adopted as
+    proposed, was infeasible at its own eta (40 intersectional groups) and the draft did not
+    say so; its hint, pasted as written, gives one constraint per attribute."""
+    from privfair.contracts.schema import load_contract
+
+    data, draft, text = reviewed_credit(tmp_path)
+    hints = [line for line in text.splitlines() if "per_attribute" in line]
+    assert hints and all(line.startswith("#") for line in hints)
+    block = re.search(r"`(fairness: \{groups: per_attribute\})`", text).group(1)
+    adopted = tmp_path / "per_attribute.yaml"
+    adopted.write_text(text + block + "\n")
+    assert load_contract(adopted).fairness.groups == "per_attribute"

@@ -186,3 +186,18 @@ def test_a_failed_flow_run_prints_the_resume_command(prefect_harness, toy_contra
     last = capsys.readouterr().err.strip().splitlines()[-1]
     (pending,) = read_lifetime_ledger(None, load_contract(toy_contract)).pending
     assert f"`privfair release --resume {pending['run_id']} --work-dir " in last
+
+
+def test_a_failed_runs_sentence_and_its_notes_read_as_one_line(toy_contract, toy_parquet,
+                                                               tmp_path, capsys, monkeypatch):
+    """Issue 35's walk: an error that ends with a full stop (TOT infeasible's does) joined
+    its notes as '.; the run drew noise'."""
+    def fail(*args, **kwargs):
+        raise PrivfairError("TOT infeasible: move more columns (tot.features).")
+
+    with monkeypatch.context() as m:
+        m.setattr(table_kind, "fairness_transform", fail)
+        assert main(_cli_release(toy_contract, toy_parquet, tmp_path)) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert ".;" not in last
+    assert "(tot.features); the run drew noise" in last

@@ -444,7 +444,10 @@ def tot_proposal(columns: list[dict[str, Any]]) -> str:
              "2), categorical", "# ones 1 for any change. thresholds/bounds: at most 20% of "
              "the rows move at a cost >= 1,", "# none at a cost >= 2 (a bound of 0 forbids). "
              "If the release says 'TOT infeasible', raise", "# tot.eta or a bound, or move "
-             "one more column.", "# tot:", f"#   features: [{', '.join(picks)}]",
+             "one more column.", "# With several protected attributes every combination is "
+             "a group (2 x 5 x 4 = 40, many", "# of them small) and every pair must be within "
+             "eta: for one constraint per attribute", "# instead, add the top-level block "
+             "`fairness: {groups: per_attribute}`.", "# tot:", f"#   features: [{', '.join(picks)}]",
              "#   discrimination: additive   # or ratio", "#   eta: 0.05",
              "#   distortion:", "#     combine: sum", f"#     thresholds: {_TOT_THRESHOLDS}",
              f"#     bounds: {_TOT_BOUNDS}", "#     columns:"]

@@ -52,6 +52,19 @@ def fairness_label(row: Mapping[str, Any]) -> str:
     return "yes" if row.get("fairness_passed") else "no"
 
 
+
+#: Release kinds whose catalog method is ``kind:name`` and which publish no synthetic rows.
+ROWLESS_KINDS = ("model", "graph", "embedding")
+
+
+def rows_label(row: Mapping[str, Any]) -> str:
+    """The catalog's ``n_rows`` column in words: the synthetic rows of a table release, ``-``
+    for a model, graph or embedding release (which publishes no rows; its catalog row holds
+    0, which a publisher read as an empty release in issue 35's walk)."""
+    if str(row.get("method", "")).split(":", 1)[0] in ROWLESS_KINDS:
+        return "-"
+    return str(row.get("n_rows"))
+
 @contextlib.contextmanager
 def catalog(store: Path, *, read_only: bool = False, wait: float = 10.0) -> Iterator[Any]:
     """Open ``catalog.duckdb`` briefly; waits ``wait`` seconds if another process holds it."""
