@@ -19,6 +19,7 @@ import os
 from typing import Annotated, Any
 
 from prefect import flow
+from prefect.runtime import deployment
 from prefect.states import Completed
 from pydantic.fields import FieldInfo
 
@@ -92,10 +93,15 @@ def options_for(family: ReleaseFamily, args: dict[str, Any]) -> ReleaseOptions:
         raise ReleaseInputError(params_error_line(exc)) from None
     from privfair.release.options import refuse_idle_options
 
-    # The form sends every field: those set away from their defaults are the ones given.
+    # The form sends every field: those set away from their defaults are the ones given. A
+    # deployment's own parameters (set once by the operator for every run, such as the AIM
+    # time budget) are defaults too, not this run's choice.
     form = family.params.model_fields
-    refuse_idle_options(options, [k for k, v in args.items() if k in form and v != form[
-        k].get_default(call_default_factory=True)])
+    preset = dict(deployment.parameters or {})
+    refuse_idle_options(options, [
+        k for k, v in args.items()
+        if k in form and v != form[k].get_default(call_default_factory=True)
+        and not (k in preset and preset[k] == v)])
     return options
 
 

@@ -170,3 +170,19 @@ def test_summary_markdown_has_a_header_row_and_the_run_link():
     assert "| Item | Value |\n|---|---|" in md
     assert "ρ = 0.01497 zCDP" in md and "0.014974049" not in md
     assert "| Flow run | [brave-fox](http://ui/runs/flow-run/id) |" in md
+
+
+def test_a_deployments_own_parameters_are_defaults_not_idle_options(monkeypatch, tmp_path):
+    """The monthly deployment gives max_time_s (AIM's time budget) to a prefair-greedy run:
+    the operator's preset for every run, not an option this run gave, so it is not refused as
+    idle; the same value given by the run itself outside a deployment is refused."""
+    monkeypatch.setenv("PRIVFAIR_WORK_DIR", str(tmp_path / "work"))
+    release = family("release")
+    run = {"contract": "adult", "method": "prefair-greedy", "max_time_s": 1800.0, "out": "x"}
+    with pytest.raises(ReleaseInputError, match="does nothing here"):
+        options_for(release, run)
+    # a run of a deployment whose parameters preset it
+    from prefect.runtime import deployment
+
+    monkeypatch.setattr(deployment, "parameters", {"max_time_s": 1800.0}, raising=False)
+    assert options_for(release, run).max_time_s == 1800.0

@@ -146,7 +146,9 @@ def run(c: dict[str, Any]) -> dict[str, Any]:
                                 small_n_fallback=small_n_fallback).fit(data.train, rng=fit)
         # SAFES samples with mbi's synthetic_data, which deals counts deterministically
         # (no iid sampling noise): privfair's "round" mode is the same kind of sampler.
-        fell_back = bool(synth.tree_signal_ is not None and synth.tree_signal_.fallback)
+        # the small-n rule (issue 34.1): no pair qualified, so the release is independence
+        qualification = getattr(synth, "qualification_", None)
+        fell_back = bool(qualification is not None and qualification.fallback)
         return synth.sample(len(data.train), rng=sample, mode="round"), fell_back
 
     released, fell_back = release(small_n_fallback=True, rngs=(fit_rng, sample_rng))
