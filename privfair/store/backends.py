@@ -28,7 +28,6 @@ truncated or deleted ledger is refused instead of read as a fresh one.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import hmac
 import os
@@ -48,7 +47,7 @@ from sqlalchemy.pool import NullPool
 
 from privfair.store.chain import canonical
 from privfair.store.files import StoreError
-from privfair.store.locks import locked
+from privfair.store.locks import locked, locked_file
 
 DB_FILE = "registry.sqlite"
 KEY_FILE = "registry.key"
@@ -548,15 +547,8 @@ def _turn(reg: Registry, conn: sa.Connection, queue: str | None) -> Iterator[Non
     if queue is None:
         yield
     elif reg.dialect == "sqlite":
-        fd = os.open(Path(reg.name).with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        with locked_file(Path(reg.name).with_suffix(".lock")):
+            yield
     else:
         # In autocommit on the driver's connection: one round trip each, outside any
         # transaction (the serializable one begins after the lock is held).

@@ -10,9 +10,10 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def locked(folder: Path) -> Iterator[None]:
-    """Hold the exclusive ``flock`` of ``folder/.lock`` (created 0600, whatever the umask)."""
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+def locked_file(path: Path) -> Iterator[None]:
+    """Hold the exclusive ``flock`` of the lock file ``path`` (created 0600, whatever the
+    umask)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
@@ -21,3 +22,10 @@ def locked(folder: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold the exclusive ``flock`` of ``folder/.lock``."""
+    with locked_file(folder / ".lock"):
+        yield
