@@ -476,10 +476,13 @@ case("table: fair method without protected", lambda e: put(put(
         "  admissible: [edu, hours, sex, race]"))), "--method", "prefair-greedy"), "protected")
 case("gan: cfgan without a causal graph", lambda e: put(good(e, "gan"), "--method", "cfgan"),
      ("causal", "graph"))
-case("gan: fairgan with a 3-label outcome", lambda e: put(put(
+# --allow-unfair: the case is the outcome's labels; a 1-epoch FairGAN on the toy table may
+# miss its parity bound on the synthetic rows (post-processing), which is not the input's fault.
+case("gan: fairgan with a 3-label outcome", lambda e: put(put(put(
     good(e, "gan"), "--contract", str(e.contract_with("categories: [low, high]",
                                                        "categories: [low, mid, high]"))),
-    "--method", "fairgan"), ("income", "outcome", "binary"), expect="either")
+    "--method", "fairgan"), "--allow-unfair"), ("income", "outcome", "binary"),
+     expect="either")
 case("gan: --causal-graph missing file", lambda e: put(put(good(e, "gan"), "--method", "cfgan"),
                                                         "--causal-graph", str(e.root / "g.yaml")),
      "g.yaml")

@@ -293,3 +293,15 @@ def test_draft_bins_a_whole_number_column_with_many_values(tmp_path):
     columns = {c["name"]: c for c in drafted["columns"]}
     assert columns["duration"]["type"] == "numeric" and len(columns["duration"]["bins"]) <= 7
     assert columns["flag"]["type"] == "categorical"
+
+
+def test_draft_of_an_empty_csv_is_one_line_naming_the_file(tmp_path, capsys):
+    """An empty CSV has no header: refused in one line, not an internal error (issue 36)."""
+    from privfair.cli import main
+
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert main(["contract", "draft", "--data", str(empty)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and str(empty) in err and "no header line" in err
+    assert "internal error" not in err

@@ -93,6 +93,9 @@ def _open(path: str | Path, dialect: DialectSpec | None = None) -> Iterator[_Sou
                     table, _ = read_csv_table(path, header, dialect)
                 except ReleaseInputError as exc:
                     raise ValueError(str(exc)) from None
+                if not header:  # an empty file: nothing to draft a contract from
+                    raise ValueError(f"data file {path} has no header line (no columns); "
+                                     "expected a CSV whose first line names its columns")
                 con.register("records", table)  # an Arrow table: read once, queried in place
                 sql = "records"
             else:
