@@ -694,13 +694,14 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
             f"{led['dataset_id']}: epsilon {s['epsilon_at_budget_delta']:.4g} of "
             f"{b['epsilon']:g} spent at delta {b['delta']:g} (every charge composed); "
             f"{len(led['entries'])} entries, head {led['head'][:12]}"))
-        for col in ("run", "state", "version", "charge", "epsilon", "method", "at", "reason"):
-            table.add_column(col)
+        for col in ("run", "state", "version", "store", "charge", "epsilon", "method", "at",
+                    "reason"):
+            table.add_column(col, overflow="fold")  # a long store path wraps, whole
         for r in run_history(led["entries"]):
             charge = "Renyi curve" if r["rho"] is None else f"rho {r['rho']:.6g}"
             table.add_row(str(r["run_id"] or "-"), r["state"], str(r["version"] or "-"),
-                          charge, f"{r['epsilon']:.4g}", str(r["method"] or "-"), r["at"],
-                          r["reason"])
+                          str(r.get("store") or "-"), charge, f"{r['epsilon']:.4g}",
+                          str(r["method"] or "-"), r["at"], r["reason"])
         console.print(table)
     return status
 

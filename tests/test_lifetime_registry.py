@@ -23,6 +23,7 @@ from privfair.store import files as files_module
 from privfair.store import publication
 from privfair.store.check import check_store
 from privfair.store.files import StoreError
+from privfair.store.ledger import run_history
 from privfair.store.registry import has_ledger, read_chain, read_lifetime_ledger
 
 
@@ -270,3 +271,21 @@ def test_the_manifest_counts_the_reserved_run_once(toy_contract, toy_parquet, tm
     manifest = json.loads((final / "manifest.json").read_text())
     assert manifest["lifetime"]["rho_spent_after"] == pytest.approx(
         zcdp_rho(epsilon=1.0, delta=1e-9))
+
+
+def test_two_stores_versions_of_one_dataset_are_told_apart(toy_contract, toy_parquet,
+                                                           tmp_path, capsys):
+    """Issue 35.7: a CLI store and a deployment's store on one registry both publish ``v1``;
+    ``ledger show`` names each one's store."""
+    for out in ("cli-store", "deployment-store"):
+        run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=0.5, delta=1e-6,
+                           seed=None, out=str(tmp_path / out)))
+    runs = [r for r in run_history(read_chain("toy")) if r["state"] == "published"]
+    assert [r["version"] for r in runs] == ["v1", "v1"]
+    assert {Path(r["store"]).name for r in runs} == {"cli-store", "deployment-store"}
+    assert main(["ledger", "show", "--json"]) == 0
+    [ledger] = json.loads(capsys.readouterr().out)
+    stores = {Path(r["store"]).name for r in ledger["runs"] if r["state"] == "published"}
+    assert stores == {"cli-store", "deployment-store"}
+    assert main(["ledger", "show"]) == 0
+    assert "store" in capsys.readouterr().out  # the table's column

@@ -253,7 +253,7 @@ def fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedger
 def run_history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every run of a chain, charged or given back: its state, its own charge (``rho`` for a
     zCDP charge, None for a curve; ``epsilon``: the charge alone as ε at the lifetime δ),
-    version and reason.
+    version, the store it publishes into, and reason.
 
     A release published without a reservation (imported, or from an older version) is a run
     of its own, keyed by its version.
@@ -267,9 +267,12 @@ def run_history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif kind == "reserve" and e.get("settles") and run_id in runs:
             runs[run_id]["charge"] = e
         elif kind == "reserve":
+            # the store tells apart two stores' versions of one name (v1 of the CLI's store,
+            # v1 of a deployment's) drawn on one registry
             runs[run_id] = {"run_id": run_id, "state": "reserved", "charge": e,
                             "method": e.get("method"), "kind": e.get("release_kind"),
-                            "at": e["at"], "version": None, "reason": ""}
+                            "at": e["at"], "version": None, "reason": "",
+                            "store": e.get("store")}
         elif kind == "spend" and run_id in runs:
             runs[run_id]["state"] = "spent, not published"
         elif kind == "cancel" and run_id in runs:
@@ -283,7 +286,8 @@ def run_history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             run = runs.setdefault(key, {"run_id": run_id, "charge": {"rho": 0.0},
                                         "method": e.get("method"),
                                         "kind": e.get("release_kind"), "at": e["at"],
-                                        "reason": "published without a reservation"})
+                                        "reason": "published without a reservation",
+                                        "store": e.get("store")})
             run |= {"state": "published", "version": e.get("version")}
             if e.get("rdp") is not None or "rho" in e:
                 run["charge"] = e
