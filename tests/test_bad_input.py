@@ -391,15 +391,17 @@ def test_resume_checks_the_id_and_the_kind(capsys, tmp_path, toy_contract, toy_p
 
     opened = []
     real = Path.read_text
-    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: (opened.append(self),
-                                                                    real(self, *a, **k))[1])
-    for rid in ("../../evil", "", "a/b"):
-        argv = _kind_argv("table", toy_contract, toy_parquet, tmp_path) + ["--resume", rid]
-        code, out, err = run_cli(capsys, *argv)
-        assert code == 2 and "--resume" in err, err
+    # a context, not monkeypatch.undo(): undo would also drop conftest's per-test registry
+    # and send the rest of the test to the user's default one
+    with monkeypatch.context() as patch:
+        patch.setattr(Path, "read_text", lambda self, *a, **k: (opened.append(self),
+                                                                 real(self, *a, **k))[1])
+        for rid in ("../../evil", "", "a/b"):
+            argv = _kind_argv("table", toy_contract, toy_parquet, tmp_path) + ["--resume", rid]
+            code, out, err = run_cli(capsys, *argv)
+            assert code == 2 and "--resume" in err, err
     assert not [p for p in opened if "checkpoints" in str(p)]
     assert _entries("toy", "reserve") == []
-    monkeypatch.undo()
     code, out, err = run_cli(capsys, *_kind_argv("table", toy_contract, toy_parquet, tmp_path))
     assert code == 0, err
     (run_id,) = [p.stem for p in (tmp_path / "work" / checkpoint.FOLDER).glob("*.json")]
