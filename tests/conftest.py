@@ -135,6 +135,13 @@ def store_snapshot():
     return snapshot
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's own defaults for the default registry and the client state: a test that
+    loses its per-test registry (a ``monkeypatch.undo()``) still never charges the user's."""
+    for name in ("XDG_DATA_HOME", "XDG_STATE_HOME"):
+        os.environ[name] = tempfile.mkdtemp(prefix=f"privfair-tests-{name.lower()}-")
+
+
 @pytest.fixture(autouse=True)
 def system_temp(tmp_path_factory, monkeypatch) -> Path:
     """Each test gets its own system temp folder: `store check` scans it for the
