@@ -223,3 +223,25 @@ def test_release_classifier_is_refused_for_other_methods(toy_contract, toy_parqu
     assert "\n" not in str(info.value)
     with pytest.raises(ReleaseInputError, match="only method 'fairgan-plus'"):
         preflight(params(toy_contract, toy_parquet, tmp_path, "mst", release_classifier=True))
+
+
+def test_ber_is_undefined_not_a_warning_when_one_side_holds_one_group():
+    """A rare group of a protected attribute may fall wholly on one side of BER's 70/30
+    split; balanced accuracy is then undefined (nan), never a warning that fails the run."""
+    import warnings
+
+    import numpy as np
+
+    from privfair.core.domain import Domain
+    from privfair.release.gan.stages import data_fairness
+
+    domain = Domain(["s", "y", "x"], [2, 2, 3])
+    n = 40
+    codes = {"s": np.r_[np.ones(1, dtype=int), np.zeros(n - 1, dtype=int)],
+             "y": np.arange(n) % 2, "x": np.arange(n) % 3}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for seed in range(20):  # the one member of group 1 lands in train or in test
+            out = data_fairness(codes, domain, protected="s", outcome="y",
+                                rng=np.random.default_rng(seed))
+            assert np.isnan(out["ber"])

@@ -298,7 +298,9 @@ def data_fairness(codes: Mapping[str, np.ndarray], domain: Domain, *, protected:
     cut = int(0.7 * n)
     train, test = order[:cut], order[cut:]
     ber = float("nan")
-    if len(np.unique(s[train])) > 1 and len(test) > 0:
+    # Balanced accuracy needs both sides of the split to hold two groups (a rare group of
+    # one protected attribute may fall wholly on one side): BER is undefined otherwise.
+    if len(np.unique(s[train])) > 1 and len(np.unique(s[test])) > 1:
         clf = LogisticRegression(max_iter=500).fit(x[train], s[train])
         ber = 1.0 - float(balanced_accuracy_score(s[test], clf.predict(x[test])))
     return {"rd": rd, "positive_rate_by_group": rates, "ber": ber,
