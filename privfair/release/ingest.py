@@ -199,6 +199,23 @@ def _load_csv(path: Path, contract: Contract, staging: Path, *, batch_size: int)
     return stage_file(out)
 
 
+def loader_select(types: dict[str, str], contract: Contract, path: str | Path) -> str:
+    """The loader's SELECT list over a relation whose DuckDB column types are ``types``:
+    numbers as DOUBLE, text by :func:`text_expr` (the one-file loader and each Dask part)."""
+    select = []
+    for spec in contract.columns:
+        col, kind = quote_identifier(spec.name), types[spec.name]
+        if spec.type == "numeric":
+            if not (NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL")):
+                raise ReleaseInputError(  # pragma: no cover - the schema check refused it
+                    f"data file {path}: column {spec.name!r} has type {kind} but contract "
+                    f"{contract.name!r} declares it numeric")
+            select.append(f"CAST({col} AS DOUBLE) AS {col}")
+        else:
+            select.append(text_expr(path, spec.name, kind, contract.normalization(spec.name)))
+    return ", ".join(select)
+
+
 def _load_parquet(path: Path, contract: Contract, staging: Path, *, batch_size: int,
                   checked: bool) -> FileRef:
     """A Parquet file's declared columns typed by DuckDB (:func:`text_expr`), read by DuckDB
@@ -222,21 +239,10 @@ def _load_parquet(path: Path, contract: Contract, staging: Path, *, batch_size: 
             hidden = set(hidden_index_columns(literal))
             described = con.execute(f"DESCRIBE SELECT * FROM {relation}").fetchall()
             types = {row[0]: str(row[1]) for row in described if row[0] not in hidden}
-            select = []
-            for spec in contract.columns:
-                col, kind = quote_identifier(spec.name), types[spec.name]
-                if spec.type == "numeric":
-                    if not (NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL")):
-                        raise ReleaseInputError(  # pragma: no cover - the schema check
-                            f"data file {path}: column {spec.name!r} has type {kind} but "
-                            f"contract {contract.name!r} declares it numeric")
-                    select.append(f"CAST({col} AS DOUBLE) AS {col}")
-                else:
-                    select.append(text_expr(path, spec.name, kind,
-                                             contract.normalization(spec.name)))
             target = "'" + str(out).replace("'", "''") + "'"
             con.execute(
-                f"COPY (SELECT {', '.join(select)} FROM {relation}) TO {target} "
+                f"COPY (SELECT {loader_select(types, contract, path)} FROM {relation}) "
+                f"TO {target} "
                 f"(FORMAT parquet, COMPRESSION zstd, ROW_GROUP_SIZE {int(batch_size)})")
     finally:
         con.close()

@@ -91,26 +91,6 @@ def map_parts(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], *,
 # --- private: load and encode per part ---------------------------------------------------------
 
 
-def _loader_select(types: dict[str, str], contract: Contract, path: Path) -> str:
-    """The loader's SELECT list (:func:`privfair.release.ingest.load`'s type rules)."""
-    from privfair.release.ingest import NUMERIC_TYPES, quote_identifier, text_expr
-
-    select = []
-    for spec in contract.columns:
-        col, kind = quote_identifier(spec.name), types[spec.name]
-        if spec.type == "numeric":
-            if not (NUMERIC_TYPES.match(kind) or kind in ('"NULL"', "NULL")):
-                from privfair.core.errors import ReleaseInputError
-
-                raise ReleaseInputError(  # pragma: no cover - check_dataset_schema refused it
-                    f"data file {path}: column {spec.name!r} has type {kind} but contract "
-                    f"{contract.name!r} declares it numeric")
-            select.append(f"CAST({col} AS DOUBLE) AS {col}")
-        else:
-            select.append(text_expr(path, spec.name, kind, contract.normalization(spec.name)))
-    return ", ".join(select)
-
-
 def _staged_schema(contract: Contract) -> Any:
     import pyarrow as pa
 
@@ -155,7 +135,12 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from privfair.release.ingest import column_readings, read_columns, text_columns
+    from privfair.release.ingest import (
+        column_readings,
+        loader_select,
+        read_columns,
+        text_columns,
+    )
 
     source = Path(path)
     target = Path(out_dir) / f"part-{index:05d}.parquet"
@@ -194,7 +179,7 @@ def ingest_part(path: str, keys: dict[str, str | None], partition_types: dict[st
                 con.register("part", valid_text_columns(table))
                 if select is None:
                     described = con.execute("DESCRIBE SELECT * FROM part").fetchall()
-                    select = _loader_select({r[0]: str(r[1]) for r in described}, contract,
+                    select = loader_select({r[0]: str(r[1]) for r in described}, contract,
                                             source)
                 loaded = con.sql(f"SELECT {select} FROM part").to_arrow_table()
                 con.unregister("part")
