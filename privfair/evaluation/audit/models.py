@@ -39,9 +39,10 @@ __all__ = ["audit_d1_step", "audit_dpsgd", "audit_dpsgd_f", "audit_functional"]
 
 
 @contextmanager
-def _one_thread() -> Iterator[None]:
-    """torch on one thread (a decorator too): the audited models are tiny, and handing each small product to
-    a second thread costs more than the product (a D1 step: 0.75 ms on one, 5 ms on two)."""
+def one_torch_thread() -> Iterator[None]:
+    """torch on one thread (a decorator too) for the audits' tiny models: handing each small
+    product to a second thread costs more than the product (a D1 step: 0.75 ms on one, 5 ms on
+    two)."""
     import torch
 
     old = torch.get_num_threads()
@@ -212,7 +213,7 @@ def _canary_run(*, settings: Any, canaries: int, base: np.ndarray, base_y: np.nd
     return scores[~included], scores[included]
 
 
-@_one_thread()
+@one_torch_thread()
 def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
                 steps: int = 4, canaries: int = 2000, sample_rate: float = 1.0,
                 delta: float = GAUSSIAN_DELTA) -> AuditResult:
@@ -266,7 +267,7 @@ def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
               f"{math.ceil(trials / (canaries // 2))} runs per fresh draw")
 
 
-@_one_thread()
+@one_torch_thread()
 def audit_dpsgd_f(*, trials: int, seed: int = 12, noise_multiplier: float = 1.0,
                   delta: float = GAUSSIAN_DELTA) -> AuditResult:
     """DPSGD-F (``learn.dpsgd.train``, method ``dpsgd-f``), one full-batch step, one group.
@@ -340,7 +341,7 @@ def _d1_trainer(*, noise_dim: int = 4) -> Any:
     return trainer
 
 
-@_one_thread()
+@one_torch_thread()
 def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
                   delta: float = GAUSSIAN_DELTA) -> AuditResult:
     """One private step of the GAN's discriminator D1 (``_Trainer.d1_private_step``: ghost

@@ -25,11 +25,10 @@ layer) is reported as not covered rather than passed.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +37,7 @@ import numpy as np
 from privfair.core.accounting import LedgerEntry, PrivacyLedger
 from privfair.core.mechanisms import Query, recorded_queries, scaled_noise
 from privfair.evaluation.audit.core import fresh_ledger
+from privfair.evaluation.audit.models import one_torch_thread
 
 __all__ = [
     "ALPHA",
@@ -564,7 +564,7 @@ def _dpsgd(rng: np.random.Generator) -> Run:
     seed = int(rng.integers(2**62))
 
     def fit(ledger: PrivacyLedger) -> Any:
-        with _one_torch_thread():
+        with one_torch_thread():
             return train(features, labels, groups, settings=settings, n_groups=1,
                          ledger=ledger, generator=torch.Generator().manual_seed(seed))
 
@@ -578,19 +578,6 @@ def _dpsgd(rng: np.random.Generator) -> Run:
         observations.append(Observation(q, q.exact + moved.reshape(q.exact.shape) * scale,
                                         "gaussian"))
     return Run(observations, entries)
-
-
-@contextlib.contextmanager
-def _one_torch_thread() -> Iterator[None]:
-    """torch on one thread: the audited model is tiny (as in :mod:`.models`)."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 #: The release functions whose noise is tested (name -> case). Full counts take a few CPU
