@@ -101,7 +101,9 @@ def test_compas_release_at_eta_0_08_publishes_and_records_the_scope(tmp_path, ca
     code = main(["release", "--contract", "compas", "--method", "aim", "--fairness", "tot",
                  "--eta", str(ETA), "--epsilon", "1", "--delta", "1e-9",
                  "--out", str(tmp_path / "releases"), "--work-dir", str(tmp_path / "work"),
-                 "--no-prefect"])
+                 # a fixed test seed: with fresh noise, TOT at this eta is feasible on most
+                 # draws of the AIM table but not all (one in CI read 0.0837 > 0.08)
+                 "--seed", "7", "--insecure-seed", "--no-prefect"])
     out, err = capsys.readouterr()
     assert code == 0, err
     folder = Path(out.strip().splitlines()[-1])
