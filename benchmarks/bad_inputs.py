@@ -223,7 +223,7 @@ KIND_NUMBERS = {
     "table": [("--n-rows", "0"), ("--n-rows", "-5"), ("--n-rows", "1e3"), ("--n-rows", "1_000"),
               ("--n-rows", "10000000000"), ("--max-iters", "0"), ("--batch-size", "0"),
               ("--max-time", "nan"), ("--max-time", "-1"), ("--max-time", "1e400"),
-              ("--part-rows", "0"), ("--eta", "0")],
+              ("--part-rows", "0"), ("--eta", "-0.1"), ("--eta", "1.5")],
     "gan": [("--gan-epochs", "0"), ("--gan-epochs", "-1"), ("--gan-epochs", "1.5"),
             ("--gan-epochs", "1_0"), ("--n-rows", "0")],
     "model": [("--holdout", "1"), ("--holdout", "-0.1"), ("--holdout", "nan"),

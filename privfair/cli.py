@@ -520,7 +520,7 @@ def cmd_discretize(args: argparse.Namespace) -> int:
 
 def cmd_contract_check(args: argparse.Namespace) -> int:
     from privfair.contracts.schema import load_contract
-    from privfair.core.accounting import zcdp_rho
+    from privfair.core.budget import Budget
 
     contract = load_contract(args.path)
     unfair = _release_checks(contract)  # what every release refuses is refused here first
@@ -547,7 +547,7 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
                   f"admissible={list(roles.admissible)} outcome={list(roles.outcome)}")
     b = contract.budget
     console.print(f"  lifetime budget: epsilon={b.epsilon:g} delta={b.delta:g} "
-                  f"(rho={zcdp_rho(epsilon=b.epsilon, delta=b.delta):.6g})")
+                  f"(rho={Budget(epsilon=b.epsilon, delta=b.delta).rho:.6g})")
     return _check_data_and_review(args, contract, console, checked)
 
 

@@ -97,6 +97,7 @@ from typing import Any, Literal, NamedTuple
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from privfair.contracts.fields import Delta, Epsilon
 from privfair.contracts.tot_settings import DistortionSpec, FairnessSpec, TOTSpec
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import ContractError, DomainError
@@ -613,8 +614,8 @@ class BudgetSpec(_Strict):
     """Lifetime privacy budget of the dataset, in (epsilon, delta)-DP: the bounds of ``ledger
     raise`` (a budget outside them is a typo, and its accounting overflows: issue 36)."""
 
-    epsilon: float = Field(ge=1e-6, le=100.0, allow_inf_nan=False)
-    delta: float = Field(gt=1e-50, lt=1.0, allow_inf_nan=False)
+    epsilon: Epsilon
+    delta: Delta
 
 
 class Contract(_Strict):

@@ -60,6 +60,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from privfair.contracts.fields import Eta
+
 if TYPE_CHECKING:
     from privfair.contracts.schema import Contract
 
@@ -155,7 +157,7 @@ class TOTSpec(_Frozen):
     features: tuple[str, ...]
     distortion: DistortionSpec
     discrimination: Literal["additive", "ratio"] = "additive"
-    eta: float | None = Field(None, ge=0.0, allow_inf_nan=False)
+    eta: Eta | None = None
     max_variables: int = Field(DEFAULT_MAX_VARIABLES, ge=1)
     # per_group: SAFES eq. (10) as written; pooled: AIF360 OptTools (what SAFES ran).
     distortion_scope: Literal["per_group", "pooled"] = "per_group"

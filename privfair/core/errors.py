@@ -27,6 +27,19 @@ class ReleaseInputError(PrivfairError, ValueError):
     """A release request cannot go ahead as given; the message names the parameter."""
 
 
+class ParameterError(PrivfairError, ValueError):
+    """A parameter's value is outside its declared bounds.
+
+    The message is ``"NAME: REASON"``; ``reason`` alone serves callers that name the
+    parameter themselves (a pydantic field's location, a contract key).
+    """
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__(f"{name}: {reason}")
+        self.name = name
+        self.reason = reason
+
+
 class BudgetExceededError(PrivfairError):
     """A step would spend more privacy budget than the ledger has left."""
 

@@ -92,6 +92,7 @@ from scipy import sparse
 
 from privfair.core.domain import Domain
 from privfair.core.errors import DomainError, PrivfairError
+from privfair.fair.eta import check_eta
 
 __all__ = [
     "DISCRIMINATION_FORMS",
@@ -797,9 +798,10 @@ class TOTransform:
 
     # -- validation --------------------------------------------------------------------
 
-    def _check_params(self) -> tuple[DistortionFunction, list[float], list[float]]:
-        if not (isinstance(self.eta, int | float) and math.isfinite(self.eta) and self.eta >= 0):
-            raise ValueError(f"TOT: eta must be a finite number >= 0, got {self.eta!r}")
+    def check(self) -> tuple[DistortionFunction, list[float], list[float]]:
+        """Check the parameters (η, the forms, the distortion), before any data is seen;
+        return the distortion function and its thresholds and bounds."""
+        check_eta(self.eta, name="TOT: eta")
         if self.discrimination not in DISCRIMINATION_FORMS:
             raise ValueError(f"TOT: discrimination must be one of {list(DISCRIMINATION_FORMS)}, "
                              f"got {self.discrimination!r}")
@@ -881,7 +883,7 @@ class TOTransform:
 
     def _fit(self, layout: _Layout, keys: np.ndarray, mass: np.ndarray, *,
              dense: bool = False) -> TOTransform:
-        distortion, clist, dlist = self._check_params()
+        distortion, clist, dlist = self.check()
         solver = self.solver.upper()
         import cvxpy as cp
 

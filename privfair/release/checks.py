@@ -18,16 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from privfair.contracts.schema import Contract
+from privfair.core.budget import Budget
 from privfair.core.domain import Domain
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
+from privfair.fair.eta import check_eta
 from privfair.store.files import StoreError
 
-#: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
-MAX_EPSILON = 100.0
-#: ε below this is numerically indistinguishable from no release at all.
-MIN_EPSILON = 1e-6
-#: δ below this underflows 1/δ-style terms (the manifest would hold Infinity).
-MIN_DELTA = 1e-50
 #: Bytes held per marginal cell: true counts, noisy counts, model potentials, a working copy.
 BYTES_PER_CELL = 32
 #: Bytes per synthetic cell while sampling and decoding (codes, labels, a working copy).
@@ -55,17 +51,12 @@ def memory_limit() -> int:
 
 def check_numbers(*, epsilon: float, delta: float, eta: float | None,
                   fairness_transform: str) -> None:
-    if not MIN_EPSILON <= epsilon <= MAX_EPSILON:
-        raise ValueError(f"epsilon: {epsilon:g} is outside [{MIN_EPSILON:g}, {MAX_EPSILON:g}]; "
-                         "expected a privacy level the accounting can represent")
-    if delta < MIN_DELTA:
-        raise ValueError(f"delta: {delta:g} is below {MIN_DELTA:g}; expected a delta the "
-                         "accounting can represent (e.g. 1e-9)")
+    Budget(epsilon=epsilon, delta=delta)
     if eta is not None and fairness_transform != "tot":
         raise ValueError("eta: given without --fairness tot; expected eta only with the TOT "
                          "transform")
-    if eta is not None and not 0 < eta <= 1:
-        raise ValueError(f"eta: {eta:g}; expected a discrimination bound in (0, 1]")
+    if eta is not None:
+        check_eta(eta)
 
 
 def check_memory(domain: Domain, *, n_rows: int | None, limit: int | None = None) -> None:

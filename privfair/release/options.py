@@ -18,14 +18,10 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from privfair.contracts.datasets import PackagedContract
+from privfair.contracts.fields import Delta, Epsilon
+from privfair.core.budget import MAX_EPSILON, MIN_DELTA, MIN_EPSILON, Budget
 from privfair.core.errors import ReleaseInputError
 
-#: ε above this gives no meaningful guarantee, and exp(ε) overflows in the accounting.
-MAX_EPSILON = 100.0
-#: ε below this is numerically indistinguishable from no release at all.
-MIN_EPSILON = 1e-6
-#: δ below this underflows 1/δ-style terms (a manifest would hold Infinity).
-MIN_DELTA = 1e-50
 #: Characters a path parameter may not hold: wildcards and control characters.
 ODD_PATH = re.compile(r"[?*\[\]\x00-\x1f\x7f]")
 
@@ -43,12 +39,12 @@ class ReleaseOptions(BaseModel):
                           "YAML file. Empty: the embedded Adult contract.")
     data: str | None = Field(
         None, description="Private table, CSV or Parquet. Empty: the contract's embedded data.")
-    epsilon: float = Field(
-        1.0, allow_inf_nan=False, json_schema_extra={"cli_required": True},
+    epsilon: Epsilon = Field(
+        1.0, json_schema_extra={"cli_required": True},
         description=f"ε of this release's (ε, δ)-DP guarantee, in [{MIN_EPSILON:g}, "
                     f"{MAX_EPSILON:g}].")
-    delta: float = Field(
-        1e-6, allow_inf_nan=False,
+    delta: Delta = Field(
+        1e-6,
         description=f"δ of this release's guarantee, in ({MIN_DELTA:g}, 1).")
     out: str = Field("releases", description="Release store folder.")
     work_dir: str = Field(
@@ -69,24 +65,10 @@ class ReleaseOptions(BaseModel):
         lists its own; :func:`refuse_idle_options` refuses those the user gave)."""
         return {}
 
-    @field_validator("epsilon")
-    @classmethod
-    def _epsilon_in_range(cls, value: float) -> float:
-        if not MIN_EPSILON <= value <= MAX_EPSILON:
-            raise ValueError(f"{value:g} is outside [{MIN_EPSILON:g}, {MAX_EPSILON:g}]; "
-                             "expected a privacy level the accounting can represent")
-        return value
-
-    @field_validator("delta")
-    @classmethod
-    def _delta_in_range(cls, value: float) -> float:
-        if 0 < value < MIN_DELTA:
-            raise ValueError(f"{value:g} is below {MIN_DELTA:g}; expected a delta the "
-                             "accounting can represent")
-        if not MIN_DELTA < value < 1:
-            raise ValueError(f"{value:g} is outside ({MIN_DELTA:g}, 1); expected a delta the "
-                             "accounting can represent")
-        return value
+    @property
+    def budget(self) -> Budget:
+        """This release's (ε, δ), checked, with its zCDP ρ."""
+        return Budget(epsilon=self.epsilon, delta=self.delta)
 
     @field_validator("contract", "data", "out", "work_dir")
     @classmethod

@@ -33,6 +33,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from privfair.contracts.schema import Contract
+from privfair.core.budget import check_delta, check_epsilon
 from privfair.store import backends, registry_sql
 from privfair.store.catalog import list_releases
 from privfair.store.chain import GENESIS, finite
@@ -40,10 +41,6 @@ from privfair.store.files import StoreError, atomic_write
 from privfair.store.ledger import LifetimeLedger, charge_curve, fold
 
 log = logging.getLogger(__name__)
-
-#: What ``ledger raise`` accepts: a budget outside these bounds is a typo, not a policy.
-EPSILON_BOUNDS = (1e-6, 100.0)
-DELTA_BOUNDS = (1e-50, 1.0)
 
 NewEntries = list[tuple[str, dict[str, Any]]]
 
@@ -466,14 +463,7 @@ def write_store_copy(store: Path, book: LifetimeLedger) -> None:
 
 def check_budget_bounds(epsilon: Any, delta: Any) -> tuple[float, float]:
     """Refuse a lifetime budget outside ε ∈ [1e-6, 100], δ ∈ (1e-50, 1), in one line."""
-    lo, hi = EPSILON_BOUNDS
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) \
-            or not lo <= epsilon <= hi:
-        raise StoreError(f"--epsilon {epsilon!r} is outside [{lo:g}, {hi:g}]")
-    lo, hi = DELTA_BOUNDS
-    if isinstance(delta, bool) or not isinstance(delta, int | float) or not lo < delta < hi:
-        raise StoreError(f"--delta {delta!r} is outside ({lo:g}, {hi:g})")
-    return float(epsilon), float(delta)
+    return (check_epsilon(epsilon, name="--epsilon"), check_delta(delta, name="--delta"))
 
 
 def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: str) -> LifetimeLedger:

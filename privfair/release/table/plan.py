@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from privfair.contracts.fields import Delta, Eta
 from privfair.contracts.schema import Contract, load_contract
-from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.generative import GAN_METHODS
 from privfair.release.checks import (
@@ -81,8 +81,8 @@ class ReleaseParams(ReleaseOptions):
         None, description="Private table: a CSV or Parquet file, or a folder of Parquet files "
         "(a dataset; hive partitions such as state=CA/ are columns), read file by file, on the "
         "Dask workers with engine 'dask'. Empty: the contract's embedded data.")
-    delta: float = Field(1e-9, allow_inf_nan=False, json_schema_extra={"cli_required": True},
-                         description="δ of this release's guarantee, in (1e-50, 1).")
+    delta: Delta = Field(1e-9, json_schema_extra={"cli_required": True},
+                         description=ReleaseOptions.model_fields["delta"].description)
     method: Method = Field("prefair-greedy", description="Structure selector, or a DP GAN.")
     n_rows: int | None = Field(
         None, ge=1, description="Synthetic rows. Empty: the noisy estimated total.")
@@ -93,9 +93,9 @@ class ReleaseParams(ReleaseOptions):
         "none", json_schema_extra={"cli": "--fairness"}, description="Post-processing fairness transform of the synthetic table: 'tot' "
                             "is Calmon et al.'s optimised pre-processing (SAFES); no privacy "
                             "cost.")
-    eta: float | None = Field(
-        None, gt=0, allow_inf_nan=False,
-        description="TOT discrimination bound η (required with fairness_transform='tot').")
+    eta: Eta | None = Field(
+        None, description="TOT discrimination bound η in [0, 1] (required with "
+                          "fairness_transform='tot').")
     discrimination: Literal["additive", "ratio"] = Field(
         "additive", description="TOT discrimination control: |q(ŷ|g)−q(ŷ|g')| ≤ η or the "
                                 "ratio form q(ŷ|g) ≤ (1+η)·q(ŷ|g').")
@@ -354,7 +354,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         from privfair.release.table.dask_engine import check_dask_address
 
         check_dask_address(params.dask_address)
-    rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
+    rho = params.budget.rho
     domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
     # The noisy counts of rows the contract's policies touched (issue 21.2): a fixed public
     # share, inside the declared cost.
