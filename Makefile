@@ -23,9 +23,11 @@ release: $(STAMP)
 	$(BIN)/privfair release --contract data_contracts/adult.yaml --epsilon 1 --delta 1e-9 \
 		--method prefair-greedy --out releases
 
+# The fast suite on one worker per core (at most 4: each worker starts its own Prefect
+# harness); the tests share no files, ports or registries (tests/conftest.py).
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest
+	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -n auto --maxprocesses 4
 
 # The tests marked slow (deselected by `make test`): a real Prefect server and deployment,
 # the browser test of the reports, the whole --quick reproduction, full-power audits.
