@@ -6,6 +6,8 @@
   imports inside functions too (import-linter sees those, but a layer contract only forbids
   cross-layer ones); ``if TYPE_CHECKING:`` imports are left out (no runtime edge);
 * ``imports_in_functions``: ``import`` statements not at a module's top level, by module;
+* ``light_imports_in_functions``: those that defer no heavy dependency (:data:`HEAVY`,
+  directly or through what the imported module loads at its top level);
 * ``any``: how often ``Any`` is named in annotations and code;
 * ``mypy_errors`` (with ``--mypy``, if mypy is installed): errors at default settings.
 
@@ -20,9 +22,18 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 PACKAGES = ("privfair", "tasks", "flows")
+#: Third-party packages worth deferring: each takes >= 50 ms to import on the 2-core machine
+#: (`python -c "import X"` less the interpreter's start, 2026-11-28), or is an optional
+#: extra (torch, opacus, causal-learn, the Dask and Prefect stacks).
+HEAVY = frozenset({
+    "pandas", "pyarrow", "duckdb", "sqlalchemy", "psycopg", "scipy", "sklearn", "networkx",
+    "cvxpy", "highspy", "matplotlib", "dp_accounting", "great_expectations", "torch", "opacus",
+    "causallearn", "dask", "distributed", "prefect", "prefect_dask"})
 
 
 def module_name(root: Path, path: Path) -> str:
@@ -42,17 +53,26 @@ def resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def imports(root: Path, path: Path, known: set[str]) -> tuple[set[str], int]:
-    """The known modules ``path`` imports, and how many import statements sit in functions."""
+@dataclass(frozen=True)
+class ModuleImports:
+    """What one module imports: at its top level (run when it is imported) and inside
+    functions (run when the function is called), each as the dotted names it names."""
+
+    top: frozenset[str]
+    nested: tuple[tuple[int, tuple[str, ...]], ...]  # (line, names) per statement
+
+
+def read_imports(root: Path, path: Path) -> ModuleImports:
+    """The imports of ``path``; ``if TYPE_CHECKING:`` imports are left out (no runtime
+    edge), and those in a top-level ``if``/``try`` (optional dependencies) count as top."""
     module = module_name(root, path)
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-    nested = 0
     top = set(map(id, tree.body))
-    # `if TYPE_CHECKING:` imports are annotations only: no runtime edge, so no cycle.
     typing_only = {id(child) for statement in tree.body
                    if isinstance(statement, ast.If) and "TYPE_CHECKING" in ast.unparse(statement.test)
                    for child in ast.walk(statement)}
+    at_top: set[str] = set()
+    nested: list[tuple[int, tuple[str, ...]]] = []
     for node in ast.walk(tree):
         if id(node) in typing_only:
             continue
@@ -63,15 +83,61 @@ def imports(root: Path, path: Path, known: set[str]) -> tuple[set[str], int]:
             names = [f"{base}.{alias.name}" for alias in node.names] + [base]
         else:
             continue
-        in_function = id(node) not in top and not _guarded_top(tree, node)
-        nested += in_function
-        for name in names:
-            # the longest known prefix: `from a.b import c` may name module a.b.c or a.b
-            while name and name not in known:
-                name = name.rpartition(".")[0]
-            if name and name != module:
-                found.add(name)
-    return found, nested
+        if id(node) in top or _guarded_top(tree, node):
+            at_top.update(names)
+        else:
+            nested.append((node.lineno, tuple(names)))
+    return ModuleImports(frozenset(at_top), tuple(sorted(nested)))
+
+
+def known_prefix(name: str, known: set[str]) -> str:
+    """The longest known module ``name`` starts with (``from a.b import c`` may name module
+    a.b.c or a.b), or ''."""
+    while name and name not in known:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def imports(root: Path, path: Path, known: set[str]) -> tuple[set[str], int]:
+    """The known modules ``path`` imports, and how many import statements sit in functions."""
+    module = module_name(root, path)
+    read = read_imports(root, path)
+    names = set(read.top).union(*(set(n) for _, n in read.nested))
+    found = {known_prefix(name, known) for name in names} - {"", module}
+    return found, len(read.nested)
+
+
+def heavy_closure(tables: dict[str, ModuleImports]) -> Callable[[str], set[str]]:
+    """``closure(name)``: the heavy third-party packages (:data:`HEAVY`) that importing
+    ``name`` loads, through the top-level imports of it and of its parent packages."""
+    known = set(tables)
+    memo: dict[str, set[str]] = {}
+
+    def module_heavy(module: str) -> set[str]:
+        if module not in memo:
+            memo[module] = set()  # a cycle through top-level imports adds nothing new
+            memo[module] = set().union(*(closure(name) for name in tables[module].top))
+        return memo[module]
+
+    def closure(name: str) -> set[str]:
+        if name.split(".")[0] in HEAVY:
+            return {name.split(".")[0]}
+        module = known_prefix(name, known)
+        parts = module.split(".") if module else []
+        return set().union(*(module_heavy(".".join(parts[:i + 1])) for i in range(len(parts))))
+
+    return closure
+
+
+def light_imports_in_functions(root: Path) -> list[str]:
+    """Imports inside functions that defer no heavy dependency (``module:line name``): they
+    could sit at the top of their module (issue 33: lazy only for heavy dependencies)."""
+    files = [p for package in PACKAGES for p in sorted((root / package).rglob("*.py"))]
+    tables = {module_name(root, p): read_imports(root, p) for p in files}
+    closure = heavy_closure(tables)
+    return [f"{module}:{line} {names[0]}" for module, table in sorted(tables.items())
+            for line, names in table.nested
+            if not set().union(*(closure(name) for name in names))]
 
 
 def _guarded_top(tree: ast.Module, node: ast.AST) -> bool:
@@ -143,6 +209,7 @@ def figures(root: Path, *, run_mypy: bool) -> dict[str, object]:
         "cycle_groups": cycles,
         "imports_in_functions": sum(nested.values()),
         "imports_in_functions_by_module": dict(sorted(nested.items())),
+        "light_imports_in_functions": light_imports_in_functions(root),
         "any": any_count,
     }
     if run_mypy:
