@@ -23,8 +23,8 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 PACKAGES = ("privfair", "tasks", "flows")
 #: Third-party packages worth deferring: each takes >= 50 ms to import on the 2-core machine
@@ -53,8 +53,7 @@ def resolve(module: str, node: ast.ImportFrom, is_package: bool) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-@dataclass(frozen=True)
-class ModuleImports:
+class ModuleImports(NamedTuple):
     """What one module imports: at its top level (run when it is imported) and inside
     functions (run when the function is called), each as the dotted names it names."""
 
