@@ -25,7 +25,7 @@ from privfair.synth.structure import (
     select_structure,
     tree_pair_sigma,
 )
-from privfair.synth.synthesizer import FOREST_STEP, FairSynthesizer
+from privfair.synth.synthesizer import FOREST_STEP, UNSELECTED_STEP, FairSynthesizer
 
 
 def test_a_huge_pair_at_tiny_rho_is_dropped_and_a_small_one_kept():
@@ -243,3 +243,37 @@ def test_a_release_records_the_decision_and_its_last_line_says_it(toy_contract, 
             in TABLE.outcome(manifest))
     assert sum(row["rho"] for row in manifest["ledger"]) == pytest.approx(
         manifest["guarantee"]["rho"], rel=1e-9)
+
+
+@pytest.mark.parametrize("method,check", [("mst", "edge-rule"), ("prefair-greedy", "edge-rule"),
+                                          ("prefair-greedy", "privci"),
+                                          ("prefair-exact", "edge-rule")])
+def test_a_selection_that_stops_early_respends_its_rounds(method, check):
+    # Independent but for sex -> credit_risk: the selection, scoring each pair net of its
+    # measurement noise, stops before the forest is complete on some seeds; the rounds it
+    # did not run go to the 2-way measurement (or, when it chose no pair, to the one-way
+    # marginals), so the ledger still adds up to the declared cost.
+    frame, domain, roles = _credit(n=500)
+    rho = zcdp_rho(epsilon=1.0, delta=1e-6)
+    stopped = 0
+    for seed in range(4):
+        synth = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
+                                method=method, require_fair=False, max_iters=300,
+                                greedy_check=check)
+        synth.fit(frame, rng=np.random.default_rng(seed))
+        assert synth.ledger_.spent == pytest.approx(rho, rel=1e-9)
+        assert sum(vars(synth.split_).values()) == pytest.approx(rho, rel=1e-9)
+        assert synth.structure_.fairness.passed or method == "mst"
+        names = [e.name for e in synth.ledger_.entries]
+        forest = synth.qualification_.forest_edges
+        if len(synth.structure_.edges) < forest:
+            stopped += 1
+            if not synth.structure_.edges:
+                assert UNSELECTED_STEP in names and "selected 2-way marginals" not in names
+            else:
+                measured = [e for e in synth.ledger_.entries
+                            if e.name == "selected 2-way marginals"]
+                assert measured[0].rho == pytest.approx(synth.split_.measure)
+                if method != "prefair-exact":  # the exact search spends its ρ at once
+                    assert synth.split_.measure > synth.split_.select
+    assert stopped >= 1

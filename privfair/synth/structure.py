@@ -7,7 +7,12 @@ under independence (sensitivity 1 under add/remove neighbours):
 * ``mst`` — MST's private Kruskal: each of the d−1 rounds picks an edge joining two
   components with the exponential mechanism.
 * ``prefair-greedy`` — Greedy-PreFair (Pujol et al. 2023, Alg. 2): the same, but an outcome
-  attribute may only neighbour admissible or outcome attributes.
+  attribute may only neighbour admissible or outcome attributes. With
+  ``greedy_check="privci"`` (Ghahramanpour & Milani 2026), every edge but protected–outcome
+  is a candidate and each round keeps the joining edges that leave the forest fair
+  (:class:`FairForest`); same rounds, same cost. Measured against the edge rule in
+  ``benchmarks/privci_vs_greedy.py`` (issue 34.5): equal on full Adult and COMPAS, worse on
+  1,000-row COMPAS at ε ≤ 2, so the edge rule stays the default.
 * ``prefair-exact`` — Exponential-PreFair (Alg. 1): every usable edge weight is measured once
   with the Gaussian mechanism, then a branch-and-bound search returns the fair spanning tree of
   maximum noisy weight, provably.
