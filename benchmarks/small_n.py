@@ -16,6 +16,10 @@ against the real table, so it reads the data on purpose.
     python benchmarks/small_n.py --tables adult compas credit21 --eps 1 2 4 \
         --methods independent mst prefair-greedy prefair-exact aim aim-fair \
         --out benchmarks/results/small_n_stop15.json
+    # issue 34.1: the trees' limit 0.15 and noise-net selection that may stop (tree methods)
+    python benchmarks/small_n.py --tables adult compas credit21 --eps 1 2 4 \
+        --methods independent mst prefair-greedy prefair-exact \
+        --out benchmarks/results/small_n_issue34.json
 
 ``credit21`` is a generated 21-attribute credit-like table (2-10 levels) with three protected
 attributes (sex, age group, foreign worker), a binary outcome and real pairwise structure: a

@@ -10,9 +10,12 @@ from privfair.core.accounting import PrivacyLedger
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import RoleError, StructureSearchLimitError
 from privfair.synth.structure import (
+    GREEDY_CHECKS,
+    FairForest,
     allowed_edges,
     best_fair_tree,
     check_fairness,
+    private_kruskal,
     select_structure,
 )
 
@@ -57,14 +60,17 @@ def _fake_inputs(domain, rng):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.data(), st.sampled_from(["prefair-greedy", "prefair-exact"]))
-def test_fair_methods_always_build_fair_spanning_trees(data, method):
+@given(st.data(), st.sampled_from([("prefair-greedy", "edge-rule"), ("prefair-greedy", "privci"),
+                                    ("prefair-exact", "edge-rule")]))
+def test_fair_methods_always_build_fair_spanning_trees(data, selector):
+    method, greedy_check = selector
     domain, roles = _random_instance(data)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
     pairs, one_way = _fake_inputs(domain, rng)
     ledger = PrivacyLedger(rho_budget=1.0)
     out = select_structure(domain, roles, method=method, pair_tables=pairs, one_way=one_way,
-                           total=1000.0, rho=0.5, rng=rng, ledger=ledger)
+                           total=1000.0, rho=0.5, rng=rng, ledger=ledger,
+                           greedy_check=greedy_check)
     tree = nx.Graph(list(out.edges))
     tree.add_nodes_from(domain.attributes)
     assert nx.is_tree(tree)
@@ -87,6 +93,48 @@ def test_greedy_never_keeps_a_forbidden_edge_when_outcome_comes_first():
         if "income" in (a, b):
             other = b if a == "income" else a
             assert other in roles.admissible
+
+
+def test_privci_checks_fairness_inside_kruskal_where_the_edge_rule_forbids_upfront():
+    # x is neither protected, admissible nor outcome. The edge rule removes x–o before the
+    # rounds; PrivCI (Ghahramanpour & Milani 2026) keeps it as a candidate, takes it while
+    # the forest stays fair, and then refuses p–x, which would open the path p–x–o.
+    domain = Domain(("p", "a", "x", "o"), (2, 2, 2, 2))
+    roles = Roles(protected=("p",), admissible=("a",), outcome=("o",))
+    assert ("x", "o") not in allowed_edges(domain, roles, "prefair-greedy")
+    candidates = allowed_edges(domain, roles, "prefair-greedy", greedy_check="privci")
+    assert ("x", "o") in candidates and ("p", "o") not in candidates
+    strength = {("x", "o"): 900.0, ("p", "x"): 800.0, ("p", "a"): 500.0, ("a", "o"): 400.0}
+    weights = np.array([strength.get(e, 0.0) for e in candidates])
+    ledgers = {check: PrivacyLedger(rho_budget=10.0) for check in GREEDY_CHECKS}
+    privci = private_kruskal(domain, candidates, weights, rho=4.0,
+                             rng=np.random.default_rng(0), ledger=ledgers["privci"],
+                             fair_roles=roles)
+    assert privci == [("x", "o"), ("p", "a"), ("a", "o")]  # p–x (800) refused in round 2
+    assert check_fairness(domain.attributes, privci, roles).passed
+    rule = allowed_edges(domain, roles, "prefair-greedy")
+    greedy = private_kruskal(domain, rule, np.array([strength.get(e, 0.0) for e in rule]),
+                             rho=4.0, rng=np.random.default_rng(0),
+                             ledger=ledgers["edge-rule"])
+    assert greedy == [("p", "x"), ("p", "a"), ("a", "o")]
+    # the same privacy cost: d − 1 exponential-mechanism rounds at ρ/(d − 1) each
+    for ledger in ledgers.values():
+        assert [e.mechanism for e in ledger.entries] == ["exponential"] * 3
+        assert ledger.spent == pytest.approx(4.0)
+
+
+def test_the_fair_forest_merges_regions_only_around_non_admissible_attributes():
+    roles = Roles(protected=("p",), admissible=("a",), outcome=("o",))
+    forest = FairForest(("p", "a", "x", "y", "o"), roles)
+    assert forest.keeps_fair("x", "o") and forest.keeps_fair("p", "x")
+    forest.add("p", "x")
+    assert not forest.keeps_fair("x", "o") and forest.keeps_fair("y", "o")
+    forest.add("y", "o")
+    assert not forest.keeps_fair("x", "y")  # would join p's region to o's
+    assert forest.keeps_fair("x", "a") and forest.keeps_fair("a", "o")
+    forest.add("x", "a")
+    forest.add("a", "o")  # through an admissible attribute: no region merges
+    assert not forest.keeps_fair("p", "o") and forest.keeps_fair("a", "y")
 
 
 def _brute_force_best(domain, roles, edges, weights):

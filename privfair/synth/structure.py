@@ -7,7 +7,12 @@ under independence (sensitivity 1 under add/remove neighbours):
 * ``mst`` — MST's private Kruskal: each of the d−1 rounds picks an edge joining two
   components with the exponential mechanism.
 * ``prefair-greedy`` — Greedy-PreFair (Pujol et al. 2023, Alg. 2): the same, but an outcome
-  attribute may only neighbour admissible or outcome attributes.
+  attribute may only neighbour admissible or outcome attributes. With
+  ``greedy_check="privci"`` (Ghahramanpour & Milani 2026), every edge but protected–outcome
+  is a candidate and each round keeps the joining edges that leave the forest fair
+  (:class:`FairForest`); same rounds, same cost. Measured against the edge rule in
+  ``benchmarks/privci_vs_greedy.py`` (issue 34.5): equal on full Adult and COMPAS, worse on
+  1,000-row COMPAS at ε ≤ 2, so the edge rule stays the default.
 * ``prefair-exact`` — Exponential-PreFair (Alg. 1): every usable edge weight is measured once
   with the Gaussian mechanism, then a branch-and-bound search returns the fair spanning tree of
   maximum noisy weight, provably.
@@ -34,6 +39,11 @@ from privfair.core.graphs import DisjointSet, shortest_path
 from privfair.core.mechanisms import exponential_mechanism, gaussian_mechanism
 
 METHODS = ("mst", "prefair-greedy", "prefair-exact")
+#: How Greedy-PreFair keeps its tree fair: ``"edge-rule"`` (Pujol et al. 2023, Alg. 2: an
+#: outcome attribute may only neighbour admissible or outcome attributes, fixed before the
+#: rounds) or ``"privci"`` (Ghahramanpour & Milani 2026: every edge but protected–outcome is
+#: a candidate, and each round keeps only the joining edges that leave the forest fair).
+GREEDY_CHECKS = ("edge-rule", "privci")
 Edge = tuple[str, str]
 
 #: A pair's 2-way marginal is measured only if the noise alone would put at most this expected
@@ -44,6 +54,17 @@ Edge = tuple[str, str]
 #: +10-14 % at 0.08 and +50 % at 0.25. Issue 34 applies it per pair, so the small-domain
 #: pairs of a table keep their structure while its wide pairs are left to independence.
 NOISE_TVD_LIMIT = 0.07
+#: The trees' limit (issue 34.1). A tree's selection scores each pair net of the noise its
+#: measurement would add and may stop early (:func:`select_structure`), so the public rule
+#: only has to drop the pairs too noisy to be worth a candidate: at 0.07 it dropped most of
+#: Adult's strong pairs at ε = 4 on 1,000 rows (declared sizes, 15-42 categories, against
+#: 5-13 kept by compression), leaving mst/greedy/exact at 0.91/0.95/0.95 of independence's
+#: 2-way TVD; at 0.15 they reach 0.83/0.88/0.88, credit21 at ε = 2 and 4 goes from
+#: 0.95/0.75 to 0.77-0.79/0.67, COMPAS stays within seed noise; at ε = 1 Adult and credit21
+#: stay at 1.00-1.04, as before (``benchmarks/small_n.py``, results/small_n_issue34.json).
+#: Giving the dropped pairs' ρ to the kept pairs instead of the one-way marginals was worse
+#: (Adult at ε = 1: 1.19-1.21).
+TREE_NOISE_TVD_LIMIT = 0.15
 
 
 @dataclass(frozen=True)
@@ -86,7 +107,9 @@ class PairQualification:
                      "at most the limit; cells from the declared sizes capped by the "
                      "categories the noisy total can keep, sigma at the ρ a pair gets in a "
                      "full tree; the structure is a forest over the qualifying pairs and "
-                     "the ρ of the edges it lacks goes to the one-way marginals"),
+                     "the ρ of the edges it lacks goes to the one-way marginals; a tree's "
+                     "selection then scores each pair net of its measurement noise and may "
+                     "stop early, the ρ of the rounds not run going to the measurement"),
             "enabled": self.enabled,
             "limit": self.limit,
             "noisy_total": self.total,
@@ -100,16 +123,27 @@ class PairQualification:
         }
 
 
+def pair_noise_l1(cells: float, *, sigma: float) -> float:
+    """Expected L1 error (in rows) that Gaussian noise σ puts on a ``cells``-cell marginal."""
+    return sigma * math.sqrt(2 / math.pi) * cells
+
+
 def pair_noise_tvd(cells: float, *, sigma: float, total: float) -> float:
     """Expected TVD that Gaussian noise σ puts on a ``cells``-cell marginal of ``total`` rows:
     expected L1 noise ``σ·√(2/π)·cells`` over ``2·total``."""
-    return sigma * math.sqrt(2 / math.pi) * cells / (2 * max(total, 1.0))
+    return pair_noise_l1(cells, sigma=sigma) / (2 * max(total, 1.0))
 
 
 def tree_pair_sigma(attributes: int, *, rho_tree: float) -> float:
     """σ of one 2-way marginal of a full tree: MST measures its d − 1 edges with half of
     ``rho_tree`` (the other half selects them)."""
     return math.sqrt(max(attributes - 1, 1) / (2 * (rho_tree / 2)))
+
+
+def qualification_limit(method: str) -> float:
+    """The small-n rule's limit for ``method``: :data:`TREE_NOISE_TVD_LIMIT` for a tree,
+    :data:`NOISE_TVD_LIMIT` for AIM (whose rounds have their own noise-aware selection)."""
+    return TREE_NOISE_TVD_LIMIT if method in METHODS else NOISE_TVD_LIMIT
 
 
 def qualify_pairs(
@@ -213,13 +247,20 @@ def check_fairness(
     return FairnessCheck(passed=not violations, violations=tuple(violations))
 
 
-def allowed_edges(domain: Domain, roles: Roles, method: str) -> list[Edge]:
+def allowed_edges(domain: Domain, roles: Roles, method: str, *,
+                  greedy_check: str = "edge-rule") -> list[Edge]:
     """Candidate edges of a selector, in domain order.
 
     Greedy-PreFair lets an outcome attribute neighbour only admissible or outcome
     attributes. The exact search only drops protected–outcome edges, which are unfair in any
-    tree; everything else is decided by the search.
+    tree; everything else is decided by the search. Greedy-PreFair with ``greedy_check=
+    "privci"`` has the exact search's candidates and checks fairness inside its rounds.
     """
+    if greedy_check not in GREEDY_CHECKS:
+        raise ValueError(f"greedy_check must be one of {list(GREEDY_CHECKS)}, "
+                         f"got {greedy_check!r}")
+    if method == "prefair-greedy" and greedy_check == "privci":
+        method = "prefair-exact"
     pairs = [tuple(p) for p in itertools.combinations(domain.attributes, 2)]
     outcome, protected = set(roles.outcome), set(roles.protected)
     if method == "mst":
@@ -243,12 +284,25 @@ def private_kruskal(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     forest: bool = False,
+    stop: bool = False,
+    fair_roles: Roles | None = None,
 ) -> list[Edge]:
     """MST's private Kruskal: d−1 exponential-mechanism rounds, each costing ρ/(d−1).
 
     With ``forest``, the candidates need not connect every attribute: the rounds build a
     spanning forest over them, one round per edge it has (``d − components``, a function of
     the candidate set only), each costing ρ/rounds.
+
+    With ``stop``, each round's mechanism also has a "stop" outcome of score 0: once every
+    joining edge's score (a weight less its noise penalty, see :func:`select_structure`) is
+    well below 0, the rounds end early and the ρ of the rounds not run is left unspent (the
+    caller gives it to the measurement). The stop is an outcome of the mechanism, so the
+    number of edges is itself a DP release.
+
+    With ``fair_roles`` (PrivCI, Ghahramanpour & Milani 2026), a round's candidates are the
+    joining edges that keep the forest fair (:class:`FairForest`): the feasibility check
+    runs inside Kruskal's construction, on the edges already released, instead of a fixed
+    edge rule beforehand (Greedy-PreFair's :func:`allowed_edges`).
 
     Raises
     ------
@@ -262,16 +316,61 @@ def private_kruskal(
         return []
     epsilon = exponential_epsilon(rho=rho / n_rounds)
     components = DisjointSet(domain.attributes)
+    fair = FairForest(domain.attributes, fair_roles) if fair_roles is not None else None
     chosen: list[Edge] = []
     for r in range(n_rounds):
         joining = [i for i, (a, b) in enumerate(candidates)
-                   if components.find(a) != components.find(b)]
-        pick = exponential_mechanism(weights[joining], epsilon=epsilon, sensitivity=1.0, rng=rng,
+                   if components.find(a) != components.find(b)
+                   and (fair is None or fair.keeps_fair(a, b))]
+        if not joining:  # only with fair_roles in a forest: no fair edge is left
+            break
+        scores = np.append(weights[joining], 0.0) if stop else weights[joining]
+        pick = exponential_mechanism(scores, epsilon=epsilon, sensitivity=1.0, rng=rng,
                                      ledger=ledger, name=f"select edge {r + 1}/{n_rounds}")
+        if pick == len(joining):  # the stop outcome
+            break
         a, b = candidates[joining[pick]]
         components.union(a, b)
+        if fair is not None:
+            fair.add(a, b)
         chosen.append((a, b))
     return chosen
+
+
+class FairForest:
+    """The regions a forest's edges join once admissible attributes are removed (PrivCI).
+
+    A forest is fair when no region holds both a protected and an outcome attribute (every
+    protected–outcome path passes through an admissible one). An edge between two
+    non-admissible attributes merges their regions; one with an admissible end merges none,
+    since any path through it passes through that end. So an edge keeps the forest fair
+    unless it merges a region holding a protected attribute with one holding an outcome.
+    Roles and the edges already released only: no private value.
+    """
+
+    def __init__(self, attributes: Sequence[str], roles: Roles) -> None:
+        self._admissible = set(roles.admissible)
+        self._regions = DisjointSet(attributes)
+        self._protected = {a: a in set(roles.protected) for a in attributes}
+        self._outcome = {a: a in set(roles.outcome) for a in attributes}
+
+    def _flags(self, a: str) -> tuple[bool, bool]:
+        root = self._regions.find(a)
+        return self._protected[root], self._outcome[root]
+
+    def keeps_fair(self, a: str, b: str) -> bool:
+        if a in self._admissible or b in self._admissible:
+            return True
+        (pa, oa), (pb, ob) = self._flags(a), self._flags(b)
+        return not ((pa or pb) and (oa or ob))
+
+    def add(self, a: str, b: str) -> None:
+        if a in self._admissible or b in self._admissible:
+            return
+        (pa, oa), (pb, ob) = self._flags(a), self._flags(b)
+        self._regions.union(a, b)
+        root = self._regions.find(a)
+        self._protected[root], self._outcome[root] = pa or pb, oa or ob
 
 
 def _max_spanning_tree(
@@ -384,6 +483,8 @@ class SelectedStructure:
     search_nodes: int | None = None
     #: The per-pair small-n decision (:meth:`PairQualification.to_dict`), when one was made.
     small_n: dict | None = None
+    #: ρ of selection rounds a stopped private Kruskal did not run (the measurement gets it).
+    rho_unspent: float = 0.0
 
     @property
     def cliques(self) -> list[Clique]:
@@ -431,11 +532,24 @@ def select_structure(
     ledger: PrivacyLedger,
     max_search_nodes: int = 200_000,
     qualified: Sequence[Edge] | None = None,
+    rho_measure: float | None = None,
+    greedy_check: str = "edge-rule",
 ) -> SelectedStructure:
     """Select a spanning tree with ``method`` at privacy cost ``rho``.
 
     With ``qualified`` (:func:`qualify_pairs`'s kept pairs), only those of the method's
     allowed edges are candidates and the structure is a spanning forest over them.
+
+    With ``rho_measure`` (the ρ that will measure the selected pairs), an edge's score is its
+    weight less the expected L1 noise of its measurement (:func:`pair_noise_l1` of its cells
+    at the σ each edge of a full forest would get), as AIM scores its candidates: a pair
+    whose dependence is weaker than the noise its measurement adds scores below 0. The
+    private Kruskal then may stop early (a "stop" outcome of score 0 in each round; the ρ of
+    the rounds not run is ``rho_unspent``), and the exact search keeps only edges whose
+    noisy weight exceeds the penalty (post-processing), still ranking them by noisy weight
+    (ranking by the net score cost the exact search 0.02-0.04 of the ratio on COMPAS). The
+    penalty depends on the compressed sizes (post-processing of the charged one-way
+    measurement) and ρ only.
 
     Parameters
     ----------
@@ -450,7 +564,7 @@ def select_structure(
     if method not in METHODS:
         raise ValueError(f"method must be one of {list(METHODS)}, got {method!r}")
     roles.check(domain, fair=method != "mst")
-    candidates = allowed_edges(domain, roles, method)
+    candidates = allowed_edges(domain, roles, method, greedy_check=greedy_check)
     if forest_size(domain.attributes, candidates) < len(domain) - 1:  # public: the roles
         raise RoleError("the allowed edges cannot connect every attribute; check the roles")
     forest = qualified is not None and not set(candidates) <= set(qualified)
@@ -460,10 +574,23 @@ def select_structure(
     if not candidates:
         return SelectedStructure(method, (), check_fairness(domain.attributes, [], roles))
     weights = edge_weights(pair_tables, one_way, total, candidates)
-    search_nodes = None
+    penalised = rho_measure is not None
+    penalty = np.zeros(len(candidates))
+    if penalised:
+        rounds = forest_size(domain.attributes, candidates)
+        sigma = math.sqrt(rounds / (2 * rho_measure)) if rho_measure > 0 else math.inf
+        penalty = np.array([pair_noise_l1(domain.size(a) * domain.size(b), sigma=sigma)
+                            for a, b in candidates])
+    search_nodes, unspent = None, 0.0
     if method in ("mst", "prefair-greedy"):
-        edges = private_kruskal(domain, candidates, weights, rho=rho, rng=rng, ledger=ledger,
-                                forest=forest)
+        privci = method == "prefair-greedy" and greedy_check == "privci"
+        spent = ledger.spent
+        edges = private_kruskal(domain, candidates, weights - penalty, rho=rho, rng=rng,
+                                ledger=ledger,
+                                forest=forest or penalised or privci, stop=penalised,
+                                fair_roles=roles if privci else None)
+        # the rounds not run (a stopped round is charged: the stop is its outcome)
+        unspent = max(rho - (ledger.spent - spent), 0.0)
     else:
         # r sensitivity-1 queries measured at once: L2 sensitivity √r, so σ = √(r / (2ρ)).
         # (The public PreFair code uses √(ρ / (2r)), which is far too little noise.)
@@ -471,7 +598,13 @@ def select_structure(
         sigma = gaussian_sigma(rho=rho, sensitivity=math.sqrt(r))
         noisy = gaussian_mechanism(weights, sigma=sigma, sensitivity=math.sqrt(r), rng=rng,
                                    ledger=ledger, name="edge weights (all usable pairs)")
-        edges, search_nodes = best_fair_tree(domain, roles, candidates, noisy,
-                                             max_nodes=max_search_nodes, forest=forest)
+        if penalised:  # post-processing: an edge whose noisy score is below 0 is not worth it
+            positive = [i for i in range(r) if noisy[i] > penalty[i]]
+            candidates, noisy = [candidates[i] for i in positive], noisy[positive]
+        edges, search_nodes = (best_fair_tree(domain, roles, candidates, noisy,
+                                              max_nodes=max_search_nodes,
+                                              forest=forest or penalised)
+                               if candidates else ([], 0))
     fairness = check_fairness(domain.attributes, edges, roles)
-    return SelectedStructure(method, tuple(edges), fairness, search_nodes)
+    return SelectedStructure(method, tuple(edges), fairness, search_nodes,
+                             rho_unspent=unspent)

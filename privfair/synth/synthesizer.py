@@ -45,17 +45,19 @@ from privfair.synth.measure import (
     measure_marginals,
 )
 from privfair.synth.sampling import MODES, decompress, sample_model
-from privfair.synth.structure import METHODS as TREE_METHODS
 from privfair.synth.structure import (
+    GREEDY_CHECKS,
     NOISE_TVD_LIMIT,
     PairQualification,
     SelectedStructure,
     all_qualify,
     allowed_edges,
     check_fairness,
+    qualification_limit,
     qualify_pairs,
     select_structure,
 )
+from privfair.synth.structure import METHODS as TREE_METHODS
 from privfair.version import VERSION
 
 AIM_METHODS = ("aim", "aim-fair")
@@ -112,6 +114,9 @@ FALLBACK_STEP = "one-way marginals (small-n independence fallback)"
 FALLBACK_METHOD = "independent (small-n fallback)"
 #: Ledger name of the one-way measurement that spends the ρ of the edges a forest lacks.
 FOREST_STEP = "one-way marginals (rho of the pairs too noisy to measure)"
+#: Ledger name of the one-way measurement that spends the measurement's ρ when a tree's
+#: selection chose no pair (it stopped at once, or no noisy score beat its noise).
+UNSELECTED_STEP = "one-way marginals (rho of a selection that chose no pair)"
 
 
 @dataclass(frozen=True)
@@ -179,15 +184,18 @@ def small_n_signal(total: float, domain: Domain, *, rho: float,
 
 
 def pair_qualification(total: float, domain: Domain, roles: Roles, *, method: str,
-                       rho: float, threshold: float = 3.0) -> PairQualification:
+                       rho: float, threshold: float = 3.0,
+                       greedy_check: str = "edge-rule") -> PairQualification:
     """The per-pair small-n rule at a release's ρ (issue 34): MST's thirds (one-way ρ/3,
     structure 2ρ/3), so every method (trees and AIM) decides the same way for the same
     noisy total, domain and ρ. AIM's candidates are all pairs; a tree's the method's
     allowed edges. Public inputs and the noisy total only: fine to publish, and the plan
     evaluates it on a declared row count (``expected_rows``)."""
-    candidates = (allowed_edges(domain, roles, method) if method in TREE_METHODS
+    candidates = (allowed_edges(domain, roles, method, greedy_check=greedy_check)
+                  if method in TREE_METHODS
                   else [tuple(p) for p in combinations(domain.attributes, 2)])
     return qualify_pairs(domain, candidates, total=total, rho_tree=2 * rho / 3,
+                         limit=qualification_limit(method),
                          one_way_sigma=math.sqrt(len(domain) / (2 * rho / 3)),
                          threshold=threshold)
 
@@ -260,17 +268,21 @@ def select(
     tables: Mapping[Clique, np.ndarray], one_way: OneWayModel, roles: Roles, *, method: str,
     rho: float, rng: np.random.Generator, ledger: PrivacyLedger,
     max_search_nodes: int = 200_000, qualified: Sequence[tuple[str, str]] | None = None,
+    rho_measure: float | None = None, greedy_check: str = "edge-rule",
 ) -> SelectedStructure:
     """Select the tree of 2-way marginals to measure (private: reads the pair tables).
 
     ``qualified``: the pairs that can carry signal (:func:`qualify_pairs`); the structure is
-    then a spanning forest over those of the method's allowed edges."""
+    then a spanning forest over those of the method's allowed edges. ``rho_measure``: score
+    each pair net of its measurement noise and let the selection stop early
+    (:func:`~privfair.synth.structure.select_structure`)."""
     compression = one_way.compression
     pairs = {c: compression.compress_table(c, tables[c]) for c in all_pairs(compression.original)}
     return select_structure(
         compression.compressed, roles, method=method, pair_tables=pairs,
         one_way=one_way.probabilities, total=one_way.total, rho=rho, rng=rng, ledger=ledger,
-        max_search_nodes=max_search_nodes, qualified=qualified,
+        max_search_nodes=max_search_nodes, qualified=qualified, rho_measure=rho_measure,
+        greedy_check=greedy_check,
     )
 
 
@@ -441,7 +453,13 @@ class FairSynthesizer:
         only pairs whose 2-way marginal can carry signal at the noisy total are candidates,
         the structure is a forest over them, and the ρ of the edges it lacks goes to the
         one-way marginals (all of it when no pair qualifies). False: every pair is a
-        candidate, as before issue 15.
+        candidate, as before issue 15. With the rule on, a tree method also scores each pair
+        net of its measurement noise and may stop selecting early (the ρ of the rounds not
+        run goes to the 2-way measurement).
+    greedy_check : {"edge-rule", "privci"}
+        How ``prefair-greedy`` keeps its tree fair: Greedy-PreFair's fixed edge rule, or
+        PrivCI's feasibility check inside each Kruskal round
+        (:data:`~privfair.synth.structure.GREEDY_CHECKS`; benchmarks/privci_vs_greedy.py).
     prior : mapping of str to sequence of float, optional
         Public weights per attribute (one non-negative weight per code, as a contract's
         ``prior:``), used to spread a merged rare-category bucket when sampling instead of
@@ -458,7 +476,7 @@ class FairSynthesizer:
         discrete_noise: bool = False, max_search_nodes: int = 200_000, tol: float = 1e-6,
         max_iters: int = 10_000, require_fair: bool = True, max_model_size_mb: float = 80.0,
         small_n_fallback: bool = True, max_time_s: float | None = None,
-        prior: Mapping[str, Sequence[float]] | None = None,
+        prior: Mapping[str, Sequence[float]] | None = None, greedy_check: str = "edge-rule",
     ) -> None:
         _check_settings(epsilon=epsilon, delta=delta, method=method, sample_mode="iid")
         self.prior = _check_prior(prior, domain)
@@ -471,6 +489,10 @@ class FairSynthesizer:
         self.max_model_size_mb = max_model_size_mb
         self.small_n_fallback = small_n_fallback
         self.max_time_s = max_time_s
+        if greedy_check not in GREEDY_CHECKS:
+            raise ValueError(f"greedy_check must be one of {list(GREEDY_CHECKS)}, "
+                             f"got {greedy_check!r}")
+        self.greedy_check = greedy_check
 
     def fit(self, data: DataLike, *, rng: np.random.Generator | StageRngs,
             ledger: PrivacyLedger | None = None,
@@ -573,23 +595,21 @@ class FairSynthesizer:
         # goes to the one-way marginals (all of it when no pair qualifies).
         sigma = float(np.max(one_way[0].stddev)) if self.compress and one_way else None
         rho_tree = split.select + split.measure
-        candidates = allowed_edges(self.domain, self.roles, self.method)
+        candidates = allowed_edges(self.domain, self.roles, self.method,
+                                   greedy_check=self.greedy_check)
         self.qualification_ = (
             qualify_pairs(self.domain, candidates, total=self.one_way_.total,
                           rho_tree=rho_tree, one_way_sigma=sigma,
-                          threshold=self.compress_threshold)
+                          threshold=self.compress_threshold,
+                          limit=qualification_limit(self.method))
             if self.small_n_fallback
             else all_qualify(self.domain, candidates, total=self.one_way_.total))
         small_n = self.qualification_.to_dict() if self.qualification_.enabled else None
         share = self.qualification_.share
         if share < 1.0:
-            self.one_way_measurements_ = one_way_with_extra(
-                tables, self.domain, one_way, rho_extra=rho_tree * (1 - share),
-                name=FALLBACK_STEP if share == 0 else FOREST_STEP, rng=rng, ledger=ledger,
-                discrete=self.discrete_noise)
-            self.one_way_ = fit_one_way(self.one_way_measurements_, self.domain,
-                                        compress=self.compress,
-                                        threshold=self.compress_threshold, prior=self.prior)
+            self._remeasure_one_way(tables, rho_extra=rho_tree * (1 - share),
+                                    name=FALLBACK_STEP if share == 0 else FOREST_STEP,
+                                    rng=rng, ledger=ledger)
             split = self.split_ = BudgetSplit(split.one_way + rho_tree * (1 - share),
                                               split.select * share, split.measure * share)
         self.compression_ = self.one_way_.compression
@@ -601,22 +621,48 @@ class FairSynthesizer:
             self.selected_ = []
             return
         report("select structure", 0.2)
-        pairs = {c: tables[c] for c in all_pairs(self.domain)}
+        pairs = {c: tables[c] for c in [*one_way_cliques, *all_pairs(self.domain)]}
         del tables
         structure = select(pairs, self.one_way_, self.roles, method=self.method,
                            rho=split.select, rng=stage_rng("select"), ledger=ledger,
                            max_search_nodes=self.max_search_nodes,
                            qualified=(self.qualification_.kept
-                                      if self.qualification_.enabled else None))
+                                      if self.qualification_.enabled else None),
+                           rho_measure=split.measure if self.small_n_fallback else None,
+                           greedy_check=self.greedy_check)
         self.structure_ = SelectedStructure(structure.method, structure.edges,
                                             structure.fairness, structure.search_nodes,
-                                            small_n=small_n)
+                                            small_n=small_n,
+                                            rho_unspent=structure.rho_unspent)
         self._check_fair()
+        if structure.rho_unspent > 0:  # the selection stopped early: measure with its rest
+            split = self.split_ = BudgetSplit(split.one_way,
+                                              split.select - structure.rho_unspent,
+                                              split.measure + structure.rho_unspent)
         report("measure 2-way", 0.3)
-        self.selected_ = (measure_selected(pairs, self.one_way_, self.structure_,
-                                           rho=split.measure, rng=stage_rng("measure"),
-                                           ledger=ledger, discrete=self.discrete_noise)
-                          if self.structure_.edges else [])
+        if not self.structure_.edges:
+            # The selection chose no pair (it stopped at once, or no noisy score was
+            # positive): the measurement's ρ goes to the one-way marginals instead.
+            self._remeasure_one_way(pairs, rho_extra=split.measure, name=UNSELECTED_STEP,
+                                    rng=rng, ledger=ledger)
+            self.split_ = BudgetSplit(split.one_way + split.measure, split.select, 0.0)
+            self.selected_ = []
+            return
+        self.selected_ = measure_selected(pairs, self.one_way_, self.structure_,
+                                          rho=split.measure, rng=stage_rng("measure"),
+                                          ledger=ledger, discrete=self.discrete_noise)
+
+    def _remeasure_one_way(self, tables: Mapping[Clique, np.ndarray], *, rho_extra: float,
+                           name: str, rng: np.random.Generator,
+                           ledger: PrivacyLedger) -> None:
+        """Measure the one-way marginals again at ``rho_extra`` and refit the one-way model."""
+        self.one_way_measurements_ = one_way_with_extra(
+            tables, self.domain, self.one_way_measurements_, rho_extra=rho_extra,
+            name=name, rng=rng, ledger=ledger, discrete=self.discrete_noise)
+        self.one_way_ = fit_one_way(self.one_way_measurements_, self.domain,
+                                    compress=self.compress, threshold=self.compress_threshold,
+                                    prior=self.prior)
+        self.compression_ = self.one_way_.compression
 
     def _measure_aim(self, counter: Counter, *, rho: float, rng: np.random.Generator,
                      ledger: PrivacyLedger, report: Callable[[str, float], None]) -> None:

@@ -31,7 +31,7 @@ from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE
 from privfair.release.protocol import RequestPlan
 from privfair.store.files import new_run_id, utc_now
-from privfair.synth.structure import NOISE_TVD_LIMIT
+from privfair.synth.structure import qualification_limit
 from privfair.synth.synthesizer import (
     AIM_METHODS,
     FAIR_METHODS,
@@ -261,8 +261,9 @@ def small_n_line(plan: ReleasePlan) -> str | None:
         return None
     contract = plan.contract
     rule = (f"small-n rule: a pair's 2-way marginal is measured only where noise alone "
-            f"would put an expected TVD <= {NOISE_TVD_LIMIT:g} on it; the structure is a "
-            f"forest over the pairs that qualify (independence when none does)")
+            f"would put an expected TVD <= {qualification_limit(plan.method):g} on it; the "
+            f"structure is a forest over the pairs that qualify (independence when none "
+            f"does)")
     if contract.unresolved_columns:
         return rule + "; domains are published by a DP step, so pairs are decided then"
     domain = contract.domain()
