@@ -206,7 +206,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         # embed_stage -> policy_counts.measure_policy_counts), manifest and report.
         r"manifest\.json:validation\.input\.touched_rows\[\d+\]\.noisy_count",
         r"report\.html:Input policies \(private side\) > row .*",
-        # DPNE's embeddings (graph/dpne.py: objective perturbation, pure ε′-DP), the report's
+        # DPNE's embeddings (embedding/dpne.py: objective perturbation, pure ε′-DP), the report's
         # PCA of them.
         r"embeddings\.parquet",
         r"report\.html:Embeddings > img PCA of the embeddings",

@@ -78,7 +78,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("privfair/generative/nets.py", "seeded_init_"): "weight initialisation",
     ("privfair/generative/nets.py", "gumbel_noise"):
         "Gumbel-softmax of the generator's own output (public)",
-    ("privfair/graph/dpne.py", "public_factor"):
+    ("privfair/embedding/dpne.py", "public_factor"):
         "DPNE's data-independent public factor H",
     ("privfair/learn/dpsgd.py", "poisson_batch"):
         "Poisson batch sampling (the accountant's subsampling, not noise)",

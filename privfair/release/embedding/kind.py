@@ -3,7 +3,7 @@
 The private data is an edge list declared by a contract with exactly two categorical columns,
 source and target, over one public node set (the same categories in both, so the node count
 is public); each row is an edge. The rows are read as a simple undirected graph (self-loops
-dropped, an edge listed twice counted once) and DPNE (:func:`privfair.graph.dpne.dpne`,
+dropped, an edge listed twice counted once) and DPNE (:func:`privfair.embedding.dpne.dpne`,
 Xu 2021 ch. 5 as repaired there) releases one row of embeddings per declared node.
 
 Issue 21.2: after the reservation nothing stops or speaks on a private value. The file's
@@ -207,7 +207,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
 def embed_stage(context: RunContext, state: State) -> dict[str, Any]:
     """The noisy counts of touched edges, then DPNE, each charged to the run's ledger
     before its noise is drawn (private; noise)."""
-    from privfair.graph.dpne import EdgeList, dpne
+    from privfair.embedding.dpne import EdgeList, dpne
     from privfair.release.ingest import read_policy_tally
 
     plan: EmbedPlan = context.plan
