@@ -58,8 +58,8 @@ def stages(data: Path, work: Path, batch_size: int) -> dict:
     """Run the private-side stages on ``data``; called in a fresh process."""
     from privfair.contracts.datasets import default_contract_path
     from privfair.release import ingest
-    from privfair.release.table import private as private_stages
-    from privfair.release.table.plan import ReleaseParams, initial_ledger, preflight
+    from privfair.release.tabular import private as private_stages
+    from privfair.release.tabular.plan import ReleaseParams, initial_ledger, preflight
     from privfair.store import artefacts, files
 
     timings: dict[str, float] = {}

@@ -244,7 +244,7 @@ def test_table_method_within_sensitivity(monkeypatch, method: str) -> None:
 
 def test_model_card_confusion_counts_within_sensitivity(monkeypatch) -> None:
     """One more held-out row moves one cell of the per-group confusion counts by 1."""
-    from privfair.release.model.evaluation import confusion_counts, release_confusion
+    from privfair.release.kinds.model.evaluation import confusion_counts, release_confusion
 
     rng0 = np.random.default_rng(6)
     y, pred, groups = (rng0.integers(0, 2, 50) for _ in range(3))

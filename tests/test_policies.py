@@ -28,9 +28,9 @@ from privfair.contracts.encoding import (
 )
 from privfair.contracts.schema import load_contract, parse_contract
 from privfair.core.errors import ReleaseInputError
+from privfair.release.kinds.table.kind import TABLE
 from privfair.release.policy_counts import LEDGER_NAME, POLICY_SHARE
 from privfair.release.protocol import run_release
-from privfair.release.table.kind import TABLE
 from privfair.store.registry import registry_ledgers
 
 

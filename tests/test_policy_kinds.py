@@ -24,9 +24,9 @@ from privfair.contracts.schema import load_contract
 from privfair.core.accounting import rdp_epsilon, zcdp_rho
 from privfair.core.errors import ReleaseInputError
 from privfair.release.embedding.kind import EMBEDDING
-from privfair.release.graph.kind import GRAPH
-from privfair.release.model.budget import policy_entry
-from privfair.release.model.train import MODEL
+from privfair.release.kinds.causal_graph.kind import GRAPH
+from privfair.release.kinds.model.budget import policy_entry
+from privfair.release.kinds.model.train import MODEL
 from privfair.release.policy_counts import LEDGER_NAME, POLICY_SHARE
 from privfair.release.protocol import plan_release, run_release
 from privfair.store.registry import read_lifetime_ledger, registry_ledgers

@@ -23,8 +23,8 @@ from kind_cases import CASES, EDGE_LIST_CASES, edge_list_example, without_column
 
 from privfair.cli import main
 from privfair.contracts.schema import load_contract
-from privfair.release.kinds import FAMILIES, KINDS
 from privfair.release.protocol import InProcess, plan_release, run_release
+from privfair.release.registry import FAMILIES, KINDS
 from privfair.store import publication
 from privfair.store.registry import (
     read_lifetime_ledger,

@@ -14,9 +14,9 @@ from privfair.contracts.schema import load_contract, parse_contract
 from privfair.contracts.tot_settings import tot_setting
 from privfair.core.errors import ContractError
 from privfair.fair.tot import safes_adult_distortion, safes_compas_distortion
-from privfair.release.kinds import release_table as run_release
-from privfair.release.table import plan
-from privfair.release.table.plan import ReleaseParams
+from privfair.release.registry import release_table as run_release
+from privfair.release.tabular import plan
+from privfair.release.tabular.plan import ReleaseParams
 
 
 def all_pairs(contract, columns):

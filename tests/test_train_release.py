@@ -10,8 +10,8 @@ from privfair.contracts.datasets import contract_path, load_dataset
 from privfair.contracts.schema import load_contract
 from privfair.core.accounting import RDP_ORDERS, rdp_epsilon, subsampled_gaussian_rdp
 from privfair.core.errors import BudgetExceededError, DomainError, ReleaseInputError
-from privfair.release.model.predict import decision_function, predict
-from privfair.release.model.train import MODEL, TrainParams, preflight_train
+from privfair.release.kinds.model.predict import decision_function, predict
+from privfair.release.kinds.model.train import MODEL, TrainParams, preflight_train
 from privfair.release.protocol import run_release
 from privfair.store.catalog import list_releases
 from privfair.store.ledger import LifetimeLedger
@@ -191,7 +191,7 @@ def test_model_run_reserves_its_declared_cost_and_stays_charged_after_noise(
         adult_file, tmp_path, monkeypatch):
     """Rule 5: a model run holds its declared cost (not the dataset's whole remaining ρ)
     before its first private read; a failure after noise stays charged."""
-    from privfair.release.model import train as module
+    from privfair.release.kinds.model import train as module
 
     store, contract = tmp_path / "store", load_contract(contract_path("adult"))
     seen: list[float] = []

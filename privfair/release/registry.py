@@ -58,20 +58,24 @@ class ReleaseFamily:
 
 
 def _table_family() -> Declaration:
-    from privfair.release.table.kind import GAN, TABLE, table_kind_for
+    from privfair.generative import GAN_METHODS
+    from privfair.release.kinds.gan.kind import GAN
+    from privfair.release.kinds.table.kind import TABLE
 
+    # `--method` picks the kind: a GAN method runs the gan kind, the others the table kind
     return (TABLE.params, (TABLE, GAN),
-            lambda options: table_kind_for(options.method))  # type: ignore[attr-defined]
+            lambda options: GAN if options.method in GAN_METHODS  # type: ignore[attr-defined]
+            else TABLE)
 
 
 def _model_family() -> Declaration:
-    from privfair.release.model.train import MODEL
+    from privfair.release.kinds.model.train import MODEL
 
     return MODEL.params, (MODEL,), lambda options: MODEL
 
 
 def _graph_family() -> Declaration:
-    from privfair.release.graph.kind import GRAPH
+    from privfair.release.kinds.causal_graph.kind import GRAPH
 
     return GRAPH.params, (GRAPH,), lambda options: GRAPH
 

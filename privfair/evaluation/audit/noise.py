@@ -405,7 +405,7 @@ def _policy_counts(rng: np.random.Generator) -> Run:
 def _confusion_counts(rng: np.random.Generator) -> Run:
     """``release.model.evaluation.release_confusion``: the model card's per-group confusion
     counts (2 groups), exact counts 0, at the σ of a release's evaluation share."""
-    from privfair.release.model.evaluation import release_confusion
+    from privfair.release.kinds.model.evaluation import release_confusion
 
     counts = np.zeros((2, 2, 2), dtype=np.int64)
     noisy, queries, entries = _charged(lambda ledger: release_confusion(

@@ -54,7 +54,7 @@ from privfair.release.checks import (
     resolve_contract,
     resolve_data,
 )
-from privfair.release.graph.kind import manifest_common
+from privfair.release.kinds.causal_graph.kind import manifest_common
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
 from privfair.release.protocol import (

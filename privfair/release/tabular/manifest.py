@@ -14,7 +14,7 @@ from typing import Any
 
 from privfair.contracts.schema import Contract
 from privfair.core.accounting import PrivacyLedger
-from privfair.release.table.plan import ReleasePlan
+from privfair.release.tabular.plan import ReleasePlan
 from privfair.reporting.report import public_description
 from privfair.store.catalog import code_version
 from privfair.store.files import utc_now

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -285,7 +285,8 @@ def small_n_line(plan: ReleasePlan) -> str | None:
     return rule
 
 
-def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
+def preflight(params: ReleaseParams | Mapping[str, Any], *,
+              method_check: Callable[..., Mapping[str, Any]] | None = None) -> ReleasePlan:
     """Check everything that can be checked without reading private data.
 
     Refuses (one-line error, nothing written): invalid parameters, a bad contract, a missing
@@ -293,6 +294,10 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     :func:`~privfair.contracts.encoding.check_source_schema`, public facts read before the
     reservation), an unwritable store, and a release that would exceed the dataset's lifetime
     budget. Nothing after the reservation refuses on a value (issue 21.2).
+
+    ``method_check(params, contract, domain)``: the kind's own data-free checks of its
+    method, run once the contract's shape is checked; returns extra fields of the plan (the
+    gan kind's checked causal graph).
     """
     params = params if isinstance(params, ReleaseParams) else ReleaseParams.model_validate(
         params)
@@ -302,19 +307,9 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
     domain = check_contract_shape(contract, fair=params.method in FAIR_METHODS)
     roles = contract.roles()
-    causal_graph = None
-    if params.method in GAN_METHODS:
-        from privfair.release.gan.stages import check_gan_request, load_causal_graph
-
-        declared = (load_causal_graph(params.causal_graph) if params.causal_graph
-                    else contract.causal_graph.as_mapping() if contract.causal_graph
-                    else None)
-        causal_graph = check_gan_request(contract, domain, params.method, declared,
-                                         release_classifier=params.release_classifier)
-        if causal_graph is not None:
-            causal_graph["source"] = (f"file {params.causal_graph} (--causal-graph)"
-                                      if params.causal_graph else "the contract's causal_graph")
-    elif params.release_classifier:
+    # the kind's own checks of its method (the gan kind's roles and causal graph)
+    extra = dict(method_check(params, contract, domain)) if method_check is not None else {}
+    if params.release_classifier and params.method not in GAN_METHODS:
         raise ReleaseInputError(f"release_classifier: only method 'fairgan-plus' trains a "
                                 f"classifier, got method {params.method!r}")
     if params.output == "partitioned":
@@ -351,7 +346,7 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     check_store_writable(store)
     check_release_request(params, contract, domain, store)  # numbers, folders, memory
     if params.engine == "dask":  # scheme, TLS, a 2-s connect: before the reservation
-        from privfair.release.table.dask_engine import check_dask_address
+        from privfair.release.tabular.dask_engine import check_dask_address
 
         check_dask_address(params.dask_address)
     rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
@@ -376,11 +371,12 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
         discrete_noise=params.discrete_noise, fairness_transform=params.fairness_transform,
         eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
         batch_size=params.batch_size, max_iters=params.max_iters,
-        seeded=params.seed is not None, started_at=utc_now(), causal_graph=causal_graph,
+        seeded=params.seed is not None, started_at=utc_now(),
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
         release_classifier=params.release_classifier, allow_unfair=params.allow_unfair,
         max_time_s=(params.max_time_s if params.max_time_s is not None or params.method
                     not in AIM_METHODS else DEFAULT_AIM_TIME_S),
         engine=params.engine, dask_address=params.dask_address,
         data_docs=params.data_docs, output=params.output, part_rows=params.part_rows,
+        **extra,
     )

@@ -22,7 +22,7 @@ from privfair.contracts.schema import Contract
 from privfair.core.domain import Clique, Domain
 from privfair.release.ingest import code_batches, iter_frames
 from privfair.release.seeds import stage_rng
-from privfair.release.table.plan import ReleaseInputError, ReleasePlan, open_columns
+from privfair.release.tabular.plan import ReleaseInputError, ReleasePlan, open_columns
 from privfair.store.artefacts import (
     load_ledger,
     save_ledger,
@@ -138,7 +138,7 @@ def dask_client(address: str | None, *, scratch: str | Path | None = None) -> It
     except ImportError:
         raise ReleaseInputError("engine 'dask' needs the dask extra: pip install "
                                 "'privfair[dask]'") from None
-    from privfair.release.table import dask_engine
+    from privfair.release.tabular import dask_engine
 
     try:  # a task on a worker (a stage run by prefect-dask): its cluster, seceded
         from distributed import get_worker, worker_client

@@ -490,7 +490,7 @@ class GraphKind(ReleaseKind):
 
     def write(self, folder: Path, context: RunContext, state: State, *, version: str,
               lifetime: Any) -> Written:
-        from privfair.release.graph.report import graph_report
+        from privfair.release.kinds.causal_graph.report import graph_report
 
         plan: DiscoverPlan = context.plan
         ledger = load_ledger(state["ledger"])

@@ -1,1 +1,1 @@
-"""GAN table releases: the private training and post-noise sampling stages."""
+"""The gan kind: a DP synthetic table from a GAN trained with DP-SGD."""

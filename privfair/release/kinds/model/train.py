@@ -6,7 +6,7 @@ checks, the read, train and evaluate stages, what is written); the declared cost
 
 ``privfair train`` runs :data:`MODEL` through the release protocol
 (:func:`privfair.release.protocol.run_release`); ``privfair predict`` runs
-:func:`privfair.release.model.predict.predict`. A model release lives in
+:func:`privfair.release.kinds.model.predict.predict`. A model release lives in
 ``<store>/<dataset>/vN/`` beside the table releases of the same dataset and shares their
 lifetime ledger. It holds ``weights.npz`` (numpy arrays, no pickle), ``manifest.json``,
 ``model_card.md`` and ``contract.yaml`` (the public declaration ``predict`` encodes new rows
@@ -27,13 +27,13 @@ label and group together), and the rows each policy touched are published only a
 counts (:func:`~privfair.release.policy_counts.measure_policy_counts`), whose cost is part
 of the declared curve.
 
-Privacy. The declared cost (:mod:`privfair.release.model.budget`) is a Rényi curve fixed from
+Privacy. The declared cost (:mod:`privfair.release.kinds.model.budget`) is a Rényi curve fixed from
 public inputs before anything is read, reserved in the lifetime ledger, and never exceeded:
 the functional models' curve is known from ε; DP-SGD's assumes the public lower bound
 ``min_rows`` on the training rows and is re-calibrated after the DP row count so that the
 run's curve stays below the declared one at every order. No statistic of real rows is
 published: held-out figures come from DP confusion counts
-(:mod:`privfair.release.model.evaluation`).
+(:mod:`privfair.release.kinds.model.evaluation`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ from privfair.release.checks import (
     resolve_data,
 )
 from privfair.release.ingest import read_policy_tally, stage_policy_tally
-from privfair.release.model.budget import (  # noqa: F401  (re-exported)
+from privfair.release.kinds.model.budget import (  # noqa: F401  (re-exported)
     FUNCTIONAL_MODELS,
     MODELS,
     ROW_COUNT_SHARE,
@@ -88,8 +88,12 @@ from privfair.release.model.budget import (  # noqa: F401  (re-exported)
     row_count_entry,
     sgd_settings,
 )
-from privfair.release.model.evaluation import confusion_counts, noisy_metrics, release_confusion
-from privfair.release.model.predict import (  # noqa: F401  (re-exported)
+from privfair.release.kinds.model.evaluation import (
+    confusion_counts,
+    noisy_metrics,
+    release_confusion,
+)
+from privfair.release.kinds.model.predict import (  # noqa: F401  (re-exported)
     constant_prediction,
     decision_function,
     predict,

@@ -1,1 +1,1 @@
-"""Table releases: plan, private and post-noise stages, manifest, publish, runner."""
+"""The table kind: a DP synthetic table from noisy marginals (MST, PreFair, AIM, independent)."""
