@@ -220,7 +220,7 @@ def test_store_not_writable_is_refused(toy_contract, toy_parquet, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(files.StoreError, match="is a file"):
-        plan.preflight(params(toy_contract, toy_parquet, tmp_path, out=str(blocker / "store")))
+        plan.check(params(toy_contract, toy_parquet, tmp_path, out=str(blocker / "store")))
     assert blocker.read_text() == "x"
 
 
@@ -230,7 +230,7 @@ def test_dataset_name_must_be_a_folder_name(tmp_path, toy_parquet):
     evil = tmp_path / "evil.yaml"
     evil.write_text(TOY_CONTRACT.replace("name: toy", "name: ../../etc"))
     with pytest.raises(ContractError, match="cannot name a release folder"):
-        plan.preflight(params(evil, toy_parquet, tmp_path))
+        plan.check(params(evil, toy_parquet, tmp_path))
 
 
 def test_open_domain_column_is_released_with_cathist(tmp_path):
@@ -270,13 +270,13 @@ def test_open_domain_column_without_other_bucket_is_refused(tmp_path, toy_parque
     contract = tmp_path / "no_other.yaml"
     contract.write_text(text)
     with pytest.raises(Exception, match="needs out_of_domain"):
-        plan.preflight(params(contract, toy_parquet, tmp_path))
+        plan.check(params(contract, toy_parquet, tmp_path))
 
 
 def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
     """Model and measurement artefacts reload to the same objects (no pickle)."""
     ws = files.Workspace.open(tmp_path / "w")
-    run = plan.preflight(params(toy_contract, toy_parquet, tmp_path))
+    run = plan.check(params(toy_contract, toy_parquet, tmp_path))
     c = run.contract
     staged = ingest.load(run.data_path, c, ws.staging)
     codes = ingest.discretize(staged, c, ws.staging)

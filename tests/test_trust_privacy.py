@@ -80,13 +80,13 @@ def test_contract_declaring_only_a_size_is_refused_at_preflight(tmp_path) -> Non
     data = tmp_path / "d.csv"
     data.write_text("gender,age,degree,hired\nfemale,30,none,no\n")
     with pytest.raises(ContractError, match="open_domain.universe"):
-        plan.preflight({"contract": str(contract), "data": str(data),
+        plan.check({"contract": str(contract), "data": str(data),
                         "out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
     mismatch = text.replace("      size: 171000\n", "      size: 5\n      universe: "
                                                     "{values: [a, b]}\n")
     contract.write_text(mismatch)
     with pytest.raises(ContractError, match="does not match the declared universe"):
-        plan.preflight({"contract": str(contract), "data": str(data),
+        plan.check({"contract": str(contract), "data": str(data),
                         "out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
 
 

@@ -120,17 +120,6 @@ def check_folders(*, out: str, store: Path, contract: Contract, work_dir: str) -
             pass
 
 
-def check_release_request(params: Any, contract: Contract, domain: Domain, store: Path) -> None:
-    """Every data-free refusal of a table release, in the order a user fixes them."""
-    check_numbers(epsilon=params.epsilon, delta=params.delta, eta=params.eta,
-                  fairness_transform=params.fairness_transform)
-    check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
-    n_rows = params.n_rows
-    if n_rows is not None and getattr(params, "output", "file") == "partitioned":
-        n_rows = min(n_rows, params.part_rows)  # one part in memory at a time (per worker)
-    check_memory(domain, n_rows=n_rows)
-
-
 # --- shared by every kind's check: names, folders, the request's files -------------------
 
 DATASET_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")

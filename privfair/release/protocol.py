@@ -91,9 +91,21 @@ class RequestPlan:
     method: str
     epsilon: float
     delta: float
+    #: The zCDP ρ of (ε, δ): what a kind accounted in zCDP reserves.
+    rho: float
     started_at: str
+    #: Whether the run has an insecure test seed (the seed itself is never in a plan).
+    seeded: bool
     #: Insecure test mode only: the seed's keyed fingerprint (the protocol fills it in).
     seed_fingerprint: str | None = None
+
+    @property
+    def seed_policy(self) -> str:
+        """The manifest's ``seed_policy``: how the run drew its randomness."""
+        if self.seeded:
+            return ("INSECURE test mode: fixed operator-supplied seed; the seed is not recorded "
+                    "(whoever knows it can remove the noise)")
+        return "fresh OS entropy for every noise draw and sample; no seed exists"
 
 
 @dataclass(frozen=True)

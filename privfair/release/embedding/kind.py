@@ -38,21 +38,15 @@ from pydantic import Field
 from privfair.contracts.encoding import (
     PolicyTally,
     as_text,
-    check_source_schema,
     discretize,
     normalize_text,
 )
-from privfair.contracts.schema import Contract, load_contract
-from privfair.core.accounting import PrivacyLedger, zcdp_rho
+from privfair.contracts.schema import Contract
+from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import ContractError
 from privfair.release.checks import (
-    DATASET_NAME,
     PlanTooLargeError,
-    check_folders,
-    check_store_writable,
     memory_limit,
-    resolve_contract,
-    resolve_data,
 )
 from privfair.release.kinds.causal_graph.kind import manifest_common
 from privfair.release.options import ReleaseOptions
@@ -65,8 +59,9 @@ from privfair.release.protocol import (
     State,
     Written,
 )
+from privfair.release.request import check_request, read_contract
 from privfair.store.artefacts import load_ledger, save_ledger
-from privfair.store.files import new_run_id, save_private_array, utc_now
+from privfair.store.files import save_private_array
 
 FORMAT = "privfair-embedding-release/1"
 FILES = ("embeddings.parquet", "report.html", "contract.yaml")
@@ -87,7 +82,6 @@ class EmbedParams(ReleaseOptions):
 class EmbedPlan(RequestPlan):
     """The checked, public settings of one embedding release (never the seed)."""
 
-    rho: float
     #: DPNE's pure ε′ = min(ε, √(2(ρ − ρ_pol))).
     dpne_epsilon: float
     dim: int
@@ -95,7 +89,6 @@ class EmbedPlan(RequestPlan):
     source: str
     target: str
     nodes: tuple[str, ...]
-    seeded: bool
 
     @property
     def policy_rho(self) -> float:
@@ -128,13 +121,9 @@ def check_edge_contract(contract: Contract) -> tuple[str, str, tuple[str, ...]]:
     return source.name, target.name, nodes
 
 
-def check_embed(params: EmbedParams) -> EmbedPlan:
+def check(params: EmbedParams) -> EmbedPlan:
     """Every data-free refusal of an embedding release; the plan of one that can go ahead."""
-    contract_path = resolve_contract(params)  # type: ignore[arg-type]
-    contract = load_contract(contract_path)
-    if not DATASET_NAME.fullmatch(contract.name):
-        raise ContractError(f"contract {contract_path}: name {contract.name!r} cannot name a "
-                            "release folder")
+    contract_path, contract = read_contract(params)
     source, target, nodes = check_edge_contract(contract)
     need = DENSE_MATRICES * 8 * len(nodes) ** 2
     if need > memory_limit():
@@ -142,21 +131,13 @@ def check_embed(params: EmbedParams) -> EmbedPlan:
             f"column {source!r}: {len(nodes)} declared nodes need about {need / 2**30:.3g} GiB "
             f"of dense matrices, over the {memory_limit() / 2**30:.3g} GiB limit "
             "(PRIVFAIR_MEMORY_GB)")
-    data_path, data_source = resolve_data(params, contract)  # type: ignore[arg-type]
-    check_source_schema(data_path, contract)  # names, Parquet types: before the reservation
-    store = Path(params.out).expanduser().resolve()
-    check_store_writable(store)
-    check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
-    rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
+    fields = check_request(params, contract_path, contract).plan_fields(
+        method="embedding:dpne")
+    rho = fields["rho"]
     return EmbedPlan(
-        run_id=new_run_id(), dataset=contract.name, contract=contract,
-        contract_path=str(contract_path), data_path=str(data_path), data_source=data_source,
-        store=str(store), work_dir=str(Path(params.work_dir).resolve()),
-        method="embedding:dpne", epsilon=params.epsilon, delta=params.delta, rho=rho,
-        dpne_epsilon=min(params.epsilon, math.sqrt(2 * (rho - POLICY_SHARE * rho))),
-        dim=params.dim,
-        regularization=params.regularization, source=source, target=target, nodes=nodes,
-        seeded=params.seed is not None, started_at=utc_now())
+        **fields, dpne_epsilon=min(params.epsilon, math.sqrt(2 * (rho - POLICY_SHARE * rho))),
+        dim=params.dim, regularization=params.regularization, source=source, target=target,
+        nodes=nodes)
 
 
 # --- stages -------------------------------------------------------------------------------------
@@ -305,7 +286,7 @@ class EmbeddingKind(ReleaseKind):
     description = "publish edge-level DP node embeddings (DPNE) of an edge-list dataset"
 
     def check(self, params: EmbedParams) -> EmbedPlan:
-        return check_embed(params)
+        return check(params)
 
 
     def summary(self, plan: EmbedPlan) -> str:

@@ -32,7 +32,7 @@ from privfair.release.tabular.partitioned import (
     part_client,
     validate_parts,
 )
-from privfair.release.tabular.plan import ReleaseParams, ReleasePlan, preflight, small_n_line
+from privfair.release.tabular.plan import ReleaseParams, ReleasePlan, check, small_n_line
 from privfair.release.tabular.post_noise import (
     fairness_transform,
     tot_input_path,
@@ -160,7 +160,7 @@ class SyntheticTableKind(ReleaseKind):
         if params.method not in self.methods:  # the registry picks the kind by the method
             raise ReleaseInputError(f"method {params.method!r} is not a {self.name} method; "
                                     f"expected one of {list(self.methods)}")
-        return preflight(params, method_check=self.method_check)
+        return check(params, method_check=self.method_check)
 
 
     def summary(self, plan: ReleasePlan) -> str:

@@ -52,19 +52,14 @@ from pydantic import Field, field_validator
 from privfair.causal.coarsen import ADULT_CH4, Groups, coarsen
 from privfair.causal.graph import unblocked_paths
 from privfair.causal.privpc import DiscoveryResult, max_rounds
-from privfair.contracts.encoding import PolicyTally, check_source_schema
-from privfair.contracts.schema import Contract, load_contract
-from privfair.core.accounting import PrivacyLedger, zcdp_rho
+from privfair.contracts.encoding import PolicyTally
+from privfair.contracts.schema import Contract
+from privfair.core.accounting import PrivacyLedger
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import ContractError, PrivfairError
 from privfair.release.checks import (
-    DATASET_NAME,
     PlanTooLargeError,
-    check_folders,
-    check_store_writable,
     memory_limit,
-    resolve_contract,
-    resolve_data,
 )
 from privfair.release.options import ODD_PATH, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
@@ -76,9 +71,10 @@ from privfair.release.protocol import (
     State,
     Written,
 )
+from privfair.release.request import check_request, read_contract
 from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.store.catalog import code_version
-from privfair.store.files import new_run_id, save_private_array, utc_now
+from privfair.store.files import save_private_array, utc_now
 
 FORMAT = "privfair-graph-release/1"
 METHODS = ("privpc", "lapmech", "privpc-star")
@@ -127,12 +123,10 @@ class DiscoverPlan(RequestPlan):
     """The checked, public settings of one graph release (never the seed)."""
 
     search: str
-    rho: float
     alpha: float
     max_order: int
     max_rows: int
     coarsen: str | None
-    seeded: bool
     #: The search's nodes, in order.
     nodes: tuple[str, ...]
     #: PrivPC/LapMech: the (coarsened) domain of the codes; PrivPC*: None.
@@ -217,13 +211,9 @@ def check_search_memory(domain: Domain, *, search: str, max_order: int, max_rows
             f"{limit / 2**30:.3g} GiB limit (PRIVFAIR_MEMORY_GB); lower --max-rows")
 
 
-def check_discover(params: DiscoverParams) -> DiscoverPlan:
+def check(params: DiscoverParams) -> DiscoverPlan:
     """Every data-free refusal of a graph release; the plan of one that can go ahead."""
-    contract_path = resolve_contract(params)  # type: ignore[arg-type]
-    contract = load_contract(contract_path)
-    if not DATASET_NAME.fullmatch(contract.name):
-        raise ContractError(f"contract {contract_path}: name {contract.name!r} cannot name a "
-                            "release folder")
+    contract_path, contract = read_contract(params)
     search = params.method
     domain, groups, bounds = None, {}, ()
     if search == "privpc-star":
@@ -257,20 +247,11 @@ def check_discover(params: DiscoverParams) -> DiscoverPlan:
         check_search_memory(domain, search=search, max_order=params.max_order,
                             max_rows=params.max_rows)
         contract.roles().check(domain, fair=False)
-    data_path, source = resolve_data(params, contract)  # type: ignore[arg-type]
-    check_source_schema(data_path, contract)  # names, Parquet types: before the reservation
-    store = Path(params.out).expanduser().resolve()
-    check_store_writable(store)
-    check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
+    request = check_request(params, contract_path, contract)
     return DiscoverPlan(
-        run_id=new_run_id(), dataset=contract.name, contract=contract,
-        contract_path=str(contract_path), data_path=str(data_path), data_source=source,
-        store=str(store), work_dir=str(Path(params.work_dir).resolve()),
-        method=f"graph:{search}", search=search, epsilon=params.epsilon, delta=params.delta,
-        rho=zcdp_rho(epsilon=params.epsilon, delta=params.delta), alpha=params.alpha,
+        **request.plan_fields(method=f"graph:{search}"), search=search, alpha=params.alpha,
         max_order=params.max_order, max_rows=params.max_rows, coarsen=params.coarsen,
-        seeded=params.seed is not None, started_at=utc_now(), nodes=nodes, domain=domain,
-        groups=groups, bounds=bounds)
+        nodes=nodes, domain=domain, groups=groups, bounds=bounds)
 
 
 # --- stages -------------------------------------------------------------------------------------
@@ -466,7 +447,7 @@ class GraphKind(ReleaseKind):
     description = "publish a DP causal graph (PrivPC, LapMech or PrivPC*) as a graph release"
 
     def check(self, params: DiscoverParams) -> DiscoverPlan:
-        return check_discover(params)
+        return check(params)
 
 
     def summary(self, plan: DiscoverPlan) -> str:

@@ -57,22 +57,14 @@ from privfair.contracts.csv_source import (
 )
 from privfair.contracts.encoding import (
     PolicyTally,
-    check_source_schema,
     policy_cells,
     policy_sensitivity,
 )
 from privfair.contracts.model_features import FeatureEncoding
-from privfair.contracts.schema import Contract, load_contract
+from privfair.contracts.schema import Contract
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import DomainError
 from privfair.core.mechanisms import laplace_mechanism
-from privfair.release.checks import (
-    DATASET_NAME,
-    check_folders,
-    check_store_writable,
-    resolve_contract,
-    resolve_data,
-)
 from privfair.release.ingest import read_policy_tally, stage_policy_tally
 from privfair.release.kinds.model.budget import (  # noqa: F401  (re-exported)
     FUNCTIONAL_MODELS,
@@ -110,12 +102,12 @@ from privfair.release.protocol import (
     State,
     Written,
 )
+from privfair.release.request import check_request, read_contract
 from privfair.reporting.model_card import model_card  # noqa: F401  (re-exported)
 from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.store.catalog import code_version
-from privfair.store.files import FileRef, new_run_id, save_private_array, utc_now
+from privfair.store.files import FileRef, save_private_array, utc_now
 from privfair.store.ledger import charge_epsilon
-from privfair.store.registry import read_lifetime_ledger
 
 log = logging.getLogger(__name__)
 
@@ -198,14 +190,10 @@ def source_view(contract: Contract, encoding: FeatureEncoding) -> Contract:
         [c for c in contract.column_names if c not in read] + list(contract.drop))})
 
 
-def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
+def check(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
     """Check everything that needs no private read; refuse with one line."""
     p = params if isinstance(params, TrainParams) else TrainParams.model_validate(params)
-    contract_path = resolve_contract(p)
-    contract = load_contract(contract_path)
-    if not DATASET_NAME.fullmatch(contract.name):
-        raise ModelReleaseError(f"contract {contract_path}: name {contract.name!r} cannot name "
-                                "a release folder")
+    contract_path, contract = read_contract(p)
     if p.group is not None and p.group not in contract.column_names:
         raise DomainError(f"group: column {p.group!r} is not in contract "
                           f"{contract.name!r}; expected one of {list(contract.column_names)}")
@@ -220,25 +208,17 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
                                 f"{groups} labels; the functional mechanism's models "
                                 f"({', '.join(FUNCTIONAL_MODELS)}) need two: choose --group or "
                                 "a contract that maps the column onto two labels")
-    data_path, source = resolve_data(p, contract)
-    store = Path(p.out).expanduser().resolve()
-    check_store_writable(store)
-    check_folders(out=p.out, store=store, contract=contract, work_dir=p.work_dir)
+    # The file's schema alone (names, Parquet types) of the columns the model reads.
+    request = check_request(p, contract_path, contract,
+                            schema=source_view(contract, encoding))
     budget = plan_budget(model=p.model, epsilon=p.epsilon, delta=p.delta, holdout=p.holdout,
                          evaluation_share=p.evaluation_share, groups=groups,
                          fairness_share=p.fairness_share, min_rows=p.min_rows,
                          batch_size=p.batch_size, epochs=p.epochs, clip=p.clip,
                          policy_sensitivity=policy_sensitivity(used),
                          policy_cells=len(policy_cells(used)))
-    read_lifetime_ledger(store, contract).check(rdp=budget.curve)  # its curve, composed
-    # The file's schema alone (names, Parquet types), before anything is reserved.
-    check_source_schema(data_path, source_view(contract, encoding))
-    return ModelPlan(
-        run_id=new_run_id(), dataset=contract.name, contract=contract,
-        contract_path=str(contract_path), store=str(store),
-        work_dir=str(Path(p.work_dir).expanduser().resolve()), method=f"model:{p.model}",
-        started_at=utc_now(), epsilon=p.epsilon, delta=p.delta, params=p,
-        data_path=str(data_path), data_source=source, encoding=encoding, budget=budget)
+    return ModelPlan(**request.plan_fields(method=f"model:{p.model}"), params=p,
+                     encoding=encoding, budget=budget)
 
 
 # --- private stages ---------------------------------------------------------------------------
@@ -402,7 +382,7 @@ class ModelKind(ReleaseKind):
     description = "publish a DP (and fair) classifier as a model release"
 
     def check(self, params: TrainParams) -> ModelPlan:
-        return preflight_train(params)
+        return check(params)
 
     def cost(self, plan: ModelPlan) -> Cost:
         return Cost(epsilon=plan.epsilon, delta=plan.delta, rdp=plan.budget.curve)
