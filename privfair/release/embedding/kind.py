@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import math
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -48,7 +49,8 @@ from privfair.release.checks import (
     PlanTooLargeError,
     memory_limit,
 )
-from privfair.release.kinds.causal_graph.kind import manifest_common
+from privfair.release.manifest import accounting_fields
+from privfair.release.manifest import manifest as common_manifest
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
 from privfair.release.protocol import (
@@ -253,11 +255,11 @@ def embedding_report(manifest: dict[str, Any], embeddings: np.ndarray,
 
 
 def build_manifest(plan: EmbedPlan, *, version: str, ledger: PrivacyLedger,
-                   lifetime: Any, input_validation: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
-    return {
-        **manifest_common(plan, fmt=FORMAT, kind="embedding", version=version, ledger=ledger,
-                          lifetime=lifetime),
+                   lifetime: Any, input_validation: dict[str, Any] | None = None,
+                   orchestrator: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return common_manifest(plan, kind="embedding", fmt=FORMAT, version=version,
+                           orchestrator=orchestrator, body={
+        **accounting_fields(plan, ledger=ledger, lifetime=lifetime),
         "method": "dpne",
         "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
                       "dpne_epsilon": plan.dpne_epsilon, "spent": ledger.guarantee(),
@@ -273,7 +275,7 @@ def build_manifest(plan: EmbedPlan, *, version: str, ledger: PrivacyLedger,
             "model": "DeepWalk matrix M = (P + P^2)/2, W minimises ||M - W H^T||^2 + "
                      "lambda ||W||^2 + <W, eta> exactly, H public and data-independent",
         },
-    }
+    })
 
 
 class EmbeddingKind(ReleaseKind):
@@ -306,7 +308,8 @@ class EmbeddingKind(ReleaseKind):
         embeddings = np.asarray(state["embeddings"], dtype=np.float64)
         manifest = build_manifest(plan, version=version,
                                   ledger=load_ledger(state["ledger"]), lifetime=lifetime,
-                                  input_validation=state.get("input_validation"))
+                                  input_validation=state.get("input_validation"),
+                                  orchestrator=context.orchestrator)
         frame = pd.DataFrame(embeddings, columns=[f"e{k}" for k in range(plan.dim)])
         frame.insert(0, "node", list(plan.nodes))
         frame.to_parquet(folder / "embeddings.parquet", index=False)

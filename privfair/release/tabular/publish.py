@@ -30,7 +30,8 @@ PARITY_METHODS = ("fairgan", "fairgan-plus")
 
 def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any], *,
                         version: str, lifetime: Any,
-                        orchestrator: Mapping[str, Any] | None = None) -> Written:
+                        orchestrator: Mapping[str, Any] | None = None,
+                        kind: str = "table") -> Written:
     """Write a table (or GAN) release into the staged ``folder``: the synthetic table with
     its released column names, the manifest and the HTML report (and, for FairGAN+ with
     ``release_classifier``, the classifier as a model release in ``classifier/``).
@@ -91,7 +92,7 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         input_validation=state["input_validation"],
         output_validation=state["output_validation"], lifetime=lifetime,
         fairness_transform=state.get("fairness_transform"), orchestrator=orchestrator,
-        generative=generative)
+        generative=generative, kind=kind)
     if tables != ["synthetic.parquet"]:
         manifest["sampling"].update(manifest_record(tables, plan.part_rows),
                                     report_rows=len(labelled))

@@ -191,4 +191,4 @@ class SyntheticTableKind(ReleaseKind):
               lifetime: Any) -> Written:
         return write_table_release(folder, current_plan(context, state), state,
                                    version=version, lifetime=lifetime,
-                                   orchestrator=context.orchestrator)
+                                   orchestrator=context.orchestrator, kind=self.name)

@@ -61,6 +61,8 @@ from privfair.release.checks import (
     PlanTooLargeError,
     memory_limit,
 )
+from privfair.release.manifest import accounting_fields
+from privfair.release.manifest import manifest as common_manifest
 from privfair.release.options import ODD_PATH, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
 from privfair.release.protocol import (
@@ -73,8 +75,7 @@ from privfair.release.protocol import (
 )
 from privfair.release.request import check_request, read_contract
 from privfair.store.artefacts import load_ledger, save_ledger
-from privfair.store.catalog import code_version
-from privfair.store.files import save_private_array, utc_now
+from privfair.store.files import save_private_array
 
 FORMAT = "privfair-graph-release/1"
 METHODS = ("privpc", "lapmech", "privpc-star")
@@ -379,41 +380,14 @@ def _search_facts(plan: DiscoverPlan) -> dict[str, Any]:
     return facts
 
 
-def manifest_common(plan: Any, *, fmt: str, kind: str, version: str,
-                    ledger: PrivacyLedger, lifetime: Any) -> dict[str, Any]:
-    """The fields every small kind's manifest shares (graph, embedding)."""
-    return {
-        "format": fmt,
-        "kind": kind,
-        "dataset": plan.dataset,
-        "version": version,
-        "run_id": plan.run_id,
-        "started_at": plan.started_at,
-        "published_at": utc_now(),
-        "ledger": [dict(e.__dict__) for e in ledger.entries],
-        "lifetime_rho_spent_after": lifetime.rho_spent + (
-            plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
-        "lifetime_epsilon_spent_after": (lifetime.epsilon_spent(rho=plan.rho)
-                                         if lifetime.run_state(plan.run_id) is None
-                                         else lifetime.epsilon_spent()),
-        "data_source": ("embedded dataset" if plan.data_source == "embedded" else
-                        "operator-supplied file (path and hash not recorded)"),
-        "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
-                        if plan.seeded
-                        else "fresh OS entropy for every noise draw; no seed exists"),
-        "contract": {"name": plan.contract.name, "version": plan.contract.version,
-                     "fingerprint": plan.contract.fingerprint()},
-        "code_version": code_version(),
-    }
-
-
 def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
                    result: DiscoveryResult, lifetime: Any,
-                   input_validation: dict[str, Any] | None = None) -> dict[str, Any]:
+                   input_validation: dict[str, Any] | None = None,
+                   orchestrator: Mapping[str, Any] | None = None) -> dict[str, Any]:
     roles = plan.roles
-    return {
-        **manifest_common(plan, fmt=FORMAT, kind="graph", version=version, ledger=ledger,
-                          lifetime=lifetime),
+    return common_manifest(plan, kind="graph", fmt=FORMAT, version=version,
+                           orchestrator=orchestrator, body={
+        **accounting_fields(plan, ledger=ledger, lifetime=lifetime),
         "method": plan.search,
         "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
                       "spent": ledger.guarantee(), "search_rho": plan.search_rho,
@@ -434,7 +408,7 @@ def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
         "parameters": {"method": plan.search, "epsilon": plan.epsilon, "delta": plan.delta,
                        "alpha": plan.alpha, "max_order": plan.max_order,
                        "max_rows": plan.max_rows, "coarsen": plan.coarsen},
-    }
+    })
 
 
 class GraphKind(ReleaseKind):
@@ -478,7 +452,8 @@ class GraphKind(ReleaseKind):
         result: DiscoveryResult = state["result"]
         manifest = build_manifest(plan, version=version, ledger=ledger, result=result,
                                   lifetime=lifetime,
-                                  input_validation=state.get("input_validation"))
+                                  input_validation=state.get("input_validation"),
+                                  orchestrator=context.orchestrator)
         # public: each column's declared label, for the drawing (issue 35.6)
         manifest["columns"] = plan.contract.column_notes()
         (folder / "graph.json").write_text(result.graph.to_json(), encoding="utf-8")

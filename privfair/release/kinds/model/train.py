@@ -91,6 +91,8 @@ from privfair.release.kinds.model.predict import (  # noqa: F401  (re-exported)
     predict,
     probe_prediction,
 )
+from privfair.release.manifest import data_source
+from privfair.release.manifest import manifest as common_manifest
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import (
@@ -105,8 +107,7 @@ from privfair.release.protocol import (
 from privfair.release.request import check_request, read_contract
 from privfair.reporting.model_card import model_card  # noqa: F401  (re-exported)
 from privfair.store.artefacts import load_ledger, save_ledger
-from privfair.store.catalog import code_version
-from privfair.store.files import FileRef, save_private_array, utc_now
+from privfair.store.files import FileRef, save_private_array
 from privfair.store.ledger import charge_epsilon
 
 log = logging.getLogger(__name__)
@@ -440,9 +441,8 @@ class ModelKind(ReleaseKind):
                                     epsilon=plan.epsilon, delta=plan.delta, constant=constant)
         # decided from the model (weights or a public probe), never from noisy counts
         trivial = constant is not None
-        manifest = {
-            "format": FORMAT, "kind": "model", "dataset": plan.dataset, "version": version,
-            "run_id": plan.run_id, "started_at": plan.started_at, "published_at": utc_now(),
+        manifest = common_manifest(plan, kind=self.name, fmt=FORMAT, version=version,
+                                   orchestrator=context.orchestrator, body={
             "model": p.model,
             "guarantee": {
                 "epsilon": plan.epsilon, "delta": plan.delta, "spent": ledger.guarantee(),
@@ -476,18 +476,9 @@ class ModelKind(ReleaseKind):
                 "holdout_split": "each row held out independently with probability holdout",
                 "evaluation_share": p.evaluation_share if p.holdout > 0 else None,
                 "min_rows": p.min_rows if p.model in SGD_MODELS else None,
-                "data_source": ("embedded default dataset" if plan.data_source == "embedded"
-                                else "operator-supplied file (path and hash not recorded)"),
+                "data_source": data_source(plan),
             },
-            "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
-                            if context.seed is not None
-                            else "fresh OS entropy for every noise draw; no seed exists"),
-            "contract": {"name": plan.contract.name, "version": plan.contract.version,
-                         "fingerprint": plan.contract.fingerprint()},
-            "code_version": code_version(),
-        }
-        if context.orchestrator:
-            manifest["orchestrator"] = dict(context.orchestrator)
+        })
         (folder / "model_card.md").write_text(model_card(manifest), encoding="utf-8")
         return Written(manifest=manifest, files=("weights.npz", "contract.yaml",
                                                  "model_card.md"),
