@@ -117,7 +117,7 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
     # tell a starved worker (CPU << wall) from a serial driver (driver CPU ~ wall).
     worker_cpu = sorted(round(cpu_after[k] - cpu_before[k], 2) for k in cpu_after)
     manifest = json.loads((folder / "manifest.json").read_text())
-    marks = [s for s in stages if s[0] not in ("preflight",)] + [("end", start + seconds)]
+    marks = [s for s in stages if s[0] not in ("check",)] + [("end", start + seconds)]
     per_stage: dict[str, float] = {}
     for (name, at), (_, nxt) in zip(marks, marks[1:], strict=False):
         per_stage[name] = round(per_stage.get(name, 0.0) + nxt - at, 2)

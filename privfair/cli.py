@@ -348,13 +348,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
         console.print(planned.kind.summary(planned.plan), markup=False)
         console.print(_cost_line(planned), markup=False)
     with _progress() as bar:
-        task = bar.add_task("preflight", total=1.0)
+        task = bar.add_task("check", total=1.0)
 
         def progress(stage: str, fraction: float) -> None:
             bar.update(task, description=stage, completed=fraction)
 
         if args.no_prefect:
-            final = run_release(planned.kind, options, progress=progress)
+            final = run_release(planned, progress=progress)  # the plan above: one run id
         else:
             final = _run_flow(options, progress, server, command=family.command)
     manifest = json.loads((Path(final) / "manifest.json").read_text())

@@ -1,6 +1,6 @@
 """The release protocol, against every release kind (issue 20).
 
-Each test is parametrized over ``privfair.release.kinds.KINDS`` (with the requests of
+Each test is parametrized over ``privfair.release.registry.KINDS`` (with the requests of
 ``kind_cases.CASES``), so a new kind is covered by adding it to both lists. What holds for
 every kind: the declared cost is reserved before the first private read and never exceeded;
 a run that fails before drawing noise gets its reservation back; a test seed is never used
@@ -142,6 +142,25 @@ def test_a_test_seed_is_refused_the_second_time_whatever_the_work_folder(
     fingerprints = [e.get("seed_fingerprint") for e in entries(inputs_of(kind, toy_contract, toy_parquet)[0])
                     if e["kind"] == "publish"]
     assert len(fingerprints) == 1 and fingerprints[0].startswith("hmac-sha256:")
+
+
+def test_a_run_is_planned_once(kind, toy_contract, toy_parquet, tmp_path):
+    """Issue 33.2: the run publishes under the run id of the plan it was given (the CLI's
+    cost line and its run are one plan), and a planned request whose seed another run used
+    meanwhile is still refused at the reservation."""
+    request = request_for(kind, toy_contract, toy_parquet, tmp_path, seed=5, insecure_seed=True)
+    planned = plan_release(kind, request)
+    again = plan_release(kind, {**request, "work_dir": str(tmp_path / "elsewhere")})
+    folder = run_release(planned)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["run_id"] == planned.plan.run_id != again.plan.run_id
+    contract = inputs_of(kind, toy_contract, toy_parquet)[0]
+    assert [e["run_id"] for e in entries(contract) if e["kind"] == "publish"] == [
+        planned.plan.run_id]
+    with pytest.raises(Exception, match="seed"):
+        run_release(again)
+    assert {e["run_id"] for e in entries(contract) if e.get("run_id")} == {
+        planned.plan.run_id}  # the refused plan reserved nothing
 
 
 def test_publication_writes_the_intent_first_and_files_in_a_0700_folder(

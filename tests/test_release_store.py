@@ -50,7 +50,7 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     assert final == store / "toy" / "v1"
     assert sorted(x.name for x in final.iterdir()) == [
         "contract.yaml", "manifest.json", "report.html", "synthetic.parquet"]
-    assert seen[0] == "preflight" and seen[-1] == "done" and "estimate" in seen
+    assert seen[0] == "check" and seen[-1] == "done" and "estimate" in seen
 
     # synthetic.parquet holds declared labels, not codes
     contract = load_contract(toy_contract)

@@ -333,14 +333,20 @@ def plan_release(kind: ReleaseKind, params: Any) -> Planned:
     return Planned(kind, options, plan, cost, cost.rho, lifetime)
 
 
-def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
+def run_release(request: ReleaseKind | Planned, params: Any = None, *, driver: Any = None,
                 progress: Progress | None = None) -> Path:
-    """Run one release of ``kind`` by the protocol above; returns the release folder."""
+    """Run one release by the protocol above; returns the release folder.
+
+    ``request``: a kind and its ``params``, or what :func:`plan_release` returned for them
+    (the CLI plans once, for its cost line, and runs that plan: one run id). A planned
+    request is checked again where it matters once the run holds the dataset: the
+    reservation composes its cost with the ledger as it is then, refuses a used seed, and
+    the kind's lifetime check runs again."""
     driver = driver or InProcess()
     report = progress or getattr(driver, "progress", None) or (lambda stage, fraction: None)
-    report("preflight", 0.0)
-    planned = plan_release(kind, params)
-    plan, options = planned.plan, planned.params
+    report("check", 0.0)
+    planned = request if isinstance(request, Planned) else plan_release(request, params)
+    kind, plan, options = planned.kind, planned.plan, planned.params
     driver.say(kind.summary(plan))
     with driver.slot(plan.dataset):
         charge = reserve(planned)
