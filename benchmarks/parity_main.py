@@ -35,7 +35,7 @@ def main() -> None:
             if hasattr(module, "POLICY_SHARE"):
                 module.POLICY_SHARE = args.policy_share
     from privfair.contracts.datasets import contract_path
-    from privfair.release.registry import release_table
+    from privfair.release.run import release_table
 
     out = {}
     for contract, method in CASES:

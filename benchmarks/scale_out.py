@@ -85,7 +85,7 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
     import dask
     from distributed import Client, LocalCluster
 
-    from privfair.release.registry import release_table
+    from privfair.release.run import release_table
     from privfair.release.tabular.dask_engine import scratch_dir, worker_environ
 
     n, p, w = int(rows), int(parts), int(workers)

@@ -92,7 +92,7 @@ def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp
     per release: a registry refuses a seed it has seen)."""
     import json
 
-    from privfair.release.registry import release_table as run_release
+    from privfair.release.run import release_table as run_release
 
     distributed = pytest.importorskip("distributed")
 
@@ -138,7 +138,7 @@ def test_a_bad_dask_address_is_refused_before_the_reservation(
     """Issue 21.6: refused by the check in one line, in well under the old 30 s, with no
     ledger entry."""
     from privfair.core.errors import ReleaseInputError
-    from privfair.release.registry import release_table as run_release
+    from privfair.release.run import release_table as run_release
     from privfair.store.registry import registry_root
 
     pytest.importorskip("distributed")

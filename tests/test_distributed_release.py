@@ -33,7 +33,7 @@ def toy_dataset(tmp_path: Path, toy_frame: pd.DataFrame) -> Path:
 
 def _release(tmp_path: Path, monkeypatch, name: str, data: Path, toy_contract: Path,
              **extra) -> Path:
-    from privfair.release.registry import release_table
+    from privfair.release.run import release_table
 
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / name / "registry"))
     return release_table({

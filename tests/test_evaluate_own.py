@@ -11,7 +11,7 @@ from test_tot_contract import CREDIT, TOT_BLOCK, credit_frame
 
 from privfair.cli import main
 from privfair.evaluation.evaluate import NOT_PRIVATE
-from privfair.release.registry import release_table as run_release
+from privfair.release.run import release_table as run_release
 from privfair.release.tabular.plan import ReleaseParams
 
 

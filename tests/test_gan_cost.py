@@ -49,7 +49,7 @@ def test_small_table_dpgan_publishes_its_own_curve(tmp_path):
     import json
 
     from privfair.core.accounting import rdp_epsilon
-    from privfair.release.registry import release_table
+    from privfair.release.run import release_table
 
     contract, data = _toy(tmp_path, lifetime_epsilon=6.0)
     final = release_table(_params(contract, data, tmp_path))

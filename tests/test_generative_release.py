@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 
 from privfair.generative.dag import CausalGraphError  # noqa: E402
 from privfair.release.registry import family  # noqa: E402
-from privfair.release.registry import release_table as run_release  # noqa: E402
+from privfair.release.run import release_table as run_release  # noqa: E402
 
 
 def preflight(request):

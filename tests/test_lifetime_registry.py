@@ -17,7 +17,7 @@ from privfair.cli import main
 from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError, ReleaseInputError
-from privfair.release.registry import release_table as run_release
+from privfair.release.run import release_table as run_release
 from privfair.release.tabular import stages as runner
 from privfair.store import files as files_module
 from privfair.store import publication

@@ -18,7 +18,7 @@ from privfair.core.accounting import RDP_ORDERS, rdp_epsilon
 from privfair.core.errors import FairnessViolationError
 from privfair.release.kinds.gan import kind as gan_kind
 from privfair.release.kinds.table import kind as table_kind
-from privfair.release.registry import release_table
+from privfair.release.run import release_table
 from privfair.store.registry import read_lifetime_ledger
 
 

@@ -225,7 +225,7 @@ def test_a_release_records_the_decision_and_its_last_line_says_it(toy_contract, 
     import json
 
     from privfair.release.kinds.table.kind import TABLE
-    from privfair.release.registry import release_table
+    from privfair.release.run import release_table
 
     folder = release_table({"contract": str(toy_contract), "data": str(toy_parquet),
                             "epsilon": 1.0, "delta": 1e-9, "method": "mst",

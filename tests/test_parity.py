@@ -132,7 +132,7 @@ MAIN_BEFORE_POLICY_COUNTS = {"mst": "f7df83ab01bad8df", "prefair-greedy": "f7df8
 
 
 def compas_table(method: str, tmp_path: Path) -> pd.DataFrame:
-    from privfair.release.registry import release_table
+    from privfair.release.run import release_table
 
     final = release_table({"contract": "compas", "epsilon": 1.0, "delta": 1e-9,
                            "method": method, "seed": SEED, "insecure_seed": True,

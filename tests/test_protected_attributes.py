@@ -20,7 +20,7 @@ from privfair.contracts.schema import load_contract, parse_contract
 from privfair.contracts.tot_settings import tot_setting
 from privfair.core.errors import ContractError, PrivfairError
 from privfair.fair.tot import InfeasibleFairnessError, TOTransform
-from privfair.release.registry import release_table
+from privfair.release.run import release_table
 from privfair.release.tabular.post_noise import tot_input_path
 from privfair.store.registry import read_lifetime_ledger
 

@@ -270,3 +270,14 @@ def test_costs_are_in_one_unit_and_finite(kind, toy_contract, toy_parquet, tmp_p
     values = [cost.rho] if cost.rho is not None else list(cost.rdp)
     assert all(math.isfinite(v) and v > 0 for v in values)
     assert os.environ.get("PRIVFAIR_REGISTRY")  # the suite never touches a user's registry
+
+
+def test_spawn_keys_come_from_the_registry_and_stay_pinned():
+    """Issue 33.1: a kind's spawn keys follow from its position in the one registry list
+    (append only), the values seeded releases were made with."""
+    from privfair.release.registry import REGISTRY
+    from privfair.release.seeds import KIND_KEYS
+
+    assert [r.name for r in REGISTRY] == ["table", "gan", "model", "graph", "embedding"]
+    assert KIND_KEYS == {"model": 20, "graph": 30, "embedding": 40}
+    assert [kind.name for kind in KINDS] == [r.name for r in REGISTRY]

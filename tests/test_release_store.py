@@ -18,7 +18,7 @@ from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.errors import BudgetExceededError, ContractError
 from privfair.release import ingest
 from privfair.release.kinds.table import kind as runner
-from privfair.release.registry import release_table as run_release
+from privfair.release.run import release_table as run_release
 from privfair.release.tabular import plan, post_noise
 from privfair.release.tabular import private as private_stages
 from privfair.release.tabular import stages as shared_stages

@@ -4,7 +4,7 @@ cost, the noisy policy counts, the draft's review note, and the charts."""
 
 from __future__ import annotations
 
-from privfair.release.registry import release_table as run_release
+from privfair.release.run import release_table as run_release
 from privfair.release.tabular.plan import ReleaseParams
 from privfair.store.catalog import fairness_label, list_releases
 

@@ -24,7 +24,7 @@ from browser_check import reviewed_credit
 
 from privfair.cli import main
 from privfair.contracts.datasets import contract_path
-from privfair.release.registry import release_table as run_release
+from privfair.release.run import release_table as run_release
 from privfair.release.tabular.plan import ReleaseParams
 from privfair.reporting.report import build_report, structure_svg
 

@@ -19,8 +19,8 @@ from privfair.contracts.schema import load_contract
 from privfair.core.errors import PrivfairError, ReleaseInputError
 from privfair.release.checkpoint import checkpoint_path
 from privfair.release.kinds.table import kind as table_kind
-from privfair.release.registry import release_table
 from privfair.release.resume import resume_release
+from privfair.release.run import release_table
 from privfair.release.tabular import stages as shared_stages
 from privfair.store.registry import read_lifetime_ledger, registry_ledgers
 

@@ -14,7 +14,7 @@ from privfair.contracts.schema import load_contract, parse_contract
 from privfair.contracts.tot_settings import tot_setting
 from privfair.core.errors import ContractError
 from privfair.fair.tot import safes_adult_distortion, safes_compas_distortion
-from privfair.release.registry import release_table as run_release
+from privfair.release.run import release_table as run_release
 from privfair.release.tabular import plan
 from privfair.release.tabular.plan import ReleaseParams
 

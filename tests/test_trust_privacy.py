@@ -170,7 +170,7 @@ def test_fair_method_with_an_unfair_built_structure_is_refused(tmp_path, toy_con
     """Item 12: the pipeline refused nothing when a fair method's graph failed the check
     (it only recorded it). A selector that returns a protected-outcome edge is refused."""
     from privfair.core.errors import FairnessViolationError
-    from privfair.release.registry import release_table as run_release
+    from privfair.release.run import release_table as run_release
     from privfair.synth import synthesizer
     from privfair.synth.structure import SelectedStructure, check_fairness
 

@@ -244,6 +244,11 @@ class ReleaseKind(ABC):
               lifetime: Any) -> Written:
         """Write the release files into ``folder`` (mode 0700, not yet published)."""
 
+    def runs(self, options: Any) -> bool:
+        """Whether this kind runs ``options`` of its command (a command with several kinds
+        runs the first that does; see :mod:`privfair.release.registry`)."""
+        return True
+
     def summary(self, plan: Any) -> str:
         """One public line naming what the run will do (logged before it reserves)."""
         return f"{self.name} release of {plan.dataset!r} ({plan.method})"

@@ -151,6 +151,9 @@ class SyntheticTableKind(ReleaseKind):
     #: The ``--method`` values this kind runs.
     methods: tuple[str, ...] = ()
 
+    def runs(self, options: Any) -> bool:
+        return options.method in self.methods
+
     def method_check(self, params: ReleaseParams, contract: Any,
                      domain: Any) -> Mapping[str, Any]:
         """The kind's own data-free checks of its method; returns extra plan fields."""
