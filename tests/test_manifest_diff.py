@@ -202,7 +202,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"report\.html:Causal graph: [^>]* > \(",  # "(ε, δ)-DP; ρ ... spent <spent ρ>"
     ),
     "embedding": (
-        # The edges each policy touched: Gaussian noisy counts (release/embedding/kind.py
+        # The edges each policy touched: Gaussian noisy counts (release/kinds/embedding/kind.py
         # embed_stage -> policy_counts.measure_policy_counts), manifest and report.
         r"manifest\.json:validation\.input\.touched_rows\[\d+\]\.noisy_count",
         r"report\.html:Input policies \(private side\) > row .*",

@@ -58,7 +58,7 @@ REGISTRY: tuple[Registered, ...] = (
                "publish a DP (and fair) classifier as a model release"),
     Registered("graph", "discover", "causal_graph.kind:GRAPH",
                "publish a DP causal graph (PrivPC, LapMech or PrivPC*) as a graph release"),
-    Registered("embedding", "embed", ".embedding.kind:EMBEDDING",
+    Registered("embedding", "embed", "embedding.kind:EMBEDDING",
                "publish edge-level DP node embeddings (DPNE) of an edge-list dataset"),
 )
 
