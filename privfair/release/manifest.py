@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from privfair.core.accounting import PrivacyLedger
 from privfair.release.protocol import RequestPlan
 from privfair.store.catalog import code_version
 from privfair.store.files import utc_now
+from privfair.store.ledger import LifetimeLedger
 
 #: The manifest's words for where the private rows came from (never their path or hash).
 DATA_SOURCES = {
@@ -49,7 +51,7 @@ def data_source(plan: RequestPlan) -> str:
     return DATA_SOURCES[plan.data_source]
 
 
-def spent_after(plan: RequestPlan, lifetime: Any) -> tuple[float, float]:
+def spent_after(plan: RequestPlan, lifetime: LifetimeLedger) -> tuple[float, float]:
     """The lifetime's ρ and ε spent once this run is charged; the run's reservation is in the
     ledger already (issue 10.4), so it is counted once. ε composes every charge (curves
     included) at the lifetime δ."""
@@ -58,7 +60,8 @@ def spent_after(plan: RequestPlan, lifetime: Any) -> tuple[float, float]:
             lifetime.epsilon_spent() if reserved else lifetime.epsilon_spent(rho=plan.rho))
 
 
-def accounting_fields(plan: RequestPlan, *, ledger: Any, lifetime: Any) -> dict[str, Any]:
+def accounting_fields(plan: RequestPlan, *, ledger: PrivacyLedger,
+                      lifetime: LifetimeLedger) -> dict[str, Any]:
     """The run's ledger entries, the lifetime spent after it and where the rows came from,
     as the graph and embedding manifests record them (top-level fields)."""
     rho_after, epsilon_after = spent_after(plan, lifetime)

@@ -28,10 +28,11 @@ from privfair.release.checks import (
     resolve_contract,
     resolve_data,
 )
+from privfair.release.options import ReleaseOptions
 from privfair.store.files import new_run_id, utc_now
 
 
-def read_contract(params: Any) -> tuple[Path, Contract]:
+def read_contract(params: ReleaseOptions) -> tuple[Path, Contract]:
     """The request's contract file and the parsed contract; refuses a contract whose name
     cannot name the release folder."""
     path = resolve_contract(params)
@@ -47,7 +48,7 @@ def read_contract(params: Any) -> tuple[Path, Contract]:
 class Request:
     """The checked public facts every kind's request holds."""
 
-    params: Any
+    params: ReleaseOptions
     contract_path: Path
     contract: Contract
     data_path: Path
@@ -70,7 +71,7 @@ class Request:
         }
 
 
-def check_request(params: Any, contract_path: Path, contract: Contract, *,
+def check_request(params: ReleaseOptions, contract_path: Path, contract: Contract, *,
                   schema: Contract | None = None, dataset: bool = False) -> Request:
     """The data file (or the contract's embedded dataset; with ``dataset`` also a folder of
     Parquet files), its schema against ``schema`` (default: the contract; a kind that reads

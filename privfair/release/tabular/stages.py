@@ -15,11 +15,13 @@ patching this module.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from privfair.contracts.schema import Contract
 from privfair.core.accounting import PrivacyLedger
+from privfair.core.domain import Domain
 from privfair.core.errors import ReleaseInputError
 from privfair.release.ingest import discretize_counted, load, read_policy_tally
 from privfair.release.policy_counts import measure_policy_counts
@@ -42,9 +44,6 @@ from privfair.release.tabular.private import resolve_domains
 from privfair.release.tabular.publish import write_table_release
 from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.synth.synthesizer import AIM_METHODS
-
-#: A kind's own data-free checks of its method (see :func:`~.plan.preflight`).
-MethodCheck = Callable[..., Mapping[str, Any]]
 
 
 def current_plan(context: RunContext, state: State) -> ReleasePlan:
@@ -151,11 +150,11 @@ class SyntheticTableKind(ReleaseKind):
     #: The ``--method`` values this kind runs.
     methods: tuple[str, ...] = ()
 
-    def runs(self, options: Any) -> bool:
+    def runs(self, options: ReleaseParams) -> bool:
         return options.method in self.methods
 
-    def method_check(self, params: ReleaseParams, contract: Any,
-                     domain: Any) -> Mapping[str, Any]:
+    def method_check(self, params: ReleaseParams, contract: Contract,
+                     domain: Domain) -> Mapping[str, Any]:
         """The kind's own data-free checks of its method; returns extra plan fields."""
         return {}
 
