@@ -15,7 +15,7 @@ from privfair.release.registry import family  # noqa: E402
 from privfair.release.run import release_table as run_release  # noqa: E402
 
 
-def preflight(request):
+def check(request):
     """The ``release`` command's data-free check, by the kind its method picks."""
     command = family("release")
     options = command.kinds[0].parse(request)
@@ -89,16 +89,16 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
 def test_cfgan_refusals_come_before_any_read(toy_contract, toy_parquet, tmp_path):
     with pytest.raises(CausalGraphError, match="causal_graph section in the contract or "
                        "--causal-graph"):
-        preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan"))
+        check(params(toy_contract, toy_parquet, tmp_path, "cfgan"))
     graph = tmp_path / "cycle.yaml"
     graph.write_text("edges: [[sex, edu], [edu, hours], [hours, sex]]\n")
     with pytest.raises(CausalGraphError, match="cycle") as info:
-        preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan",
+        check(params(toy_contract, toy_parquet, tmp_path, "cfgan",
                          causal_graph=str(graph)))
     assert "\n" not in str(info.value)
     graph.write_text("edges: [[sex, zipcode]]\n")
     with pytest.raises(CausalGraphError, match="zipcode"):
-        preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan",
+        check(params(toy_contract, toy_parquet, tmp_path, "cfgan",
                          causal_graph=str(graph)))
     assert not (tmp_path / "store").exists()
 
@@ -115,14 +115,14 @@ def test_cfgan_takes_the_graph_declared_in_the_contract(toy_contract, toy_parque
         "causal_graph:\n"
         "  edges: [[sex, edu], [edu, income], [hours, income], [sex, hours], [age, income]]\n"
         "  undirected: [[race, income]]\n"))
-    plan = preflight(params(declared, toy_parquet, tmp_path, "cfgan"))
+    plan = check(params(declared, toy_parquet, tmp_path, "cfgan"))
     assert plan.causal_graph["source"] == "the contract's causal_graph"
     assert ["race", "income"] in plan.causal_graph["oriented_from_undirected"]
     assert ["sex", "edu"] in plan.causal_graph["edges"]
     # A file given on the command line wins over the contract's section.
     graph = tmp_path / "graph.json"
     graph.write_text(json.dumps(GRAPH))
-    plan = preflight(params(declared, toy_parquet, tmp_path, "cfgan", causal_graph=str(graph)))
+    plan = check(params(declared, toy_parquet, tmp_path, "cfgan", causal_graph=str(graph)))
     assert plan.causal_graph["source"].endswith("(--causal-graph)")
     bad = tmp_path / "bad_graph.yaml"
     bad.write_text(toy_contract.read_text() + "causal_graph:\n  edges: [[sex, zipcode]]\n")
@@ -225,11 +225,11 @@ def test_release_classifier_is_refused_for_other_methods(toy_contract, toy_parqu
     from privfair.release.tabular.plan import ReleaseInputError
 
     with pytest.raises(ReleaseInputError, match="only method 'fairgan-plus'") as info:
-        preflight(params(toy_contract, toy_parquet, tmp_path, "fairgan",
+        check(params(toy_contract, toy_parquet, tmp_path, "fairgan",
                          release_classifier=True))
     assert "\n" not in str(info.value)
     with pytest.raises(ReleaseInputError, match="only method 'fairgan-plus'"):
-        preflight(params(toy_contract, toy_parquet, tmp_path, "mst", release_classifier=True))
+        check(params(toy_contract, toy_parquet, tmp_path, "mst", release_classifier=True))
 
 
 def test_ber_is_undefined_not_a_warning_when_one_side_holds_one_group():

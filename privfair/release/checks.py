@@ -1,5 +1,5 @@
 """Data-free refusals of a release request (issue 10.4, 10.9, 10.10), run by
-:func:`privfair.release.tabular.plan.preflight` before the run's ρ is reserved.
+each kind's ``check`` (:mod:`privfair.release.request`) before the run's ρ is reserved.
 
 Numbers that break the accounting (ε that overflows or vanishes, δ that underflows), TOT's η
 without TOT, a plan whose marginals cannot fit in memory (estimated from the declared

@@ -81,7 +81,7 @@ def resolve_domains(staged: FileRef | list[FileRef], plan: ReleasePlan, ledger: 
         spec = contract.column(name)
         if name in text:
             universe = spec.open_domain.universe
-            if universe is None:  # pragma: no cover - preflight refuses it
+            if universe is None:  # pragma: no cover - the check refuses it
                 raise ValueError(f"open-domain column {name!r} declares no universe")
             result = cathist(counts.pop(name), universe=universe.build(),
                              tolerance=spec.open_domain.tolerance,

@@ -65,7 +65,7 @@ def load_stage(context: RunContext, state: State) -> dict[str, Any]:
                                  batch_size=plan.batch_size, client=client)
         return {**out, "ledger": ledger}
     # No check of values here (issue 21.2): the schema was checked before the reservation
-    # (preflight) and values get the contract's policies in the discretize stage.
+    # (check) and values get the contract's policies in the discretize stage.
     staged = load(plan.data_path, plan.contract, context.workspace.staging,
                   batch_size=plan.batch_size, in_place=not plan.split["domains"])
     return {"staged": staged, "ledger": ledger}
