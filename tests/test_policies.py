@@ -173,7 +173,7 @@ def test_schema_problems_are_refused_before_the_reservation(case, capsys, tmp_pa
 
 _NOISY_KEYS = {"noisy_count", "published_at", "started_at", "estimated_total", "n_rows",
                "rho_spent_after", "fingerprint", "iterations", "loss", "time_s", "version",
-               "orchestrator", "code_version", "files",
+               "orchestrator", "code_version", "files", "run_id",
                "resolved_fingerprint"}
 
 

@@ -164,7 +164,6 @@ class SyntheticTableKind(ReleaseKind):
                                     f"expected one of {list(self.methods)}")
         return check(params, method_check=self.method_check)
 
-
     def summary(self, plan: ReleasePlan) -> str:
         budget = (f", time budget {plan.max_time_s:g} s" if plan.method in AIM_METHODS
                   and plan.max_time_s else "")

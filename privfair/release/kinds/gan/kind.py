@@ -86,6 +86,7 @@ class GanKind(SyntheticTableKind):
 
     name = "gan"
     methods = GAN_METHODS
+    description = "publish a DP synthetic table from a GAN (dpgan, FairGAN, FairGAN+, CFGAN)"
 
     def outcome(self, manifest: Mapping[str, Any]) -> str:
         check = manifest["fairness_check"]
@@ -97,10 +98,10 @@ class GanKind(SyntheticTableKind):
         return (f"built {manifest['method']['name']}: {rows} rows; statistical parity "
                 f"|RD(D)| = {abs(float(rd)):.3f} {'PASS' if check['passed'] else 'FAIL'}"
                 f"{claim}{unfair}")
-    description = "publish a DP synthetic table from a GAN (dpgan, FairGAN, FairGAN+, CFGAN)"
 
     def cost(self, plan: ReleasePlan) -> Cost:
-        """The GAN's declared Rényi curve (:func:`~privfair.release.kinds.gan.stages.declared_curve`)."""
+        """The GAN's declared Rényi curve
+        (:func:`~privfair.release.kinds.gan.stages.declared_curve`)."""
         return Cost(epsilon=plan.epsilon, delta=plan.delta, rdp=declared_curve(plan))
 
     def stages(self, plan: ReleasePlan) -> list[Stage]:
