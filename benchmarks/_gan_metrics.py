@@ -3,7 +3,7 @@
 ``benchmarks/dpctgan_adult.py`` runs in a peer library's own venv, where privfair is not
 installed, and must score its synthetic table exactly as ``benchmarks/gan_adult.py`` scores the
 project's GANs; both import these functions. The definitions are the library's: RD(D) as in
-``privfair.release.gan.stages.data_fairness`` and the average k-way TVD as in
+``privfair.release.kinds.gan.stages.data_fairness`` and the average k-way TVD as in
 ``privfair.evaluation.utility.marginal_tvd`` (tests/test_gan_metrics.py checks both agree).
 
 A *domain* here is anything that iterates over attribute names in table order and has

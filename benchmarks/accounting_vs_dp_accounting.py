@@ -77,7 +77,7 @@ def _entry_steps(entries: Sequence[Any]) -> tuple[Step, ...]:
 
 
 def _model(model: str, epsilon: float, delta: float) -> Release:
-    from privfair.release.model.budget import (
+    from privfair.release.kinds.model.budget import (
         evaluation_entry,
         functional_entries,
         plan_budget,

@@ -23,7 +23,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from privfair.core.accounting import PrivacyLedger
-from privfair.graph.dpne import (
+from privfair.embedding.dpne import (
     EdgeList,
     deepwalk_matrix,
     dpne,

@@ -42,7 +42,8 @@ AIM_TIME_S = 240.0  # the release's default AIM time budget (privfair release --
 #: The same release in a fresh process, timed after its imports (release_table, in-process).
 IN_PROCESS = """
 import json, sys, time
-from privfair.release.kinds import family, release_table
+from privfair.release.registry import family
+from privfair.release.run import release_table
 family("release").kinds  # the table kind's modules load on first use: imports, not timed
 params = json.loads(sys.argv[1])
 start = time.perf_counter()

@@ -37,7 +37,7 @@ def main() -> None:
     from privfair.core.accounting import PrivacyLedger
     from privfair.evaluation.evaluate import train_test_split
     from privfair.generative.gan import GANConfig, fit_gan
-    from privfair.release.gan.stages import data_fairness
+    from privfair.release.kinds.gan.stages import data_fairness
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--methods", nargs="+", default=["dpgan", "fairgan"])

@@ -43,7 +43,7 @@ def _dpsgd_f(train, test, contract, columns, epsilon: float, seed: int) -> dict:
     from privfair.core.accounting import PrivacyLedger
     from privfair.learn.dpsgd import SGDSettings
     from privfair.learn.dpsgd import train as fit
-    from privfair.release.model.train import calibrate_noise_multiplier
+    from privfair.release.kinds.model.train import calibrate_noise_multiplier
 
     x, x_test = _one_hot(train, contract, columns), _one_hot(test, contract, columns)
     y = train["income"].to_numpy().astype(np.float32)

@@ -29,13 +29,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.policy_share is not None:
         import privfair.release.policy_counts as policy_counts
-        import privfair.release.table.plan as plan
+        import privfair.release.tabular.plan as plan
 
         for module in (policy_counts, plan):
             if hasattr(module, "POLICY_SHARE"):
                 module.POLICY_SHARE = args.policy_share
     from privfair.contracts.datasets import contract_path
-    from privfair.release.kinds import release_table
+    from privfair.release.run import release_table
 
     out = {}
     for contract, method in CASES:

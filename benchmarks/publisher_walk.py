@@ -357,7 +357,7 @@ def wide_table(n: int, seed: int = 36) -> pd.DataFrame:
 FAIL_AFTER_NOISE = ("-c", "import sys\n"
                     "from privfair.cli import main\n"
                     "from privfair.core.errors import PrivfairError\n"
-                    "from privfair.release.table import kind\n"
+                    "from privfair.release.kinds.table import kind\n"
                     "def fail(*a, **k):\n"
                     "    raise PrivfairError('the disk filled up while publishing')\n"
                     "kind.fairness_transform = fail\n"

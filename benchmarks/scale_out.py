@@ -85,8 +85,8 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
     import dask
     from distributed import Client, LocalCluster
 
-    from privfair.release.kinds import release_table
-    from privfair.release.table.dask_engine import scratch_dir, worker_environ
+    from privfair.release.run import release_table
+    from privfair.release.tabular.dask_engine import scratch_dir, worker_environ
 
     n, p, w = int(rows), int(parts), int(workers)
     root = Path(work)
@@ -99,7 +99,7 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
                        dashboard_address=None, local_directory=str(scratch_dir(root)),
                        scheduler_kwargs={"dashboard_address": ":0"})
           as cluster, Client(cluster) as client):
-        client.run(__import__, "privfair.release.table.partitioned")  # start-up is not work
+        client.run(__import__, "privfair.release.tabular.partitioned")  # start-up is not work
         cpu_before, driver_before = client.run(cpu_seconds), cpu_seconds()
         start = time.perf_counter()
         folder = release_table({
@@ -117,7 +117,7 @@ def worker(data: str, work: str, rows: str, parts: str, workers: str, max_iters:
     # tell a starved worker (CPU << wall) from a serial driver (driver CPU ~ wall).
     worker_cpu = sorted(round(cpu_after[k] - cpu_before[k], 2) for k in cpu_after)
     manifest = json.loads((folder / "manifest.json").read_text())
-    marks = [s for s in stages if s[0] not in ("preflight",)] + [("end", start + seconds)]
+    marks = [s for s in stages if s[0] not in ("check",)] + [("end", start + seconds)]
     per_stage: dict[str, float] = {}
     for (name, at), (_, nxt) in zip(marks, marks[1:], strict=False):
         per_stage[name] = round(per_stage.get(name, 0.0) + nxt - at, 2)

@@ -58,8 +58,8 @@ def stages(data: Path, work: Path, batch_size: int) -> dict:
     """Run the private-side stages on ``data``; called in a fresh process."""
     from privfair.contracts.datasets import default_contract_path
     from privfair.release import ingest
-    from privfair.release.table import private as private_stages
-    from privfair.release.table.plan import ReleaseParams, initial_ledger, preflight
+    from privfair.release.tabular import private as private_stages
+    from privfair.release.tabular.plan import ReleaseParams, check, initial_ledger
     from privfair.store import artefacts, files
 
     timings: dict[str, float] = {}
@@ -73,7 +73,7 @@ def stages(data: Path, work: Path, batch_size: int) -> dict:
     params = ReleaseParams(data=str(data), epsilon=1.0, delta=1e-9, method="prefair-greedy",
                            out=str(work / "releases"), work_dir=str(work / "w"),
                            batch_size=batch_size)
-    plan = timed("preflight", preflight, params)
+    plan = timed("check", check, params)
     ws = files.Workspace.open(plan.work_dir, plan.run_id)
     c = plan.contract
     try:

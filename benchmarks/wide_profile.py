@@ -116,7 +116,7 @@ def main() -> None:
         if not (table / "contract.yaml").exists():
             write(table, args.rows, args.attributes, seed=0, parquet=True)
         data = next(p for p in (table / "data.parquet", table / "data.csv") if p.exists())
-        from privfair.release.kinds import release_table as run_release
+        from privfair.release.run import release_table as run_release
 
         params = {"contract": str(table / "contract.yaml"), "data": str(data),
                   "epsilon": 1.0, "delta": 1e-6, "method": args.method,

@@ -23,9 +23,9 @@ from prefect.runtime import deployment
 from prefect.states import Completed
 from pydantic.fields import FieldInfo
 
-from privfair.release.kinds import FLOW_KINDS, ReleaseFamily
 from privfair.release.options import ReleaseOptions, field_extra
 from privfair.release.protocol import ReleaseInputError, run_release
+from privfair.release.registry import FLOW_KINDS, ReleaseFamily
 from tasks import ops
 from tasks.registry_blocks import team_registry
 from tasks.stages import PrefectDriver

@@ -91,7 +91,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"privfair {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    from privfair.release.kinds import FAMILIES
+    from privfair.release.registry import FAMILIES
 
     for family in FAMILIES:
         _add_publishing_command(sub, family, options=command in (None, family.command))
@@ -320,7 +320,7 @@ def _progress() -> Any:
 def cmd_publish(args: argparse.Namespace) -> int:
     """``release``, ``train``, ``discover``, ``embed``: one protocol, two drivers."""
     from privfair.cli_options import missing_required, options_from_args
-    from privfair.release.kinds import family as family_of
+    from privfair.release.registry import family as family_of
 
     family = family_of(args.family)
     if args.resume is not None:  # `--resume ''` too: never a fresh, charged run instead
@@ -348,13 +348,13 @@ def cmd_publish(args: argparse.Namespace) -> int:
         console.print(planned.kind.summary(planned.plan), markup=False)
         console.print(_cost_line(planned), markup=False)
     with _progress() as bar:
-        task = bar.add_task("preflight", total=1.0)
+        task = bar.add_task("check", total=1.0)
 
         def progress(stage: str, fraction: float) -> None:
             bar.update(task, description=stage, completed=fraction)
 
         if args.no_prefect:
-            final = run_release(planned.kind, options, progress=progress)
+            final = run_release(planned, progress=progress)  # the plan above: one run id
         else:
             final = _run_flow(options, progress, server, command=family.command)
     manifest = json.loads((Path(final) / "manifest.json").read_text())
@@ -476,7 +476,7 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     from privfair.contracts.encoding import iter_discretized_batches
     from privfair.contracts.schema import load_contract
     from privfair.release.ingest import code_type
-    from privfair.release.table.plan import open_columns
+    from privfair.release.tabular.plan import open_columns
 
     contract = load_contract(args.contract or default_contract_path())
     if open_columns(contract):
@@ -555,7 +555,7 @@ def _release_checks(contract: Any) -> str | None:
     """Every data-free check ``release`` runs on a contract: raises what every method
     refuses; returns what only the fair methods refuse (None when they accept it)."""
     from privfair.release.checks import RESERVED_NAMES, RESERVED_SUFFIXES
-    from privfair.release.table.plan import check_contract_shape
+    from privfair.release.tabular.plan import check_contract_shape
 
     if contract.name.lower() in RESERVED_NAMES or contract.name.lower().endswith(
             RESERVED_SUFFIXES):  # every release refuses it (release/checks.py)
@@ -962,7 +962,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from privfair.release.model.predict import predict
+    from privfair.release.kinds.model.predict import predict
 
     _existing(args.release, "--release")
     _existing(args.data, "--data", folder=False)

@@ -50,7 +50,7 @@ RELEASE_FLOW = "privfair-release"
 def release_flow_names() -> frozenset[str]:
     """The flows whose refusals the filter shortens: one per publishing command (other
     flows in one process, such as ``privfair-evaluate``, keep theirs)."""
-    kinds = sys.modules.get("privfair.release.kinds")  # loaded wherever a release flow runs
+    kinds = sys.modules.get("privfair.release.registry")  # loaded wherever a release flow runs
     return frozenset({RELEASE_FLOW, *(f.flow_name for f in getattr(kinds, "FAMILIES", ()))})
 
 

@@ -11,7 +11,7 @@ Given a Dask scheduler address (``engine="dask"``, ``dask_address``), the driver
 same stage tasks through prefect-dask's ``DaskTaskRunner`` connected to that scheduler (TLS
 from Dask's config for ``tls://``, checked as before the reservation); a stage's own
 per-partition tasks then run on the same cluster from the worker that runs the stage
-(:func:`privfair.release.table.private.dask_client`).
+(:func:`privfair.release.tabular.private.dask_client`).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ class PrefectDriver:
 
             raise ReleaseInputError("a Prefect release on a Dask cluster needs prefect-dask: "
                                     "pip install 'privfair[dask]'") from None
-        from privfair.release.table.dask_engine import check_dask_address, security
+        from privfair.release.tabular.dask_engine import check_dask_address, security
 
         check_dask_address(self.dask_address)
         runner = DaskTaskRunner(address=self.dask_address,

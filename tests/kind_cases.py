@@ -1,6 +1,6 @@
 """A small valid request for every release kind, for the tests that run against all kinds.
 
-A new kind adds one entry to :data:`CASES` (and to ``privfair.release.kinds``): the protocol
+A new kind adds one entry to :data:`CASES` (and to ``privfair.release.registry``): the protocol
 suite (``test_protocol.py``) and the parity test (``test_parity.py``) then cover it.
 
 Each case builds, from the ``toy`` fixtures of ``conftest.py``, the request's parameters as a

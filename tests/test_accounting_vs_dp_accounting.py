@@ -25,7 +25,7 @@ from privfair.core.accounting import (
     zcdp_epsilon,
     zcdp_rho,
 )
-from privfair.release.model.train import MODEL
+from privfair.release.kinds.model.train import MODEL
 from privfair.release.protocol import plan_release, reserve
 from privfair.store.ledger import LifetimeLedger, fold
 from privfair.store.registry import read_chain, read_lifetime_ledger

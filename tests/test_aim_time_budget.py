@@ -63,7 +63,7 @@ def test_release_with_a_time_budget_ends_after_one_round_with_the_budget_spent(
     import json
 
     from privfair.core.accounting import zcdp_rho
-    from privfair.release.kinds import release_table as run_release
+    from privfair.release.run import release_table as run_release
 
     final = run_release({"contract": str(toy_contract), "data": str(toy_parquet),
                          "epsilon": 1.0, "delta": 1e-9, "method": "aim",

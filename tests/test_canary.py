@@ -31,7 +31,7 @@ from kind_cases import CASES, EDGE_LIST_CASES, edge_list_example
 
 from privfair.cli import main
 from privfair.release import protocol
-from privfair.release.kinds import KINDS, family
+from privfair.release.registry import KINDS, family
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL_CASES = {**CASES, **EDGE_LIST_CASES}
@@ -249,8 +249,8 @@ def test_prefect_runs_leave_no_canary_in_prefects_database(
     from prefect.logging.handlers import APILogWorker
 
     from flows.kinds import run_local
-    from privfair.release.table import kind as table_kind
-    from privfair.release.table.plan import ReleaseParams
+    from privfair.release.tabular import stages as table_kind
+    from privfair.release.tabular.plan import ReleaseParams
 
     caplog.set_level(logging.DEBUG)
     kind = next(k for k in COVERED if k.name == "table")

@@ -103,7 +103,7 @@ def test_discover_reserves_before_reading_and_stays_charged_after_noise(
     """Rule 5: the search's ρ is reserved before the first private read; a run that fails
     after drawing noise stays charged, one that fails before gets its reservation back."""
     from privfair.causal import privpc
-    from privfair.release.graph import kind
+    from privfair.release.kinds.causal_graph import kind
 
     store, contract = tmp_path / "store", load_contract(toy_contract)
     rho = zcdp_rho(epsilon=1.0, delta=1e-6)

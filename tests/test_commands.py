@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from privfair.cli import main
-from privfair.release.kinds import release_table
+from privfair.release.run import release_table
 
 
 def run(capsys, *argv):

@@ -23,8 +23,8 @@ from privfair.contracts.csv_source import NOT_TEXT, UNPARSED_CELL, csv_header, r
 from privfair.contracts.encoding import PolicyTally, iter_discretized_batches, policy_cells
 from privfair.contracts.schema import DialectSpec, load_contract, parse_contract
 from privfair.core.errors import ContractError, ReleaseInputError
-from privfair.release.graph.kind import GRAPH
-from privfair.release.model.train import MODEL
+from privfair.release.kinds.causal_graph.kind import GRAPH
+from privfair.release.kinds.model.train import MODEL
 from privfair.release.protocol import run_release
 from privfair.store.registry import registry_ledgers
 

@@ -92,7 +92,7 @@ def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp
     per release: a registry refuses a seed it has seen)."""
     import json
 
-    from privfair.release.kinds import release_table as run_release
+    from privfair.release.run import release_table as run_release
 
     distributed = pytest.importorskip("distributed")
 
@@ -138,7 +138,7 @@ def test_a_bad_dask_address_is_refused_before_the_reservation(
     """Issue 21.6: refused by the check in one line, in well under the old 30 s, with no
     ledger entry."""
     from privfair.core.errors import ReleaseInputError
-    from privfair.release.kinds import release_table as run_release
+    from privfair.release.run import release_table as run_release
     from privfair.store.registry import registry_root
 
     pytest.importorskip("distributed")
@@ -158,7 +158,7 @@ def test_tls_address_with_certificates_is_checked_for_an_answer(monkeypatch):
     import dask
 
     from privfair.core.errors import ReleaseInputError
-    from privfair.release.table.dask_engine import check_dask_address, security
+    from privfair.release.tabular.dask_engine import check_dask_address, security
 
     pytest.importorskip("distributed")
     tls = {"distributed.comm.tls.ca-file": "/ca.pem", "distributed.comm.tls.client.cert":
@@ -176,7 +176,7 @@ def test_local_cluster_scratch_is_private_to_the_work_folder(tmp_path, monkeypat
     import stat
     import tempfile
 
-    from privfair.release.table import private
+    from privfair.release.tabular import private
 
     distributed = pytest.importorskip("distributed")
     system_tmp = tmp_path / "systmp"

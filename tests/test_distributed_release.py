@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from privfair.core.errors import ReleaseInputError
-from privfair.release.table.dask_engine import WORKER_MALLOC
+from privfair.release.tabular.dask_engine import WORKER_MALLOC
 
 
 @pytest.fixture
@@ -33,7 +33,7 @@ def toy_dataset(tmp_path: Path, toy_frame: pd.DataFrame) -> Path:
 
 def _release(tmp_path: Path, monkeypatch, name: str, data: Path, toy_contract: Path,
              **extra) -> Path:
-    from privfair.release.kinds import release_table
+    from privfair.release.run import release_table
 
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / name / "registry"))
     return release_table({
@@ -88,7 +88,7 @@ def test_partitioned_output_refuses_what_needs_the_whole_table(
 
 
 def test_part_sizes():
-    from privfair.release.table.partitioned import part_sizes
+    from privfair.release.tabular.partitioned import part_sizes
 
     assert part_sizes(10, 4) == [4, 4, 2]
     assert part_sizes(8, 4) == [4, 4]
@@ -103,7 +103,7 @@ def test_dask_release_on_a_local_cluster_writes_a_partitioned_output(
     spawned generators. The parts equal the local engine's, byte for byte; every part is in
     the manifest; no worker's scratch folder is readable by others."""
     distributed = pytest.importorskip("distributed")
-    from privfair.release.table import private
+    from privfair.release.tabular import private
 
     class Cluster(distributed.LocalCluster):
         def __init__(self, **kw):
@@ -166,7 +166,7 @@ def test_the_prefect_flow_runs_its_stages_on_a_dask_task_runner(
     if root not in sys.path:
         sys.path.insert(0, root)
     from flows.kinds import run_local
-    from privfair.release.table.plan import ReleaseParams
+    from privfair.release.tabular.plan import ReleaseParams
 
     submitted = []
     submit = prefect_dask.DaskTaskRunner.submit
@@ -216,7 +216,7 @@ def test_a_parts_codes_are_written_as_the_one_file_codes_are(toy_contract, toy_d
     (``CODES_PARQUET``: delta-packed integers, no dictionary, no compression), which its
     counting pass reads back faster than zstd pages."""
     from privfair.contracts.schema import load_contract
-    from privfair.release.table.partitioned import ingest_part
+    from privfair.release.tabular.partitioned import ingest_part
 
     contract = load_contract(toy_contract)
     source = next(iter(sorted(toy_dataset.rglob("*.parquet"))))

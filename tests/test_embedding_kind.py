@@ -12,8 +12,8 @@ from privfair.cli import main
 from privfair.contracts.datasets import contract_path, embedded_dataset_for
 from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
-from privfair.release.embedding.kind import EMBEDDING
-from privfair.release.kinds import family
+from privfair.release.kinds.embedding.kind import EMBEDDING
+from privfair.release.registry import family
 from privfair.store.registry import read_lifetime_ledger
 
 ROOT = Path(__file__).resolve().parents[1]

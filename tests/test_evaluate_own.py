@@ -11,8 +11,8 @@ from test_tot_contract import CREDIT, TOT_BLOCK, credit_frame
 
 from privfair.cli import main
 from privfair.evaluation.evaluate import NOT_PRIVATE
-from privfair.release.kinds import release_table as run_release
-from privfair.release.table.plan import ReleaseParams
+from privfair.release.run import release_table as run_release
+from privfair.release.tabular.plan import ReleaseParams
 
 
 @pytest.fixture

@@ -103,7 +103,7 @@ def test_publication_takes_the_table_validation_decoded(tmp_path) -> None:
 
     from privfair.contracts.datasets import CONTRACTS_DIR
     from privfair.contracts.schema import load_contract
-    from privfair.release.table import post_noise
+    from privfair.release.tabular import post_noise
     from privfair.store.files import FileRef
 
     contract = load_contract(CONTRACTS_DIR / "compas.yaml")

@@ -15,7 +15,7 @@ import pytest
 from test_release_store import params
 
 from privfair.contracts.schema import load_contract
-from privfair.release.kinds import release_table as run_release
+from privfair.release.run import release_table as run_release
 from privfair.store import publication
 from privfair.store.catalog import list_releases
 from privfair.store.check import check_store
@@ -83,7 +83,7 @@ def _killed_run(script: str, where: str, contract: Path, data: Path,
 _KILLER = """
 import os, signal, sys
 from privfair.store import publication
-from privfair.release.kinds import release_table as run_release
+from privfair.release.run import release_table as run_release
 step = sys.argv[1]
 def die(at):
     if at == step:
@@ -125,14 +125,16 @@ def test_sigkill_during_publication_is_recovered(step, toy_contract, toy_parquet
 
 _STAGE_KILLER = """
 import os, signal, sys
-from privfair.release.table import kind as runner
+from privfair.release.kinds.table import kind as table
+from privfair.release.tabular import stages as shared
 stage = sys.argv[1]
+runner = table if hasattr(table, stage) else shared  # the module that calls the stage
 real = getattr(runner, stage)
 def die(*a, **k):
     real(*a, **k)  # the stage ran (and wrote its private files); then the process dies
     os.kill(os.getpid(), signal.SIGKILL)
 setattr(runner, stage, die)
-from privfair.release.kinds import release_table
+from privfair.release.run import release_table
 release_table(dict(contract=sys.argv[2], data=sys.argv[3], out=sys.argv[4],
                         work_dir=sys.argv[5], epsilon=1.0, delta=1e-9, max_iters=50))
 """

@@ -28,9 +28,9 @@ from prefect.cache_policies import NO_CACHE  # noqa: E402
 from flows.kinds import FLOWS, release, run_local  # noqa: E402
 from privfair.cli import main  # noqa: E402
 from privfair.release import protocol  # noqa: E402
-from privfair.release.kinds import KINDS  # noqa: E402
-from privfair.release.table import kind as table_kind  # noqa: E402
-from privfair.release.table.plan import ReleaseInputError, ReleaseParams  # noqa: E402
+from privfair.release.kinds.table import kind as table_kind  # noqa: E402
+from privfair.release.registry import KINDS  # noqa: E402
+from privfair.release.tabular.plan import ReleaseInputError, ReleaseParams  # noqa: E402
 from privfair.store.catalog import list_releases  # noqa: E402
 from privfair.store.files import StoreError  # noqa: E402
 from tasks import ops  # noqa: E402
@@ -284,7 +284,7 @@ def test_every_flow_refuses_in_one_line(prefect_harness, command, toy_contract, 
     """A request missing a column the kind reads: refused before any read, one ERROR line."""
     from kind_cases import without_column
 
-    from privfair.release.kinds import family
+    from privfair.release.registry import family
 
     kind = next(k for k in family(command).kinds if k.name in CASES)
     case = CASES[kind.name]

@@ -17,7 +17,7 @@ from conftest import TOY_CONTRACT, make_toy_frame
 from privfair.core.accounting import RDP_ORDERS, LedgerEntry, PrivacyLedger, zcdp_rho
 from privfair.core.errors import BudgetExceededError
 from privfair.generative.calibration import count_rho, noise_multiplier_on_ledger
-from privfair.release.gan.stages import curve_limit
+from privfair.release.kinds.gan.stages import curve_limit
 
 
 def _toy(tmp_path, *, lifetime_epsilon: float, rows: int = 1000):
@@ -49,7 +49,7 @@ def test_small_table_dpgan_publishes_its_own_curve(tmp_path):
     import json
 
     from privfair.core.accounting import rdp_epsilon
-    from privfair.release.kinds import release_table
+    from privfair.release.run import release_table
 
     contract, data = _toy(tmp_path, lifetime_epsilon=6.0)
     final = release_table(_params(contract, data, tmp_path))
@@ -68,8 +68,8 @@ def test_the_gan_charge_does_not_depend_on_the_lifetime(tmp_path):
     """At main a lifetime of (20, 1e-6) refused a GAN at ε = 1 (its ρ charge grew with the
     lifetime); its declared curve is now the same whatever the lifetime, and within ε."""
     from privfair.core.accounting import rdp_epsilon
+    from privfair.release.kinds.gan.kind import GAN
     from privfair.release.protocol import plan_release
-    from privfair.release.table.kind import GAN
 
     curves = []
     for lifetime in (6.0, 20.0, 100.0):

@@ -11,7 +11,7 @@ import pytest
 
 from privfair.core.domain import Domain
 from privfair.evaluation.utility import marginal_tvd
-from privfair.release.gan.stages import data_fairness
+from privfair.release.kinds.gan.stages import data_fairness
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "_gan_metrics.py"
 _SPEC = importlib.util.spec_from_file_location("_gan_metrics", _PATH)

@@ -11,8 +11,15 @@ import pytest
 pytest.importorskip("torch")
 
 from privfair.generative.dag import CausalGraphError  # noqa: E402
-from privfair.release.kinds import release_table as run_release  # noqa: E402
-from privfair.release.table.plan import preflight  # noqa: E402
+from privfair.release.registry import family  # noqa: E402
+from privfair.release.run import release_table as run_release  # noqa: E402
+
+
+def check(request):
+    """The ``release`` command's data-free check, by the kind its method picks."""
+    command = family("release")
+    options = command.kinds[0].parse(request)
+    return command.kind_for(options).check(options)
 
 GRAPH = {"nodes": ["age", "sex", "race", "edu", "hours", "income"],
          "edges": [["sex", "edu"], ["edu", "income"], ["hours", "income"], ["sex", "hours"],
@@ -82,16 +89,16 @@ def test_tiny_release_with_each_gan_method(toy_contract, toy_parquet, tmp_path, 
 def test_cfgan_refusals_come_before_any_read(toy_contract, toy_parquet, tmp_path):
     with pytest.raises(CausalGraphError, match="causal_graph section in the contract or "
                        "--causal-graph"):
-        preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan"))
+        check(params(toy_contract, toy_parquet, tmp_path, "cfgan"))
     graph = tmp_path / "cycle.yaml"
     graph.write_text("edges: [[sex, edu], [edu, hours], [hours, sex]]\n")
     with pytest.raises(CausalGraphError, match="cycle") as info:
-        preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan",
+        check(params(toy_contract, toy_parquet, tmp_path, "cfgan",
                          causal_graph=str(graph)))
     assert "\n" not in str(info.value)
     graph.write_text("edges: [[sex, zipcode]]\n")
     with pytest.raises(CausalGraphError, match="zipcode"):
-        preflight(params(toy_contract, toy_parquet, tmp_path, "cfgan",
+        check(params(toy_contract, toy_parquet, tmp_path, "cfgan",
                          causal_graph=str(graph)))
     assert not (tmp_path / "store").exists()
 
@@ -108,14 +115,14 @@ def test_cfgan_takes_the_graph_declared_in_the_contract(toy_contract, toy_parque
         "causal_graph:\n"
         "  edges: [[sex, edu], [edu, income], [hours, income], [sex, hours], [age, income]]\n"
         "  undirected: [[race, income]]\n"))
-    plan = preflight(params(declared, toy_parquet, tmp_path, "cfgan"))
+    plan = check(params(declared, toy_parquet, tmp_path, "cfgan"))
     assert plan.causal_graph["source"] == "the contract's causal_graph"
     assert ["race", "income"] in plan.causal_graph["oriented_from_undirected"]
     assert ["sex", "edu"] in plan.causal_graph["edges"]
     # A file given on the command line wins over the contract's section.
     graph = tmp_path / "graph.json"
     graph.write_text(json.dumps(GRAPH))
-    plan = preflight(params(declared, toy_parquet, tmp_path, "cfgan", causal_graph=str(graph)))
+    plan = check(params(declared, toy_parquet, tmp_path, "cfgan", causal_graph=str(graph)))
     assert plan.causal_graph["source"].endswith("(--causal-graph)")
     bad = tmp_path / "bad_graph.yaml"
     bad.write_text(toy_contract.read_text() + "causal_graph:\n  edges: [[sex, zipcode]]\n")
@@ -128,8 +135,8 @@ def test_release_form_offers_the_gan_methods():
     """The GAN kind runs under the release flow; its stages are tasks like every kind's
     (never retried, cached or persisted: ``test_flows.py`` checks every stage of every kind)."""
     from flows.kinds import release
-    from privfair.release.kinds import family
-    from privfair.release.table.kind import GAN
+    from privfair.release.kinds.gan.kind import GAN
+    from privfair.release.registry import family
 
     assert GAN in family("release").kinds
     fields = release.parameters.model_dump()["properties"]
@@ -140,7 +147,7 @@ def test_release_form_offers_the_gan_methods():
 @pytest.mark.prefect
 def test_flow_release_with_a_gan(prefect_harness, toy_contract, toy_parquet, tmp_path):
     from flows.kinds import run_local
-    from privfair.release.table.plan import ReleaseParams
+    from privfair.release.tabular.plan import ReleaseParams
 
     final = run_local(ReleaseParams(**params(toy_contract, toy_parquet, tmp_path, "fairgan",
                                              group_clipping=True)), command="release")
@@ -156,7 +163,7 @@ def test_fairgan_plus_releases_its_classifier_as_a_model(toy_contract, toy_parqu
                                                         toy_frame):
     """Issue 12 item 4: η is released as a model (the `privfair train` format) inside the
     release folder, hashed in the release manifest, and `predict` reads it."""
-    from privfair.release.model.train import predict
+    from privfair.release.kinds.model.train import predict
 
     final = run_release(params(toy_contract, toy_parquet, tmp_path, "fairgan-plus",
                                release_classifier=True, allow_unfair=True))
@@ -185,7 +192,7 @@ def test_classifier_weights_follow_the_contract_encoding(toy_contract):
     from privfair.contracts.model_features import FeatureEncoding
     from privfair.contracts.schema import load_contract
     from privfair.generative.nets import OneHotLayout
-    from privfair.release.gan.stages import classifier_record
+    from privfair.release.kinds.gan.stages import classifier_record
 
     contract = load_contract(toy_contract)
     domain = contract.domain()
@@ -215,14 +222,14 @@ def test_classifier_weights_follow_the_contract_encoding(toy_contract):
 
 
 def test_release_classifier_is_refused_for_other_methods(toy_contract, toy_parquet, tmp_path):
-    from privfair.release.table.plan import ReleaseInputError
+    from privfair.release.tabular.plan import ReleaseInputError
 
     with pytest.raises(ReleaseInputError, match="only method 'fairgan-plus'") as info:
-        preflight(params(toy_contract, toy_parquet, tmp_path, "fairgan",
+        check(params(toy_contract, toy_parquet, tmp_path, "fairgan",
                          release_classifier=True))
     assert "\n" not in str(info.value)
     with pytest.raises(ReleaseInputError, match="only method 'fairgan-plus'"):
-        preflight(params(toy_contract, toy_parquet, tmp_path, "mst", release_classifier=True))
+        check(params(toy_contract, toy_parquet, tmp_path, "mst", release_classifier=True))
 
 
 def test_ber_is_undefined_not_a_warning_when_one_side_holds_one_group():
@@ -233,7 +240,7 @@ def test_ber_is_undefined_not_a_warning_when_one_side_holds_one_group():
     import numpy as np
 
     from privfair.core.domain import Domain
-    from privfair.release.gan.stages import data_fairness
+    from privfair.release.kinds.gan.stages import data_fairness
 
     domain = Domain(["s", "y", "x"], [2, 2, 3])
     n = 40

@@ -11,9 +11,9 @@ import pytest
 
 from privfair.cli import main
 from privfair.contracts.schema import load_contract
-from privfair.release.graph.kind import GRAPH, GraphKind
-from privfair.release.kinds import FAMILIES, family
+from privfair.release.kinds.causal_graph.kind import GRAPH, GraphKind
 from privfair.release.protocol import run_release
+from privfair.release.registry import FAMILIES, family
 from privfair.store import publication
 from privfair.store.registry import read_lifetime_ledger
 from tests.conftest import TOY_CONTRACT, make_toy_frame

@@ -28,7 +28,7 @@ def _codes(n: int = 2000, seed: int = 0) -> pd.DataFrame:
 
 def _release(contract, data, tmp_path, *, epsilon: float, method: str) -> dict:
     """Run a toy release (OS-entropy noise) and return its manifest."""
-    from privfair.release.kinds import release_table as run_release
+    from privfair.release.run import release_table as run_release
 
     final = run_release({"contract": str(contract), "data": str(data), "epsilon": epsilon,
                          "delta": 1e-9, "method": method, "out": str(tmp_path / "releases"),

@@ -34,7 +34,7 @@ import pathlib, signal, sys, time
 # A terminal's Ctrl-C, even when the test runner was started in the background (where the
 # shell leaves SIGINT ignored for its children)
 signal.signal(signal.SIGINT, signal.default_int_handler)
-from privfair.release.table import kind as table_kind
+from privfair.release.kinds.table import kind as table_kind
 real = table_kind.measure_table
 def measured_then_paused(*args, **kwargs):
     out = real(*args, **kwargs)  # noise drawn, and charged to the lifetime ledger

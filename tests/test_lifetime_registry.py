@@ -17,8 +17,8 @@ from privfair.cli import main
 from privfair.contracts.schema import load_contract
 from privfair.core.accounting import zcdp_rho
 from privfair.core.errors import BudgetExceededError, ReleaseInputError
-from privfair.release.kinds import release_table as run_release
-from privfair.release.table import kind as runner
+from privfair.release.run import release_table as run_release
+from privfair.release.tabular import stages as runner
 from privfair.store import files as files_module
 from privfair.store import publication
 from privfair.store.check import check_store
@@ -229,8 +229,8 @@ def test_a_concurrent_reservation_takes_the_budget_before_any_read(toy_contract,
                                                                     tmp_path, monkeypatch):
     """Item 4: a run that has reserved (and is still reading) holds its ρ: a concurrent run
     that does not fit is refused before its first private read."""
-    from privfair.release.kinds import KINDS
     from privfair.release.protocol import plan_release, reserve
+    from privfair.release.registry import KINDS
 
     reserve(plan_release(KINDS[0], params(toy_contract, toy_parquet, tmp_path, epsilon=2.5,
                                           delta=1e-6, seed=None)))

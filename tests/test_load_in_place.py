@@ -125,7 +125,7 @@ def test_an_input_changed_after_loading_is_refused_at_the_next_read(mixed, tmp_p
 
 
 def test_a_dask_worker_reads_a_part_as_the_one_file_release_does(mixed, tmp_path):
-    """A Dask worker's part (:func:`~privfair.release.table.partitioned.ingest_part`) goes
+    """A Dask worker's part (:func:`~privfair.release.tabular.partitioned.ingest_part`) goes
     through the same schema reading (:func:`~privfair.release.ingest.column_readings`) and
     gives the one-file release's codes and tally, leaving trimming and integer text to the
     encoder."""
@@ -133,7 +133,7 @@ def test_a_dask_worker_reads_a_part_as_the_one_file_release_does(mixed, tmp_path
 
     from privfair.contracts.encoding import PolicyTally
     from privfair.release.ingest import column_readings
-    from privfair.release.table.partitioned import ingest_part
+    from privfair.release.tabular.partitioned import ingest_part
 
     contract, data = mixed
     assert column_readings(pq.read_schema(data), contract) is not None  # the direct path

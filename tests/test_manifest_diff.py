@@ -46,9 +46,9 @@ import yaml
 from conftest import TOY_CONTRACT, make_toy_frame
 from kind_cases import CASES, EDGE_LIST_CASES, edge_list_example
 
-from privfair.release.kinds import KINDS
-from privfair.release.model.train import MODEL, holdout_mask
+from privfair.release.kinds.model.train import MODEL, holdout_mask
 from privfair.release.protocol import run_release
+from privfair.release.registry import KINDS
 from privfair.release.seeds import kind_rng
 from privfair.store.catalog import list_releases
 
@@ -86,7 +86,7 @@ _TABLE_COMMON = (
     # Gaussian (S, Y) counts); catalog n_rows is Written.n_rows, the same number.
     r"manifest\.json:sampling\.n_rows", r"catalog:n_rows",
     # The fairness check's verdict and violations: on the DP-selected structure (table) or on
-    # the synthetic rows (gan, data_fairness in release/gan/stages.py); catalog's
+    # the synthetic rows (gan, data_fairness in release/kinds/gan/stages.py); catalog's
     # fairness_passed is the same verdict.
     r"manifest\.json:(fairness\.model_graph|fairness_check|structure\.fairness)\..*",
     r"catalog:fairness_passed",
@@ -104,7 +104,7 @@ _TABLE_COMMON = (
 ALLOWED: dict[str, tuple[str, ...]] = {
     "table": _TABLE_COMMON + (
         # age has dp_bins here: its edges are DP quantiles (the "publish DP domains" stage,
-        # release/table/private.py resolve_domains, charged to the ledger); the released
+        # release/tabular/private.py resolve_domains, charged to the ledger); the released
         # contract holds them, the manifest their labels and the resolved contract's hash.
         r"contract\.yaml:columns\[age\]\.bins\[\d+\]",
         r"manifest\.json:domain\.labels\.age\[\d+\]",
@@ -157,13 +157,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"report\.html:Privacy ledger > (row GAN .*|row total|privacy ledger chart)",
     ),
     "model": (
-        # The rows each policy touched: Gaussian noisy counts (release/model/train.py
+        # The rows each policy touched: Gaussian noisy counts (release/kinds/model/train.py
         # policy_counts -> policy_counts.measure_policy_counts, ledger "rows touched by the
         # contract's policies"), in the manifest and the model card's Input policies table.
         r"manifest\.json:validation\.input\.touched_rows\[\d+\]\.noisy_count",
         r"model_card\.md:Input policies > row .*",
         # The model-card attack (issue 21.1): every held-out figure comes from the per-group
-        # confusion counts released by the Gaussian mechanism (release/model/evaluation.py:
+        # confusion counts released by the Gaussian mechanism (release/kinds/model/evaluation.py:
         # release_confusion, ledger "held-out confusion matrices per group"); noisy_metrics
         # derives accuracy, rates, baseline, RD, TPR gap, trivial/fair from them only.
         r"manifest\.json:metrics\..*",
@@ -184,7 +184,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"manifest\.json:ledger\[functional mechanism \([^]]*\)\]\.sensitivity",
     ),
     "graph": (
-        # The rows each policy touched: Gaussian noisy counts (release/graph/kind.py
+        # The rows each policy touched: Gaussian noisy counts (release/kinds/causal_graph/kind.py
         # search_stage -> policy_counts.measure_policy_counts), manifest and report.
         r"manifest\.json:validation\.input\.touched_rows\[\d+\]\.noisy_count",
         r"report\.html:Input policies \(private side\) > row .*",
@@ -202,11 +202,11 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"report\.html:Causal graph: [^>]* > \(",  # "(ε, δ)-DP; ρ ... spent <spent ρ>"
     ),
     "embedding": (
-        # The edges each policy touched: Gaussian noisy counts (release/embedding/kind.py
+        # The edges each policy touched: Gaussian noisy counts (release/kinds/embedding/kind.py
         # embed_stage -> policy_counts.measure_policy_counts), manifest and report.
         r"manifest\.json:validation\.input\.touched_rows\[\d+\]\.noisy_count",
         r"report\.html:Input policies \(private side\) > row .*",
-        # DPNE's embeddings (graph/dpne.py: objective perturbation, pure ε′-DP), the report's
+        # DPNE's embeddings (embedding/dpne.py: objective perturbation, pure ε′-DP), the report's
         # PCA of them.
         r"embeddings\.parquet",
         r"report\.html:Embeddings > img PCA of the embeddings",

@@ -78,17 +78,17 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("privfair/generative/nets.py", "seeded_init_"): "weight initialisation",
     ("privfair/generative/nets.py", "gumbel_noise"):
         "Gumbel-softmax of the generator's own output (public)",
-    ("privfair/graph/dpne.py", "public_factor"):
+    ("privfair/embedding/dpne.py", "public_factor"):
         "DPNE's data-independent public factor H",
     ("privfair/learn/dpsgd.py", "poisson_batch"):
         "Poisson batch sampling (the accountant's subsampling, not noise)",
     ("privfair/learn/dpsgd.py", "_build"): "weight initialisation",
-    ("privfair/release/gan/stages.py", "_declared_curve"):
+    ("privfair/release/kinds/gan/stages.py", "_declared_curve"):
         "planning: the run's declared curve on a scratch ledger; nothing is drawn",
     ("privfair/generative/gan.py", "fit_gan"):
         "planning: the run's own curve on a copy of its ledger, to settle the reservation; "
         "nothing is drawn",
-    ("privfair/release/model/budget.py", "_ledger"):
+    ("privfair/release/kinds/model/budget.py", "_ledger"):
         "planning: a declared cost on a scratch ledger; nothing is drawn",
     ("privfair/store/backends.py", "run"): "jitter between retries of a transaction",
     ("privfair/synth/per_group.py", "PerGroupSynthesizer.fit"):

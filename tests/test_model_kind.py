@@ -14,11 +14,11 @@ from privfair.cli import main
 from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import load_contract
 from privfair.core.errors import ReleaseInputError
-from privfair.release.model import train as module
-from privfair.release.model.budget import functional_entries, plan_budget, policy_entry
-from privfair.release.model.evaluation import TRIVIAL, noisy_metrics
-from privfair.release.model.predict import constant_prediction, decision_function
-from privfair.release.model.train import MODEL, holdout_mask
+from privfair.release.kinds.model import train as module
+from privfair.release.kinds.model.budget import functional_entries, plan_budget, policy_entry
+from privfair.release.kinds.model.evaluation import TRIVIAL, noisy_metrics
+from privfair.release.kinds.model.predict import constant_prediction, decision_function
+from privfair.release.kinds.model.train import MODEL, holdout_mask
 from privfair.release.protocol import plan_release, run_release
 from privfair.release.seeds import kind_rng
 from privfair.store.catalog import list_releases

@@ -30,7 +30,7 @@ import pytest
 # imported during a wrapped run would bind the wrapper for good.
 import privfair.causal.privpc
 import privfair.domains.cathist
-import privfair.graph.dpne
+import privfair.embedding.dpne
 import privfair.learn.functional
 import privfair.release.policy_counts
 import privfair.synth.synthesizer  # noqa: F401  (imports synth.aim, measure, structure)
@@ -244,7 +244,7 @@ def test_table_method_within_sensitivity(monkeypatch, method: str) -> None:
 
 def test_model_card_confusion_counts_within_sensitivity(monkeypatch) -> None:
     """One more held-out row moves one cell of the per-group confusion counts by 1."""
-    from privfair.release.model.evaluation import confusion_counts, release_confusion
+    from privfair.release.kinds.model.evaluation import confusion_counts, release_confusion
 
     rng0 = np.random.default_rng(6)
     y, pred, groups = (rng0.integers(0, 2, 50) for _ in range(3))
@@ -319,7 +319,7 @@ def test_functional_models_within_sensitivity(monkeypatch, model: str) -> None:
 
 def test_dpne_within_sensitivity(monkeypatch) -> None:
     """DPNE: an edge added between the two busiest nodes, and one between isolated ones."""
-    from privfair.graph.dpne import EdgeList, dpne
+    from privfair.embedding.dpne import EdgeList, dpne
 
     base = np.array([[0, 1], [0, 2], [0, 3], [1, 2], [1, 3], [4, 5]])
     graphs = {"base": base, "busy": np.vstack([base, [[2, 3]]]),

@@ -21,13 +21,10 @@ from privfair.contracts.datasets import (  # noqa: E402
     contract_path,
 )
 from privfair.core.errors import BudgetExceededError, ContractError  # noqa: E402
-from privfair.release.kinds import FAMILIES, family  # noqa: E402
-from privfair.release.table.manifest import ledger_rows, summary_markdown  # noqa: E402
-from privfair.release.table.plan import (  # noqa: E402
-    ReleaseInputError,
-    ReleaseParams,
-    resolve_contract,
-)
+from privfair.release.checks import resolve_contract  # noqa: E402
+from privfair.release.registry import FAMILIES, family  # noqa: E402
+from privfair.release.tabular.manifest import ledger_rows, summary_markdown  # noqa: E402
+from privfair.release.tabular.plan import ReleaseInputError, ReleaseParams  # noqa: E402
 from tasks import ops  # noqa: E402
 
 

@@ -16,8 +16,9 @@ from conftest import make_toy_frame
 from privfair.cli import main
 from privfair.core.accounting import RDP_ORDERS, rdp_epsilon
 from privfair.core.errors import FairnessViolationError
-from privfair.release.kinds import release_table
-from privfair.release.table import kind as table_kind
+from privfair.release.kinds.gan import kind as gan_kind
+from privfair.release.kinds.table import kind as table_kind
+from privfair.release.run import release_table
 from privfair.store.registry import read_lifetime_ledger
 
 
@@ -66,33 +67,33 @@ def _failing_parity(real):
 
 def test_a_fair_gan_that_fails_its_check_publishes_nothing_and_stays_charged(
         toy_contract, toy_parquet, tmp_path, monkeypatch):
-    monkeypatch.setattr(table_kind, "sample_gan", _failing_parity(table_kind.sample_gan))
+    monkeypatch.setattr(gan_kind, "sample_gan", _failing_parity(gan_kind.sample_gan))
     request = _request(toy_contract, toy_parquet, tmp_path, method="fairgan", gan_epochs=1)
     with pytest.raises(FairnessViolationError, match=r"\|RD\(D\)\| = 0.078") as caught:
         release_table(request)
     assert any("stays charged" in note for note in caught.value.__notes__)
     assert not (tmp_path / "releases" / "toy" / "v1").exists()
-    book = read_lifetime_ledger(None, table_kind.TABLE.check(
-        table_kind.TABLE.parse(request)).contract)
+    book = read_lifetime_ledger(None, gan_kind.GAN.check(
+        gan_kind.GAN.parse(request)).contract)
     assert [p["state"] for p in book.pending] == ["spent, not published"]
 
 
 def test_allow_unfair_publishes_and_records_it(toy_contract, toy_parquet, tmp_path,
                                                monkeypatch):
-    monkeypatch.setattr(table_kind, "sample_gan", _failing_parity(table_kind.sample_gan))
+    monkeypatch.setattr(gan_kind, "sample_gan", _failing_parity(gan_kind.sample_gan))
     folder = release_table(_request(toy_contract, toy_parquet, tmp_path, method="fairgan",
                                     gan_epochs=1, allow_unfair=True))
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["parameters"]["allow_unfair"] is True
-    line = table_kind.GAN.outcome(manifest)
+    line = gan_kind.GAN.outcome(manifest)
     assert "FAIL" in line and "--allow-unfair" in line
 
 
 def test_dpgan_claims_no_parity(toy_contract, toy_parquet, tmp_path, monkeypatch):
-    monkeypatch.setattr(table_kind, "sample_gan", _failing_parity(table_kind.sample_gan))
+    monkeypatch.setattr(gan_kind, "sample_gan", _failing_parity(gan_kind.sample_gan))
     folder = release_table(_request(toy_contract, toy_parquet, tmp_path, method="dpgan",
                                     gan_epochs=1))
-    line = table_kind.GAN.outcome(json.loads((folder / "manifest.json").read_text()))
+    line = gan_kind.GAN.outcome(json.loads((folder / "manifest.json").read_text()))
     assert "FAIL (not claimed by this method)" in line
 
 
@@ -109,8 +110,8 @@ def test_the_outcome_names_the_tot_eta_and_what_it_reached():
 
 
 def test_model_and_graph_outcomes_say_what_was_built():
-    from privfair.release.graph.kind import GRAPH
-    from privfair.release.model.train import MODEL
+    from privfair.release.kinds.causal_graph.kind import GRAPH
+    from privfair.release.kinds.model.train import MODEL
 
     trivial = {"model": "pflr", "trivial": True, "metrics": {"fair": True}}
     assert "TRIVIAL" in MODEL.outcome(trivial) and "PASS" not in MODEL.outcome(trivial)

@@ -156,7 +156,7 @@ def test_the_decision_reads_no_private_value_but_the_noisy_total():
 
 
 def test_a_time_budget_stop_is_reported_as_not_converged_and_why():
-    from privfair.release.table.kind import fit_stop
+    from privfair.release.kinds.table.kind import fit_stop
 
     rng = np.random.default_rng(0)
     domain = Domain(("a", "b", "c"), (3, 3, 3))
@@ -228,8 +228,8 @@ def test_a_release_records_the_decision_and_its_last_line_says_it(toy_contract, 
                                                                    tmp_path):
     import json
 
-    from privfair.release.kinds import release_table
-    from privfair.release.table.kind import TABLE
+    from privfair.release.kinds.table.kind import TABLE
+    from privfair.release.run import release_table
 
     folder = release_table({"contract": str(toy_contract), "data": str(toy_parquet),
                             "epsilon": 1.0, "delta": 1e-9, "method": "mst",

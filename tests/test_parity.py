@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from privfair.release.kinds import KINDS  # noqa: E402
 from privfair.release.protocol import run_release  # noqa: E402
+from privfair.release.registry import KINDS  # noqa: E402
 from privfair.store.catalog import list_releases  # noqa: E402
 
 SEED = 11
@@ -132,7 +132,7 @@ MAIN_BEFORE_POLICY_COUNTS = {"mst": "f7df83ab01bad8df", "prefair-greedy": "f7df8
 
 
 def compas_table(method: str, tmp_path: Path) -> pd.DataFrame:
-    from privfair.release.kinds import release_table
+    from privfair.release.run import release_table
 
     final = release_table({"contract": "compas", "epsilon": 1.0, "delta": 1e-9,
                            "method": method, "seed": SEED, "insecure_seed": True,
@@ -151,7 +151,7 @@ def test_embedded_compas_release_is_unchanged(method, tmp_path):
 def test_protocol_gives_mains_tables_without_the_policy_counts(method, tmp_path, monkeypatch):
     """Every other measurement draws from its own stream with its own share of ρ: with the
     policy counts' share all but zero, the protocol publishes main's tables bit for bit."""
-    from privfair.release.table import plan
+    from privfair.release.tabular import plan
 
     monkeypatch.setattr(plan, "POLICY_SHARE", 1e-300)
     assert content_hash(compas_table(method, tmp_path)) == MAIN_BEFORE_POLICY_COUNTS[method]

@@ -11,14 +11,14 @@ import pytest
 
 from privfair.contracts import encoding as disc
 from privfair.contracts.datasets import load_codes
-from privfair.release.table.partitioned import (
+from privfair.release.tabular.partitioned import (
     labelled_columns,
     read_part,
     sample_part,
     validate_part,
     validate_parts,
 )
-from privfair.release.table.plan import OutputValidationError
+from privfair.release.tabular.plan import OutputValidationError
 from privfair.store.artefacts import save_model, save_one_way
 from privfair.store.files import StoreError
 from privfair.synth.synthesizer import FairSynthesizer, generate, generate_columns

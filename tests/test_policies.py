@@ -28,9 +28,9 @@ from privfair.contracts.encoding import (
 )
 from privfair.contracts.schema import load_contract, parse_contract
 from privfair.core.errors import ReleaseInputError
+from privfair.release.kinds.table.kind import TABLE
 from privfair.release.policy_counts import LEDGER_NAME, POLICY_SHARE
 from privfair.release.protocol import run_release
-from privfair.release.table.kind import TABLE
 from privfair.store.registry import registry_ledgers
 
 
@@ -173,7 +173,7 @@ def test_schema_problems_are_refused_before_the_reservation(case, capsys, tmp_pa
 
 _NOISY_KEYS = {"noisy_count", "published_at", "started_at", "estimated_total", "n_rows",
                "rho_spent_after", "fingerprint", "iterations", "loss", "time_s", "version",
-               "orchestrator", "code_version", "files",
+               "orchestrator", "code_version", "files", "run_id",
                "resolved_fingerprint"}
 
 

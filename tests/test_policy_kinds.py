@@ -23,10 +23,10 @@ from privfair.contracts.encoding import policy_cells, policy_sensitivity
 from privfair.contracts.schema import load_contract
 from privfair.core.accounting import rdp_epsilon, zcdp_rho
 from privfair.core.errors import ReleaseInputError
-from privfair.release.embedding.kind import EMBEDDING
-from privfair.release.graph.kind import GRAPH
-from privfair.release.model.budget import policy_entry
-from privfair.release.model.train import MODEL
+from privfair.release.kinds.causal_graph.kind import GRAPH
+from privfair.release.kinds.embedding.kind import EMBEDDING
+from privfair.release.kinds.model.budget import policy_entry
+from privfair.release.kinds.model.train import MODEL
 from privfair.release.policy_counts import LEDGER_NAME, POLICY_SHARE
 from privfair.release.protocol import plan_release, run_release
 from privfair.store.registry import read_lifetime_ledger, registry_ledgers
@@ -200,7 +200,7 @@ def test_an_embedding_of_unknown_and_null_endpoints_publishes_at_its_declared_co
 def test_touched_edges_are_counted_once_per_distinct_edge():
     """An edge listed many times (either way round) moves each count by at most 1."""
     from privfair.contracts.encoding import PolicyTally, discretize
-    from privfair.release.embedding.kind import distinct_edges
+    from privfair.release.kinds.embedding.kind import distinct_edges
 
     contract = load_contract(contract_path("example_graph"))
     frame = pd.DataFrame({"source": ["n01", "zz99", "n01", "n02", None, "n02"],

@@ -20,8 +20,8 @@ from privfair.contracts.schema import load_contract, parse_contract
 from privfair.contracts.tot_settings import tot_setting
 from privfair.core.errors import ContractError, PrivfairError
 from privfair.fair.tot import InfeasibleFairnessError, TOTransform
-from privfair.release.kinds import release_table
-from privfair.release.table.post_noise import tot_input_path
+from privfair.release.run import release_table
+from privfair.release.tabular.post_noise import tot_input_path
 from privfair.store.registry import read_lifetime_ledger
 
 DOMAIN = {"a": 2, "b": 4, "c": 5, "x": 3, "y": 2}

@@ -1,6 +1,6 @@
 """The release protocol, against every release kind (issue 20).
 
-Each test is parametrized over ``privfair.release.kinds.KINDS`` (with the requests of
+Each test is parametrized over ``privfair.release.registry.KINDS`` (with the requests of
 ``kind_cases.CASES``), so a new kind is covered by adding it to both lists. What holds for
 every kind: the declared cost is reserved before the first private read and never exceeded;
 a run that fails before drawing noise gets its reservation back; a test seed is never used
@@ -23,8 +23,8 @@ from kind_cases import CASES, EDGE_LIST_CASES, edge_list_example, without_column
 
 from privfair.cli import main
 from privfair.contracts.schema import load_contract
-from privfair.release.kinds import FAMILIES, KINDS
 from privfair.release.protocol import InProcess, plan_release, run_release
+from privfair.release.registry import FAMILIES, KINDS
 from privfair.store import publication
 from privfair.store.registry import (
     read_lifetime_ledger,
@@ -144,6 +144,25 @@ def test_a_test_seed_is_refused_the_second_time_whatever_the_work_folder(
     assert len(fingerprints) == 1 and fingerprints[0].startswith("hmac-sha256:")
 
 
+def test_a_run_is_planned_once(kind, toy_contract, toy_parquet, tmp_path):
+    """Issue 33.2: the run publishes under the run id of the plan it was given (the CLI's
+    cost line and its run are one plan), and a planned request whose seed another run used
+    meanwhile is still refused at the reservation."""
+    request = request_for(kind, toy_contract, toy_parquet, tmp_path, seed=5, insecure_seed=True)
+    planned = plan_release(kind, request)
+    again = plan_release(kind, {**request, "work_dir": str(tmp_path / "elsewhere")})
+    folder = run_release(planned)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["run_id"] == planned.plan.run_id != again.plan.run_id
+    contract = inputs_of(kind, toy_contract, toy_parquet)[0]
+    assert [e["run_id"] for e in entries(contract) if e["kind"] == "publish"] == [
+        planned.plan.run_id]
+    with pytest.raises(Exception, match="seed"):
+        run_release(again)
+    assert {e["run_id"] for e in entries(contract) if e.get("run_id")} == {
+        planned.plan.run_id}  # the refused plan reserved nothing
+
+
 def test_publication_writes_the_intent_first_and_files_in_a_0700_folder(
         kind, toy_contract, toy_parquet, tmp_path, monkeypatch):
     params = request_for(kind, toy_contract, toy_parquet, tmp_path)
@@ -251,3 +270,14 @@ def test_costs_are_in_one_unit_and_finite(kind, toy_contract, toy_parquet, tmp_p
     values = [cost.rho] if cost.rho is not None else list(cost.rdp)
     assert all(math.isfinite(v) and v > 0 for v in values)
     assert os.environ.get("PRIVFAIR_REGISTRY")  # the suite never touches a user's registry
+
+
+def test_spawn_keys_come_from_the_registry_and_stay_pinned():
+    """Issue 33.1: a kind's spawn keys follow from its position in the one registry list
+    (append only), the values seeded releases were made with."""
+    from privfair.release.registry import REGISTRY
+    from privfair.release.seeds import KIND_KEYS
+
+    assert [r.name for r in REGISTRY] == ["table", "gan", "model", "graph", "embedding"]
+    assert KIND_KEYS == {"model": 20, "graph": 30, "embedding": 40}
+    assert [kind.name for kind in KINDS] == [r.name for r in REGISTRY]

@@ -90,7 +90,7 @@ def test_a_prior_is_part_of_the_fingerprint():
 
 
 def test_release_spreads_rare_categories_by_the_prior_and_says_so(tmp_path):
-    from privfair.release.kinds import release_table as run_release
+    from privfair.release.run import release_table as run_release
 
     rng = np.random.default_rng(3)
     n = 3000

@@ -17,8 +17,8 @@ from privfair.contracts.encoding import (
 )
 from privfair.contracts.schema import STRIP_CHARS, parse_contract
 from privfair.release import ingest
-from privfair.release.kinds import release_table as run_release
-from privfair.release.table.plan import ReleaseParams
+from privfair.release.run import release_table as run_release
+from privfair.release.tabular.plan import ReleaseParams
 
 SMALL = """
 name: small

@@ -39,8 +39,8 @@ from test_manifest_diff import Published, differing, fields, not_allowed
 
 from privfair.contracts.csv_source import CsvSource
 from privfair.contracts.schema import DialectSpec
-from privfair.release.kinds import KINDS
 from privfair.release.protocol import run_release
+from privfair.release.registry import KINDS
 from privfair.store.registry import list_releases
 
 ALL_CASES = {**CASES, **EDGE_LIST_CASES}

@@ -248,7 +248,7 @@ def test_a_new_registry_is_refused_by_the_stores_copy(toy_contract, toy_parquet,
     and release folders it does not account for refuse it before any private read."""
     from test_release_store import params
 
-    from privfair.release.kinds import release_table as run_release
+    from privfair.release.run import release_table as run_release
 
     run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     shutil.rmtree(privacy_registry)
@@ -282,8 +282,8 @@ def test_unreachable_registry_fails_closed_before_any_read(toy_contract, toy_par
     """A registry that cannot be reached: one StoreError line naming it, no private read."""
     from test_release_store import params
 
-    from privfair.release.kinds import release_table as run_release
-    from privfair.release.table import kind as runner
+    from privfair.release.run import release_table as run_release
+    from privfair.release.tabular import stages as runner
 
     monkeypatch.setenv("PRIVFAIR_REGISTRY", "postgresql://nobody@127.0.0.1:1/registry")
     monkeypatch.setenv("PRIVFAIR_REGISTRY_KEY_FILE", str(tmp_path / "k" / "registry.key"))

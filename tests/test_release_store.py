@@ -17,11 +17,12 @@ from privfair.contracts.schema import load_contract
 from privfair.core.accounting import PrivacyLedger, zcdp_rho
 from privfair.core.errors import BudgetExceededError, ContractError
 from privfair.release import ingest
-from privfair.release.kinds import release_table as run_release
-from privfair.release.table import kind as runner
-from privfair.release.table import plan, post_noise
-from privfair.release.table import private as private_stages
-from privfair.release.table.plan import ReleaseParams
+from privfair.release.kinds.table import kind as runner
+from privfair.release.run import release_table as run_release
+from privfair.release.tabular import plan, post_noise
+from privfair.release.tabular import private as private_stages
+from privfair.release.tabular import stages as shared_stages
+from privfair.release.tabular.plan import ReleaseParams
 from privfair.store import artefacts, files, publication
 from privfair.store.catalog import list_releases
 from privfair.store.registry import lifetime_ledgers
@@ -49,7 +50,7 @@ def test_release_end_to_end(toy_contract, toy_parquet, tmp_path):
     assert final == store / "toy" / "v1"
     assert sorted(x.name for x in final.iterdir()) == [
         "contract.yaml", "manifest.json", "report.html", "synthetic.parquet"]
-    assert seen[0] == "preflight" and seen[-1] == "done" and "estimate" in seen
+    assert seen[0] == "check" and seen[-1] == "done" and "estimate" in seen
 
     # synthetic.parquet holds declared labels, not codes
     contract = load_contract(toy_contract)
@@ -146,7 +147,7 @@ def test_lifetime_budget_refused_before_any_private_read(toy_contract, toy_parqu
     def boom(*a, **k):
         raise AssertionError("private data was read")
 
-    monkeypatch.setattr(runner, "load", boom)
+    monkeypatch.setattr(shared_stages, "load", boom)
     with pytest.raises(BudgetExceededError, match="lifetime budget of dataset 'toy' exceeded"):
         run_release(params(toy_contract, toy_parquet, tmp_path, epsilon=eps, delta=delta))
     assert store_snapshot(store) == before
@@ -189,7 +190,8 @@ def test_fault_in_every_stage_leaves_store_consistent(toy_contract, toy_parquet,
     import privfair.reporting.report
 
     # The runner calls each stage by the name it imported, so faults are injected there.
-    targets = [(runner, name) for name in STAGES] + [
+    targets = [(runner if hasattr(runner, name) else shared_stages, name)
+               for name in STAGES] + [
         (privfair.reporting.report, "build_report"),  # inside publish, folder half-written
         (publication, "record_published"),               # the commit point itself
     # The rename now follows the commit (issue 36.5): see test_fault_injection's "rename" step.
@@ -218,7 +220,7 @@ def test_store_not_writable_is_refused(toy_contract, toy_parquet, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(files.StoreError, match="is a file"):
-        plan.preflight(params(toy_contract, toy_parquet, tmp_path, out=str(blocker / "store")))
+        plan.check(params(toy_contract, toy_parquet, tmp_path, out=str(blocker / "store")))
     assert blocker.read_text() == "x"
 
 
@@ -228,7 +230,7 @@ def test_dataset_name_must_be_a_folder_name(tmp_path, toy_parquet):
     evil = tmp_path / "evil.yaml"
     evil.write_text(TOY_CONTRACT.replace("name: toy", "name: ../../etc"))
     with pytest.raises(ContractError, match="cannot name a release folder"):
-        plan.preflight(params(evil, toy_parquet, tmp_path))
+        plan.check(params(evil, toy_parquet, tmp_path))
 
 
 def test_open_domain_column_is_released_with_cathist(tmp_path):
@@ -268,13 +270,13 @@ def test_open_domain_column_without_other_bucket_is_refused(tmp_path, toy_parque
     contract = tmp_path / "no_other.yaml"
     contract.write_text(text)
     with pytest.raises(Exception, match="needs out_of_domain"):
-        plan.preflight(params(contract, toy_parquet, tmp_path))
+        plan.check(params(contract, toy_parquet, tmp_path))
 
 
 def test_artefacts_roundtrip(toy_contract, toy_parquet, tmp_path):
     """Model and measurement artefacts reload to the same objects (no pickle)."""
     ws = files.Workspace.open(tmp_path / "w")
-    run = plan.preflight(params(toy_contract, toy_parquet, tmp_path))
+    run = plan.check(params(toy_contract, toy_parquet, tmp_path))
     c = run.contract
     staged = ingest.load(run.data_path, c, ws.staging)
     codes = ingest.discretize(staged, c, ws.staging)
@@ -317,7 +319,7 @@ def test_validation_messages_name_columns_not_values(toy_contract, toy_frame):
 
 
 def test_library_never_imports_prefect():
-    code = ("import sys, privfair, privfair.release.kinds, privfair.reporting.report, "
+    code = ("import sys, privfair, privfair.release.registry, privfair.reporting.report, "
             "privfair.contracts.validation, "
             "privfair.cli; assert 'prefect' not in sys.modules, 'prefect imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,

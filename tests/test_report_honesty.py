@@ -4,8 +4,8 @@ cost, the noisy policy counts, the draft's review note, and the charts."""
 
 from __future__ import annotations
 
-from privfair.release.kinds import release_table as run_release
-from privfair.release.table.plan import ReleaseParams
+from privfair.release.run import release_table as run_release
+from privfair.release.tabular.plan import ReleaseParams
 from privfair.store.catalog import fairness_label, list_releases
 
 
@@ -132,7 +132,7 @@ def _card_manifest(metrics, *, trivial, probe):
 
 
 def test_the_model_card_takes_triviality_from_the_model_not_from_noisy_counts():
-    from privfair.release.model.evaluation import noisy_metrics
+    from privfair.release.kinds.model.evaluation import noisy_metrics
     from privfair.reporting.model_card import model_card
 
     # The model predicts both classes, but the noisy counts of held-out rows predicted
@@ -174,7 +174,7 @@ def test_a_network_is_probed_on_the_contracts_inputs_for_one_class():
     import numpy as np
 
     from privfair.contracts.model_features import FeatureEncoding
-    from privfair.release.model.predict import probe_inputs, probe_prediction
+    from privfair.release.kinds.model.predict import probe_inputs, probe_prediction
 
     encoding = FeatureEncoding((("a", ("x", "y")), ("b", ("u", "v", "w"))), "o", "1", "g",
                                ("F", "M"))
@@ -290,7 +290,7 @@ def test_a_gan_report_draws_no_structure():
 
 def test_the_causal_graph_draws_declared_labels():
     from privfair.causal.graph import CausalGraph
-    from privfair.release.graph.report import graph_chart
+    from privfair.release.kinds.causal_graph.report import graph_chart
 
     graph = CausalGraph.from_dict({"nodes": ["sex", "dur", "y"], "edges": [["sex", "dur"]],
                                    "undirected": [["dur", "y"]]})

@@ -24,8 +24,8 @@ from browser_check import reviewed_credit
 
 from privfair.cli import main
 from privfair.contracts.datasets import contract_path
-from privfair.release.kinds import release_table as run_release
-from privfair.release.table.plan import ReleaseParams
+from privfair.release.run import release_table as run_release
+from privfair.release.tabular.plan import ReleaseParams
 from privfair.reporting.report import build_report, structure_svg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_report_has_a_tot_section(tmp_path):
     assert f"{achieved['max_additive_gap']:.6g}" in tot  # after, the map
     assert "discrimination after, the released synthetic rows" in tot
     assert "cost: TVD of (protected, outcome)" in tot and "TOT&#x27;s objective" in tot
-    from privfair.release.table.manifest import summary_markdown
+    from privfair.release.tabular.manifest import summary_markdown
 
     summary = summary_markdown(manifest, folder)
     assert "before; both on synthetic rows" in summary and "cost: TVD" in summary

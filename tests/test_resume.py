@@ -18,9 +18,10 @@ from privfair.cli import main
 from privfair.contracts.schema import load_contract
 from privfair.core.errors import PrivfairError, ReleaseInputError
 from privfair.release.checkpoint import checkpoint_path
-from privfair.release.kinds import release_table
+from privfair.release.kinds.table import kind as table_kind
 from privfair.release.resume import resume_release
-from privfair.release.table import kind as table_kind
+from privfair.release.run import release_table
+from privfair.release.tabular import stages as shared_stages
 from privfair.store.registry import read_lifetime_ledger, registry_ledgers
 
 
@@ -37,7 +38,7 @@ def failed_run(toy_contract, toy_parquet, tmp_path, monkeypatch):
         raise PrivfairError("TOT infeasible: no map meets the discrimination constraint")
 
     with monkeypatch.context() as m:
-        m.setattr(table_kind, "fairness_transform", infeasible)
+        m.setattr(shared_stages, "fairness_transform", infeasible)
         with pytest.raises(PrivfairError, match="infeasible") as caught:
             release_table(_request(toy_contract, toy_parquet, tmp_path))
     assert any("stays charged" in n for n in caught.value.__notes__)
@@ -141,7 +142,7 @@ def test_a_failed_run_prints_the_resume_command_that_finishes_it(toy_contract, t
     import shlex
 
     with monkeypatch.context() as m:
-        m.setattr(table_kind, "fairness_transform", _fail)
+        m.setattr(shared_stages, "fairness_transform", _fail)
         assert main(_cli_release(toy_contract, toy_parquet, tmp_path)) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     (pending,) = read_lifetime_ledger(None, load_contract(toy_contract)).pending
@@ -166,7 +167,7 @@ def test_a_failed_run_prints_the_resume_command_that_finishes_it(toy_contract, t
 def test_a_failed_run_that_cannot_be_resumed_says_so(where, says, toy_contract, toy_parquet,
                                                      tmp_path, capsys, monkeypatch):
     with monkeypatch.context() as m:
-        m.setattr(table_kind, where, _fail)
+        m.setattr(table_kind if hasattr(table_kind, where) else shared_stages, where, _fail)
         assert main(_cli_release(toy_contract, toy_parquet, tmp_path)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--resume" not in err
@@ -180,7 +181,7 @@ def test_a_failed_flow_run_prints_the_resume_command(prefect_harness, toy_contra
                                                      tmp_path, capsys, monkeypatch):
     """The same last line through Prefect (the default driver)."""
     with monkeypatch.context() as m:
-        m.setattr(table_kind, "fairness_transform", _fail)
+        m.setattr(shared_stages, "fairness_transform", _fail)
         argv = _cli_release(toy_contract, toy_parquet, tmp_path)
         assert main(argv[:-1]) == 2  # without --no-prefect
     last = capsys.readouterr().err.strip().splitlines()[-1]
@@ -196,7 +197,7 @@ def test_a_failed_runs_sentence_and_its_notes_read_as_one_line(toy_contract, toy
         raise PrivfairError("TOT infeasible: move more columns (tot.features).")
 
     with monkeypatch.context() as m:
-        m.setattr(table_kind, "fairness_transform", fail)
+        m.setattr(shared_stages, "fairness_transform", fail)
         assert main(_cli_release(toy_contract, toy_parquet, tmp_path)) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert ".;" not in last

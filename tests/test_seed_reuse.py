@@ -13,9 +13,10 @@ import pytest
 
 from privfair.contracts.schema import load_contract
 from privfair.core.errors import PrivfairError
-from privfair.release.kinds import release_table
+from privfair.release.kinds.table import kind as table_kind
 from privfair.release.resume import resume_release
-from privfair.release.table import kind as table_kind
+from privfair.release.run import release_table
+from privfair.release.tabular import stages as shared_stages
 from privfair.store.files import StoreError
 from privfair.store.registry import read_lifetime_ledger
 
@@ -33,7 +34,7 @@ def seeded_failed_run(toy_contract, toy_parquet, tmp_path, monkeypatch):
         raise PrivfairError("TOT infeasible: no map meets the discrimination constraint")
 
     with monkeypatch.context() as m:
-        m.setattr(table_kind, "fairness_transform", infeasible)
+        m.setattr(shared_stages, "fairness_transform", infeasible)
         with pytest.raises(PrivfairError, match="infeasible"):
             release_table(_request(toy_contract, toy_parquet, tmp_path, seed=7,
                                    insecure_seed=True))

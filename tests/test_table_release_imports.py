@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPT = """
 import sys
-from privfair.release.kinds import release_table
+from privfair.release.run import release_table
 
 out = sys.argv[1]
 release_table({"contract": "adult", "epsilon": 1.0, "delta": 1e-9, "method": sys.argv[2],

@@ -14,9 +14,9 @@ from privfair.contracts.schema import load_contract, parse_contract
 from privfair.contracts.tot_settings import tot_setting
 from privfair.core.errors import ContractError
 from privfair.fair.tot import safes_adult_distortion, safes_compas_distortion
-from privfair.release.kinds import release_table as run_release
-from privfair.release.table import plan
-from privfair.release.table.plan import ReleaseParams
+from privfair.release.run import release_table as run_release
+from privfair.release.tabular import plan
+from privfair.release.tabular.plan import ReleaseParams
 
 
 def all_pairs(contract, columns):
@@ -111,7 +111,7 @@ def test_tot_release_on_a_contract_that_declares_it(tmp_path):
 def test_without_a_tot_block_the_size_guard_refuses_at_preflight(tmp_path):
     p = release_params(tmp_path, CREDIT, eta=0.05)
     with pytest.raises(plan.ReleaseInputError) as info:
-        plan.preflight(p)
+        plan.check(p)
     message = str(info.value)
     # Before: 9e13 variables refused only after every DP stage, suggesting functools.partial.
     assert "tot.features" in message and "partial" not in message
@@ -128,7 +128,7 @@ def test_contract_size_guard_names_the_contract_keys(tmp_path):
     with pytest.raises(plan.ReleaseInputError,
                        match="contract key tot.features.*contract key tot.distortion.bounds.*"
                        "tot.max_variables"):
-        plan.preflight(release_params(tmp_path, text.replace("eta: 0.05", "eta: 0.05\n"
+        plan.check(release_params(tmp_path, text.replace("eta: 0.05", "eta: 0.05\n"
                                                              "  max_variables: 100000")))
 
 
@@ -143,7 +143,7 @@ def test_a_registered_distortion_that_does_not_fit_is_refused_with_a_hint(tmp_pa
                       out=str(tmp_path / "r"), work_dir=str(tmp_path / "w"),
                       fairness_transform="tot", eta=0.05)
     with pytest.raises(plan.ReleaseInputError, match="--distortion safes-compas"):
-        plan.preflight(p)
+        plan.check(p)
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -10,9 +10,9 @@ from privfair.contracts.datasets import contract_path, load_dataset
 from privfair.contracts.schema import load_contract
 from privfair.core.accounting import RDP_ORDERS, rdp_epsilon, subsampled_gaussian_rdp
 from privfair.core.errors import BudgetExceededError, DomainError, ReleaseInputError
-from privfair.release.model.predict import decision_function, predict
-from privfair.release.model.train import MODEL, TrainParams, preflight_train
-from privfair.release.protocol import run_release
+from privfair.release.kinds.model.predict import decision_function, predict
+from privfair.release.kinds.model.train import MODEL, TrainParams
+from privfair.release.protocol import plan_release, run_release
 from privfair.store.catalog import list_releases
 from privfair.store.ledger import LifetimeLedger
 from privfair.store.registry import read_lifetime_ledger
@@ -113,16 +113,15 @@ def test_dpsgd_f_release_and_cli_predict(adult_file, tmp_path, capsys):
 
 
 def test_model_release_over_the_lifetime_budget_is_refused_before_reading(tmp_path):
+    """Refused by the protocol's plan, before the reservation: no ledger, nothing read but the
+    file's schema (public; every kind's shared check reads it first, issue 33.1)."""
     contract = _contract_with_budget(tmp_path, 1.0)
-    unreadable = tmp_path / "private.parquet"
-    unreadable.write_bytes(b"not parquet: reading it would fail differently")
     params = {"model": "pflr", "epsilon": 2.0, "contract": str(contract),
-              "data": str(unreadable), "out": str(tmp_path / "store")}
+              "out": str(tmp_path / "store")}
     with pytest.raises(BudgetExceededError, match="lifetime budget"):
         train(params, tmp_path)
     assert main(["train", "--model", "pflr", "--epsilon", "2", "--contract", str(contract),
-                 "--data", str(unreadable), "--out", str(tmp_path / "store"),
-                 "--no-prefect"]) == 2
+                 "--out", str(tmp_path / "store"), "--no-prefect"]) == 2
     assert not (tmp_path / "store" / "adult" / "lifetime_ledger.json").exists()
 
 
@@ -138,7 +137,7 @@ def test_model_release_over_the_lifetime_budget_is_refused_before_reading(tmp_pa
 ])
 def test_bad_requests_refused_in_preflight(params, error, match, tmp_path):
     with pytest.raises(error, match=match):
-        preflight_train({"epsilon": 1.0, "out": str(tmp_path)} | params)
+        MODEL.check({"epsilon": 1.0, "out": str(tmp_path)} | params)
 
 
 def test_a_curve_charge_leaves_table_releases_exactly_the_composed_room():
@@ -184,14 +183,14 @@ def test_successive_model_releases_share_the_registry_ledger(adult_file, tmp_pat
     assert manifest["metrics"] is None
     # A third release over what is left is refused before reading anything.
     with pytest.raises(BudgetExceededError):
-        preflight_train({"model": "pflr", "epsilon": 6.5, "out": str(store)})
+        plan_release(MODEL, {"model": "pflr", "epsilon": 6.5, "out": str(store)})
 
 
 def test_model_run_reserves_its_declared_cost_and_stays_charged_after_noise(
         adult_file, tmp_path, monkeypatch):
     """Rule 5: a model run holds its declared cost (not the dataset's whole remaining ρ)
     before its first private read; a failure after noise stays charged."""
-    from privfair.release.model import train as module
+    from privfair.release.kinds.model import train as module
 
     store, contract = tmp_path / "store", load_contract(contract_path("adult"))
     seen: list[float] = []

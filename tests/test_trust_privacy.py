@@ -69,7 +69,7 @@ def test_contract_declaring_only_a_size_is_refused_at_preflight(tmp_path) -> Non
     """Item 2: the contract must say how to draw from the universe, not only its size."""
     from privfair.contracts.datasets import contract_path
     from privfair.core.errors import ContractError
-    from privfair.release.table import plan
+    from privfair.release.tabular import plan
 
     text = contract_path("example_open_domain").read_text().replace(
         '      universe:\n        words: {alphabet: "abcdefghijklmnopqrstuvwxyz-", max_length: 12}\n',
@@ -80,13 +80,13 @@ def test_contract_declaring_only_a_size_is_refused_at_preflight(tmp_path) -> Non
     data = tmp_path / "d.csv"
     data.write_text("gender,age,degree,hired\nfemale,30,none,no\n")
     with pytest.raises(ContractError, match="open_domain.universe"):
-        plan.preflight({"contract": str(contract), "data": str(data),
+        plan.check({"contract": str(contract), "data": str(data),
                         "out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
     mismatch = text.replace("      size: 171000\n", "      size: 5\n      universe: "
                                                     "{values: [a, b]}\n")
     contract.write_text(mismatch)
     with pytest.raises(ContractError, match="does not match the declared universe"):
-        plan.preflight({"contract": str(contract), "data": str(data),
+        plan.check({"contract": str(contract), "data": str(data),
                         "out": str(tmp_path / "r"), "work_dir": str(tmp_path / "w")})
 
 
@@ -137,8 +137,8 @@ def test_fixed_seed_needs_the_insecure_flag_and_is_fingerprinted(tmp_path) -> No
     records the test mode and a fingerprint keyed by the dataset's secret in the registry
     (equal for equal seeds of one dataset, whatever the work folder; never the seed)."""
     from privfair.core.errors import ReleaseInputError
-    from privfair.release.kinds import KINDS
     from privfair.release.protocol import plan_release
+    from privfair.release.registry import KINDS
     from privfair.release.seeds import seed_fingerprint
 
     table = KINDS[0]
@@ -170,7 +170,7 @@ def test_fair_method_with_an_unfair_built_structure_is_refused(tmp_path, toy_con
     """Item 12: the pipeline refused nothing when a fair method's graph failed the check
     (it only recorded it). A selector that returns a protected-outcome edge is refused."""
     from privfair.core.errors import FairnessViolationError
-    from privfair.release.kinds import release_table as run_release
+    from privfair.release.run import release_table as run_release
     from privfair.synth import synthesizer
     from privfair.synth.structure import SelectedStructure, check_fairness
 
@@ -192,7 +192,7 @@ def test_tot_discrimination_is_rechecked_against_eta() -> None:
     """Item 12: with --fairness tot the manifest describes the transform's own check (its
     achieved discrimination against eta) beside the model graph's; a miss is refused."""
     from privfair.core.errors import FairnessViolationError
-    from privfair.release.table.post_noise import check_tot_discrimination
+    from privfair.release.tabular.post_noise import check_tot_discrimination
 
     record = {"parameters": {"discrimination": "additive", "eta": 0.05},
               "achieved_discrimination": {"max_additive_gap": 0.049, "max_ratio_gap": 0.2,
@@ -200,7 +200,7 @@ def test_tot_discrimination_is_rechecked_against_eta() -> None:
                                           "input_max_ratio_gap": 1.5}}
     check = check_tot_discrimination(record)
     assert check["passed"] and check["achieved"] == 0.049 and check["before_transform"] == 0.3
-    from privfair.release.table.manifest import _transform_line
+    from privfair.release.tabular.manifest import _transform_line
 
     line = _transform_line({"name": "tot", "applied": True, "fairness_check": check, **record})
     assert "checked: discrimination 0.049 ≤ η (passed)" in line

@@ -89,7 +89,7 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     if dask_address:
         from prefect_dask import DaskTaskRunner
 
-        from privfair.release.table.dask_engine import check_dask_address, security
+        from privfair.release.tabular.dask_engine import check_dask_address, security
 
         check_dask_address(dask_address)
         with DaskTaskRunner(address=dask_address,

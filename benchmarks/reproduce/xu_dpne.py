@@ -51,7 +51,7 @@ def run(c: dict[str, Any]) -> dict[str, Any]:
     from dpne_sbm import DIM, _scores, _split
 
     from privfair.core.accounting import PrivacyLedger
-    from privfair.graph.dpne import SENSITIVITY, dpne, public_factor, spectral_embedding
+    from privfair.embedding.dpne import SENSITIVITY, dpne, public_factor, spectral_embedding
 
     g, labels = _graph()
     rng = np.random.default_rng(c["seed"])
@@ -77,7 +77,7 @@ def size_grid(graph, labels, held, negatives, *, k: int, seed: int) -> dict[str,
     from dpne_sbm import _scores
 
     from privfair.core.accounting import PrivacyLedger
-    from privfair.graph.dpne import dpne, public_factor, spectral_embedding
+    from privfair.embedding.dpne import dpne, public_factor, spectral_embedding
 
     rng = np.random.default_rng(1000 + seed)
     out = {"non-private": _scores(spectral_embedding(graph, k), labels, held, negatives,

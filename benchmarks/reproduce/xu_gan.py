@@ -59,7 +59,7 @@ def own_classifier_scores(state, test, domain, *, protected: str, outcome: str
                           ) -> dict[str, float]:
     """Accuracy and RD(η) on ``test`` of FairGAN+'s own classifier η (Table 6.2's C5): linear
     on the one-hot blocks of every attribute but S and Y, positive logit (w₁ − w₀)·x + b₁ − b₀
-    (as ``privfair.release.gan.stages.classifier_record`` releases it)."""
+    (as ``privfair.release.kinds.gan.stages.classifier_record`` releases it)."""
     from _gan_metrics import one_hot
 
     weight, bias = np.asarray(state["0.weight"]), np.asarray(state["0.bias"])
@@ -77,7 +77,7 @@ def _real_scores() -> dict[str, float]:
     rows, and the LR trained on them (with S among its inputs, and on X alone)."""
     from _gan_metrics import classifier_scores
 
-    from privfair.release.gan.stages import data_fairness
+    from privfair.release.kinds.gan.stages import data_fairness
 
     train, test, domain = _data()
     roles = {"protected": "sex", "outcome": "income"}
@@ -95,7 +95,7 @@ def run(c: dict[str, Any]) -> dict[str, Any]:
 
     from privfair.core.accounting import PrivacyLedger
     from privfair.generative.gan import GANConfig, fit_gan
-    from privfair.release.gan.stages import data_fairness
+    from privfair.release.kinds.gan.stages import data_fairness
 
     torch.set_num_threads(1)
     s = c["setting"]

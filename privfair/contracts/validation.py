@@ -17,7 +17,7 @@ private staging folder; :meth:`ValidationOutcome.problem_line` and
 Great Expectations is imported inside the functions: it costs ~4 s and ~300 MB. The suites are
 also kept as plain data (:func:`suite_spec`) and evaluated first by a pandas pre-check
 (:func:`precheck`) that gives GX's verdicts; GX itself runs only on a batch the pre-check
-fails (for its detailed results) and for the Data Docs (:mod:`privfair.release.table.data_docs`). Its progress bars are switched off. pandas 3 names its string dtype
+fails (for its detailed results) and for the Data Docs (:mod:`privfair.release.tabular.data_docs`). Its progress bars are switched off. pandas 3 names its string dtype
 ``"str"``, so no ``ExpectColumnValuesToBeOfType`` is used on text columns (``"object"`` and
 ``"string"`` both fail there); types are fixed by the loader instead.
 """

@@ -1,1 +1,2 @@
-"""Releases: seeds, preflight checks and ingest, then table, GAN, model and graph kinds."""
+"""Releases: the protocol, the shared check and manifest, the registry, and one package per
+kind under ``kinds/`` (table, gan, model, causal_graph, embedding)."""

@@ -1,5 +1,5 @@
 """Data-free refusals of a release request (issue 10.4, 10.9, 10.10), run by
-:func:`privfair.release.table.plan.preflight` before the run's ρ is reserved.
+each kind's ``check`` (:mod:`privfair.release.request`) before the run's ρ is reserved.
 
 Numbers that break the accounting (ε that overflows or vanishes, δ that underflows), TOT's η
 without TOT, a plan whose marginals cannot fit in memory (estimated from the declared
@@ -18,10 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from privfair.contracts.schema import Contract
-from privfair.core.budget import Budget
 from privfair.core.domain import Domain
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
-from privfair.fair.eta import check_eta
 from privfair.store.files import StoreError
 
 #: Bytes held per marginal cell: true counts, noisy counts, model potentials, a working copy.
@@ -49,14 +47,12 @@ def memory_limit() -> int:
         return 8 * 2**30
 
 
-def check_numbers(*, epsilon: float, delta: float, eta: float | None,
-                  fairness_transform: str) -> None:
-    Budget(epsilon=epsilon, delta=delta)
+def check_eta_with_tot(*, eta: float | None, fairness_transform: str) -> None:
+    """Refuse η without the TOT transform. (ε, δ and η themselves are checked once, when the
+    parameters are parsed: :mod:`privfair.contracts.fields`.)"""
     if eta is not None and fairness_transform != "tot":
         raise ValueError("eta: given without --fairness tot; expected eta only with the TOT "
                          "transform")
-    if eta is not None:
-        check_eta(eta)
 
 
 def check_memory(domain: Domain, *, n_rows: int | None, limit: int | None = None) -> None:
@@ -109,17 +105,6 @@ def check_folders(*, out: str, store: Path, contract: Contract, work_dir: str) -
 
         with catalog(store, read_only=True, wait=1.0):
             pass
-
-
-def check_release_request(params: Any, contract: Contract, domain: Domain, store: Path) -> None:
-    """Every data-free refusal of a table release, in the order a user fixes them."""
-    check_numbers(epsilon=params.epsilon, delta=params.delta, eta=params.eta,
-                  fairness_transform=params.fairness_transform)
-    check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
-    n_rows = params.n_rows
-    if n_rows is not None and getattr(params, "output", "file") == "partitioned":
-        n_rows = min(n_rows, params.part_rows)  # one part in memory at a time (per worker)
-    check_memory(domain, n_rows=n_rows)
 
 
 # --- shared by every kind's check: names, folders, the request's files -------------------

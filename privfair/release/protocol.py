@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import BaseModel
 
 from privfair.contracts.schema import Contract
-from privfair.core.accounting import zcdp_rho
+from privfair.core.budget import Budget
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.release.checkpoint import save_checkpoint
 from privfair.release.checks import check_run_folders
@@ -91,9 +91,21 @@ class RequestPlan:
     method: str
     epsilon: float
     delta: float
+    #: The zCDP ρ of (ε, δ): what a kind accounted in zCDP reserves.
+    rho: float
     started_at: str
+    #: Whether the run has an insecure test seed (the seed itself is never in a plan).
+    seeded: bool
     #: Insecure test mode only: the seed's keyed fingerprint (the protocol fills it in).
     seed_fingerprint: str | None = None
+
+    @property
+    def seed_policy(self) -> str:
+        """The manifest's ``seed_policy``: how the run drew its randomness."""
+        if self.seeded:
+            return ("INSECURE test mode: fixed operator-supplied seed; the seed is not recorded "
+                    "(whoever knows it can remove the noise)")
+        return "fresh OS entropy for every noise draw and sample; no seed exists"
 
 
 @dataclass(frozen=True)
@@ -111,8 +123,8 @@ class Cost:
 
     @property
     def rho(self) -> float | None:
-        return None if self.rdp is not None else zcdp_rho(epsilon=self.epsilon,
-                                                          delta=self.delta)
+        return None if self.rdp is not None else Budget(epsilon=self.epsilon,
+                                                        delta=self.delta).rho
 
     def charge(self) -> dict[str, Any]:
         """The lifetime ledger's ``check`` arguments for this cost."""
@@ -232,6 +244,11 @@ class ReleaseKind(ABC):
               lifetime: Any) -> Written:
         """Write the release files into ``folder`` (mode 0700, not yet published)."""
 
+    def runs(self, options: Any) -> bool:
+        """Whether this kind runs ``options`` of its command (a command with several kinds
+        runs the first that does; see :mod:`privfair.release.registry`)."""
+        return True
+
     def summary(self, plan: Any) -> str:
         """One public line naming what the run will do (logged before it reserves)."""
         return f"{self.name} release of {plan.dataset!r} ({plan.method})"
@@ -321,14 +338,20 @@ def plan_release(kind: ReleaseKind, params: Any) -> Planned:
     return Planned(kind, options, plan, cost, cost.rho, lifetime)
 
 
-def run_release(kind: ReleaseKind, params: Any, *, driver: Any = None,
+def run_release(request: ReleaseKind | Planned, params: Any = None, *, driver: Any = None,
                 progress: Progress | None = None) -> Path:
-    """Run one release of ``kind`` by the protocol above; returns the release folder."""
+    """Run one release by the protocol above; returns the release folder.
+
+    ``request``: a kind and its ``params``, or what :func:`plan_release` returned for them
+    (the CLI plans once, for its cost line, and runs that plan: one run id). A planned
+    request is checked again where it matters once the run holds the dataset: the
+    reservation composes its cost with the ledger as it is then, refuses a used seed, and
+    the kind's lifetime check runs again."""
     driver = driver or InProcess()
     report = progress or getattr(driver, "progress", None) or (lambda stage, fraction: None)
-    report("preflight", 0.0)
-    planned = plan_release(kind, params)
-    plan, options = planned.plan, planned.params
+    report("check", 0.0)
+    planned = request if isinstance(request, Planned) else plan_release(request, params)
+    kind, plan, options = planned.kind, planned.plan, planned.params
     driver.say(kind.summary(plan))
     with driver.slot(plan.dataset):
         charge = reserve(planned)

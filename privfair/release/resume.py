@@ -50,7 +50,7 @@ def resumed_kind(kinds: Sequence[ReleaseKind], run_id: str, *,
 
 
 def _all_kinds() -> list[ReleaseKind]:
-    from privfair.release.kinds import FAMILIES
+    from privfair.release.registry import FAMILIES
 
     return [kind for family in FAMILIES for kind in family.kinds]
 

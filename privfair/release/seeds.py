@@ -20,6 +20,7 @@ import hmac
 
 import numpy as np
 
+from privfair.release.registry import REGISTRY
 from privfair.store.registry import seed_key
 
 __all__ = ["KIND_KEYS", "STAGE_KEYS", "check_seed_policy", "kind_rng", "seed_fingerprint",
@@ -28,8 +29,12 @@ __all__ = ["KIND_KEYS", "STAGE_KEYS", "check_seed_policy", "kind_rng", "seed_fin
 #: Spawn keys of the table and gan kinds' stages.
 STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
               "domains": 7, "gan": 8, "policies": 9}
-#: First spawn-key element of the other kinds; their stages follow in declaration order.
-KIND_KEYS = {"model": 20, "graph": 30, "embedding": 40}
+#: The kinds whose stages keep those one-element keys (older than the protocol).
+TABLE_KINDS = ("table", "gan")
+#: First spawn-key element of the other kinds, from their position in the registry (10 × it:
+#: model 20, graph 30, embedding 40); their stages follow in declaration order.
+KIND_KEYS = {entry.name: 10 * position for position, entry in enumerate(REGISTRY)
+             if entry.name not in TABLE_KINDS}
 
 
 def stage_rng(seed: int | None, stage: str) -> np.random.Generator:

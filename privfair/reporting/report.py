@@ -508,7 +508,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
     Parameters
     ----------
     manifest : mapping
-        The release manifest (see :func:`privfair.release.table.manifest.build_manifest`); post-DP only.
+        The release manifest (see :func:`privfair.release.tabular.manifest.build_manifest`); post-DP only.
     synthetic : DataFrame
         The synthetic table with declared labels.
     labels : mapping, optional

@@ -533,7 +533,7 @@ class FairSynthesizer:
         """Every private read and every noise draw of a fit; the rest is post-processing.
 
         This is the one measurement chain of privfair's table releases: the table kind's
-        private stage (:mod:`privfair.release.table.private`) calls it with ``counter``
+        private stage (:mod:`privfair.release.tabular.private`) calls it with ``counter``
         (counts from the staged codes, possibly on Dask) and ``rng`` as a function of the
         stage name (``"one-way"``, ``"select"``, ``"measure"``, ``"aim"``), so each stage
         has its own stream. ``rho`` overrides the ρ of (ε, δ) (a release that spent part of

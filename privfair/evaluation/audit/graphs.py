@@ -1,5 +1,5 @@
 """Audits of the mechanisms a graph release uses: PrivPC and LapMech (``causal.privpc``),
-and DPNE node embeddings (``graph.dpne``).
+and DPNE node embeddings (``embedding.dpne``).
 
 The causal audits take two binary attributes, D with ``rows`` rows all at (1, 1) and D′
 adding one row at (0, 0): the G² statistic of the one test goes from 0 to about
@@ -147,7 +147,7 @@ def audit_dpne(*, trials: int, seed: int = 22, epsilon: float = 2.0, nodes: int 
     this pair is (ε/2)-DP and a half-noise control stays inside the claim. Whether any
     graph reaches Δ is open; the control here has a quarter of the noise.
     """
-    from privfair.graph.dpne import EdgeList, deepwalk_matrix, dpne
+    from privfair.embedding.dpne import EdgeList, deepwalk_matrix, dpne
 
     empty = EdgeList(nodes, np.zeros((0, 2), dtype=np.int64))
     edge = EdgeList(nodes, np.array([[0, 1]]))

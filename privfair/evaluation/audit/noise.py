@@ -405,7 +405,7 @@ def _policy_counts(rng: np.random.Generator) -> Run:
 def _confusion_counts(rng: np.random.Generator) -> Run:
     """``release.model.evaluation.release_confusion``: the model card's per-group confusion
     counts (2 groups), exact counts 0, at the σ of a release's evaluation share."""
-    from privfair.release.model.evaluation import release_confusion
+    from privfair.release.kinds.model.evaluation import release_confusion
 
     counts = np.zeros((2, 2, 2), dtype=np.int64)
     noisy, queries, entries = _charged(lambda ledger: release_confusion(
@@ -515,9 +515,9 @@ def _cathist(rng: np.random.Generator) -> Run:
 
 
 def _dpne(rng: np.random.Generator) -> Run:
-    """``graph.dpne.dpne`` on a 6-node path, dim 2, public factor: its perturbed linear
+    """``embedding.dpne.dpne`` on a 6-node path, dim 2, public factor: its perturbed linear
     term is read back from the embeddings it returns (``linear = −2 W (HᵀH + λI)``)."""
-    from privfair.graph.dpne import EdgeList, dpne
+    from privfair.embedding.dpne import EdgeList, dpne
 
     graph = EdgeList(6, np.array([[0, 1], [1, 2], [2, 3], [3, 4], [4, 5]]))
     factor = np.linspace(-0.7, 0.7, 12).reshape(6, 2)  # rows of norm <= 1
@@ -603,7 +603,7 @@ NOISE_CASES: dict[str, NoiseCase] = {c.key: c for c in (
     NoiseCase("privpc-star", "PrivPC* moments", "causal.privpc.noisy_moments",
               _privpc_moments, 20_000, 2_000, 107),
     NoiseCase("cathist", "CatHist", "domains.cathist.cathist", _cathist, 20_000, 2_000, 108),
-    NoiseCase("dpne", "DPNE", "graph.dpne.dpne", _dpne, 20_000, 2_000, 109),
+    NoiseCase("dpne", "DPNE", "embedding.dpne.dpne", _dpne, 20_000, 2_000, 109),
     NoiseCase("pflr", "functional mechanism (PFLR)", "learn.functional.noisy_objective",
               _functional, 20_000, 2_000, 110),
     NoiseCase("dpsgd-subsampled", "DP-SGD step (q = 1/4)", "learn.dpsgd.train",

@@ -78,7 +78,7 @@ def audit_confusion_counts(*, trials: int, seed: int = 31, rho: float = GAUSSIAN
     the ledger's. Control: half the noise.
     """
     from privfair.core.accounting import gaussian_sigma
-    from privfair.release.model.evaluation import confusion_counts, release_confusion
+    from privfair.release.kinds.model.evaluation import confusion_counts, release_confusion
 
     y = np.array([0, 1, 1, 0, 1, 0])
     pred = np.array([0, 1, 0, 0, 1, 1])

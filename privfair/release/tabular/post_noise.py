@@ -18,7 +18,7 @@ import pandas as pd
 
 from privfair.contracts.schema import Contract
 from privfair.release.seeds import stage_rng
-from privfair.release.table.plan import OutputValidationError
+from privfair.release.tabular.plan import OutputValidationError
 from privfair.store.artefacts import load_measurements, load_model, load_one_way, save_model
 from privfair.store.files import (
     CODES_PARQUET,

@@ -10,7 +10,7 @@ from scipy import stats
 from privfair.core.accounting import PrivacyLedger, laplace_rho
 from privfair.core.errors import DomainError
 from privfair.core.mechanisms import sample_row_laplace
-from privfair.graph.dpne import (
+from privfair.embedding.dpne import (
     SENSITIVITY,
     EdgeList,
     deepwalk_matrix,

@@ -14,7 +14,7 @@ same functions run here, one file after the other:
   the part's reference and its exact :class:`~privfair.contracts.encoding.PolicyTally`,
   which the driver sums (private; published only through a noisy count). With a DP domain
   pending, the worker stages its input part instead and encodes it in the discretize stage.
-* **count** (private): :func:`privfair.release.table.private.count_codes` counts every codes
+* **count** (private): :func:`privfair.release.tabular.private.count_codes` counts every codes
   part's row groups on the workers and sums the tables on the driver; noise is drawn once,
   on the summed tables, by the measure stage (:meth:`FairSynthesizer.measure`).
 * **sample** (post-processing): ``output="partitioned"`` splits the rows into parts of
@@ -58,11 +58,11 @@ REPORT_ROWS = 200_000
 @contextmanager
 def part_client(plan: Any) -> Iterator[Any]:
     """The Dask client of a plan with ``engine="dask"`` (the cluster of
-    :func:`privfair.release.table.private.dask_client`), else None: parts run here."""
+    :func:`privfair.release.tabular.private.dask_client`), else None: parts run here."""
     if plan.engine != "dask":
         yield None
         return
-    from privfair.release.table.private import dask_client
+    from privfair.release.tabular.private import dask_client
 
     with dask_client(plan.dask_address, scratch=plan.work_dir) as client:
         yield client
@@ -351,7 +351,7 @@ def validate_parts(parts: Sequence[FileRef], contract: Contract, *, n_rows: int 
     sha256 has none is read back and checked on a worker.
     """
     from privfair.contracts.validation import ValidationOutcome
-    from privfair.release.table.plan import OutputValidationError
+    from privfair.release.tabular.plan import OutputValidationError
 
     by_hash = {c["sha256"]: c for c in checked}
     unchecked = [ref for ref in parts if ref.sha256 not in by_hash]

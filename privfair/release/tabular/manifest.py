@@ -14,10 +14,10 @@ from typing import Any
 
 from privfair.contracts.schema import Contract
 from privfair.core.accounting import PrivacyLedger
-from privfair.release.table.plan import ReleasePlan
+from privfair.release.manifest import data_source, spent_after
+from privfair.release.manifest import manifest as common_manifest
+from privfair.release.tabular.plan import ReleasePlan
 from privfair.reporting.report import public_description
-from privfair.store.catalog import code_version
-from privfair.store.files import utc_now
 from privfair.store.ledger import LifetimeLedger
 from privfair.synth.structure import SelectedStructure
 from privfair.synth.synthesizer import (
@@ -37,7 +37,7 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                    lifetime: LifetimeLedger, fairness_transform: Mapping[str, Any] | None = None,
                    orchestrator: Mapping[str, Any] | None = None,
                    generative: Mapping[str, Any] | None = None,
-                   charged_rho: float | None = None) -> dict[str, Any]:
+                   charged_rho: float | None = None, kind: str = "table") -> dict[str, Any]:
     """The release manifest: only public settings and post-DP quantities.
 
     ``charged_rho``: what the lifetime ledger records for a run accounted by its Rényi
@@ -63,12 +63,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
         method = dict(generative["method"])
         structure_record = dict(generative["structure"])
         fairness = dict(generative["fairness_check"])
-    return {
-        "format": FORMAT,
-        "dataset": plan.dataset,
-        "version": version,
-        "started_at": plan.started_at,
-        "published_at": utc_now(),
+    rho_after, epsilon_after = spent_after(plan, lifetime)
+    body = {
         "guarantee": {
             "epsilon": plan.epsilon,
             "delta": plan.delta,
@@ -80,14 +76,8 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "epsilon_budget": lifetime.epsilon_budget,
             "delta_budget": lifetime.delta_budget,
             "rho_budget": lifetime.rho_budget,
-            # The run's reservation is already in the ledger (issue 10.4): count it once.
-            # rho_spent_after sums the zCDP charges; epsilon_spent_after composes every
-            # charge (curves included) at the lifetime delta.
-            "rho_spent_after": lifetime.rho_spent + (
-                plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
-            "epsilon_spent_after": (lifetime.epsilon_spent(rho=plan.rho)
-                                    if lifetime.run_state(plan.run_id) is None
-                                    else lifetime.epsilon_spent()),
+            "rho_spent_after": rho_after,
+            "epsilon_spent_after": epsilon_after,
         },
         "method": {
             "name": plan.method,
@@ -101,10 +91,7 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
             "discrete_noise": plan.discrete_noise,
             "fairness_transform": plan.fairness_transform,
             "allow_unfair": plan.allow_unfair,
-            "data_source": ("embedded default dataset" if plan.data_source == "embedded"
-                            else "operator-supplied Parquet dataset (path and hashes not "
-                            "recorded)" if plan.data_source == "dataset"
-                            else "operator-supplied file (path and hash not recorded)"),
+            "data_source": data_source(plan),
         },
         "structure": structure_record,
         "fairness_check": fairness,
@@ -114,7 +101,6 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                      "transform": (fairness_transform or {}).get("fairness_check")},
         "fairness_transform": dict(fairness_transform or {"name": "none", "applied": False}),
         "sampling": {"mode": plan.sample_mode, "n_rows": n_rows},
-        "seed_policy": plan.seed_policy,
         # Test mode only: a keyed fingerprint (never the seed) so reuse can be refused.
         "insecure_seed": {"used": plan.seeded, "fingerprint": plan.seed_fingerprint},
         "validation": {"input": dict(input_validation), "output": dict(output_validation)},
@@ -130,10 +116,9 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
                    "sizes": contract.domain().to_dict(),
                    "labels": {c: contract.labels(c) for c in contract.column_names}},
         "roles": contract.roles().to_dict(),
-        "code_version": code_version(),
-        # the run that produced the release (e.g. Prefect flow run id and UI link), if any
-        "orchestrator": dict(orchestrator) if orchestrator else None,
     }
+    return common_manifest(plan, kind=kind, fmt=FORMAT, version=version,
+                           orchestrator=orchestrator, body=body)
 
 
 # --- summaries for the orchestrator (Prefect artifacts) and the CLI -----------------------

@@ -3,7 +3,7 @@
 The private data is an edge list declared by a contract with exactly two categorical columns,
 source and target, over one public node set (the same categories in both, so the node count
 is public); each row is an edge. The rows are read as a simple undirected graph (self-loops
-dropped, an edge listed twice counted once) and DPNE (:func:`privfair.graph.dpne.dpne`,
+dropped, an edge listed twice counted once) and DPNE (:func:`privfair.embedding.dpne.dpne`,
 Xu 2021 ch. 5 as repaired there) releases one row of embeddings per declared node.
 
 Issue 21.2: after the reservation nothing stops or speaks on a private value. The file's
@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import math
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,23 +39,18 @@ from pydantic import Field
 from privfair.contracts.encoding import (
     PolicyTally,
     as_text,
-    check_source_schema,
     discretize,
     normalize_text,
 )
-from privfair.contracts.schema import Contract, load_contract
-from privfair.core.accounting import PrivacyLedger, zcdp_rho
+from privfair.contracts.schema import Contract
+from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import ContractError
 from privfair.release.checks import (
-    DATASET_NAME,
     PlanTooLargeError,
-    check_folders,
-    check_store_writable,
     memory_limit,
-    resolve_contract,
-    resolve_data,
 )
-from privfair.release.graph.kind import manifest_common
+from privfair.release.manifest import accounting_fields
+from privfair.release.manifest import manifest as common_manifest
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
 from privfair.release.protocol import (
@@ -65,8 +61,9 @@ from privfair.release.protocol import (
     State,
     Written,
 )
+from privfair.release.request import check_request, read_contract
 from privfair.store.artefacts import load_ledger, save_ledger
-from privfair.store.files import new_run_id, save_private_array, utc_now
+from privfair.store.files import save_private_array
 
 FORMAT = "privfair-embedding-release/1"
 FILES = ("embeddings.parquet", "report.html", "contract.yaml")
@@ -87,7 +84,6 @@ class EmbedParams(ReleaseOptions):
 class EmbedPlan(RequestPlan):
     """The checked, public settings of one embedding release (never the seed)."""
 
-    rho: float
     #: DPNE's pure ε′ = min(ε, √(2(ρ − ρ_pol))).
     dpne_epsilon: float
     dim: int
@@ -95,7 +91,6 @@ class EmbedPlan(RequestPlan):
     source: str
     target: str
     nodes: tuple[str, ...]
-    seeded: bool
 
     @property
     def policy_rho(self) -> float:
@@ -128,13 +123,9 @@ def check_edge_contract(contract: Contract) -> tuple[str, str, tuple[str, ...]]:
     return source.name, target.name, nodes
 
 
-def check_embed(params: EmbedParams) -> EmbedPlan:
+def check(params: EmbedParams) -> EmbedPlan:
     """Every data-free refusal of an embedding release; the plan of one that can go ahead."""
-    contract_path = resolve_contract(params)  # type: ignore[arg-type]
-    contract = load_contract(contract_path)
-    if not DATASET_NAME.fullmatch(contract.name):
-        raise ContractError(f"contract {contract_path}: name {contract.name!r} cannot name a "
-                            "release folder")
+    contract_path, contract = read_contract(params)
     source, target, nodes = check_edge_contract(contract)
     need = DENSE_MATRICES * 8 * len(nodes) ** 2
     if need > memory_limit():
@@ -142,21 +133,13 @@ def check_embed(params: EmbedParams) -> EmbedPlan:
             f"column {source!r}: {len(nodes)} declared nodes need about {need / 2**30:.3g} GiB "
             f"of dense matrices, over the {memory_limit() / 2**30:.3g} GiB limit "
             "(PRIVFAIR_MEMORY_GB)")
-    data_path, data_source = resolve_data(params, contract)  # type: ignore[arg-type]
-    check_source_schema(data_path, contract)  # names, Parquet types: before the reservation
-    store = Path(params.out).expanduser().resolve()
-    check_store_writable(store)
-    check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
-    rho = zcdp_rho(epsilon=params.epsilon, delta=params.delta)
+    fields = check_request(params, contract_path, contract).plan_fields(
+        method="embedding:dpne")
+    rho = fields["rho"]
     return EmbedPlan(
-        run_id=new_run_id(), dataset=contract.name, contract=contract,
-        contract_path=str(contract_path), data_path=str(data_path), data_source=data_source,
-        store=str(store), work_dir=str(Path(params.work_dir).resolve()),
-        method="embedding:dpne", epsilon=params.epsilon, delta=params.delta, rho=rho,
-        dpne_epsilon=min(params.epsilon, math.sqrt(2 * (rho - POLICY_SHARE * rho))),
-        dim=params.dim,
-        regularization=params.regularization, source=source, target=target, nodes=nodes,
-        seeded=params.seed is not None, started_at=utc_now())
+        **fields, dpne_epsilon=min(params.epsilon, math.sqrt(2 * (rho - POLICY_SHARE * rho))),
+        dim=params.dim, regularization=params.regularization, source=source, target=target,
+        nodes=nodes)
 
 
 # --- stages -------------------------------------------------------------------------------------
@@ -207,7 +190,7 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
 def embed_stage(context: RunContext, state: State) -> dict[str, Any]:
     """The noisy counts of touched edges, then DPNE, each charged to the run's ledger
     before its noise is drawn (private; noise)."""
-    from privfair.graph.dpne import EdgeList, dpne
+    from privfair.embedding.dpne import EdgeList, dpne
     from privfair.release.ingest import read_policy_tally
 
     plan: EmbedPlan = context.plan
@@ -272,11 +255,11 @@ def embedding_report(manifest: dict[str, Any], embeddings: np.ndarray,
 
 
 def build_manifest(plan: EmbedPlan, *, version: str, ledger: PrivacyLedger,
-                   lifetime: Any, input_validation: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
-    return {
-        **manifest_common(plan, fmt=FORMAT, kind="embedding", version=version, ledger=ledger,
-                          lifetime=lifetime),
+                   lifetime: Any, input_validation: dict[str, Any] | None = None,
+                   orchestrator: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return common_manifest(plan, kind="embedding", fmt=FORMAT, version=version,
+                           orchestrator=orchestrator, body={
+        **accounting_fields(plan, ledger=ledger, lifetime=lifetime),
         "method": "dpne",
         "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
                       "dpne_epsilon": plan.dpne_epsilon, "spent": ledger.guarantee(),
@@ -292,7 +275,7 @@ def build_manifest(plan: EmbedPlan, *, version: str, ledger: PrivacyLedger,
             "model": "DeepWalk matrix M = (P + P^2)/2, W minimises ||M - W H^T||^2 + "
                      "lambda ||W||^2 + <W, eta> exactly, H public and data-independent",
         },
-    }
+    })
 
 
 class EmbeddingKind(ReleaseKind):
@@ -305,7 +288,7 @@ class EmbeddingKind(ReleaseKind):
     description = "publish edge-level DP node embeddings (DPNE) of an edge-list dataset"
 
     def check(self, params: EmbedParams) -> EmbedPlan:
-        return check_embed(params)
+        return check(params)
 
 
     def summary(self, plan: EmbedPlan) -> str:
@@ -325,7 +308,8 @@ class EmbeddingKind(ReleaseKind):
         embeddings = np.asarray(state["embeddings"], dtype=np.float64)
         manifest = build_manifest(plan, version=version,
                                   ledger=load_ledger(state["ledger"]), lifetime=lifetime,
-                                  input_validation=state.get("input_validation"))
+                                  input_validation=state.get("input_validation"),
+                                  orchestrator=context.orchestrator)
         frame = pd.DataFrame(embeddings, columns=[f"e{k}" for k in range(plan.dim)])
         frame.insert(0, "node", list(plan.nodes))
         frame.to_parquet(folder / "embeddings.parquet", index=False)

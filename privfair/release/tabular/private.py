@@ -22,7 +22,7 @@ from privfair.contracts.schema import Contract
 from privfair.core.domain import Clique, Domain
 from privfair.release.ingest import code_batches, iter_frames
 from privfair.release.seeds import stage_rng
-from privfair.release.table.plan import ReleaseInputError, ReleasePlan, open_columns
+from privfair.release.tabular.plan import ReleaseInputError, ReleasePlan, open_columns
 from privfair.store.artefacts import (
     load_ledger,
     save_ledger,
@@ -81,7 +81,7 @@ def resolve_domains(staged: FileRef | list[FileRef], plan: ReleasePlan, ledger: 
         spec = contract.column(name)
         if name in text:
             universe = spec.open_domain.universe
-            if universe is None:  # pragma: no cover - preflight refuses it
+            if universe is None:  # pragma: no cover - the check refuses it
                 raise ValueError(f"open-domain column {name!r} declares no universe")
             result = cathist(counts.pop(name), universe=universe.build(),
                              tolerance=spec.open_domain.tolerance,
@@ -138,7 +138,7 @@ def dask_client(address: str | None, *, scratch: str | Path | None = None) -> It
     except ImportError:
         raise ReleaseInputError("engine 'dask' needs the dask extra: pip install "
                                 "'privfair[dask]'") from None
-    from privfair.release.table import dask_engine
+    from privfair.release.tabular import dask_engine
 
     try:  # a task on a worker (a stage run by prefect-dask): its cluster, seceded
         from distributed import get_worker, worker_client

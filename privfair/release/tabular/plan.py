@@ -1,6 +1,6 @@
-"""Public side of a release: parameters, the checked plan, and preflight.
+"""Public side of a release: parameters, the checked plan, and its data-free check.
 
-Everything here runs before any private read. :func:`preflight` refuses bad input and an
+Everything here runs before any private read. :func:`check` refuses bad input and an
 exhausted lifetime budget with one line and parses the contract once; later stages receive
 the parsed, frozen :class:`~privfair.contracts.schema.Contract` through the plan.
 """
@@ -9,28 +9,21 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
 
 from privfair.contracts.fields import Delta, Eta
-from privfair.contracts.schema import Contract, load_contract
+from privfair.contracts.schema import Contract
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.generative import GAN_METHODS
-from privfair.release.checks import (
-    DATASET_NAME,
-    check_release_request,
-    check_store_writable,
-    resolve_contract,
-    resolve_data,
-)
+from privfair.release.checks import DATASET_NAME, check_eta_with_tot, check_memory
 from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE
 from privfair.release.protocol import RequestPlan
-from privfair.store.files import new_run_id, utc_now
+from privfair.release.request import check_request, read_contract
 from privfair.synth.structure import qualification_limit
 from privfair.synth.synthesizer import (
     AIM_METHODS,
@@ -202,7 +195,7 @@ def _check_open_domains(contract: Contract) -> None:
                 "open_domain.universe: {values: [...]} or {words: {alphabet, max_length}}")
 
 
-# --- plan and preflight ---------------------------------------------------------------------
+# --- plan and check -------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,7 +205,6 @@ class ReleasePlan(RequestPlan):
     contract_fingerprint: str
     contract_version: str
     declared_contract_fingerprint: str
-    rho: float
     split: dict[str, float]
     n_rows: int | None
     sample_mode: str
@@ -223,7 +215,6 @@ class ReleasePlan(RequestPlan):
     distortion: str
     batch_size: int
     max_iters: int
-    seeded: bool
     #: AIM methods: time budget (seconds) of the rounds.
     max_time_s: float | None = None
     #: Keep GX suites and output Data Docs in the store (opt-in: GX costs ~4 s to import).
@@ -241,13 +232,6 @@ class ReleasePlan(RequestPlan):
     release_classifier: bool = False
     #: Publish a fair method's table that fails its own fairness check (recorded).
     allow_unfair: bool = False
-
-    @property
-    def seed_policy(self) -> str:
-        if self.seeded:
-            return ("INSECURE test mode: fixed operator-supplied seed; the seed is not recorded "
-                    "(whoever knows it can remove the noise)")
-        return "fresh OS entropy for every noise draw and sample; no seed exists"
 
 
 def small_n_line(plan: ReleasePlan) -> str | None:
@@ -286,7 +270,8 @@ def small_n_line(plan: ReleasePlan) -> str | None:
     return rule
 
 
-def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
+def check(params: ReleaseParams | Mapping[str, Any], *,
+          method_check: Callable[..., Mapping[str, Any]] | None = None) -> ReleasePlan:
     """Check everything that can be checked without reading private data.
 
     Refuses (one-line error, nothing written): invalid parameters, a bad contract, a missing
@@ -294,28 +279,21 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
     :func:`~privfair.contracts.encoding.check_source_schema`, public facts read before the
     reservation), an unwritable store, and a release that would exceed the dataset's lifetime
     budget. Nothing after the reservation refuses on a value (issue 21.2).
+
+    ``method_check(params, contract, domain)``: the kind's own data-free checks of its
+    method, run once the contract's shape is checked; returns extra fields of the plan (the
+    gan kind's checked causal graph).
     """
     params = params if isinstance(params, ReleaseParams) else ReleaseParams.model_validate(
         params)
-    contract_path = resolve_contract(params)
-    contract = load_contract(contract_path)
+    contract_path, contract = read_contract(params)
     if params.method not in METHODS + GAN_METHODS:  # pragma: no cover - the Literal refuses it
         raise ValueError(f"method must be one of {list(METHODS)}, got {params.method!r}")
     domain = check_contract_shape(contract, fair=params.method in FAIR_METHODS)
     roles = contract.roles()
-    causal_graph = None
-    if params.method in GAN_METHODS:
-        from privfair.release.gan.stages import check_gan_request, load_causal_graph
-
-        declared = (load_causal_graph(params.causal_graph) if params.causal_graph
-                    else contract.causal_graph.as_mapping() if contract.causal_graph
-                    else None)
-        causal_graph = check_gan_request(contract, domain, params.method, declared,
-                                         release_classifier=params.release_classifier)
-        if causal_graph is not None:
-            causal_graph["source"] = (f"file {params.causal_graph} (--causal-graph)"
-                                      if params.causal_graph else "the contract's causal_graph")
-    elif params.release_classifier:
+    # the kind's own checks of its method (the gan kind's roles and causal graph)
+    extra = dict(method_check(params, contract, domain)) if method_check is not None else {}
+    if params.release_classifier and params.method not in GAN_METHODS:
         raise ReleaseInputError(f"release_classifier: only method 'fairgan-plus' trains a "
                                 f"classifier, got method {params.method!r}")
     if params.output == "partitioned":
@@ -338,24 +316,21 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
                                                 eta=params.eta))
         except ValueError as exc:
             raise ReleaseInputError(str(exc)) from None
-    data_path, source = resolve_data(params, contract, dataset=True)
-    from privfair.contracts.encoding import check_dataset_schema, check_source_schema
-
-    if source == "dataset":  # every file's footer and the folder names, never a row
-        if params.method in GAN_METHODS:
-            raise ReleaseInputError(f"data folder {data_path}: a Parquet dataset needs a "
-                                    f"marginal method, not {params.method!r}")
-        check_dataset_schema(data_path, contract)
-    else:
-        check_source_schema(data_path, contract)
-    store = Path(params.out).expanduser().resolve()
-    check_store_writable(store)
-    check_release_request(params, contract, domain, store)  # numbers, folders, memory
+    request = check_request(params, contract_path, contract, dataset=True)
+    if request.data_source == "dataset" and params.method in GAN_METHODS:
+        raise ReleaseInputError(f"data folder {request.data_path}: a Parquet dataset needs a "
+                                f"marginal method, not {params.method!r}")
+    check_eta_with_tot(eta=params.eta, fairness_transform=params.fairness_transform)
+    n_rows = params.n_rows
+    if n_rows is not None and params.output == "partitioned":
+        n_rows = min(n_rows, params.part_rows)  # one part in memory at a time (per worker)
+    check_memory(domain, n_rows=n_rows)
     if params.engine == "dask":  # scheme, TLS, a 2-s connect: before the reservation
-        from privfair.release.table.dask_engine import check_dask_address
+        from privfair.release.tabular.dask_engine import check_dask_address
 
         check_dask_address(params.dask_address)
-    rho = params.budget.rho
+    fields = request.plan_fields(method=params.method)
+    rho = fields["rho"]
     domains_rho = DOMAIN_SHARE * rho if contract.unresolved_columns else 0.0
     # The noisy counts of rows the contract's policies touched (issue 21.2): a fixed public
     # share, inside the declared cost.
@@ -366,22 +341,18 @@ def preflight(params: ReleaseParams | Mapping[str, Any]) -> ReleasePlan:
              else {"domains": domains_rho, "policies": policies_rho,
                    **asdict(BudgetSplit.for_method(params.method, rest))})
     return ReleasePlan(
-        run_id=new_run_id(), dataset=contract.name, contract=contract,
-        contract_path=str(contract_path),
-        contract_fingerprint=contract.fingerprint(), contract_version=contract.version,
-        declared_contract_fingerprint=contract.fingerprint(),
-        data_path=str(data_path), data_source=source, store=str(store),
-        work_dir=str(Path(params.work_dir).resolve()), epsilon=params.epsilon,
-        delta=params.delta, rho=rho, split=split, method=params.method,
+        **fields, contract_fingerprint=contract.fingerprint(),
+        contract_version=contract.version,
+        declared_contract_fingerprint=contract.fingerprint(), split=split,
         n_rows=params.n_rows, sample_mode=params.sample_mode,
         discrete_noise=params.discrete_noise, fairness_transform=params.fairness_transform,
         eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
         batch_size=params.batch_size, max_iters=params.max_iters,
-        seeded=params.seed is not None, started_at=utc_now(), causal_graph=causal_graph,
         gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
         release_classifier=params.release_classifier, allow_unfair=params.allow_unfair,
         max_time_s=(params.max_time_s if params.max_time_s is not None or params.method
                     not in AIM_METHODS else DEFAULT_AIM_TIME_S),
         engine=params.engine, dask_address=params.dask_address,
         data_docs=params.data_docs, output=params.output, part_rows=params.part_rows,
+        **extra,
     )

@@ -14,9 +14,9 @@ from typing import Any
 
 from privfair.core.errors import BudgetExceededError
 from privfair.release.protocol import Written
-from privfair.release.table.manifest import build_manifest
-from privfair.release.table.plan import ReleasePlan
-from privfair.release.table.post_noise import decoded_synthetic
+from privfair.release.tabular.manifest import build_manifest
+from privfair.release.tabular.plan import ReleasePlan
+from privfair.release.tabular.post_noise import decoded_synthetic
 from privfair.store.artefacts import load_ledger, load_one_way, load_structure, model_meta
 from privfair.store.files import json_bytes, sha256_file
 from privfair.synth.synthesizer import FAIR_METHODS
@@ -30,12 +30,13 @@ PARITY_METHODS = ("fairgan", "fairgan-plus")
 
 def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any], *,
                         version: str, lifetime: Any,
-                        orchestrator: Mapping[str, Any] | None = None) -> Written:
+                        orchestrator: Mapping[str, Any] | None = None,
+                        kind: str = "table") -> Written:
     """Write a table (or GAN) release into the staged ``folder``: the synthetic table with
     its released column names, the manifest and the HTML report (and, for FairGAN+ with
     ``release_classifier``, the classifier as a model release in ``classifier/``).
 
-    ``state`` holds the run's post-noise artefacts (see :mod:`privfair.release.table.kind`).
+    ``state`` holds the run's post-noise artefacts (see :mod:`privfair.release.tabular.stages`).
     ``orchestrator`` (public: e.g. the Prefect flow run id and UI link) goes into the manifest.
     """
     from privfair.reporting.report import build_report
@@ -68,7 +69,7 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         generative = {k: v for k, v in generative.items() if k != "classifier"}
     digests: dict[str, str] = {}
     if isinstance(state["synthetic"], list):  # output "partitioned": synthetic/part-*.parquet
-        from privfair.release.table.partitioned import manifest_record, part_client, write_parts
+        from privfair.release.tabular.partitioned import manifest_record, part_client, write_parts
 
         with part_client(plan) as client:
             digests, n_rows, labelled = write_parts(state["synthetic"], contract, folder,
@@ -91,7 +92,7 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         input_validation=state["input_validation"],
         output_validation=state["output_validation"], lifetime=lifetime,
         fairness_transform=state.get("fairness_transform"), orchestrator=orchestrator,
-        generative=generative)
+        generative=generative, kind=kind)
     if tables != ["synthetic.parquet"]:
         manifest["sampling"].update(manifest_record(tables, plan.part_rows),
                                     report_rows=len(labelled))
@@ -121,7 +122,7 @@ def write_classifier_release(folder: Path, classifier: Mapping[str, Any], *,
     """
     import numpy as np
 
-    from privfair.release.model.train import model_card
+    from privfair.reporting.model_card import model_card
 
     folder.mkdir(mode=0o700)
     np.savez(folder / "weights.npz", coef=np.asarray(classifier["coef"], dtype=float))

@@ -12,7 +12,7 @@ import pandas as pd
 
 from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import load_contract
-from privfair.release.model.budget import ModelReleaseError
+from privfair.release.kinds.model.budget import ModelReleaseError
 from privfair.store.files import sha256_file
 
 

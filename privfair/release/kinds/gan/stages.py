@@ -1,7 +1,7 @@
 """GAN release stages (``--method dpgan | fairgan | fairgan-plus | cfgan``).
 
-* :func:`check_gan_request` (public, in preflight): roles and the CFGAN causal graph, from a
-  publisher's file, checked against the contract before any private read.
+* :func:`check_gan_request` (public, in the gan kind's check): roles and the CFGAN causal
+  graph, from a publisher's file, checked against the contract before any private read.
 * :func:`declared_curve` and :func:`curve_limit` (public): the run declares, from public
   inputs only, the Rényi curve it reserves in the lifetime ledger (its DP domains, policy
   counts and (S, Y)/anchor counts at their shares, and DP-SGD on D1 at the Poisson rate of
@@ -145,7 +145,7 @@ def declared_curve(plan: Any) -> tuple[float, ...]:
                            epochs=plan.gan_epochs)
 
 
-@functools.lru_cache(maxsize=32)  # the CLI plans a run twice (cost line, then the run)
+@functools.lru_cache(maxsize=32)  # --resume and the Prefect path plan a run again
 def _declared_curve(*, rho: float, delta: float, domains: float, policies: float, method: str,
                     group_clipping: bool, epochs: int | None) -> tuple[float, ...]:
     from privfair.core.accounting import LedgerEntry, PrivacyLedger

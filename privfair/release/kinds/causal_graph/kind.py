@@ -52,20 +52,17 @@ from pydantic import Field, field_validator
 from privfair.causal.coarsen import ADULT_CH4, Groups, coarsen
 from privfair.causal.graph import unblocked_paths
 from privfair.causal.privpc import DiscoveryResult, max_rounds
-from privfair.contracts.encoding import PolicyTally, check_source_schema
-from privfair.contracts.schema import Contract, load_contract
-from privfair.core.accounting import PrivacyLedger, zcdp_rho
+from privfair.contracts.encoding import PolicyTally
+from privfair.contracts.schema import Contract
+from privfair.core.accounting import PrivacyLedger
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import ContractError, PrivfairError
 from privfair.release.checks import (
-    DATASET_NAME,
     PlanTooLargeError,
-    check_folders,
-    check_store_writable,
     memory_limit,
-    resolve_contract,
-    resolve_data,
 )
+from privfair.release.manifest import accounting_fields
+from privfair.release.manifest import manifest as common_manifest
 from privfair.release.options import ODD_PATH, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE, measure_policy_counts
 from privfair.release.protocol import (
@@ -76,9 +73,9 @@ from privfair.release.protocol import (
     State,
     Written,
 )
+from privfair.release.request import check_request, read_contract
 from privfair.store.artefacts import load_ledger, save_ledger
-from privfair.store.catalog import code_version
-from privfair.store.files import new_run_id, save_private_array, utc_now
+from privfair.store.files import save_private_array
 
 FORMAT = "privfair-graph-release/1"
 METHODS = ("privpc", "lapmech", "privpc-star")
@@ -127,12 +124,10 @@ class DiscoverPlan(RequestPlan):
     """The checked, public settings of one graph release (never the seed)."""
 
     search: str
-    rho: float
     alpha: float
     max_order: int
     max_rows: int
     coarsen: str | None
-    seeded: bool
     #: The search's nodes, in order.
     nodes: tuple[str, ...]
     #: PrivPC/LapMech: the (coarsened) domain of the codes; PrivPC*: None.
@@ -217,13 +212,9 @@ def check_search_memory(domain: Domain, *, search: str, max_order: int, max_rows
             f"{limit / 2**30:.3g} GiB limit (PRIVFAIR_MEMORY_GB); lower --max-rows")
 
 
-def check_discover(params: DiscoverParams) -> DiscoverPlan:
+def check(params: DiscoverParams) -> DiscoverPlan:
     """Every data-free refusal of a graph release; the plan of one that can go ahead."""
-    contract_path = resolve_contract(params)  # type: ignore[arg-type]
-    contract = load_contract(contract_path)
-    if not DATASET_NAME.fullmatch(contract.name):
-        raise ContractError(f"contract {contract_path}: name {contract.name!r} cannot name a "
-                            "release folder")
+    contract_path, contract = read_contract(params)
     search = params.method
     domain, groups, bounds = None, {}, ()
     if search == "privpc-star":
@@ -257,20 +248,11 @@ def check_discover(params: DiscoverParams) -> DiscoverPlan:
         check_search_memory(domain, search=search, max_order=params.max_order,
                             max_rows=params.max_rows)
         contract.roles().check(domain, fair=False)
-    data_path, source = resolve_data(params, contract)  # type: ignore[arg-type]
-    check_source_schema(data_path, contract)  # names, Parquet types: before the reservation
-    store = Path(params.out).expanduser().resolve()
-    check_store_writable(store)
-    check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
+    request = check_request(params, contract_path, contract)
     return DiscoverPlan(
-        run_id=new_run_id(), dataset=contract.name, contract=contract,
-        contract_path=str(contract_path), data_path=str(data_path), data_source=source,
-        store=str(store), work_dir=str(Path(params.work_dir).resolve()),
-        method=f"graph:{search}", search=search, epsilon=params.epsilon, delta=params.delta,
-        rho=zcdp_rho(epsilon=params.epsilon, delta=params.delta), alpha=params.alpha,
+        **request.plan_fields(method=f"graph:{search}"), search=search, alpha=params.alpha,
         max_order=params.max_order, max_rows=params.max_rows, coarsen=params.coarsen,
-        seeded=params.seed is not None, started_at=utc_now(), nodes=nodes, domain=domain,
-        groups=groups, bounds=bounds)
+        nodes=nodes, domain=domain, groups=groups, bounds=bounds)
 
 
 # --- stages -------------------------------------------------------------------------------------
@@ -398,41 +380,14 @@ def _search_facts(plan: DiscoverPlan) -> dict[str, Any]:
     return facts
 
 
-def manifest_common(plan: Any, *, fmt: str, kind: str, version: str,
-                    ledger: PrivacyLedger, lifetime: Any) -> dict[str, Any]:
-    """The fields every small kind's manifest shares (graph, embedding)."""
-    return {
-        "format": fmt,
-        "kind": kind,
-        "dataset": plan.dataset,
-        "version": version,
-        "run_id": plan.run_id,
-        "started_at": plan.started_at,
-        "published_at": utc_now(),
-        "ledger": [dict(e.__dict__) for e in ledger.entries],
-        "lifetime_rho_spent_after": lifetime.rho_spent + (
-            plan.rho if lifetime.run_state(plan.run_id) is None else 0.0),
-        "lifetime_epsilon_spent_after": (lifetime.epsilon_spent(rho=plan.rho)
-                                         if lifetime.run_state(plan.run_id) is None
-                                         else lifetime.epsilon_spent()),
-        "data_source": ("embedded dataset" if plan.data_source == "embedded" else
-                        "operator-supplied file (path and hash not recorded)"),
-        "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
-                        if plan.seeded
-                        else "fresh OS entropy for every noise draw; no seed exists"),
-        "contract": {"name": plan.contract.name, "version": plan.contract.version,
-                     "fingerprint": plan.contract.fingerprint()},
-        "code_version": code_version(),
-    }
-
-
 def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
                    result: DiscoveryResult, lifetime: Any,
-                   input_validation: dict[str, Any] | None = None) -> dict[str, Any]:
+                   input_validation: dict[str, Any] | None = None,
+                   orchestrator: Mapping[str, Any] | None = None) -> dict[str, Any]:
     roles = plan.roles
-    return {
-        **manifest_common(plan, fmt=FORMAT, kind="graph", version=version, ledger=ledger,
-                          lifetime=lifetime),
+    return common_manifest(plan, kind="graph", fmt=FORMAT, version=version,
+                           orchestrator=orchestrator, body={
+        **accounting_fields(plan, ledger=ledger, lifetime=lifetime),
         "method": plan.search,
         "guarantee": {"epsilon": plan.epsilon, "delta": plan.delta, "rho_reserved": plan.rho,
                       "spent": ledger.guarantee(), "search_rho": plan.search_rho,
@@ -453,7 +408,7 @@ def build_manifest(plan: DiscoverPlan, *, version: str, ledger: PrivacyLedger,
         "parameters": {"method": plan.search, "epsilon": plan.epsilon, "delta": plan.delta,
                        "alpha": plan.alpha, "max_order": plan.max_order,
                        "max_rows": plan.max_rows, "coarsen": plan.coarsen},
-    }
+    })
 
 
 class GraphKind(ReleaseKind):
@@ -466,7 +421,7 @@ class GraphKind(ReleaseKind):
     description = "publish a DP causal graph (PrivPC, LapMech or PrivPC*) as a graph release"
 
     def check(self, params: DiscoverParams) -> DiscoverPlan:
-        return check_discover(params)
+        return check(params)
 
 
     def summary(self, plan: DiscoverPlan) -> str:
@@ -490,14 +445,15 @@ class GraphKind(ReleaseKind):
 
     def write(self, folder: Path, context: RunContext, state: State, *, version: str,
               lifetime: Any) -> Written:
-        from privfair.release.graph.report import graph_report
+        from privfair.release.kinds.causal_graph.report import graph_report
 
         plan: DiscoverPlan = context.plan
         ledger = load_ledger(state["ledger"])
         result: DiscoveryResult = state["result"]
         manifest = build_manifest(plan, version=version, ledger=ledger, result=result,
                                   lifetime=lifetime,
-                                  input_validation=state.get("input_validation"))
+                                  input_validation=state.get("input_validation"),
+                                  orchestrator=context.orchestrator)
         # public: each column's declared label, for the drawing (issue 35.6)
         manifest["columns"] = plan.contract.column_notes()
         (folder / "graph.json").write_text(result.graph.to_json(), encoding="utf-8")

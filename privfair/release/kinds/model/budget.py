@@ -38,8 +38,8 @@ from privfair.core.accounting import (
     PrivacyLedger,
     gaussian_rho,
     laplace_rho,
-    zcdp_rho,
 )
+from privfair.core.budget import Budget
 from privfair.core.errors import BudgetExceededError, PrivfairError
 from privfair.release.policy_counts import LEDGER_NAME as POLICY_ENTRY
 from privfair.release.policy_counts import POLICY_SHARE
@@ -251,7 +251,7 @@ def plan_budget(*, model: str, epsilon: float, delta: float, holdout: float,
     of the touched-rows counts (:func:`~privfair.contracts.encoding.policy_sensitivity` and
     :func:`~privfair.contracts.encoding.policy_cells` of the columns the model reads).
     """
-    rho = zcdp_rho(epsilon=epsilon, delta=delta)
+    rho = Budget(epsilon=epsilon, delta=delta).rho
     sigma_pol, pol = policy_entry(POLICY_SHARE * rho, sensitivity=policy_sensitivity,
                                   cells=policy_cells)
     base: list[LedgerEntry] = [pol]

@@ -6,7 +6,7 @@ checks, the read, train and evaluate stages, what is written); the declared cost
 
 ``privfair train`` runs :data:`MODEL` through the release protocol
 (:func:`privfair.release.protocol.run_release`); ``privfair predict`` runs
-:func:`privfair.release.model.predict.predict`. A model release lives in
+:func:`privfair.release.kinds.model.predict.predict`. A model release lives in
 ``<store>/<dataset>/vN/`` beside the table releases of the same dataset and shares their
 lifetime ledger. It holds ``weights.npz`` (numpy arrays, no pickle), ``manifest.json``,
 ``model_card.md`` and ``contract.yaml`` (the public declaration ``predict`` encodes new rows
@@ -27,13 +27,13 @@ label and group together), and the rows each policy touched are published only a
 counts (:func:`~privfair.release.policy_counts.measure_policy_counts`), whose cost is part
 of the declared curve.
 
-Privacy. The declared cost (:mod:`privfair.release.model.budget`) is a Rényi curve fixed from
+Privacy. The declared cost (:mod:`privfair.release.kinds.model.budget`) is a Rényi curve fixed from
 public inputs before anything is read, reserved in the lifetime ledger, and never exceeded:
 the functional models' curve is known from ε; DP-SGD's assumes the public lower bound
 ``min_rows`` on the training rows and is re-calibrated after the DP row count so that the
 run's curve stays below the declared one at every order. No statistic of real rows is
 published: held-out figures come from DP confusion counts
-(:mod:`privfair.release.model.evaluation`).
+(:mod:`privfair.release.kinds.model.evaluation`).
 """
 
 from __future__ import annotations
@@ -57,24 +57,16 @@ from privfair.contracts.csv_source import (
 )
 from privfair.contracts.encoding import (
     PolicyTally,
-    check_source_schema,
     policy_cells,
     policy_sensitivity,
 )
 from privfair.contracts.model_features import FeatureEncoding
-from privfair.contracts.schema import Contract, load_contract
+from privfair.contracts.schema import Contract
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import DomainError
 from privfair.core.mechanisms import laplace_mechanism
-from privfair.release.checks import (
-    DATASET_NAME,
-    check_folders,
-    check_store_writable,
-    resolve_contract,
-    resolve_data,
-)
 from privfair.release.ingest import read_policy_tally, stage_policy_tally
-from privfair.release.model.budget import (  # noqa: F401  (re-exported)
+from privfair.release.kinds.model.budget import (  # noqa: F401  (re-exported)
     FUNCTIONAL_MODELS,
     MODELS,
     ROW_COUNT_SHARE,
@@ -88,13 +80,19 @@ from privfair.release.model.budget import (  # noqa: F401  (re-exported)
     row_count_entry,
     sgd_settings,
 )
-from privfair.release.model.evaluation import confusion_counts, noisy_metrics, release_confusion
-from privfair.release.model.predict import (  # noqa: F401  (re-exported)
+from privfair.release.kinds.model.evaluation import (
+    confusion_counts,
+    noisy_metrics,
+    release_confusion,
+)
+from privfair.release.kinds.model.predict import (  # noqa: F401  (re-exported)
     constant_prediction,
     decision_function,
     predict,
     probe_prediction,
 )
+from privfair.release.manifest import data_source
+from privfair.release.manifest import manifest as common_manifest
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import measure_policy_counts
 from privfair.release.protocol import (
@@ -106,12 +104,11 @@ from privfair.release.protocol import (
     State,
     Written,
 )
+from privfair.release.request import check_request, read_contract
 from privfair.reporting.model_card import model_card  # noqa: F401  (re-exported)
 from privfair.store.artefacts import load_ledger, save_ledger
-from privfair.store.catalog import code_version
-from privfair.store.files import FileRef, new_run_id, save_private_array, utc_now
+from privfair.store.files import FileRef, save_private_array
 from privfair.store.ledger import charge_epsilon
-from privfair.store.registry import read_lifetime_ledger
 
 log = logging.getLogger(__name__)
 
@@ -194,14 +191,10 @@ def source_view(contract: Contract, encoding: FeatureEncoding) -> Contract:
         [c for c in contract.column_names if c not in read] + list(contract.drop))})
 
 
-def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
+def check(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
     """Check everything that needs no private read; refuse with one line."""
     p = params if isinstance(params, TrainParams) else TrainParams.model_validate(params)
-    contract_path = resolve_contract(p)
-    contract = load_contract(contract_path)
-    if not DATASET_NAME.fullmatch(contract.name):
-        raise ModelReleaseError(f"contract {contract_path}: name {contract.name!r} cannot name "
-                                "a release folder")
+    contract_path, contract = read_contract(p)
     if p.group is not None and p.group not in contract.column_names:
         raise DomainError(f"group: column {p.group!r} is not in contract "
                           f"{contract.name!r}; expected one of {list(contract.column_names)}")
@@ -216,25 +209,17 @@ def preflight_train(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
                                 f"{groups} labels; the functional mechanism's models "
                                 f"({', '.join(FUNCTIONAL_MODELS)}) need two: choose --group or "
                                 "a contract that maps the column onto two labels")
-    data_path, source = resolve_data(p, contract)
-    store = Path(p.out).expanduser().resolve()
-    check_store_writable(store)
-    check_folders(out=p.out, store=store, contract=contract, work_dir=p.work_dir)
+    # The file's schema alone (names, Parquet types) of the columns the model reads.
+    request = check_request(p, contract_path, contract,
+                            schema=source_view(contract, encoding))
     budget = plan_budget(model=p.model, epsilon=p.epsilon, delta=p.delta, holdout=p.holdout,
                          evaluation_share=p.evaluation_share, groups=groups,
                          fairness_share=p.fairness_share, min_rows=p.min_rows,
                          batch_size=p.batch_size, epochs=p.epochs, clip=p.clip,
                          policy_sensitivity=policy_sensitivity(used),
                          policy_cells=len(policy_cells(used)))
-    read_lifetime_ledger(store, contract).check(rdp=budget.curve)  # its curve, composed
-    # The file's schema alone (names, Parquet types), before anything is reserved.
-    check_source_schema(data_path, source_view(contract, encoding))
-    return ModelPlan(
-        run_id=new_run_id(), dataset=contract.name, contract=contract,
-        contract_path=str(contract_path), store=str(store),
-        work_dir=str(Path(p.work_dir).expanduser().resolve()), method=f"model:{p.model}",
-        started_at=utc_now(), epsilon=p.epsilon, delta=p.delta, params=p,
-        data_path=str(data_path), data_source=source, encoding=encoding, budget=budget)
+    return ModelPlan(**request.plan_fields(method=f"model:{p.model}"), params=p,
+                     encoding=encoding, budget=budget)
 
 
 # --- private stages ---------------------------------------------------------------------------
@@ -398,7 +383,7 @@ class ModelKind(ReleaseKind):
     description = "publish a DP (and fair) classifier as a model release"
 
     def check(self, params: TrainParams) -> ModelPlan:
-        return preflight_train(params)
+        return check(params)
 
     def cost(self, plan: ModelPlan) -> Cost:
         return Cost(epsilon=plan.epsilon, delta=plan.delta, rdp=plan.budget.curve)
@@ -456,9 +441,8 @@ class ModelKind(ReleaseKind):
                                     epsilon=plan.epsilon, delta=plan.delta, constant=constant)
         # decided from the model (weights or a public probe), never from noisy counts
         trivial = constant is not None
-        manifest = {
-            "format": FORMAT, "kind": "model", "dataset": plan.dataset, "version": version,
-            "run_id": plan.run_id, "started_at": plan.started_at, "published_at": utc_now(),
+        manifest = common_manifest(plan, kind=self.name, fmt=FORMAT, version=version,
+                                   orchestrator=context.orchestrator, body={
             "model": p.model,
             "guarantee": {
                 "epsilon": plan.epsilon, "delta": plan.delta, "spent": ledger.guarantee(),
@@ -492,18 +476,9 @@ class ModelKind(ReleaseKind):
                 "holdout_split": "each row held out independently with probability holdout",
                 "evaluation_share": p.evaluation_share if p.holdout > 0 else None,
                 "min_rows": p.min_rows if p.model in SGD_MODELS else None,
-                "data_source": ("embedded default dataset" if plan.data_source == "embedded"
-                                else "operator-supplied file (path and hash not recorded)"),
+                "data_source": data_source(plan),
             },
-            "seed_policy": ("INSECURE test mode: operator-supplied seed (not recorded)"
-                            if context.seed is not None
-                            else "fresh OS entropy for every noise draw; no seed exists"),
-            "contract": {"name": plan.contract.name, "version": plan.contract.version,
-                         "fingerprint": plan.contract.fingerprint()},
-            "code_version": code_version(),
-        }
-        if context.orchestrator:
-            manifest["orchestrator"] = dict(context.orchestrator)
+        })
         (folder / "model_card.md").write_text(model_card(manifest), encoding="utf-8")
         return Written(manifest=manifest, files=("weights.npz", "contract.yaml",
                                                  "model_card.md"),

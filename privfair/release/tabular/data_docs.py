@@ -110,7 +110,7 @@ def validation_records(synthetic: FileRef, contract: Contract, *, store: str | P
     folder of the dataset (public: suites come from the contract, Data Docs describe the
     synthetic table).
     """
-    from privfair.release.table.post_noise import decode_codes, read_codes
+    from privfair.release.tabular.post_noise import decode_codes, read_codes
 
     folder = validation_folder(store, contract.name, fingerprint)
     suites = save_suites(contract, folder)

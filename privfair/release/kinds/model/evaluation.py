@@ -4,7 +4,7 @@ No statistic of real rows is published as computed. When ``holdout > 0`` the run
 per-group confusion matrices of the held-out rows (group × true label × predicted label) with
 the Gaussian mechanism: a held-out person is in exactly one cell, so the L2 sensitivity is 1
 under add/remove-one-person. Its ρ is the public ``evaluation_share`` of the release's
-zcdp_rho(ε, δ) and is part of the declared cost (:mod:`privfair.release.model.budget`).
+zcdp_rho(ε, δ) and is part of the declared cost (:mod:`privfair.release.kinds.model.budget`).
 Everything the model card shows (accuracy, positive-prediction rate and TPR per group, the
 majority baseline, the risk difference and the fairness verdict) is post-processing of the
 noisy counts, clipped at 0.
@@ -20,7 +20,7 @@ import numpy as np
 
 from privfair.core.accounting import PrivacyLedger, zcdp_epsilon
 from privfair.core.mechanisms import gaussian_mechanism
-from privfair.release.model.budget import EVALUATION_ENTRY
+from privfair.release.kinds.model.budget import EVALUATION_ENTRY
 
 #: |RD| at or below this (on the noisy figures) counts as fair (Xu 2021's threshold).
 FAIR_THRESHOLD = 0.05

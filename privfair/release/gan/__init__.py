@@ -1,1 +1,0 @@
-"""GAN table releases: the private training and post-noise sampling stages."""

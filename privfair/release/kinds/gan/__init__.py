@@ -1,0 +1,1 @@
+"""The gan kind: a DP synthetic table from a GAN trained with DP-SGD."""

@@ -1,0 +1,1 @@
+"""The table kind: a DP synthetic table from noisy marginals (MST, PreFair, AIM, independent)."""

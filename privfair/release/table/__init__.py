@@ -1,1 +1,0 @@
-"""Table releases: plan, private and post-noise stages, manifest, publish, runner."""
