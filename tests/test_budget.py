@@ -19,7 +19,7 @@ from privfair.evaluation.grid import EvaluateParams
 from privfair.fair.eta import check_eta
 from privfair.fair.tot import TOTransform
 from privfair.release.options import params_error_line
-from privfair.release.table.plan import ReleaseParams
+from privfair.release.tabular.plan import ReleaseParams
 from privfair.store.registry import check_budget_bounds
 
 CONTRACT = (Path(__file__).parents[1] / "data_contracts" / "adult_safes.yaml").read_text()
