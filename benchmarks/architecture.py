@@ -31,7 +31,7 @@ PACKAGES = ("privfair", "tasks", "flows")
 #: (`python -c "import X"` less the interpreter's start, 2026-11-28), or is an optional
 #: extra (torch, opacus, causal-learn, the Dask and Prefect stacks).
 HEAVY = frozenset({
-    "pandas", "pyarrow", "duckdb", "sqlalchemy", "psycopg", "scipy", "sklearn", "networkx",
+    "numpy", "pandas", "pyarrow", "duckdb", "sqlalchemy", "psycopg", "scipy", "sklearn", "networkx",
     "cvxpy", "highspy", "matplotlib", "dp_accounting", "great_expectations", "torch", "opacus",
     "causallearn", "dask", "distributed", "prefect", "prefect_dask"})
 
@@ -128,15 +128,31 @@ def heavy_closure(tables: dict[str, ModuleImports]) -> Callable[[str], set[str]]
     return closure
 
 
+#: Modules that import only the standard library at their top, and why: for them any other
+#: import is worth deferring.
+STANDARD_LIBRARY_ONLY = {
+    "privfair.cli": "`privfair release` starts the temporary Prefect API server before numpy, "
+                    "pandas, pydantic and Prefect load (issue 15; "
+                    "tests/test_prefect_startup.py)",
+}
+
+
 def light_imports_in_functions(root: Path) -> list[str]:
     """Imports inside functions that defer no heavy dependency (``module:line name``): they
     could sit at the top of their module (issue 33: lazy only for heavy dependencies)."""
     files = [p for package in PACKAGES for p in sorted((root / package).rglob("*.py"))]
     tables = {module_name(root, p): read_imports(root, p) for p in files}
     closure = heavy_closure(tables)
+
+    def deferred(module: str, name: str) -> set[str]:
+        top = name.split(".")[0]
+        if module in STANDARD_LIBRARY_ONLY and top not in sys.stdlib_module_names:
+            return {top}
+        return closure(name)
+
     return [f"{module}:{line} {names[0]}" for module, table in sorted(tables.items())
             for line, names in table.nested
-            if not set().union(*(closure(name) for name in names))]
+            if not set().union(*(deferred(module, name) for name in names))]
 
 
 def _guarded_top(tree: ast.Module, node: ast.AST) -> bool:

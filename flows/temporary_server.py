@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import importlib.util
 import os
 import signal
@@ -34,6 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
+import types
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -165,7 +168,6 @@ def configured_api_url() -> str | None:
     """``PREFECT_API_URL`` from the environment or the active profile (no Prefect import)."""
     if os.environ.get("PREFECT_API_URL"):
         return os.environ["PREFECT_API_URL"]
-    import tomllib
 
     home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
     path = Path(os.environ.get("PREFECT_PROFILES_PATH") or home / "profiles.toml").expanduser()
@@ -182,8 +184,6 @@ def prefect_server_dies_with_this_process() -> None:
     make that server get SIGTERM when this process dies, even by SIGKILL during start-up, so
     a killed run leaves no orphaned server (issue 10.11). Elsewhere Prefect's own atexit stop
     remains."""
-    import types
-
     death_signal = _die_with_parent(os.getpid())
     if death_signal is None:
         return
@@ -205,7 +205,6 @@ def _die_with_parent(parent: int) -> Callable[[], None] | None:
     """
     if not sys.platform.startswith("linux"):
         return None
-    import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
 

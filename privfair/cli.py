@@ -41,7 +41,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
+import logging
+import math
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -419,8 +422,6 @@ def _console_logs_at_warning(*, keep_refusals: bool = True) -> Iterator[None]:
     processes started meanwhile (Dask workers) configure theirs so. The run's INFO logs still go
     to the API (the UI). ``keep_refusals=False`` also keeps the flow's refusal record off the
     console (the command prints its own line)."""
-    import logging
-
     consoles = [h for name in ("", "prefect") for h in logging.getLogger(name).handlers
                 if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
     levels = [h.level for h in consoles]
@@ -445,8 +446,6 @@ def _console_logs_at_warning(*, keep_refusals: bool = True) -> Iterator[None]:
 
 def _run_flow(params: Any, progress: Any, server: Any, *, command: str) -> Path:
     """A publishing flow in this process; ``server``: a booting temporary server, or None."""
-    import logging
-
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
     from flows import temporary_server as temporary
@@ -821,9 +820,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     controls caught, and every ε bound is within its claim with its controls caught; 1
     otherwise (a violation, noise off its declared scale, or a check without power), naming
     what failed."""
-    import json
-    import math
-
     from privfair.evaluation.audit import MECHANISMS, NOISE_CASES, run_audit
 
     if not args.scale > 0:
@@ -896,9 +892,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    import importlib.util
-    import logging
-
     from privfair.evaluation.grid import EvaluateParams, cells, check_out
 
     privileged = _privileged(args.privileged)

@@ -20,6 +20,8 @@ import contextlib
 import logging
 import sys
 from collections.abc import Iterator, Mapping
+from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from privfair.core.errors import PrivfairError
@@ -206,8 +208,6 @@ def fmt(x: float | None, digits: int = 4) -> str:
 
 def ledger_lines_of(ledger: Any, *, seen: Any = None) -> list[str]:
     """Public lines for the entries a stage added to the run's ledger file."""
-    from dataclasses import asdict
-
     from privfair.store.artefacts import load_ledger
 
     before = len(load_ledger(seen).entries) if seen is not None else 0
@@ -217,8 +217,6 @@ def ledger_lines_of(ledger: Any, *, seen: Any = None) -> list[str]:
 def post_release_artifacts(folder: Any, manifest: Mapping[str, Any], *, markdown: str,
                            ledger: list[dict[str, Any]]) -> None:
     """The release's Prefect artifacts: its public summary, its ledger, a link to it."""
-    from pathlib import Path
-
     from prefect.artifacts import (
         create_link_artifact,
         create_markdown_artifact,

@@ -24,7 +24,9 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
+from privfair.core.errors import ReleaseInputError
 from privfair.release.protocol import ReleaseKind, RunContext, Stage, State, Written
+from privfair.release.tabular.dask_engine import check_dask_address, security
 from tasks import ops
 from tasks._common import report
 
@@ -62,11 +64,9 @@ class PrefectDriver:
         try:
             from prefect_dask import DaskTaskRunner
         except ImportError:
-            from privfair.core.errors import ReleaseInputError
 
             raise ReleaseInputError("a Prefect release on a Dask cluster needs prefect-dask: "
                                     "pip install 'privfair[dask]'") from None
-        from privfair.release.tabular.dask_engine import check_dask_address, security
 
         check_dask_address(self.dask_address)
         runner = DaskTaskRunner(address=self.dask_address,

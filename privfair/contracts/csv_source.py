@@ -27,7 +27,9 @@ read otherwise is parsed alone and dropped).
 
 from __future__ import annotations
 
+import csv
 import gzip
+import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -490,9 +492,6 @@ def csv_header(path: str | Path, dialect: DialectSpec | None = None) -> list[str
     ReleaseInputError
         The file cannot be read, or its header line does not parse in the dialect.
     """
-    import csv
-    import io
-
     dialect = dialect or DEFAULT_DIALECT
     path = Path(path)
     try:

@@ -34,6 +34,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote
 
 import numpy as np
 import pandas as pd
@@ -739,8 +740,6 @@ def dataset_files(folder: str | Path) -> tuple[list[tuple[Path, dict[str, str | 
     in the folder names (``None`` for Hive's default partition), and the partition columns'
     Arrow types as ``pyarrow.dataset`` infers them from the folder names (public facts: file
     names and footers, never a row)."""
-    from urllib.parse import unquote
-
     import pyarrow.dataset as ds
 
     folder = Path(folder).resolve()

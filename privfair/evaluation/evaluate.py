@@ -19,10 +19,13 @@ import numpy as np
 import pandas as pd
 
 from privfair.core.domain import Domain, Roles
+from privfair.core.errors import DomainError
 from privfair.evaluation.classifiers import score_predictions, train_and_predict
 from privfair.evaluation.fairness_metrics import classifier_fairness, data_fairness
 from privfair.evaluation.per_group import per_group_figures, per_group_svg
 from privfair.evaluation.utility import average_correlation_difference, marginal_tvd
+from privfair.generative import GAN_METHODS
+from privfair.reporting.charts import legend_svg, line_panel_svg
 
 NOT_PRIVATE = (
     "Evaluation results are computed from the real data and are NOT privacy-protected. "
@@ -222,7 +225,6 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
     from privfair.contracts.encoding import PolicyTally, iter_discretized_batches
     from privfair.contracts.schema import load_contract
     from privfair.contracts.tot_settings import tot_setting
-    from privfair.core.errors import DomainError
 
     contract = load_contract(contract_path)
     if contract.unresolved_columns:
@@ -268,8 +270,6 @@ def evaluate_cell(
     split with the same (ε, δ), S = the first protected column and Y = the outcome; CFGAN uses
     the contract's ``causal_graph``.
     """
-    from privfair.generative import GAN_METHODS
-
     fit_rng, sample_rng, tot_rng = np.random.default_rng([seed, 7]).spawn(3)
     start = time.perf_counter()
     record: dict[str, Any] = {"dataset": data.name, "method": method, "epsilon": epsilon,
@@ -343,7 +343,6 @@ def trade_off_report(results: pd.DataFrame, *, title: str = "privfair evaluation
     SAFES Fig. 3/4. Error bars are ±1 standard deviation over seeds.
     """
 
-    from privfair.reporting.charts import legend_svg, line_panel_svg
     from privfair.reporting.report import CSS
 
     results = results.copy()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import html
 import json
 import os
 import threading
@@ -271,7 +272,6 @@ def write_outputs(results: pd.DataFrame, params: EvaluateParams | dict[str, Any]
     ok = results[results["error"].isna()]
     title = f"privfair evaluation {folder.name}"
     if ok.empty:  # nothing to plot: say so (and why) instead of an empty report
-        import html
 
         page = (f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
                 f"</head><body><h1>{title}</h1><p><b>Not privacy-protected.</b> "

@@ -26,6 +26,7 @@ from privfair.core.domain import Domain, Roles
 from privfair.evaluation.classifiers import train_and_predict
 from privfair.evaluation.fairness_metrics import outcome_indicator
 from privfair.evaluation.utility import marginal_tvd
+from privfair.reporting.charts import shorten, svg, text
 
 __all__ = ["SIZE_BUCKETS", "per_group_figures", "per_group_svg", "size_bucket"]
 
@@ -149,8 +150,6 @@ def per_group_svg(section: Mapping[str, Any]) -> str:
     2-way TVD (synthetic vs real rows of the group) and the downstream accuracy, TPR and FPR
     of the classifier trained on synthetic rows (blue) beside the one trained on real rows
     (grey). Group labels carry the size bucket."""
-    from privfair.reporting.charts import shorten, svg, text
-
     metrics = (("tvd2", "2-way TVD (lower is better)"), ("accuracy", "accuracy"),
                ("tpr", "TPR"), ("fpr", "FPR"))
     body: list[str] = []

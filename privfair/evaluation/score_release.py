@@ -12,6 +12,7 @@ compares the synthetic marginals with the real table's.
 
 from __future__ import annotations
 
+import html
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -154,8 +155,6 @@ def score_report(record: Mapping[str, Any]) -> str:
     """``report.html`` beside ``score.json``: the release's scores as tables, utility, the
     data's fairness and each classifier (accuracy against the majority baseline and its
     fairness metrics), with the not-private warning at the top."""
-    import html
-
     from privfair.reporting.report import CSS, kv_table
 
     def fmt(v: Any) -> Any:

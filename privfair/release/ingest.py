@@ -10,6 +10,7 @@ which stages the exact tally of touched rows for a noisy release (:mod:`.policy_
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -394,8 +395,6 @@ def iter_batches(ref: FileRef, *, batch_size: int = 200_000,
                  columns: list[str] | None = None) -> Iterator[Any]:
     """Stream a staged Parquet as Arrow record batches, text columns as dictionary arrays
     read straight from the file's dictionary pages."""
-    import json
-
     import pyarrow.parquet as pq
 
     path = ref.open_checked()
@@ -492,8 +491,6 @@ def stage_policy_tally(tally: PolicyTally, staging: str | Path) -> FileRef:
 
 def read_policy_tally(ref: FileRef) -> PolicyTally:
     """The staged exact tally of touched rows (private)."""
-    import json
-
     return PolicyTally.from_dict(json.loads(ref.open_checked().read_text()))
 
 

@@ -29,6 +29,7 @@ the same bytes for the same test seed.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import shlex
@@ -587,7 +588,5 @@ def _check_within_declared(fields: Mapping[str, Any], charge: RunCharge) -> None
 
 
 def _orchestrator_json(record: Mapping[str, Any] | None) -> str | None:
-    import json
-
     return json.dumps(dict(record)) if record else None
 

@@ -24,6 +24,7 @@ from privfair.release.protocol import (
     RunContext,
     publish,
 )
+from privfair.release.registry import FAMILIES
 from privfair.release.seeds import check_seed_policy, seed_fingerprint
 from privfair.store.files import Workspace
 from privfair.store.registry import (
@@ -50,8 +51,6 @@ def resumed_kind(kinds: Sequence[ReleaseKind], run_id: str, *,
 
 
 def _all_kinds() -> list[ReleaseKind]:
-    from privfair.release.registry import FAMILIES
-
     return [kind for family in FAMILIES for kind in family.kinds]
 
 

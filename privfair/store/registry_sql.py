@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap, aes_key_wrap
 
 from privfair.store import backends, witness
 from privfair.store.backends import (
@@ -252,8 +253,6 @@ def _wrapping_key(reg: Registry, ident: str) -> bytes:
 def wrap_seed_key(reg: Registry, ident: str, key: bytes) -> str:
     """``key`` wrapped (AES key wrap, authenticated) under the registry key, for ``ident``."""
     # In the function: only seeded runs use a seed key (the import costs about 20 ms).
-    from cryptography.hazmat.primitives.keywrap import aes_key_wrap
-
     wrapped = aes_key_wrap(_wrapping_key(reg, ident), key)
     return _WRAPPED + base64.urlsafe_b64encode(wrapped).decode("ascii")
 
@@ -263,7 +262,6 @@ def unwrap_seed_key(reg: Registry, ident: str, stored: str) -> bytes:
     if not stored.startswith(_WRAPPED):
         return bytes.fromhex(stored)  # written in clear by an older version (append-only)
     # In the function: only seeded runs use a seed key (the import costs about 20 ms).
-    from cryptography.hazmat.primitives.keywrap import InvalidUnwrap, aes_key_unwrap
 
     try:
         return aes_key_unwrap(_wrapping_key(reg, ident),

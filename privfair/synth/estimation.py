@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import clarabel
 import numpy as np
 
 from privfair.core.domain import Clique, Domain
@@ -564,7 +565,6 @@ def fit_exact(domain: Domain, tree: JunctionTree,
     n_z = sum(domain.cells(c) for c in sub)
     if n_x + n_z > max_variables:
         return None
-    import clarabel
 
     offset, start = {}, 0
     for c in blocks:

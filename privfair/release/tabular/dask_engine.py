@@ -10,7 +10,9 @@ config, a 2-s connect) before the reservation, and the LocalCluster's scratch fo
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
+import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -121,9 +123,6 @@ def scratch_dir(work_dir: str | Path) -> Path:
 def _private_worker_dirs(dask_worker: Any = None) -> None:
     """Make a worker's scratch folder (where it spills results under memory pressure) and its
     ``dask-scratch-space`` parent 0700 (runs on the worker)."""
-    import contextlib
-    import os
-
     if dask_worker is None:  # pragma: no cover - called by the plugin or client.run
         return
     folder = Path(dask_worker.local_directory)

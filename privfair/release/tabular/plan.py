@@ -24,6 +24,7 @@ from privfair.release.options import PRIVATE_FIELD, ReleaseOptions
 from privfair.release.policy_counts import POLICY_SHARE
 from privfair.release.protocol import RequestPlan
 from privfair.release.request import check_request, read_contract
+from privfair.release.tabular.dask_engine import check_dask_address
 from privfair.synth.structure import qualification_limit
 from privfair.synth.synthesizer import (
     AIM_METHODS,
@@ -326,7 +327,6 @@ def check(params: ReleaseParams | Mapping[str, Any], *,
         n_rows = min(n_rows, params.part_rows)  # one part in memory at a time (per worker)
     check_memory(domain, n_rows=n_rows)
     if params.engine == "dask":  # scheme, TLS, a 2-s connect: before the reservation
-        from privfair.release.tabular.dask_engine import check_dask_address
 
         check_dask_address(params.dask_address)
     fields = request.plan_fields(method=params.method)

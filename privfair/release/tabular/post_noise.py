@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from privfair.contracts.schema import Contract
+from privfair.core.errors import FairnessViolationError
 from privfair.release.seeds import stage_rng
 from privfair.release.tabular.plan import OutputValidationError
 from privfair.store.artefacts import load_measurements, load_model, load_one_way, save_model
@@ -160,8 +161,6 @@ def check_tot_discrimination(record: dict[str, Any]) -> dict[str, Any]:
     The map's outcome-given-group table is what was built, so the guarantee is checked on
     it rather than assumed from the solver's status.
     """
-    from privfair.core.errors import FairnessViolationError
-
     params, achieved = record["parameters"], record["achieved_discrimination"]
     form, eta = params["discrimination"], float(params["eta"])
     key = "max_additive_gap" if form == "additive" else "max_ratio_gap"

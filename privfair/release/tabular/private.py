@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import math
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -22,6 +23,7 @@ from privfair.contracts.schema import Contract
 from privfair.core.domain import Clique, Domain
 from privfair.release.ingest import code_batches, iter_frames
 from privfair.release.seeds import stage_rng
+from privfair.release.tabular import dask_engine
 from privfair.release.tabular.plan import ReleaseInputError, ReleasePlan, open_columns
 from privfair.store.artefacts import (
     load_ledger,
@@ -51,8 +53,6 @@ def resolve_domains(staged: FileRef | list[FileRef], plan: ReleasePlan, ledger: 
     share ``plan.split["domains"]`` evenly. A resolved contract (a post-DP artefact) then
     replaces the declared one for every later stage; the manifest records both fingerprints.
     """
-    from collections import Counter
-
     from privfair.domains.cathist import cathist
     from privfair.domains.quantiles import dp_quantile_edges
 
@@ -138,7 +138,6 @@ def dask_client(address: str | None, *, scratch: str | Path | None = None) -> It
     except ImportError:
         raise ReleaseInputError("engine 'dask' needs the dask extra: pip install "
                                 "'privfair[dask]'") from None
-    from privfair.release.tabular import dask_engine
 
     try:  # a task on a worker (a stage run by prefect-dask): its cluster, seceded
         from distributed import get_worker, worker_client

@@ -29,10 +29,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from privfair.contracts.schema import Contract
 from privfair.core.domain import Domain
+from privfair.core.errors import ReleaseInputError, RoleError
 from privfair.generative import GAN_METHODS
+from privfair.generative.calibration import (
+    count_rho,
+    noise_multiplier_on_ledger,
+    subsampled_gaussian_epsilon,
+)
 from privfair.release.ingest import code_batches
 from privfair.release.seeds import stage_rng
 from privfair.store.artefacts import load_ledger, save_ledger
@@ -51,8 +58,6 @@ GAN_MIN_ROWS = 1000
 
 def load_causal_graph(path: str | Path) -> dict[str, Any]:
     """Read a causal graph declaration (YAML or JSON: nodes, edges, undirected)."""
-    import yaml
-
     from privfair.generative.dag import CausalGraphError
 
     file = Path(path).expanduser()
@@ -72,8 +77,6 @@ def load_causal_graph(path: str | Path) -> dict[str, Any]:
 def _roles(contract: Contract, method: str) -> tuple[str, str]:
     """The protected attribute the generator is conditioned on (the first constrained one)
     and the outcome."""
-    from privfair.core.errors import RoleError
-
     roles = contract.roles()
     if not roles.protected or not roles.outcome:
         raise RoleError(f"method {method!r} needs a protected and an outcome attribute in the "
@@ -100,7 +103,6 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
                       causal_graph: Mapping[str, Any] | None, *,
                       release_classifier: bool = False) -> dict[str, Any] | None:
     """Public checks of a GAN release; returns the checked causal graph (CFGAN) or None."""
-    from privfair.core.errors import ReleaseInputError
     from privfair.generative.dag import CausalGraphError, parse_dag
 
     protected, outcome = _roles(contract, method)
@@ -149,7 +151,6 @@ def declared_curve(plan: Any) -> tuple[float, ...]:
 def _declared_curve(*, rho: float, delta: float, domains: float, policies: float, method: str,
                     group_clipping: bool, epochs: int | None) -> tuple[float, ...]:
     from privfair.core.accounting import LedgerEntry, PrivacyLedger
-    from privfair.generative.calibration import count_rho, noise_multiplier_on_ledger
     from privfair.generative.gan import dpsgd_charges, dpsgd_schedule
 
     config = gan_config(method, group_clipping=group_clipping, epochs=epochs)
@@ -189,7 +190,6 @@ def curve_limit(declared: Any) -> Callable[[np.ndarray], float]:
 def _classifier_encoding(contract: Contract, protected: str, outcome: str) -> Any:
     """The model-release encoding of η's inputs: every column but S and Y, one-hot."""
     from privfair.contracts.model_features import FeatureEncoding
-    from privfair.core.errors import ReleaseInputError
 
     encoding = FeatureEncoding.from_contract(contract, outcome=outcome, group=protected)
     if encoding.excluded:
@@ -338,7 +338,6 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from privfair.generative.calibration import subsampled_gaussian_epsilon
     from privfair.generative.gan import FittedGAN, fair_attributes
 
     fitted = FittedGAN.load(generator.open_checked())
