@@ -16,21 +16,26 @@ def _architecture():
     return module
 
 
+def _package(root: Path, modules: dict[str, str]) -> Path:
+    """A made-up ``privfair`` package under ``root``: module name -> source."""
+    package = root / "privfair"
+    package.mkdir()
+    for name, source in {"__init__": "", **modules}.items():
+        (package / f"{name}.py").write_text(source)
+    return root
+
+
 def test_no_import_cycle_among_privfair_modules():
     figures = _architecture().figures(ROOT, run_mypy=False)
     assert figures["cycles"] == 0, figures["cycle_groups"]
 
 
 def test_a_cycle_through_an_import_inside_a_function_is_found(tmp_path):
-    arch = _architecture()
-    package = tmp_path / "privfair"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "a.py").write_text("from privfair import b\n")
-    (package / "b.py").write_text("def f():\n    from privfair.a import x\n")
-    (package / "c.py").write_text("from typing import TYPE_CHECKING\n"
-                                  "if TYPE_CHECKING:\n    from privfair import a\n")
-    figures = arch.figures(tmp_path, run_mypy=False)
+    root = _package(tmp_path, {
+        "a": "from privfair import b\n",
+        "b": "def f():\n    from privfair.a import x\n",
+        "c": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from privfair import a\n"})
+    figures = _architecture().figures(root, run_mypy=False)
     assert figures["cycle_groups"] == [["privfair.a", "privfair.b"]]
     assert figures["imports_in_functions"] == 1
 
@@ -43,17 +48,13 @@ def test_imports_inside_functions_only_defer_heavy_dependencies():
 
 
 def test_a_light_import_inside_a_function_is_found(tmp_path):
-    arch = _architecture()
-    package = tmp_path / "privfair"
-    package.mkdir()
-    (package / "__init__.py").write_text("")
-    (package / "heavy.py").write_text("import numpy\n")
-    (package / "light.py").write_text("import json\n")
-    (package / "user.py").write_text(
-        "def f():\n    import json\n"                       # light: stdlib
-        "def g():\n    import torch\n"                      # heavy itself
-        "def h():\n    from privfair.heavy import numpy\n"  # heavy through its top level
-        "def i():\n    from privfair import light\n")       # light: its top is stdlib only
-    (package / "cli.py").write_text("def f():\n    import yaml\n    import json\n")
-    assert arch.light_imports_in_functions(tmp_path) == [
+    root = _package(tmp_path, {
+        "heavy": "import numpy\n",
+        "light": "import json\n",
+        "user": ("def f():\n    import json\n"                       # light: stdlib
+                 "def g():\n    import torch\n"                      # heavy itself
+                 "def h():\n    from privfair.heavy import numpy\n"  # heavy through its top
+                 "def i():\n    from privfair import light\n"),      # light: stdlib-only top
+        "cli": "def f():\n    import yaml\n    import json\n"})
+    assert _architecture().light_imports_in_functions(root) == [
         "privfair.cli:3 json", "privfair.user:2 json", "privfair.user:8 privfair.light"]
