@@ -24,7 +24,7 @@ import math
 import os
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -343,7 +343,7 @@ def reserve_run(charge: RunCharge) -> RunCharge:
     return fixed[0]
 
 
-def settle_curve(charge: RunCharge, rdp: Any) -> bool:
+def settle_curve(charge: RunCharge, rdp: Sequence[float]) -> bool:
     """Replace a running run's reserved curve by ``rdp`` (its own, once a noisy count fixed
     its sampling rate) when that fits next to everything else charged; returns whether it did.
 
@@ -447,9 +447,9 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
                 held = next(q for q in book.pending if q["run_id"] == r["run_id"])
                 others = book.without(r["run_id"])
                 if fields.get("rdp") is not None:
-                    reserved = charge_curve(held)
-                    if reserved is None or not np.all(
-                            charge_curve(fields) <= reserved * (1 + 1e-9) + 1e-15):
+                    reserved, curve = charge_curve(held), charge_curve(fields)
+                    if reserved is None or curve is None or not np.all(
+                            curve <= reserved * (1 + 1e-9) + 1e-15):
                         others.check(rdp=fields["rdp"])
                 elif "rho" in fields and float(fields["rho"]) > float(held.get("rho") or 0.0):
                     others.check(rho=float(fields["rho"]))
@@ -529,7 +529,8 @@ def registry_ledgers(ident: str | None = None, *,
 
 
 def read_ledger_file(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    ledger: dict[str, Any] = json.loads(Path(path).read_text())
+    return ledger
 
 
 def lifetime_ledgers(store: str | Path, dataset: str | None = None) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,7 +88,7 @@ class Head:
     head: str
 
 
-def load(conn: sa.Connection, reg: Registry, ident: str) -> tuple[Head | None, list[dict]]:
+def load(conn: sa.Connection, reg: Registry, ident: str) -> tuple[Head | None, list[dict[str, Any]]]:
     """The dataset's verified chain and head (None, [] for a dataset never opened)."""
     where = f"of dataset {ident!r} in registry {reg.name}"
     row = conn.execute(sa.select(HEADS).where(HEADS.c.dataset == ident)).first()
@@ -125,11 +125,11 @@ def _seen(head: Head | None) -> witness.Seen | None:
 #: Per registry, dataset and generation: the rows (body text) this process has verified, and
 #: their entries. A row is reused only while its text is unchanged and every row before it
 #: was reused too, so only rows appended since are parsed and HMAC-checked again.
-_VERIFIED: dict[tuple[str, bytes, str, int], list[tuple[str, dict]]] = {}
+_VERIFIED: dict[tuple[str, bytes, str, int], list[tuple[str, dict[str, Any]]]] = {}
 
 
-def _verified(reg: Registry, ident: str, generation: int, rows: list[Any],
-              where: str) -> list[dict]:
+def _verified(reg: Registry, ident: str, generation: int, rows: Sequence[sa.Row[Any]],
+              where: str) -> list[dict[str, Any]]:
     """The chain of ``rows``, each row checked against its entry, HMAC chain verified."""
     known = _VERIFIED.get((reg.name, reg.key, ident, generation), [])
     k = 0
@@ -150,7 +150,7 @@ def _verified(reg: Registry, ident: str, generation: int, rows: list[Any],
 
 
 def append(conn: sa.Connection, reg: Registry, ident: str, head: Head | None,
-           entries: list[dict], new: list[tuple[str, dict[str, Any]]]) -> list[dict]:
+           entries: list[dict[str, Any]], new: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Append ``new`` (kind, fields) to the loaded chain and move its head; returns the chain."""
     out = list(entries)
     generation = head.generation if head else 0
@@ -175,12 +175,12 @@ def _set_head(conn: sa.Connection, reg: Registry, ident: str, head: Head, *, new
         conn.execute(sa.update(HEADS).where(HEADS.c.dataset == ident).values(**values))
 
 
-def transact(ident: str, build: Callable[[list[dict]], list[tuple[str, dict[str, Any]]]]
-             ) -> list[dict]:
+def transact(ident: str, build: Callable[[list[dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
+             ) -> list[dict[str, Any]]:
     """Load ``ident``'s chain, append what ``build(chain)`` returns, in one transaction."""
     reg = open_registry()
 
-    def step(conn: sa.Connection) -> tuple[Head | None, list[dict]]:
+    def step(conn: sa.Connection) -> tuple[Head | None, list[dict[str, Any]]]:
         head, entries = load(conn, reg, ident)
         new = build(entries)
         if not new:
@@ -191,13 +191,13 @@ def transact(ident: str, build: Callable[[list[dict]], list[tuple[str, dict[str,
     return _witnessed(reg, ident, run(reg, step, queue=ident))
 
 
-def read(ident: str) -> list[dict]:
+def read(ident: str) -> list[dict[str, Any]]:
     """The dataset's verified chain ([] if it has none)."""
     reg = open_registry()
     return _witnessed(reg, ident, run(reg, lambda conn: load(conn, reg, ident), queue=ident))
 
 
-def _witnessed(reg: Registry, ident: str, loaded: tuple[Head | None, list[dict]]) -> list[dict]:
+def _witnessed(reg: Registry, ident: str, loaded: tuple[Head | None, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     """The chain of a committed transaction, its head remembered by this client's witness."""
     head, entries = loaded
     if head is not None:
@@ -274,7 +274,7 @@ def unwrap_seed_key(reg: Registry, ident: str, stored: str) -> bytes:
 
 
 def import_chain(conn: sa.Connection, reg: Registry, ident: str,
-                 legacy: list[dict[str, Any]]) -> list[dict]:
+                 legacy: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Re-chain a verified legacy chain under the key as a new ledger of ``ident``.
 
     Each entry keeps its fields and time and records its old hash (``legacy_hash``), so store
@@ -289,10 +289,10 @@ def import_chain(conn: sa.Connection, reg: Registry, ident: str,
     return append(conn, reg, ident, head, [], new)
 
 
-def verified_prefix(reg: Registry, ident: str, entries: list[dict]) -> list[dict]:
+def verified_prefix(reg: Registry, ident: str, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The longest prefix of ``entries`` whose HMAC chain verifies (what a broken ledger
     still proves was charged)."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for i, entry in enumerate(entries):
         try:
             verify_chain([entry], where=ident, key=reg.key, ident=ident, start=i,
@@ -303,7 +303,7 @@ def verified_prefix(reg: Registry, ident: str, entries: list[dict]) -> list[dict
     return out
 
 
-Carry = Callable[[list[dict]], list[tuple[str, dict[str, Any]]]]
+Carry = Callable[[list[dict[str, Any]]], list[tuple[str, dict[str, Any]]]]
 
 
 def reset(ident: str, *, reason: str, by: str, at: str, carry: Carry | None = None
@@ -382,8 +382,8 @@ def import_files(reg: Registry, files: list[Path], *,
     for ident, path, chain in chains:
         seed = path.parent / LEGACY_SEED_KEY_FILE
 
-        def step(conn: sa.Connection, ident: str = ident, chain: list = chain,
-                 seed: Path = seed) -> list[dict]:
+        def step(conn: sa.Connection, ident: str = ident, chain: list[dict[str, Any]] = chain,
+                 seed: Path = seed) -> list[dict[str, Any]]:
             out = import_chain(conn, reg, ident, chain)
             if seed.is_file() and len(seed.read_bytes()) == 32:
                 put_seed_key(conn, reg, ident, seed.read_bytes())

@@ -220,7 +220,7 @@ def allowed_edges(domain: Domain, roles: Roles, method: str) -> list[Edge]:
     attributes. The exact search only drops protected–outcome edges, which are unfair in any
     tree; everything else is decided by the search.
     """
-    pairs = [tuple(p) for p in itertools.combinations(domain.attributes, 2)]
+    pairs: list[Edge] = list(itertools.combinations(domain.attributes, 2))
     outcome, protected = set(roles.outcome), set(roles.protected)
     if method == "mst":
         return pairs
@@ -333,7 +333,8 @@ def best_fair_tree(
     nodes = domain.attributes
     order = sorted(range(len(edges)), key=lambda i: (-weights[i], i))
 
-    def bound(include: frozenset[int], exclude: frozenset[int]):
+    def bound(include: frozenset[int],
+              exclude: frozenset[int]) -> tuple[float, list[int]] | None:
         tree = _max_spanning_tree(nodes, order, edges, include, exclude,
                                   spanning=not forest)
         if tree is None:
@@ -344,7 +345,8 @@ def best_fair_tree(
     if root is None:
         raise RoleError("the allowed edges cannot connect every attribute; check the roles")
     counter = itertools.count()
-    heap = [(-root[0], next(counter), frozenset(), frozenset(), root[1])]
+    heap: list[tuple[float, int, frozenset[int], frozenset[int], list[int]]] = [
+        (-root[0], next(counter), frozenset(), frozenset(), root[1])]
     expanded = 0
     while heap:
         _, _, include, exclude, tree = heapq.heappop(heap)
@@ -454,7 +456,7 @@ def select_structure(
     if forest_size(domain.attributes, candidates) < len(domain) - 1:  # public: the roles
         raise RoleError("the allowed edges cannot connect every attribute; check the roles")
     forest = qualified is not None and not set(candidates) <= set(qualified)
-    if forest:
+    if forest and qualified is not None:  # forest implies qualified
         keep = set(qualified)
         candidates = [e for e in candidates if e in keep]
     if not candidates:
