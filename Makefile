@@ -25,6 +25,7 @@ release: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest
 
 # The tests marked slow (deselected by `make test`): a real Prefect server and deployment,
@@ -35,6 +36,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check privfair tasks flows tests benchmarks
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_adult.py --out benchmarks/results/engine_adult.json

@@ -381,7 +381,8 @@ class SelectedStructure:
     """The output of structure selection."""
 
     method: str
-    edges: tuple[Edge, ...]
+    #: A tree's edges; AIM's measured cliques (pairs, or larger with a wider workload).
+    edges: tuple[Clique, ...]
     fairness: FairnessCheck
     search_nodes: int | None = None
     #: The per-pair small-n decision (:meth:`PairQualification.to_dict`), when one was made.

@@ -186,7 +186,7 @@ def pair_qualification(total: float, domain: Domain, roles: Roles, *, method: st
     allowed edges. Public inputs and the noisy total only: fine to publish, and the plan
     evaluates it on a declared row count (``expected_rows``)."""
     candidates = (allowed_edges(domain, roles, method) if method in TREE_METHODS
-                  else [tuple(p) for p in combinations(domain.attributes, 2)])
+                  else list(combinations(domain.attributes, 2)))
     return qualify_pairs(domain, candidates, total=total, rho_tree=2 * rho / 3,
                          one_way_sigma=math.sqrt(len(domain) / (2 * rho / 3)),
                          threshold=threshold)
@@ -379,7 +379,8 @@ def stream_sample(
             done += n
             if progress:
                 progress(done, n_rows)
-        pending.result()
+        if pending is not None:  # always: the loop writes at least one part
+            pending.result()
     return parts
 
 
@@ -530,13 +531,15 @@ class FairSynthesizer:
         # Check the whole plan before touching the data.
         ledger.check(split.one_way + split.select + split.measure)
         if counter is None:
+            if data is None:
+                raise ValueError("fit needs data or a counter")
             batches = as_batches(data)
 
             def counter(cliques: Sequence[Clique]) -> Mapping[Clique, np.ndarray]:
                 return count_marginals(self.domain, list(cliques), batches())
 
         report("count", 0.0)
-        self.warm_start_ = None
+        self.warm_start_: GraphicalModel | None = None
         self.split_ = split  # a tree's forest moves part of its ρ to the one-way marginals
         if self.method in AIM_METHODS:
             self._measure_aim(counter, rho=split.one_way + split.select + split.measure,
@@ -566,7 +569,7 @@ class FairSynthesizer:
         if independent:  # no pair is read, nothing more charged
             self.compression_ = self.one_way_.compression
             self.structure_ = independent_structure(self.domain.attributes, self.roles)
-            self.selected_ = []
+            self.selected_: list[Measurement] = []
             return
         # The per-pair rule (issue 34) on the noisy total of the one-way measurement:
         # pairs that would be noise are dropped, and the ρ of the forest's missing edges
@@ -574,14 +577,15 @@ class FairSynthesizer:
         sigma = float(np.max(one_way[0].stddev)) if self.compress and one_way else None
         rho_tree = split.select + split.measure
         candidates = allowed_edges(self.domain, self.roles, self.method)
-        self.qualification_ = (
+        qualification = (
             qualify_pairs(self.domain, candidates, total=self.one_way_.total,
                           rho_tree=rho_tree, one_way_sigma=sigma,
                           threshold=self.compress_threshold)
             if self.small_n_fallback
             else all_qualify(self.domain, candidates, total=self.one_way_.total))
-        small_n = self.qualification_.to_dict() if self.qualification_.enabled else None
-        share = self.qualification_.share
+        self.qualification_: PairQualification | None = qualification
+        small_n = qualification.to_dict() if qualification.enabled else None
+        share = qualification.share
         if share < 1.0:
             self.one_way_measurements_ = one_way_with_extra(
                 tables, self.domain, one_way, rho_extra=rho_tree * (1 - share),
@@ -593,7 +597,7 @@ class FairSynthesizer:
             split = self.split_ = BudgetSplit(split.one_way + rho_tree * (1 - share),
                                               split.select * share, split.measure * share)
         self.compression_ = self.one_way_.compression
-        if self.qualification_.fallback:  # no pair is read by a mechanism
+        if qualification.fallback:  # no pair is read by a mechanism
             fallback = independent_structure(self.domain.attributes, self.roles,
                                              method=FALLBACK_METHOD)
             self.structure_ = SelectedStructure(FALLBACK_METHOD, (), fallback.fairness,
@@ -606,8 +610,8 @@ class FairSynthesizer:
         structure = select(pairs, self.one_way_, self.roles, method=self.method,
                            rho=split.select, rng=stage_rng("select"), ledger=ledger,
                            max_search_nodes=self.max_search_nodes,
-                           qualified=(self.qualification_.kept
-                                      if self.qualification_.enabled else None))
+                           qualified=(qualification.kept
+                                      if qualification.enabled else None))
         self.structure_ = SelectedStructure(structure.method, structure.edges,
                                             structure.fairness, structure.search_nodes,
                                             small_n=small_n)
@@ -733,8 +737,9 @@ class FairSynthesizer:
                                                           None),
                 },
                 "estimated_total": self.model_.total,
-                "small_n": (self.qualification_.to_dict()
-                            if getattr(self, "qualification_", None) else None),
+                "small_n": (qualification.to_dict()
+                            if (qualification := getattr(self, "qualification_", None))
+                            else None),
                 "max_model_size_mb": self.max_model_size_mb,
                 "aim_rounds": [
                     {"round": r.round, "clique": list(r.clique), "sigma": r.sigma,
