@@ -7,7 +7,8 @@
   cross-layer ones); ``if TYPE_CHECKING:`` imports are left out (no runtime edge);
 * ``imports_in_functions``: ``import`` statements not at a module's top level, by module;
 * ``any``: how often ``Any`` is named in annotations and code;
-* ``mypy_errors`` (with ``--mypy``, if mypy is installed): errors at default settings.
+* ``mypy_errors`` (with ``--mypy``, if mypy is installed): errors under the project's
+  ``[tool.mypy]`` settings (pyproject.toml: strict for core, store and release).
 
 Everything is read from the source with ``ast``; nothing is imported or run.
 """

@@ -329,7 +329,8 @@ def _check_subsampled_gaussian(*, noise_multiplier: float, sample_rate: float,
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
 
 
-def rdp_epsilon(*, rdp: Sequence[float] | RdpCurve, delta: float, orders: Sequence[float] = RDP_ORDERS,
+def rdp_epsilon(*, rdp: Sequence[float] | RdpCurve, delta: float,
+                orders: Sequence[float] = RDP_ORDERS,
                 conversion: Conversion = "balle2020") -> tuple[float, float]:
     """(ε, optimal order) of an RDP curve at ``delta``.
 

@@ -39,7 +39,7 @@ from privfair.core.accounting import (
     zcdp_rho,
 )
 from privfair.core.errors import BudgetExceededError
-from privfair.store.chain import GENESIS
+from privfair.store.chain import GENESIS, Entry
 from privfair.store.files import StoreError
 
 LEDGER_FORMAT = "privfair-lifetime-ledger/4"
@@ -90,7 +90,7 @@ class LifetimeLedger:
     delta_budget: float
     releases: list[dict[str, Any]]
     pending: list[dict[str, Any]] = field(default_factory=list)
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
     dataset_id: str = ""
 
     @property
@@ -210,7 +210,7 @@ class LifetimeLedger:
         }
 
 
-def fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedger:
+def fold(entries: list[Entry], name: str, ident: str) -> LifetimeLedger:
     """The ledger of a verified chain: its budget, releases and pending runs."""
     budget = (math.nan, math.nan)
     reserves: dict[str, dict[str, Any]] = {}
@@ -251,7 +251,7 @@ def fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedger
                           entries, ident)
 
 
-def run_history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_history(entries: list[Entry]) -> list[dict[str, Any]]:
     """Every run of a chain, charged or given back: its state, its own charge (``rho`` for a
     zCDP charge, None for a curve; ``epsilon``: the charge alone as ε at the lifetime δ),
     version, the store it publishes into, and reason.

@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from privfair.contracts.schema import Contract
 from privfair.store import backends, registry_sql
 from privfair.store.catalog import list_releases
-from privfair.store.chain import GENESIS, finite
+from privfair.store.chain import GENESIS, Entry, NewEntries, finite
 from privfair.store.files import StoreError, atomic_write
 from privfair.store.ledger import LifetimeLedger, charge_curve, fold
 
@@ -44,8 +44,6 @@ log = logging.getLogger(__name__)
 #: What ``ledger raise`` accepts: a budget outside these bounds is a typo, not a policy.
 EPSILON_BOUNDS = (1e-6, 100.0)
 DELTA_BOUNDS = (1e-50, 1.0)
-
-NewEntries = list[tuple[str, dict[str, Any]]]
 
 
 # --- where ledgers live ---------------------------------------------------------------------
@@ -75,7 +73,7 @@ def ledger_path(store: Path, dataset: str) -> Path:
     return store / dataset / "lifetime_ledger.json"
 
 
-def read_chain(ident: str) -> list[dict[str, Any]]:
+def read_chain(ident: str) -> list[Entry]:
     """The verified chain of dataset ``ident`` in the registry ([] if it has none)."""
     return registry_sql.read(ident)
 
@@ -85,7 +83,7 @@ def has_ledger(ident: str) -> bool:
     return bool(read_chain(ident))
 
 
-def dataset_name(entries: list[dict[str, Any]], ident: str) -> str:
+def dataset_name(entries: list[Entry], ident: str) -> str:
     """The dataset's name (its contract's, from the ``open`` entry), else its id."""
     return str(entries[0].get("dataset") or ident) if entries else ident
 
@@ -128,7 +126,7 @@ def _budget(contract: Contract, fixed: LifetimeLedger, ident: str) -> tuple[floa
     return min(declared[0], fixed_budget[0]), min(declared[1], fixed_budget[1])
 
 
-def _ledger_from(contract: Contract, entries: list[dict[str, Any]]) -> LifetimeLedger:
+def _ledger_from(contract: Contract, entries: list[Entry]) -> LifetimeLedger:
     ident = dataset_id(contract)
     registry_sql.check_pinned(getattr(contract, "registry_id", None), ident)  # issue 36.4
     book = fold(entries, contract.name, ident)
@@ -156,8 +154,8 @@ def read_lifetime_ledger(store: str | Path | None, contract: Contract) -> Lifeti
 
 
 def _import_legacy(contract: Contract, legacy: list[dict[str, Any]],
-                   store: Path) -> list[dict[str, Any]]:
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+                   store: Path) -> list[Entry]:
+    def build(entries: list[Entry]) -> NewEntries:
         if entries:  # another process imported it first
             return []
         new: NewEntries = [("open", {"epsilon": float(contract.budget.epsilon),
@@ -236,13 +234,13 @@ def _ledger_bytes(book: LifetimeLedger) -> bytes:
 
 
 def _write(ident: str, name: str, budget: tuple[float, float],
-           build: Callable[[list[dict[str, Any]]], NewEntries]) -> LifetimeLedger:
+           build: Callable[[list[Entry]], NewEntries]) -> LifetimeLedger:
     """One registry transaction: ``build(chain)`` checks and returns the entries to append.
 
     The first entry of a dataset's chain is its ``open`` (the budget ``budget``). ``build``
     may run more than once (a PostgreSQL transaction that lost a race is retried).
     """
-    def step(entries: list[dict[str, Any]]) -> NewEntries:
+    def step(entries: list[Entry]) -> NewEntries:
         new = build(entries)
         if new and not entries:
             new = [("open", {"epsilon": budget[0], "delta": budget[1], "dataset": name}), *new]
@@ -327,7 +325,7 @@ def reserve_run(charge: RunCharge) -> RunCharge:
         read_lifetime_ledger(charge.store, charge.contract)  # imports it into the registry
     fixed: list[RunCharge] = []
 
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         book = _ledger_from(charge.contract, entries)
         cross_check(Path(charge.store), book)
         check_seed_unused(book, charge.seed_fingerprint, charge.run_id)
@@ -352,7 +350,7 @@ def settle_curve(charge: RunCharge, rdp: Sequence[float]) -> bool:
     """
     done: list[bool] = []
 
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         book = _ledger_from(charge.contract, entries)
         if book.run_state(charge.run_id) not in ("reserved", "spent, not published"):
             raise StoreError(f"run {charge.run_id} holds no reservation to settle")
@@ -368,7 +366,7 @@ def settle_curve(charge: RunCharge, rdp: Sequence[float]) -> bool:
 
 def mark_noise_drawn(charge: RunCharge) -> LifetimeLedger:
     """Record that the run is about to draw noise: from now on it stays charged."""
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         if _ledger_from(charge.contract, entries).run_state(charge.run_id) != "reserved":
             raise StoreError(f"run {charge.run_id} holds no reservation; it may not draw noise")
         return [("spend", {"run_id": charge.run_id})]
@@ -401,7 +399,7 @@ def cancel_reservation(ident: str, name: str, run_id: str, *, reason: str) -> bo
     returns whether one was cancelled. A run that drew noise stays charged."""
     done: list[bool] = []
 
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         reserved = fold(entries, name, ident).run_state(run_id) == "reserved"
         done[:] = [reserved]
         return [("cancel", {"run_id": run_id, "reason": reason})] if reserved else []
@@ -414,7 +412,7 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
                      releases: list[dict[str, Any]]) -> LifetimeLedger:
     """Append ``publish`` entries (the commit point of a publication); a release without a
     reservation (``run_id`` unknown) carries and is checked for its own ``rho``."""
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         book = fold(entries, name, ident) if entries else LifetimeLedger(
             name, budget[0], budget[1], [], dataset_id=ident)
         book.epsilon_budget = min(book.epsilon_budget, budget[0])
@@ -487,7 +485,7 @@ def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: st
         raise StoreError("a budget raise needs a --reason (it is recorded in the ledger)")
     ident = dataset_id(contract)
 
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         if not entries:
             raise StoreError(f"dataset {ident!r} has no lifetime ledger in registry "
                              f"{registry_name()}; its first release fixes the contract's "
