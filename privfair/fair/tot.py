@@ -1162,9 +1162,10 @@ class TOTransform:
         new_xy[found] = self.targets_[np.minimum(k, len(self.targets_) - 1)]
         out = frame.copy()
         for col, codes in layout.decode_xy(new_xy).items():
-            # the column's numpy dtype (code columns are numpy-backed; pandas' .dtype may also
-            # be an extension dtype, which numpy's astype does not take)
-            out[col] = codes.astype(frame[col].to_numpy().dtype, copy=False)
+            dtype = frame[col].dtype
+            if not isinstance(dtype, np.dtype):  # numpy's astype takes no pandas dtype
+                raise TypeError(f"TOTransform: column {col!r} holds {dtype}, not integer codes")
+            out[col] = codes.astype(dtype, copy=False)
         return out
 
     def fit_transform(self, frame: pd.DataFrame, *, rng: np.random.Generator) -> pd.DataFrame:

@@ -217,7 +217,7 @@ class GANConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if not 0 <= filled(self.generator_ema, "generator_ema") < 1:
+        if not 0 <= _filled(self.generator_ema, "generator_ema") < 1:
             raise ValueError(f"generator_ema must be in [0, 1), got {self.generator_ema!r}")
         if not 0 < self.marginal_share < 1:
             raise ValueError(f"marginal_share must be in (0, 1), got {self.marginal_share!r}")
@@ -232,7 +232,7 @@ class GANConfig:
         return out
 
 
-def filled(value: float | None, name: str) -> float:
+def _filled(value: float | None, name: str) -> float:
     """A :class:`GANConfig` knob given as None (the method's default), as ``__post_init__``
     filled it in."""
     if value is None:
@@ -538,7 +538,7 @@ class _Trainer:
         self.d1 = mlp([layout.width, d, d, 1], generator=init, leaky=True).to(device)
         self.g_opt = _adam(self.generator, config.learning_rate)
         self.ema = ({k: v.detach().clone() for k, v in self.generator.state_dict().items()}
-                    if filled(config.generator_ema, "generator_ema") > 0 else None)
+                    if _filled(config.generator_ema, "generator_ema") > 0 else None)
         self.d1_opt = _adam(self.d1, config.learning_rate)
         s_size, y_size = domain.size(protected), domain.size(outcome)
         self.fair = fair_attributes(config, protected)
@@ -769,9 +769,9 @@ class _Trainer:
             if cfg.fairness_loss == "capped":
                 gain = torch.minimum(self._adversary_loss(name, inputs, target),
                                      self._prior_entropy(name, target))
-                g_loss = g_loss - filled(cfg.fairness_weight, "fairness_weight") * gain
+                g_loss = g_loss - _filled(cfg.fairness_weight, "fairness_weight") * gain
             else:
-                g_loss = g_loss - filled(cfg.fairness_weight, "fairness_weight") * (
+                g_loss = g_loss - _filled(cfg.fairness_weight, "fairness_weight") * (
                     self._adversary_loss(name, inputs, target))
         if cfg.method == "fairgan-plus":
             g_loss = g_loss + F.cross_entropy(self.eta(x_hat), y_idx)
@@ -784,7 +784,7 @@ class _Trainer:
                 for name, value in self.generator.state_dict().items():
                     if value.dtype.is_floating_point:
                         self.ema[name].lerp_(
-                            value, 1.0 - filled(cfg.generator_ema, "generator_ema"))
+                            value, 1.0 - _filled(cfg.generator_ema, "generator_ema"))
                     else:
                         self.ema[name].copy_(value)
         # Gradients of the discriminators from G's step are discarded by their zero_grad.
