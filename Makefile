@@ -27,6 +27,7 @@ release: $(STAMP)
 # harness); the tests share no files, ports or registries (tests/conftest.py).
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 	PREFECT_HOME=$$(mktemp -d) $(BIN)/python -m pytest -n auto --maxprocesses 4
 
 # The tests marked slow (deselected by `make test`): a real Prefect server and deployment,
@@ -37,6 +38,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check privfair tasks flows tests benchmarks
 	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_adult.py --out benchmarks/results/engine_adult.json

@@ -97,7 +97,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("privfair/evaluation/audit/graphs.py", "audit_privpc.charge"):
         "audit: the claim PrivPC's ledger records, composed on a scratch ledger; nothing is "
         "drawn",
-    ("privfair/evaluation/audit/models.py", "_sgd_claim"):
+    ("privfair/evaluation/audit/models.py", "_sgd_claim.charge"):
         "audit: the claim DP-SGD's ledger records, composed on a scratch ledger; nothing is "
         "drawn",
     ("privfair/evaluation/audit/noise.py", "_dpsgd"):

@@ -81,7 +81,7 @@ class CausalGraph:
         """A ``networkx.DiGraph``; an undirected edge appears as two arcs marked undirected."""
         import networkx as nx
 
-        g = nx.DiGraph()
+        g: nx.DiGraph[str] = nx.DiGraph()
         g.add_nodes_from(self.nodes)
         g.add_edges_from(self.edges, kind="directed")
         for u, v in self.undirected:

@@ -385,7 +385,8 @@ class CsvSource:
         limit = dialect.max_record_bytes
         try:
             return pcsv.read_csv(
-                pa.py_buffer(data),
+                # pyarrow-stubs type the input as a path or file object; pyarrow takes a Buffer
+                pa.py_buffer(data),  # type: ignore[arg-type]
                 read_options=pcsv.ReadOptions(
                     column_names=self.header, use_threads=True,
                     block_size=min(max(1 << 20, 2 * limit + 64), (1 << 31) - 1)),

@@ -37,6 +37,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -287,7 +288,7 @@ def decode(
     names = [str(c) for c in (codes.columns if isinstance(codes, pd.DataFrame) else codes)]
     if len(set(names)) != len(names):
         raise DomainError("decode: codes has duplicate column names; expected unique columns")
-    out: dict[str, pd.Categorical] = {}
+    out: dict[str, pd.Categorical[str]] = {}
     for name in names:
         labels = contract.labels(name, open_categories=open_categories)
         values = np.asarray(codes[name])
@@ -459,6 +460,8 @@ def _encode_arrow(spec: ColumnSpec, column: pa.ChunkedArray | pa.Array, labels: 
                                null)
     if isinstance(column, pa.ChunkedArray):  # an empty column: no chunk to combine
         column = pa.array([], pa.dictionary(pa.int32(), pa.string()))
+    if not isinstance(column, pa.DictionaryArray):  # _arrow_direct: a dictionary of text
+        raise TypeError(f"column {spec.name!r}: expected a dictionary-encoded text column")
     entries = pd.Series(column.dictionary.to_numpy(zero_copy_only=False), dtype=object)
     per_entry = _match(spec, entries, labels, normalize)
     null = column.is_null().to_numpy(zero_copy_only=False)
@@ -517,7 +520,7 @@ def _match(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str =
     # Match each distinct raw value once (a column holds few), then spread to the rows.
     inverse, uniques = pd.factorize(raw, use_na_sentinel=True)
     text = normalize_text(_as_text(pd.Series(uniques)), normalize)
-    index = pd.Index(keys, dtype=object).get_indexer(text)
+    index = pd.Index(keys, dtype=object).get_indexer(pd.Index(text))
     per_unique = np.where(index >= 0, targets[np.maximum(index, 0)], -1).astype(np.int64)
     if not per_unique.size:  # an all-null column: its nulls policy decides (issue 10.10)
         return np.full(len(raw), -1, dtype=np.int64)
@@ -602,7 +605,8 @@ def _counted_bin_codes(edges: Sequence[float], lower: float, upper: float,
     """
     k = len(edges) - 1
     edge_values = np.asarray(edges, dtype=np.float64)
-    count = np.zeros(len(values), dtype=np.uint8 if len(edges) < 255 else np.int64)
+    count: npt.NDArray[np.integer] = np.zeros(
+        len(values), dtype=np.uint8 if len(edges) < 255 else np.int64)
     with np.errstate(invalid="ignore"):
         for edge in edge_values:
             count += values >= edge  # NaN compares False: counted 0, fixed below
@@ -680,7 +684,7 @@ def check_source_schema(path: str | Path, contract: Contract) -> dict[str, str]:
     if csv_file:
         # the header line in the contract's dialect: refused, naming why, if it does not parse
         names = csv_header(path, contract.csv_dialect)
-        types: dict[str, pa.DataType | None] = dict.fromkeys(names)
+        types: Mapping[str, pa.DataType | None] = dict.fromkeys(names)
     else:
         names, types = _parquet_columns(path, f"data file {path}")
     return _check_schema(f"data file {path}", names, types, contract)
@@ -724,6 +728,8 @@ def _check_schema(where: str, names: Sequence[str], types: Mapping[str, pa.DataT
         return dict.fromkeys(declared, "text")
     for spec in contract.columns:
         dtype = types[spec.name]
+        if dtype is None:  # a CSV column (text) among Parquet ones: never, both are whole files
+            continue
         if not _arrow_kind_ok(spec, dtype):
             expected = "numbers" if spec.type == "numeric" else _TEXT_KINDS
             raise ReleaseInputError(

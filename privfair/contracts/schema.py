@@ -485,6 +485,8 @@ class ColumnSpec(_Strict):
     def bounds(self) -> tuple[float, float]:
         """Declared ``(lower, upper)`` range of a numeric column."""
         if self.bins is None and self.dp_bins is not None:
+            if self.lower is None or self.upper is None:
+                raise ContractError(f"column {self.name!r}: dp_bins need lower and upper")
             return (self.lower, self.upper)
         edges = self.edges
         return (edges[0] if self.lower is None else self.lower,
@@ -552,7 +554,7 @@ class DialectSpec(_Strict):
     quote: str = '"'
     line_terminator: Literal["\n", "\r\n", "\r"] = "\n"
     multiline: bool = False
-    max_record_bytes: int = Field(1_048_576, ge=64, le=256 * 1_048_576)
+    max_record_bytes: int = Field(default=1_048_576, ge=64, le=256 * 1_048_576)
 
     @field_validator("line_terminator", mode="before")
     @classmethod
@@ -1189,8 +1191,8 @@ def parse_contract(text: str, *, source: str = "<string>") -> Contract:
         detail = f": {problem}" if problem else ""
         raise ContractError(f"contract {source}: YAML syntax error{where}{detail}") from None
     if isinstance(data, dict) and any(not isinstance(k, str) for k in data):
-        odd = next(k for k in data if not isinstance(k, str))
-        raise ContractError(f"contract {source}: top-level key {odd!r} is not a name; expected "
+        key = next(k for k in data if not isinstance(k, str))
+        raise ContractError(f"contract {source}: top-level key {key!r} is not a name; expected "
                             "keys name, version, columns, roles, budget")
     if not isinstance(data, dict):
         raise ContractError(

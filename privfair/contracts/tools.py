@@ -499,10 +499,11 @@ def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
         # The encoder reads booleans as "True"/"False" (discretize.as_text).
         nulls = src.con.execute(f"SELECT count(*) FILTER (WHERE {col} IS NULL) FROM {src.sql}"
                                 ).fetchone()[0]
-        spec = {"name": name, "type": "categorical", "categories": ["False", "True"]}
+        boolean: dict[str, Any] = {"name": name, "type": "categorical",
+                                   "categories": ["False", "True"]}
         if nulls:
-            spec.update(categories=["False", "True", "(missing)"], nulls="as:(missing)")
-        return spec
+            boolean.update(categories=["False", "True", "(missing)"], nulls="as:(missing)")
+        return boolean
     elif kind == "VARCHAR":
         numeric, value = False, col
     else:

@@ -229,6 +229,8 @@ def check_tot_spec(contract: Contract) -> None:
 
 def _penalties(contract: Contract, col: str) -> np.ndarray:
     spec = contract.column(col)
+    if contract.tot is None:
+        raise ValueError("tot: the contract declares no tot section")
     penalty = contract.tot.distortion.columns[col]
     if spec.bins is None and spec.dp_bins is not None:
         return penalty.matrix(spec.dp_bins, None, column=col)

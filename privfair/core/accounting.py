@@ -63,8 +63,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from privfair.core.errors import BudgetExceededError
+
+#: An RDP curve: one Rényi divergence bound per order of :data:`RDP_ORDERS` (or of the
+#: orders a function is given).
+RdpCurve = npt.NDArray[np.float64]
 
 # Relative slack for float rounding when shares of a budget are added back up.
 _BUDGET_RTOL = 1e-9
@@ -182,7 +187,7 @@ LOW_RDP_ORDERS: tuple[float, ...] = (1.25, 1.5, 1.75)
 RDP_ORDERS: tuple[float, ...] = (*LOW_RDP_ORDERS, *LEGACY_RDP_ORDERS)
 
 
-def rdp_on_grid(values: Sequence[float]) -> np.ndarray:
+def rdp_on_grid(values: Sequence[float]) -> RdpCurve:
     """An RDP curve on :data:`RDP_ORDERS`, from values on it or on :data:`LEGACY_RDP_ORDERS`.
 
     A legacy curve (no orders below 2) takes its value at α = 2 for α < 2: Rényi divergence
@@ -206,21 +211,21 @@ Conversion = Literal["classic", "balle2020"]
 CONVERSIONS: tuple[str, ...] = ("classic", "balle2020")
 
 
-def _orders_array(orders: Sequence[float]) -> np.ndarray:
+def _orders_array(orders: Sequence[float]) -> npt.NDArray[np.float64]:
     array = np.asarray(orders, dtype=float)
     if array.ndim != 1 or array.size == 0 or np.any(array <= 1):
         raise ValueError("orders must be a non-empty sequence of Rényi orders > 1")
     return array
 
 
-def zcdp_rdp(*, rho: float, orders: Sequence[float] = RDP_ORDERS) -> np.ndarray:
+def zcdp_rdp(*, rho: float, orders: Sequence[float] = RDP_ORDERS) -> RdpCurve:
     """RDP curve of a ρ-zCDP step: α ↦ ρα."""
     if not (math.isfinite(rho) and rho >= 0):
         raise ValueError(f"rho must be a finite number >= 0, got {rho!r}")
     return rho * _orders_array(orders)
 
 
-def pure_dp_rdp(*, epsilon: float, orders: Sequence[float] = RDP_ORDERS) -> np.ndarray:
+def pure_dp_rdp(*, epsilon: float, orders: Sequence[float] = RDP_ORDERS) -> RdpCurve:
     """Tight RDP curve of an ε-DP step (Mironov 2017, Prop. 10).
 
     It is randomized response's Rényi divergence, ``log((e^{αε} + e^{(1−α)ε}) / (1 + e^ε))
@@ -242,7 +247,7 @@ def pure_dp_rdp(*, epsilon: float, orders: Sequence[float] = RDP_ORDERS) -> np.n
 
 
 def subsampled_gaussian_rdp(*, noise_multiplier: float, sample_rate: float, steps: int,
-                            orders: Sequence[float] = RDP_ORDERS) -> np.ndarray:
+                            orders: Sequence[float] = RDP_ORDERS) -> RdpCurve:
     """RDP curve of ``steps`` Poisson-subsampled Gaussian steps, from ``dp-accounting``.
 
     Parameters
@@ -308,7 +313,9 @@ def joint_noise_multiplier(*multipliers: float) -> float:
     """
     if not multipliers or not all(math.isfinite(s) and s > 0 for s in multipliers):
         raise ValueError(f"noise multipliers must be finite numbers > 0, got {multipliers!r}")
-    return math.fsum(s ** -2 for s in multipliers) ** -0.5
+    # typeshed types float ** float as Any (a negative base gives a complex); the sum is > 0.
+    multiplier: float = math.fsum(s ** -2 for s in multipliers) ** -0.5
+    return multiplier
 
 
 def _check_subsampled_gaussian(*, noise_multiplier: float, sample_rate: float,
@@ -322,7 +329,8 @@ def _check_subsampled_gaussian(*, noise_multiplier: float, sample_rate: float,
         raise ValueError(f"steps must be an integer >= 1, got {steps!r}")
 
 
-def rdp_epsilon(*, rdp: Sequence[float], delta: float, orders: Sequence[float] = RDP_ORDERS,
+def rdp_epsilon(*, rdp: Sequence[float] | RdpCurve, delta: float,
+                orders: Sequence[float] = RDP_ORDERS,
                 conversion: Conversion = "balle2020") -> tuple[float, float]:
     """(ε, optimal order) of an RDP curve at ``delta``.
 
@@ -399,7 +407,7 @@ class LedgerEntry:
                 raise ValueError(f"entry {self.name!r}: {exc}") from None
             object.__setattr__(self, "rdp", tuple(float(v) for v in curve))
 
-    def rdp_curve(self) -> np.ndarray:
+    def rdp_curve(self) -> RdpCurve:
         """The entry's RDP curve on :data:`RDP_ORDERS` (stored, or derived from ρ and ε)."""
         if self.rdp is not None:
             return np.asarray(self.rdp, dtype=float)
@@ -506,11 +514,17 @@ class PrivacyLedger:
     @property
     def epsilon_budget(self) -> float | None:
         """ε budget at the ledger's δ: the one given, or the one the ρ budget implies."""
-        if self._epsilon_budget is None and self.delta is not None:
-            self._epsilon_budget = zcdp_epsilon(rho=self.rho_budget, delta=self.delta)
+        if self.delta is None:
+            return self._epsilon_budget
+        return self._epsilon_budget_at(self.delta)
+
+    def _epsilon_budget_at(self, delta: float) -> float:
+        """ε budget at ``delta`` (the ledger's): the one given, or the one ρ implies."""
+        if self._epsilon_budget is None:
+            self._epsilon_budget = zcdp_epsilon(rho=self.rho_budget, delta=delta)
         return self._epsilon_budget
 
-    def rdp(self) -> np.ndarray:
+    def rdp(self) -> RdpCurve:
         """Composed RDP curve of everything spent, on :data:`RDP_ORDERS`."""
         total = np.zeros(len(RDP_ORDERS))
         for entry in self._entries:
@@ -525,16 +539,17 @@ class PrivacyLedger:
             return 0.0
         curve = np.sum([e.rdp_curve() for e in entries], axis=0)
         eps = rdp_epsilon(rdp=curve, delta=delta, conversion=self.conversion)[0]
-        if all(e.rdp is None and e.epsilon is not None
-               and e.mechanism in ("laplace", "exponential") for e in entries):
-            eps = min(eps, math.fsum(float(e.epsilon) for e in entries))
+        pure = [e.epsilon for e in entries if e.rdp is None and e.epsilon is not None
+                and e.mechanism in ("laplace", "exponential")]
+        if len(pure) == len(entries):
+            eps = min(eps, math.fsum(pure))
         return eps
 
     def _check_curve(self, extra: Sequence[LedgerEntry], what: str) -> None:
         if self.delta is None:
             raise ValueError("a ledger composing RDP curves needs delta")
         eps = self._curve_epsilon([*self._entries, *extra], self.delta)
-        budget = self.epsilon_budget
+        budget = self._epsilon_budget_at(self.delta)
         if eps > budget * (1 + _BUDGET_RTOL):
             spent = self._curve_epsilon(self._entries, self.delta)
             raise BudgetExceededError(

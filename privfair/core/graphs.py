@@ -102,7 +102,8 @@ def shortest_path(
             meet = _grow(adjacency, level, reverse, succ, pred)
     if meet is None:
         return None
-    path, w = [], meet
+    path: list[Node] = []
+    w: Node | None = meet
     while w is not None:
         path.append(w)
         w = pred[w]

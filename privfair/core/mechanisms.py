@@ -42,6 +42,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from privfair.core.accounting import (
     LedgerEntry,
@@ -192,7 +193,8 @@ def gaussian_mechanism(
             raise ValueError("discrete Gaussian noise needs integer values (counts)")
         noise = sample_discrete_gaussian(values.size, sigma=drawn, source=discrete_source)
         return (values.astype(np.int64) + noise.reshape(values.shape)).astype(np.float64)
-    return values.astype(np.float64) + rng.normal(0.0, drawn, size=values.shape)
+    gauss: npt.NDArray[np.float64] = rng.normal(0.0, drawn, size=values.shape)
+    return values.astype(np.float64) + gauss
 
 
 def exponential_mechanism(
@@ -527,7 +529,7 @@ def sparse_laplace_histogram(
 
 
 def sample_row_laplace(rows: int, dim: int, *, scale: float,
-                       rng: np.random.Generator) -> np.ndarray:
+                       rng: np.random.Generator) -> npt.NDArray[np.float64]:
     """``rows`` vectors in R^dim of density ∝ exp(−‖η‖₂ / scale): Gamma(dim, scale) norms,
     uniform directions."""
     norms = rng.gamma(shape=dim, scale=scale, size=rows)
@@ -753,7 +755,7 @@ def _discrete_gaussian_one(sigma2: Fraction, source: random.Random) -> int:
 
 def sample_discrete_gaussian(
     size: int, *, sigma: float, source: random.Random | None = None
-) -> np.ndarray:
+) -> npt.NDArray[np.int64]:
     """Draw ``size`` exact samples of the discrete Gaussian N_Z(0, σ²).
 
     σ² is taken as the exact rational value of the float ``sigma**2``. ``source`` supplies

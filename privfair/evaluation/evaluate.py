@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -34,6 +34,15 @@ NOT_PRIVATE = (
 
 CLASSIFIER_KEYS = ("DP", "TPRB", "TNRB", "CDP", "CTPRB", "CTNRB", "SPD", "AOD",
                    "FNR_balance", "FPR_balance")
+
+
+class _FairnessArgs(TypedDict):
+    """The roles both fairness measures (of the data, of a classifier) are given."""
+
+    protected: list[str]
+    outcome: str
+    admissible: list[str]
+    privileged: Mapping[str, int | Sequence[int]] | None
 
 
 def train_test_split(frame: pd.DataFrame, *, test_fraction: float = 0.2,
@@ -107,8 +116,9 @@ def evaluate_synthetic(
         f"tvd{k}": marginal_tvd(real_train, synthetic, domain, k) for k in tvd_orders
     }
     record["acd"] = average_correlation_difference(real_train, synthetic, domain)
-    fairness_args = {"protected": list(roles.protected), "outcome": outcome,
-                     "admissible": list(roles.admissible), "privileged": privileged}
+    fairness_args: _FairnessArgs = {
+        "protected": list(roles.protected), "outcome": outcome,
+        "admissible": list(roles.admissible), "privileged": privileged}
     for group, values in data_fairness(synthetic, domain, **fairness_args).items():
         for key, value in values.items():
             record[f"data_{group}_{key}"] = value

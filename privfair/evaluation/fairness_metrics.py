@@ -679,7 +679,7 @@ def _check_roles(dom: Domain, protected: tuple[str, ...], outcome: str,
 
 
 def _groups(protected: tuple[str, ...], joint: bool) -> list[tuple[str, tuple[str, ...]]]:
-    groups = [(a, (a,)) for a in protected]
+    groups: list[tuple[str, tuple[str, ...]]] = [(a, (a,)) for a in protected]
     if joint and len(protected) > 1:
         groups.append(("+".join(protected), protected))
     return groups

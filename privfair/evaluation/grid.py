@@ -133,9 +133,13 @@ def cached_dataset(name: str, split_seed: int, contract: str | None = None,
            test_fraction)
     with _CACHE_LOCK:
         if key not in _CACHE:
-            _CACHE[key] = (load_embedded(name, split_seed=split_seed) if contract is None
-                           else load_own(contract, data, split_seed=split_seed,
-                                         privileged=privileged, test_fraction=test_fraction))
+            if contract is None:
+                _CACHE[key] = load_embedded(name, split_seed=split_seed)
+            elif data is None:
+                raise ValueError(f"dataset {name!r}: an own contract needs its data file")
+            else:
+                _CACHE[key] = load_own(contract, data, split_seed=split_seed,
+                                       privileged=privileged, test_fraction=test_fraction)
         return _CACHE[key]
 
 
@@ -360,11 +364,11 @@ def summary_markdown(results: pd.DataFrame, folder: str | Path, *, seconds: floa
                 _cell(name, v) for name, v in zip(table.columns, row, strict=True)) + " |")
     if len(failed):
         lines += ["", "## Failed cells", ""]
-        for row in failed.head(20).itertuples(index=False):
-            eta = "" if pd.isna(row.eta) else f" η={row.eta:g}"
-            error = row.error if len(row.error) <= 200 else row.error[:199] + "…"
-            lines.append(f"- {row.dataset} {row.method} ε={row.epsilon:g} seed={row.seed}{eta}: "
-                         f"{error}")
+        for cell in failed.head(20).to_dict("records"):
+            eta = "" if pd.isna(cell["eta"]) else f" η={cell['eta']:g}"
+            error = cell["error"] if len(cell["error"]) <= 200 else cell["error"][:199] + "…"
+            lines.append(f"- {cell['dataset']} {cell['method']} ε={cell['epsilon']:g} "
+                         f"seed={cell['seed']}{eta}: {error}")
         if len(failed) > 20:
             lines.append(f"- … and {len(failed) - 20} more (see results.parquet)")
     return "\n".join(lines) + "\n"

@@ -1164,7 +1164,10 @@ class TOTransform:
         new_xy[found] = self.targets_[np.minimum(k, len(self.targets_) - 1)]
         out = frame.copy()
         for col, codes in layout.decode_xy(new_xy).items():
-            out[col] = codes.astype(frame[col].dtype, copy=False)
+            dtype = frame[col].dtype
+            if not isinstance(dtype, np.dtype):  # numpy's astype takes no pandas dtype
+                raise TypeError(f"TOTransform: column {col!r} holds {dtype}, not integer codes")
+            out[col] = codes.astype(dtype, copy=False)
         return out
 
     def fit_transform(self, frame: pd.DataFrame, *, rng: np.random.Generator) -> pd.DataFrame:
@@ -1180,7 +1183,9 @@ class TOTransform:
         keys, tgt, prob = keys[keep], self.targets_[keep], self.probabilities_[keep]
         d, xy = np.divmod(keys, layout.n_xy)
         data: dict[str, np.ndarray] = {}
-        for col, codes in zip(layout.d_cols, np.unravel_index(d, layout.d_shape), strict=True):
+        # asarray: numpy's stubs read divmod's quotient as maybe a scalar (it is an array)
+        for col, codes in zip(layout.d_cols, np.unravel_index(np.asarray(d), layout.d_shape),
+                              strict=True):
             data[col] = codes
         data.update(layout.decode_xy(xy))
         data.update({f"{c}~": v for c, v in layout.decode_xy(tgt).items()})

@@ -132,7 +132,7 @@ def parse_dag(graph: nx.DiGraph | Mapping[str, Any], domain: Domain, *,
     loops = [a for a, b in edges if a == b]
     if loops:
         raise CausalGraphError(f"causal graph: self-loop on {loops[0]!r}")
-    full = nx.DiGraph()
+    full: nx.DiGraph[str] = nx.DiGraph()
     full.add_nodes_from(domain.attributes)
     full.add_edges_from(edges)
     try:

@@ -15,6 +15,8 @@ reference the tests compare against.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,7 +46,9 @@ def per_sample_gradients(module: nn.Module, loss: Callable[[torch.Tensor], torch
 
 def per_sample_norms(grads: dict[str, torch.Tensor]) -> torch.Tensor:
     """L2 norm of each row's whole gradient (all parameters together)."""
-    return torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in grads.values()))
+    # reduce, not sum(): the same additions in the same order, without sum()'s int start
+    squares = (g.flatten(1).pow(2).sum(1) for g in grads.values())
+    return torch.sqrt(functools.reduce(operator.add, squares))
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,9 @@ def causal_effect(codes: Mapping[str, np.ndarray], domain: Domain, dag: CausalDA
             if v == protected:
                 values[v] = np.full(n_samples, s, dtype=np.int64)
                 continue
-            parents = [values[p] if reference is None or (p, v) in along else reference[p]
-                       for p in dag.parents(v)]
+            # a reference run is given only with paths (``along``)
+            parents = [values[p] if reference is None or along is None or (p, v) in along
+                       else reference[p] for p in dag.parents(v)]
             values[v] = tables[v].sample(parents, noise[v])
         return values
 

@@ -217,7 +217,7 @@ class GANConfig:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-        if not 0 <= self.generator_ema < 1:
+        if not 0 <= _filled(self.generator_ema, "generator_ema") < 1:
             raise ValueError(f"generator_ema must be in [0, 1), got {self.generator_ema!r}")
         if not 0 < self.marginal_share < 1:
             raise ValueError(f"marginal_share must be in (0, 1), got {self.marginal_share!r}")
@@ -230,6 +230,14 @@ class GANConfig:
         out["context"] = list(self.context)
         out["constrained"] = list(self.constrained)
         return out
+
+
+def _filled(value: float | None, name: str) -> float:
+    """A :class:`GANConfig` knob given as None (the method's default), as ``__post_init__``
+    filled it in."""
+    if value is None:
+        raise ValueError(f"GANConfig.{name}: no value and no default")
+    return value
 
 
 def fair_attributes(config: GANConfig, protected: str) -> tuple[str, ...]:
@@ -398,7 +406,8 @@ class FittedGAN:
             arrays.update({f"eta/{k}": v for k, v in self.classifier_state.items()})
         arrays["meta"] = np.array(json.dumps(self.to_dict()))
         buffer = io.BytesIO()
-        np.savez(buffer, **arrays)
+        # mypy matches **arrays against savez's `allow_pickle: bool`; the keys are g/…, eta/…
+        np.savez(buffer, **arrays)  # type: ignore[arg-type]
         return buffer.getvalue()
 
     def save(self, path: str | Path) -> None:
@@ -529,7 +538,7 @@ class _Trainer:
         self.d1 = mlp([layout.width, d, d, 1], generator=init, leaky=True).to(device)
         self.g_opt = _adam(self.generator, config.learning_rate)
         self.ema = ({k: v.detach().clone() for k, v in self.generator.state_dict().items()}
-                    if config.generator_ema > 0 else None)
+                    if _filled(config.generator_ema, "generator_ema") > 0 else None)
         self.d1_opt = _adam(self.d1, config.learning_rate)
         s_size, y_size = domain.size(protected), domain.size(outcome)
         self.fair = fair_attributes(config, protected)
@@ -653,9 +662,13 @@ class _Trainer:
             if cfg.effect == "se":
                 reference = net.run(noise, fixed={attribute: s_minus})
                 edges = self.path_edges[attribute]
-                plus = net.run(noise, fixed={attribute: s_plus},
-                               parent_value=lambda p, v, vals, edges=edges, ref=reference:
-                               vals[p] if (p, v) in edges else ref[p])
+
+                def along(p: str, v: str, vals: dict[str, torch.Tensor],
+                          edges: frozenset[tuple[str, str]] = edges,
+                          ref: dict[str, torch.Tensor] = reference) -> torch.Tensor:
+                    return vals[p] if (p, v) in edges else ref[p]
+
+                plus = net.run(noise, fixed={attribute: s_plus}, parent_value=along)
                 minus = reference
             else:
                 plus = net.run(noise, fixed={attribute: s_plus})
@@ -756,10 +769,10 @@ class _Trainer:
             if cfg.fairness_loss == "capped":
                 gain = torch.minimum(self._adversary_loss(name, inputs, target),
                                      self._prior_entropy(name, target))
-                g_loss = g_loss - cfg.fairness_weight * gain
+                g_loss = g_loss - _filled(cfg.fairness_weight, "fairness_weight") * gain
             else:
-                g_loss = g_loss - cfg.fairness_weight * self._adversary_loss(name, inputs,
-                                                                             target)
+                g_loss = g_loss - _filled(cfg.fairness_weight, "fairness_weight") * (
+                    self._adversary_loss(name, inputs, target))
         if cfg.method == "fairgan-plus":
             g_loss = g_loss + F.cross_entropy(self.eta(x_hat), y_idx)
         if self.anchors and cfg.anchor_weight > 0:
@@ -770,7 +783,8 @@ class _Trainer:
             with torch.no_grad():
                 for name, value in self.generator.state_dict().items():
                     if value.dtype.is_floating_point:
-                        self.ema[name].lerp_(value, 1.0 - cfg.generator_ema)
+                        self.ema[name].lerp_(
+                            value, 1.0 - _filled(cfg.generator_ema, "generator_ema"))
                     else:
                         self.ema[name].copy_(value)
         # Gradients of the discriminators from G's step are discarded by their zero_grad.

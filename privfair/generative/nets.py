@@ -9,12 +9,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
 from privfair.core.domain import Domain
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 __all__ = ["OneHotLayout", "hard_gumbel_softmax", "mlp", "seeded_init_", "torch_generator"]
 
@@ -63,7 +66,7 @@ class OneHotLayout:
                 for a in self.domain.attributes}
 
 
-def seeded_init_(module: nn.Module, generator: torch.Generator) -> nn.Module:
+def seeded_init_(module: ModuleT, generator: torch.Generator) -> ModuleT:
     """Re-initialise every Linear layer like torch's default, but from ``generator``."""
     for layer in module.modules():
         if isinstance(layer, nn.Linear):

@@ -189,6 +189,8 @@ def dp_group_centre(s: np.ndarray, *, entry: LedgerEntry, ledger: PrivacyLedger,
     """DP estimate of P(S = 1): a histogram of the two groups on a grid with discrete Laplace
     noise (``entry``, as planned, is what the layer charges first; see the module
     docstring), clamped to [0, 1]."""
+    if entry.epsilon is None:
+        raise ValueError(f"entry {entry.name!r}: the group histogram is pure ε-DP; no ε given")
     ones = float(np.sum(s == 1))
     noisy = np.maximum(grid_laplace_mechanism(
         np.array([float(s.size) - ones, ones]), epsilon=float(entry.epsilon), sensitivity=1.0,
@@ -220,9 +222,12 @@ def noisy_objective(x: np.ndarray, y: np.ndarray, s: np.ndarray, *, epsilon: flo
         raise ValueError(f"centre must be in [0, 1], got {centre!r}")
     share = centre_share if needs_centre and centre is None else 0.0
     d = x.shape[1]
-    knobs = {"epsilon": epsilon, "variant": variant, "row_l1_bound": row_l1_bound,
-             "alpha": alpha, "fairness_share": fairness_share, "centre_share": share}
-    split = _split(centre=0.5 if centre is None else centre, **knobs)
+
+    def split_at(c: float) -> _Split:
+        return _split(centre=c, epsilon=epsilon, variant=variant, row_l1_bound=row_l1_bound,
+                      alpha=alpha, fairness_share=fairness_share, centre_share=share)
+
+    split = split_at(0.5 if centre is None else centre)
     label = {"privlr": "PrivLR", "pflr": "PFLR", "pflr-star": "PFLR*"}[variant]
     names = ("group histogram (fairness centre)", f"fairness shift ({label})",
              f"functional mechanism ({label})")
@@ -239,7 +244,7 @@ def noisy_objective(x: np.ndarray, y: np.ndarray, s: np.ndarray, *, epsilon: flo
     if split.centre > 0:
         centre = dp_group_centre(s, entry=planned[0], ledger=ledger, rng=rng)
         # Each release's ε is fixed; its sensitivity Δ(c) and grid follow the released c.
-        split = _split(centre=centre, **knobs)
+        split = split_at(centre)
     centre = 0.5 if centre is None else float(centre)
     grids = _grids(split, d)
     _, shift_entry, coef_entry = entries(grids)

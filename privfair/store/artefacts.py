@@ -34,7 +34,7 @@ def load_ledger(ref: FileRef) -> PrivacyLedger:
     return PrivacyLedger.from_state_dict(json.loads(ref.open_checked().read_text()))
 
 
-def _domain_to_json(domain: Domain) -> dict[str, list]:
+def _domain_to_json(domain: Domain) -> dict[str, list[str] | list[int]]:
     # Lists, not a mapping: artefact JSON is written with sorted keys, and order matters.
     return {"attributes": list(domain.attributes), "sizes": list(domain.sizes)}
 

@@ -553,6 +553,8 @@ def _turn(reg: Registry, conn: sa.Connection, queue: str | None) -> Iterator[Non
         # In autocommit on the driver's connection: one round trip each, outside any
         # transaction (the serializable one begins after the lock is held).
         raw = conn.connection.dbapi_connection
+        if raw is None:  # SQLAlchemy detaches the driver's connection only once invalidated
+            raise sa.exc.ResourceClosedError("the registry's connection was invalidated")
         raw.autocommit = True
         try:
             raw.execute("SELECT pg_advisory_lock(7417, hashtext(%s))", [queue])

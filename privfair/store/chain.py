@@ -26,6 +26,12 @@ from privfair.store.files import StoreError, utc_now
 GENESIS = "0" * 64
 ENTRY_KINDS = ("open", "raise", "reserve", "spend", "cancel", "publish")
 
+#: One entry of a dataset's chain as stored: a JSON object (``seq``, ``kind``, ``at``,
+#: ``prev``, ``hash``, and the fields of its kind, which vary by kind and by version).
+Entry = dict[str, Any]
+#: What a registry transaction appends: ``(kind, fields)`` pairs, chained when written.
+NewEntries = list[tuple[str, dict[str, Any]]]
+
 
 def canonical(value: Any) -> bytes:
     """The one byte form of a JSON value that is hashed (sorted keys, no NaN)."""
@@ -79,7 +85,7 @@ def check_entry(entry: Mapping[str, Any], index: int) -> None:
         raise ValueError("the chain does not start with 'open'")
 
 
-def verify_chain(entries: list[dict[str, Any]], *, where: str, key: bytes | None = None,
+def verify_chain(entries: list[Entry], *, where: str, key: bytes | None = None,
                  ident: str = "", start: int = 0, prev: str = GENESIS) -> None:
     """Refuse a chain whose hashes, order or numbers were changed.
 
@@ -104,8 +110,8 @@ def verify_chain(entries: list[dict[str, Any]], *, where: str, key: bytes | None
         prev = entry["hash"]
 
 
-def chain_append(entries: list[dict[str, Any]], kind: str, *, key: bytes | None,
-                 ident: str, at: str | None = None, **fields: Any) -> dict[str, Any]:
+def chain_append(entries: list[Entry], kind: str, *, key: bytes | None,
+                 ident: str, at: str | None = None, **fields: Any) -> Entry:
     """Append one checked entry to ``entries`` (in place) and return it."""
     body = {"seq": len(entries), "prev": entries[-1]["hash"] if entries else GENESIS,
             "kind": kind, "at": at or utc_now(), **fields}

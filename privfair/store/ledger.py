@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,20 +32,21 @@ import numpy as np
 
 from privfair.core.accounting import (
     RDP_ORDERS,
+    RdpCurve,
     rdp_epsilon,
     rdp_on_grid,
     zcdp_epsilon,
     zcdp_rho,
 )
 from privfair.core.errors import BudgetExceededError
-from privfair.store.chain import GENESIS
+from privfair.store.chain import GENESIS, Entry
 from privfair.store.files import StoreError
 
 LEDGER_FORMAT = "privfair-lifetime-ledger/4"
 _RTOL = 1e-9
 
 
-def charge_curve(record: Mapping[str, Any]) -> np.ndarray | None:
+def charge_curve(record: Mapping[str, Any]) -> RdpCurve | None:
     """The Rényi curve a release (or pending run) is charged by, or None for a zCDP charge."""
     if record.get("rdp") is None:
         return None
@@ -68,7 +69,7 @@ def charge_epsilon(record: Mapping[str, Any], delta: float) -> float:
     return rdp_epsilon(rdp=curve, delta=delta)[0]
 
 
-def composed_epsilon(*, rho: float, curve: np.ndarray | None, delta: float) -> float:
+def composed_epsilon(*, rho: float, curve: RdpCurve | None, delta: float) -> float:
     """ε at ``delta`` of zCDP charges of total ``rho`` composed with a Rényi ``curve``:
     exact (CKS) without a curve, on the order grid with one."""
     if curve is None:
@@ -89,7 +90,7 @@ class LifetimeLedger:
     delta_budget: float
     releases: list[dict[str, Any]]
     pending: list[dict[str, Any]] = field(default_factory=list)
-    entries: list[dict[str, Any]] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
     dataset_id: str = ""
 
     @property
@@ -106,12 +107,12 @@ class LifetimeLedger:
         """Sum of the ρ of the zCDP charges (curve charges are not in it)."""
         return math.fsum(charge_rho(r) for r in self.charged)
 
-    def curve_spent(self) -> np.ndarray | None:
+    def curve_spent(self) -> RdpCurve | None:
         """Sum of the curve charges on the order grid (None when there is none)."""
         curves = [c for c in (charge_curve(r) for r in self.charged) if c is not None]
         return np.sum(curves, axis=0) if curves else None
 
-    def epsilon_spent(self, *, rho: float = 0.0, rdp: Any = None) -> float:
+    def epsilon_spent(self, *, rho: float = 0.0, rdp: Sequence[float] | None = None) -> float:
         """Composed ε at the lifetime δ of everything charged (plus a charge of ``rho`` or
         Rényi curve ``rdp``)."""
         curve = self.curve_spent()
@@ -121,7 +122,7 @@ class LifetimeLedger:
         return composed_epsilon(rho=self.rho_spent + rho, curve=curve,
                                 delta=self.delta_budget)
 
-    def fits(self, *, rho: float = 0.0, rdp: Any = None) -> bool:
+    def fits(self, *, rho: float = 0.0, rdp: Sequence[float] | None = None) -> bool:
         """Whether a further charge of ``rho`` (zCDP) or ``rdp`` (a curve) fits the budget."""
         if rdp is None and self.curve_spent() is None:  # zCDP only: exactly the ρ sum
             return self.rho_spent + rho <= self.rho_budget * (1 + _RTOL)
@@ -140,7 +141,7 @@ class LifetimeLedger:
             lo, hi = (mid, hi) if self.fits(rho=mid) else (lo, mid)
         return lo
 
-    def check(self, *, rho: float = 0.0, rdp: Any = None) -> None:
+    def check(self, *, rho: float = 0.0, rdp: Sequence[float] | None = None) -> None:
         """Refuse a charge of ``rho`` (zCDP) or Rényi curve ``rdp`` past the lifetime budget."""
         if not math.isfinite(rho) or rho < 0:
             raise BudgetExceededError(f"a release cost of rho={rho!r} cannot be charged")
@@ -209,7 +210,7 @@ class LifetimeLedger:
         }
 
 
-def fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedger:
+def fold(entries: list[Entry], name: str, ident: str) -> LifetimeLedger:
     """The ledger of a verified chain: its budget, releases and pending runs."""
     budget = (math.nan, math.nan)
     reserves: dict[str, dict[str, Any]] = {}
@@ -250,7 +251,7 @@ def fold(entries: list[dict[str, Any]], name: str, ident: str) -> LifetimeLedger
                           entries, ident)
 
 
-def run_history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def run_history(entries: list[Entry]) -> list[dict[str, Any]]:
     """Every run of a chain, charged or given back: its state, its own charge (``rho`` for a
     zCDP charge, None for a curve; ``epsilon``: the charge alone as ε at the lifetime δ),
     version, the store it publishes into, and reason.
@@ -258,7 +259,8 @@ def run_history(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     A release published without a reservation (imported, or from an older version) is a run
     of its own, keyed by its version.
     """
-    runs: dict[str, dict[str, Any]] = {}
+    # keyed by run id; a reservation written without one (by an older version) keys None
+    runs: dict[str | None, dict[str, Any]] = {}
     delta = math.nan
     for e in entries:
         kind, run_id = e["kind"], e.get("run_id")

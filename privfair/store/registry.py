@@ -24,7 +24,7 @@ import math
 import os
 import re
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,13 +36,11 @@ from privfair.contracts.schema import Contract
 from privfair.core.budget import check_delta, check_epsilon
 from privfair.store import backends, registry_sql
 from privfair.store.catalog import list_releases
-from privfair.store.chain import GENESIS, finite
+from privfair.store.chain import GENESIS, Entry, NewEntries, finite
 from privfair.store.files import StoreError, atomic_write
 from privfair.store.ledger import LifetimeLedger, charge_curve, fold
 
 log = logging.getLogger(__name__)
-
-NewEntries = list[tuple[str, dict[str, Any]]]
 
 
 # --- where ledgers live ---------------------------------------------------------------------
@@ -72,7 +70,7 @@ def ledger_path(store: Path, dataset: str) -> Path:
     return store / dataset / "lifetime_ledger.json"
 
 
-def read_chain(ident: str) -> list[dict[str, Any]]:
+def read_chain(ident: str) -> list[Entry]:
     """The verified chain of dataset ``ident`` in the registry ([] if it has none)."""
     return registry_sql.read(ident)
 
@@ -82,7 +80,7 @@ def has_ledger(ident: str) -> bool:
     return bool(read_chain(ident))
 
 
-def dataset_name(entries: list[dict[str, Any]], ident: str) -> str:
+def dataset_name(entries: list[Entry], ident: str) -> str:
     """The dataset's name (its contract's, from the ``open`` entry), else its id."""
     return str(entries[0].get("dataset") or ident) if entries else ident
 
@@ -125,7 +123,7 @@ def _budget(contract: Contract, fixed: LifetimeLedger, ident: str) -> tuple[floa
     return min(declared[0], fixed_budget[0]), min(declared[1], fixed_budget[1])
 
 
-def _ledger_from(contract: Contract, entries: list[dict[str, Any]]) -> LifetimeLedger:
+def _ledger_from(contract: Contract, entries: list[Entry]) -> LifetimeLedger:
     ident = dataset_id(contract)
     registry_sql.check_pinned(getattr(contract, "registry_id", None), ident)  # issue 36.4
     book = fold(entries, contract.name, ident)
@@ -153,8 +151,8 @@ def read_lifetime_ledger(store: str | Path | None, contract: Contract) -> Lifeti
 
 
 def _import_legacy(contract: Contract, legacy: list[dict[str, Any]],
-                   store: Path) -> list[dict[str, Any]]:
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+                   store: Path) -> list[Entry]:
+    def build(entries: list[Entry]) -> NewEntries:
         if entries:  # another process imported it first
             return []
         new: NewEntries = [("open", {"epsilon": float(contract.budget.epsilon),
@@ -233,13 +231,13 @@ def _ledger_bytes(book: LifetimeLedger) -> bytes:
 
 
 def _write(ident: str, name: str, budget: tuple[float, float],
-           build: Callable[[list[dict[str, Any]]], NewEntries]) -> LifetimeLedger:
+           build: Callable[[list[Entry]], NewEntries]) -> LifetimeLedger:
     """One registry transaction: ``build(chain)`` checks and returns the entries to append.
 
     The first entry of a dataset's chain is its ``open`` (the budget ``budget``). ``build``
     may run more than once (a PostgreSQL transaction that lost a race is retried).
     """
-    def step(entries: list[dict[str, Any]]) -> NewEntries:
+    def step(entries: list[Entry]) -> NewEntries:
         new = build(entries)
         if new and not entries:
             new = [("open", {"epsilon": budget[0], "delta": budget[1], "dataset": name}), *new]
@@ -324,7 +322,7 @@ def reserve_run(charge: RunCharge) -> RunCharge:
         read_lifetime_ledger(charge.store, charge.contract)  # imports it into the registry
     fixed: list[RunCharge] = []
 
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         book = _ledger_from(charge.contract, entries)
         cross_check(Path(charge.store), book)
         check_seed_unused(book, charge.seed_fingerprint, charge.run_id)
@@ -340,7 +338,7 @@ def reserve_run(charge: RunCharge) -> RunCharge:
     return fixed[0]
 
 
-def settle_curve(charge: RunCharge, rdp: Any) -> bool:
+def settle_curve(charge: RunCharge, rdp: Sequence[float]) -> bool:
     """Replace a running run's reserved curve by ``rdp`` (its own, once a noisy count fixed
     its sampling rate) when that fits next to everything else charged; returns whether it did.
 
@@ -349,7 +347,7 @@ def settle_curve(charge: RunCharge, rdp: Any) -> bool:
     """
     done: list[bool] = []
 
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         book = _ledger_from(charge.contract, entries)
         if book.run_state(charge.run_id) not in ("reserved", "spent, not published"):
             raise StoreError(f"run {charge.run_id} holds no reservation to settle")
@@ -365,7 +363,7 @@ def settle_curve(charge: RunCharge, rdp: Any) -> bool:
 
 def mark_noise_drawn(charge: RunCharge) -> LifetimeLedger:
     """Record that the run is about to draw noise: from now on it stays charged."""
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         if _ledger_from(charge.contract, entries).run_state(charge.run_id) != "reserved":
             raise StoreError(f"run {charge.run_id} holds no reservation; it may not draw noise")
         return [("spend", {"run_id": charge.run_id})]
@@ -398,7 +396,7 @@ def cancel_reservation(ident: str, name: str, run_id: str, *, reason: str) -> bo
     returns whether one was cancelled. A run that drew noise stays charged."""
     done: list[bool] = []
 
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         reserved = fold(entries, name, ident).run_state(run_id) == "reserved"
         done[:] = [reserved]
         return [("cancel", {"run_id": run_id, "reason": reason})] if reserved else []
@@ -411,7 +409,7 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
                      releases: list[dict[str, Any]]) -> LifetimeLedger:
     """Append ``publish`` entries (the commit point of a publication); a release without a
     reservation (``run_id`` unknown) carries and is checked for its own ``rho``."""
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         book = fold(entries, name, ident) if entries else LifetimeLedger(
             name, budget[0], budget[1], [], dataset_id=ident)
         book.epsilon_budget = min(book.epsilon_budget, budget[0])
@@ -444,9 +442,9 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
                 held = next(q for q in book.pending if q["run_id"] == r["run_id"])
                 others = book.without(r["run_id"])
                 if fields.get("rdp") is not None:
-                    reserved = charge_curve(held)
-                    if reserved is None or not np.all(
-                            charge_curve(fields) <= reserved * (1 + 1e-9) + 1e-15):
+                    reserved, curve = charge_curve(held), charge_curve(fields)
+                    if reserved is None or curve is None or not np.all(
+                            curve <= reserved * (1 + 1e-9) + 1e-15):
                         others.check(rdp=fields["rdp"])
                 elif "rho" in fields and float(fields["rho"]) > float(held.get("rho") or 0.0):
                     others.check(rho=float(fields["rho"]))
@@ -477,7 +475,7 @@ def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: st
         raise StoreError("a budget raise needs a --reason (it is recorded in the ledger)")
     ident = dataset_id(contract)
 
-    def build(entries: list[dict[str, Any]]) -> NewEntries:
+    def build(entries: list[Entry]) -> NewEntries:
         if not entries:
             raise StoreError(f"dataset {ident!r} has no lifetime ledger in registry "
                              f"{registry_name()}; its first release fixes the contract's "
@@ -519,7 +517,8 @@ def registry_ledgers(ident: str | None = None, *,
 
 
 def read_ledger_file(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    ledger: dict[str, Any] = json.loads(Path(path).read_text())
+    return ledger
 
 
 def lifetime_ledgers(store: str | Path, dataset: str | None = None) -> list[dict[str, Any]]:

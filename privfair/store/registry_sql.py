@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import json
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +31,14 @@ from privfair.store.backends import (
     mac,
     run,
 )
-from privfair.store.chain import GENESIS, canonical, chain_append, verify_chain
+from privfair.store.chain import (
+    GENESIS,
+    Entry,
+    NewEntries,
+    canonical,
+    chain_append,
+    verify_chain,
+)
 from privfair.store.files import StoreError
 
 #: A lifetime ledger file of earlier versions (a JSON chain), imported into the registry.
@@ -89,7 +96,7 @@ class Head:
     head: str
 
 
-def load(conn: sa.Connection, reg: Registry, ident: str) -> tuple[Head | None, list[dict]]:
+def load(conn: sa.Connection, reg: Registry, ident: str) -> tuple[Head | None, list[Entry]]:
     """The dataset's verified chain and head (None, [] for a dataset never opened)."""
     where = f"of dataset {ident!r} in registry {reg.name}"
     row = conn.execute(sa.select(HEADS).where(HEADS.c.dataset == ident)).first()
@@ -126,11 +133,11 @@ def _seen(head: Head | None) -> witness.Seen | None:
 #: Per registry, dataset and generation: the rows (body text) this process has verified, and
 #: their entries. A row is reused only while its text is unchanged and every row before it
 #: was reused too, so only rows appended since are parsed and HMAC-checked again.
-_VERIFIED: dict[tuple[str, bytes, str, int], list[tuple[str, dict]]] = {}
+_VERIFIED: dict[tuple[str, bytes, str, int], NewEntries] = {}
 
 
-def _verified(reg: Registry, ident: str, generation: int, rows: list[Any],
-              where: str) -> list[dict]:
+def _verified(reg: Registry, ident: str, generation: int, rows: Sequence[sa.Row[Any]],
+              where: str) -> list[Entry]:
     """The chain of ``rows``, each row checked against its entry, HMAC chain verified."""
     known = _VERIFIED.get((reg.name, reg.key, ident, generation), [])
     k = 0
@@ -151,7 +158,7 @@ def _verified(reg: Registry, ident: str, generation: int, rows: list[Any],
 
 
 def append(conn: sa.Connection, reg: Registry, ident: str, head: Head | None,
-           entries: list[dict], new: list[tuple[str, dict[str, Any]]]) -> list[dict]:
+           entries: list[Entry], new: NewEntries) -> list[Entry]:
     """Append ``new`` (kind, fields) to the loaded chain and move its head; returns the chain."""
     out = list(entries)
     generation = head.generation if head else 0
@@ -176,12 +183,12 @@ def _set_head(conn: sa.Connection, reg: Registry, ident: str, head: Head, *, new
         conn.execute(sa.update(HEADS).where(HEADS.c.dataset == ident).values(**values))
 
 
-def transact(ident: str, build: Callable[[list[dict]], list[tuple[str, dict[str, Any]]]]
-             ) -> list[dict]:
+def transact(ident: str, build: Callable[[list[Entry]], NewEntries]
+             ) -> list[Entry]:
     """Load ``ident``'s chain, append what ``build(chain)`` returns, in one transaction."""
     reg = open_registry()
 
-    def step(conn: sa.Connection) -> tuple[Head | None, list[dict]]:
+    def step(conn: sa.Connection) -> tuple[Head | None, list[Entry]]:
         head, entries = load(conn, reg, ident)
         new = build(entries)
         if not new:
@@ -192,13 +199,14 @@ def transact(ident: str, build: Callable[[list[dict]], list[tuple[str, dict[str,
     return _witnessed(reg, ident, run(reg, step, queue=ident))
 
 
-def read(ident: str) -> list[dict]:
+def read(ident: str) -> list[Entry]:
     """The dataset's verified chain ([] if it has none)."""
     reg = open_registry()
     return _witnessed(reg, ident, run(reg, lambda conn: load(conn, reg, ident), queue=ident))
 
 
-def _witnessed(reg: Registry, ident: str, loaded: tuple[Head | None, list[dict]]) -> list[dict]:
+def _witnessed(reg: Registry, ident: str,
+               loaded: tuple[Head | None, list[Entry]]) -> list[Entry]:
     """The chain of a committed transaction, its head remembered by this client's witness."""
     head, entries = loaded
     if head is not None:
@@ -272,7 +280,7 @@ def unwrap_seed_key(reg: Registry, ident: str, stored: str) -> bytes:
 
 
 def import_chain(conn: sa.Connection, reg: Registry, ident: str,
-                 legacy: list[dict[str, Any]]) -> list[dict]:
+                 legacy: list[Entry]) -> list[Entry]:
     """Re-chain a verified legacy chain under the key as a new ledger of ``ident``.
 
     Each entry keeps its fields and time and records its old hash (``legacy_hash``), so store
@@ -287,10 +295,10 @@ def import_chain(conn: sa.Connection, reg: Registry, ident: str,
     return append(conn, reg, ident, head, [], new)
 
 
-def verified_prefix(reg: Registry, ident: str, entries: list[dict]) -> list[dict]:
+def verified_prefix(reg: Registry, ident: str, entries: list[Entry]) -> list[Entry]:
     """The longest prefix of ``entries`` whose HMAC chain verifies (what a broken ledger
     still proves was charged)."""
-    out: list[dict] = []
+    out: list[Entry] = []
     for i, entry in enumerate(entries):
         try:
             verify_chain([entry], where=ident, key=reg.key, ident=ident, start=i,
@@ -301,7 +309,7 @@ def verified_prefix(reg: Registry, ident: str, entries: list[dict]) -> list[dict
     return out
 
 
-Carry = Callable[[list[dict]], list[tuple[str, dict[str, Any]]]]
+Carry = Callable[[list[Entry]], NewEntries]
 
 
 def reset(ident: str, *, reason: str, by: str, at: str, carry: Carry | None = None
@@ -359,7 +367,7 @@ def reset(ident: str, *, reason: str, by: str, at: str, carry: Carry | None = No
 # --- importing the JSON ledgers of earlier versions ---------------------------------------
 
 
-def read_json_chain(path: Path) -> list[dict[str, Any]]:
+def read_json_chain(path: Path) -> list[Entry]:
     """The verified entries of a legacy JSON ledger file."""
     try:
         entries = json.loads(path.read_text())["entries"]
@@ -380,8 +388,8 @@ def import_files(reg: Registry, files: list[Path], *,
     for ident, path, chain in chains:
         seed = path.parent / LEGACY_SEED_KEY_FILE
 
-        def step(conn: sa.Connection, ident: str = ident, chain: list = chain,
-                 seed: Path = seed) -> list[dict]:
+        def step(conn: sa.Connection, ident: str = ident, chain: list[Entry] = chain,
+                 seed: Path = seed) -> list[Entry]:
             out = import_chain(conn, reg, ident, chain)
             if seed.is_file() and len(seed.read_bytes()) == 32:
                 put_seed_key(conn, reg, ident, seed.read_bytes())

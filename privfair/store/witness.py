@@ -23,7 +23,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,7 +90,7 @@ def seen(key: bytes, dataset: str) -> Seen | None:
 
 
 def check(key: bytes, dataset: str, registry: str, shown: Seen | None,
-          entries: list[Mapping[str, Any]]) -> None:
+          entries: Sequence[Mapping[str, Any]]) -> None:
     """Refuse a registry whose ledger of ``dataset`` (head ``shown``, chain ``entries``) is
     behind, or beside, what this client has seen."""
     known = seen(key, dataset)

@@ -97,9 +97,9 @@ def _junction_tree(domain: Domain, edges: frozenset[frozenset[str]]) -> Junction
     tree = maximum_spanning_forest(len(ordered), pairs)
     parent = [-1] * len(ordered)
     order = [0]
-    for u, v in bfs_edges(len(ordered), tree, source=0):
-        parent[v] = u
-        order.append(v)
+    for up, down in bfs_edges(len(ordered), tree, source=0):
+        parent[down] = up
+        order.append(down)
     return JunctionTree(tuple(ordered), tuple(parent), tuple(order))
 
 
@@ -215,7 +215,8 @@ class GraphicalModel:
                 "converged": report.converged, "stopped_by": report.stopped_by},
         }
         arrays = {f"theta_{i}": np.asarray(self.potentials[c]) for i, c in enumerate(cliques)}
-        np.savez(file, meta=np.array(json.dumps(meta)), **arrays)
+        # mypy matches **arrays against savez's `allow_pickle: bool`; the keys are theta_<i>
+        np.savez(file, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
 
     @staticmethod
     def read_meta(file: Any) -> dict:
@@ -738,8 +739,8 @@ def estimate(
     if exact is not None:
         solved_bp = BeliefPropagation(domain, tree, list(exact.potentials))
         beliefs = solved_bp.calibrate(exact.potentials)
-        mu = solved_bp.marginals(beliefs, cliques)
-        loss = constant + sum(0.5 * float(np.sum(w * (total * mu[c] - y) ** 2))
+        exact_mu = solved_bp.marginals(beliefs, cliques)
+        loss = constant + sum(0.5 * float(np.sum(w * (total * exact_mu[c] - y) ** 2))
                               for c, y, w in targets)
         if callback is not None:
             callback(max_iters, loss)

@@ -207,19 +207,20 @@ def count_marginals_parquet(
     """
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {list(ENGINES)}, got {engine!r}")
-    cliques = [domain.canonical(c) for c in cliques]
+    canonical = [domain.canonical(c) for c in cliques]
     units = parquet_partitions(source)
-    totals = {c: np.zeros(domain.shape(c), dtype=np.int64) for c in cliques}
+    totals: dict[Clique, np.ndarray] = {
+        c: np.zeros(domain.shape(c), dtype=np.int64) for c in canonical}
     if engine == "local":
         for unit in units:
-            part = count_partition(domain, cliques, unit)
-            for c in cliques:
+            part = count_partition(domain, canonical, unit)
+            for c in canonical:
                 totals[c] += part[c]
         return totals
     from distributed import as_completed, default_client
 
     client = client or default_client()
-    futures = client.map(count_partition, [domain] * len(units), [cliques] * len(units),
+    futures = client.map(count_partition, [domain] * len(units), [canonical] * len(units),
                          units, pure=False)
     # True counts: drop each partial table from the cluster as soon as it is summed (the
     # cluster forgets a result once no client holds its future).
@@ -227,7 +228,7 @@ def count_marginals_parquet(
     del futures
     for future in pending:
         part = future.result()
-        for c in cliques:
+        for c in canonical:
             totals[c] += part[c]
         future.release()
         del future, part

@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -261,7 +261,7 @@ def allowed_edges(domain: Domain, roles: Roles, method: str, *,
                          f"got {greedy_check!r}")
     if method == "prefair-greedy" and greedy_check == "privci":
         method = "prefair-exact"
-    pairs = [tuple(p) for p in itertools.combinations(domain.attributes, 2)]
+    pairs: list[Edge] = list(itertools.combinations(domain.attributes, 2))
     outcome, protected = set(roles.outcome), set(roles.protected)
     if method == "mst":
         return pairs
@@ -351,8 +351,9 @@ class FairForest:
     def __init__(self, attributes: Sequence[str], roles: Roles) -> None:
         self._admissible = set(roles.admissible)
         self._regions = DisjointSet(attributes)
-        self._protected = {a: a in set(roles.protected) for a in attributes}
-        self._outcome = {a: a in set(roles.outcome) for a in attributes}
+        # keyed by each region's representative (DisjointSet.find)
+        self._protected: dict[Hashable, bool] = {a: a in set(roles.protected) for a in attributes}
+        self._outcome: dict[Hashable, bool] = {a: a in set(roles.outcome) for a in attributes}
 
     def _flags(self, a: str) -> tuple[bool, bool]:
         root = self._regions.find(a)
@@ -432,7 +433,8 @@ def best_fair_tree(
     nodes = domain.attributes
     order = sorted(range(len(edges)), key=lambda i: (-weights[i], i))
 
-    def bound(include: frozenset[int], exclude: frozenset[int]):
+    def bound(include: frozenset[int],
+              exclude: frozenset[int]) -> tuple[float, list[int]] | None:
         tree = _max_spanning_tree(nodes, order, edges, include, exclude,
                                   spanning=not forest)
         if tree is None:
@@ -443,7 +445,8 @@ def best_fair_tree(
     if root is None:
         raise RoleError("the allowed edges cannot connect every attribute; check the roles")
     counter = itertools.count()
-    heap = [(-root[0], next(counter), frozenset(), frozenset(), root[1])]
+    heap: list[tuple[float, int, frozenset[int], frozenset[int], list[int]]] = [
+        (-root[0], next(counter), frozenset(), frozenset(), root[1])]
     expanded = 0
     while heap:
         _, _, include, exclude, tree = heapq.heappop(heap)
@@ -478,7 +481,8 @@ class SelectedStructure:
     """The output of structure selection."""
 
     method: str
-    edges: tuple[Edge, ...]
+    #: A tree's edges; AIM's measured cliques (pairs, or larger with a wider workload).
+    edges: tuple[Clique, ...]
     fairness: FairnessCheck
     search_nodes: int | None = None
     #: The per-pair small-n decision (:meth:`PairQualification.to_dict`), when one was made.
@@ -568,7 +572,7 @@ def select_structure(
     if forest_size(domain.attributes, candidates) < len(domain) - 1:  # public: the roles
         raise RoleError("the allowed edges cannot connect every attribute; check the roles")
     forest = qualified is not None and not set(candidates) <= set(qualified)
-    if forest:
+    if forest and qualified is not None:  # forest implies qualified
         keep = set(qualified)
         candidates = [e for e in candidates if e in keep]
     if not candidates:
@@ -576,7 +580,7 @@ def select_structure(
     weights = edge_weights(pair_tables, one_way, total, candidates)
     penalised = rho_measure is not None
     penalty = np.zeros(len(candidates))
-    if penalised:
+    if rho_measure is not None:
         rounds = forest_size(domain.attributes, candidates)
         sigma = math.sqrt(rounds / (2 * rho_measure)) if rho_measure > 0 else math.inf
         penalty = np.array([pair_noise_l1(domain.size(a) * domain.size(b), sigma=sigma)

@@ -193,7 +193,7 @@ def pair_qualification(total: float, domain: Domain, roles: Roles, *, method: st
     evaluates it on a declared row count (``expected_rows``)."""
     candidates = (allowed_edges(domain, roles, method, greedy_check=greedy_check)
                   if method in TREE_METHODS
-                  else [tuple(p) for p in combinations(domain.attributes, 2)])
+                  else list(combinations(domain.attributes, 2)))
     return qualify_pairs(domain, candidates, total=total, rho_tree=2 * rho / 3,
                          limit=qualification_limit(method),
                          one_way_sigma=math.sqrt(len(domain) / (2 * rho / 3)),
@@ -391,7 +391,8 @@ def stream_sample(
             done += n
             if progress:
                 progress(done, n_rows)
-        pending.result()
+        if pending is not None:  # always: the loop writes at least one part
+            pending.result()
     return parts
 
 
@@ -552,13 +553,15 @@ class FairSynthesizer:
         # Check the whole plan before touching the data.
         ledger.check(split.one_way + split.select + split.measure)
         if counter is None:
+            if data is None:
+                raise ValueError("fit needs data or a counter")
             batches = as_batches(data)
 
             def counter(cliques: Sequence[Clique]) -> Mapping[Clique, np.ndarray]:
                 return count_marginals(self.domain, list(cliques), batches())
 
         report("count", 0.0)
-        self.warm_start_ = None
+        self.warm_start_: GraphicalModel | None = None
         self.split_ = split  # a tree's forest moves part of its ρ to the one-way marginals
         if self.method in AIM_METHODS:
             self._measure_aim(counter, rho=split.one_way + split.select + split.measure,
@@ -588,7 +591,7 @@ class FairSynthesizer:
         if independent:  # no pair is read, nothing more charged
             self.compression_ = self.one_way_.compression
             self.structure_ = independent_structure(self.domain.attributes, self.roles)
-            self.selected_ = []
+            self.selected_: list[Measurement] = []
             return
         # The per-pair rule (issue 34) on the noisy total of the one-way measurement:
         # pairs that would be noise are dropped, and the ρ of the forest's missing edges
@@ -597,15 +600,16 @@ class FairSynthesizer:
         rho_tree = split.select + split.measure
         candidates = allowed_edges(self.domain, self.roles, self.method,
                                    greedy_check=self.greedy_check)
-        self.qualification_ = (
+        qualification = (
             qualify_pairs(self.domain, candidates, total=self.one_way_.total,
                           rho_tree=rho_tree, one_way_sigma=sigma,
                           threshold=self.compress_threshold,
                           limit=qualification_limit(self.method))
             if self.small_n_fallback
             else all_qualify(self.domain, candidates, total=self.one_way_.total))
-        small_n = self.qualification_.to_dict() if self.qualification_.enabled else None
-        share = self.qualification_.share
+        self.qualification_: PairQualification | None = qualification
+        small_n = qualification.to_dict() if qualification.enabled else None
+        share = qualification.share
         if share < 1.0:
             self._remeasure_one_way(tables, rho_extra=rho_tree * (1 - share),
                                     name=FALLBACK_STEP if share == 0 else FOREST_STEP,
@@ -613,7 +617,7 @@ class FairSynthesizer:
             split = self.split_ = BudgetSplit(split.one_way + rho_tree * (1 - share),
                                               split.select * share, split.measure * share)
         self.compression_ = self.one_way_.compression
-        if self.qualification_.fallback:  # no pair is read by a mechanism
+        if qualification.fallback:  # no pair is read by a mechanism
             fallback = independent_structure(self.domain.attributes, self.roles,
                                              method=FALLBACK_METHOD)
             self.structure_ = SelectedStructure(FALLBACK_METHOD, (), fallback.fairness,
@@ -626,8 +630,8 @@ class FairSynthesizer:
         structure = select(pairs, self.one_way_, self.roles, method=self.method,
                            rho=split.select, rng=stage_rng("select"), ledger=ledger,
                            max_search_nodes=self.max_search_nodes,
-                           qualified=(self.qualification_.kept
-                                      if self.qualification_.enabled else None),
+                           qualified=(qualification.kept
+                                      if qualification.enabled else None),
                            rho_measure=split.measure if self.small_n_fallback else None,
                            greedy_check=self.greedy_check)
         self.structure_ = SelectedStructure(structure.method, structure.edges,
@@ -779,8 +783,9 @@ class FairSynthesizer:
                                                           None),
                 },
                 "estimated_total": self.model_.total,
-                "small_n": (self.qualification_.to_dict()
-                            if getattr(self, "qualification_", None) else None),
+                "small_n": (qualification.to_dict()
+                            if (qualification := getattr(self, "qualification_", None))
+                            else None),
                 "max_model_size_mb": self.max_model_size_mb,
                 "aim_rounds": [
                     {"round": r.round, "clique": list(r.clique), "sigma": r.sigma,

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from privfair.core.accounting import LedgerEntry, PrivacyLedger, exponential_rho
+from privfair.core.domain import Domain
 from privfair.evaluation.audit.core import (
     AuditResult,
     Control,
@@ -30,9 +31,7 @@ __all__ = ["audit_dpne", "audit_lapmech", "audit_privpc"]
 EPS_X2 = Control("eps x 2", 0.5)
 
 
-def _two_attributes(rows: int) -> tuple[object, np.ndarray, np.ndarray]:
-    from privfair.core.domain import Domain
-
+def _two_attributes(rows: int) -> tuple[Domain, np.ndarray, np.ndarray]:
     domain = Domain(("a", "b"), (2, 2))
     codes = np.ones((rows, 2), dtype=np.int64)
     return domain, codes, np.vstack([codes, [[0, 0]]])

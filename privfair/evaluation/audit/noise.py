@@ -146,7 +146,7 @@ class NoiseResult:
 
     @property
     def status(self) -> str:
-        if not self.covered:
+        if self.verdict is None:  # not covered
             return "not on the layer"
         if self.ledger_mismatch:
             return "LEDGER MISMATCH"

@@ -172,7 +172,8 @@ def _selection_weights(candidates: int) -> tuple[np.ndarray, np.ndarray]:
     edges = [("a0", a) for a in attributes[1:]]
     one_way = {a: np.array([0.5, 0.5]) for a in attributes}
     above, below = np.array([[30, 20], [20, 30]]), np.array([[20, 30], [30, 20]])
-    tables = {e: (above if k == 0 else below) for k, e in enumerate(edges)}
+    tables: dict[tuple[str, ...], np.ndarray] = {
+        e: (above if k == 0 else below) for k, e in enumerate(edges)}
     canary = np.array([[1, 0], [0, 0]])
     weights = edge_weights(tables, one_way, 100.0, edges)
     neighbour = edge_weights({e: t + canary for e, t in tables.items()}, one_way, 100.0,
