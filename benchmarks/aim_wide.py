@@ -73,7 +73,7 @@ def main() -> None:
                 start = time.perf_counter()
                 full = fit_model(synth.one_way_, synth.selected_, tol=synth.tol,
                                  max_iters=synth.max_iters,
-                                 warm_start=synth.warm_start_.potentials)
+                                 fallback=synth.warm_start_.potentials)
                 runs[-1]["uncapped_final_fit"] = {
                     "seconds": round(time.perf_counter() - start, 1),
                     "iterations": full.report.iterations,

@@ -122,6 +122,9 @@ class FitReport:
     losses: list[float] = field(default_factory=list)
     #: What ended the fit: "tolerance", "exact solution", "time budget" or "iteration cap".
     stopped_by: str | None = None
+    #: Whether the model is ``estimate(fallback=...)``'s, the fit having ended unconverged
+    #: at a higher loss.
+    kept_fallback: bool = False
 
 
 @dataclass
@@ -685,6 +688,7 @@ def estimate(
     tol: float = 1e-6,
     max_iters: int = 10_000,
     warm_start: Mapping[Clique, np.ndarray] | None = None,
+    fallback: Mapping[Clique, np.ndarray] | None = None,
     callback: Callable[[int, float], None] | None = None,
     max_time_s: float | None = None,
     method: str = "auto",
@@ -706,6 +710,10 @@ def estimate(
         Hard cap on iterations; reaching it is reported as not converged.
     warm_start : mapping, optional
         Initial log-potentials per clique, e.g. from an earlier fit.
+    fallback : mapping, optional
+        Log-potentials of an earlier fit (AIM's last round) returned instead of the fit's
+        own best iterate when the fit ends unconverged (time budget or iteration cap) at a
+        higher loss than theirs: a cut-short fit is then never worse than what it was given.
     callback : callable, optional
         Called as ``callback(iteration, loss)`` every 20 iterations (progress reporting).
     max_time_s : float, optional
@@ -798,12 +806,15 @@ def estimate(
         floor = np.repeat(np.maximum.reduceat(point, offsets) - gap, sizes)
         return np.maximum(point, np.minimum(start, floor) if robust_descent else floor)
 
-    theta = np.zeros(int(sizes.sum()))
-    if warm_start:
-        views = unflatten(theta)
-        for c, t in warm_start.items():
+    def flatten(potentials: Mapping[Clique, np.ndarray] | None) -> np.ndarray:
+        flat = np.zeros(int(sizes.sum()))
+        views = unflatten(flat)
+        for c, t in (potentials or {}).items():
             if c in views and np.shape(t) == views[c].shape:
                 views[c][...] = t
+        return flat
+
+    theta = flatten(warm_start)
     max_weight = float(np.max(w_flat))
     alpha = 1.0 / (total**2 * max_weight)
 
@@ -864,7 +875,13 @@ def estimate(
             break  # the time budget ends the fit; reported as not converged
     if robust_descent:
         theta, beliefs, loss = best_theta, best_beliefs, best_loss
+    kept_fallback = False
+    if fallback and not converged:
+        kept = flatten(fallback)
+        kept_beliefs, _, kept_loss, _ = evaluate(kept)
+        if kept_loss < loss:
+            theta, beliefs, loss, kept_fallback = kept, kept_beliefs, kept_loss, True
     report = FitReport(iterations=it, loss=loss, converged=converged, losses=losses,
-                       stopped_by=stopped_by)
+                       stopped_by=stopped_by, kept_fallback=kept_fallback)
     potentials = {c: t.copy() for c, t in unflatten(theta).items()}
     return GraphicalModel(domain, tree, potentials, total, [b[0] for b in beliefs], report)
