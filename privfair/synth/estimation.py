@@ -313,6 +313,7 @@ class BeliefPropagation:
                                 for a in tree.cliques[i])]
                           for i in range(len(tree.cliques))]
         self._views: dict[tuple[Clique, int], list[int]] = {}  # broadcast shapes, cached
+        self._marginal_plans: dict[Clique, tuple[int, list[int], list[int] | None]] = {}
 
     def calibrate(self, potentials: Mapping[Clique, np.ndarray]) -> list[np.ndarray]:
         """Normalised beliefs of every maximal clique, shaped ``(1, *clique)``."""
@@ -382,10 +383,15 @@ class BeliefPropagation:
                   ) -> dict[Clique, np.ndarray]:
         """Marginals of cliques inside one maximal clique, from unbatched beliefs."""
         out = {}
+        plans, einsum = self._marginal_plans, np.einsum
         for c in cliques:
-            i = self.home[c]
-            out[c] = (beliefs[i][0] if c == self.tree.cliques[i]
-                      else np.einsum(beliefs[i][0], self.axes[i][1:], _axes(self.domain, c)))
+            plan = plans.get(c)
+            if plan is None:  # (home, its axes, the clique's axes), looked up once per clique
+                i = self.home[c]
+                plan = plans[c] = (i, self.axes[i][1:], None if c == self.tree.cliques[i]
+                                   else _axes(self.domain, c))
+            i, axes, target = plan
+            out[c] = beliefs[i][0] if target is None else einsum(beliefs[i][0], axes, target)
         return out
 
 
