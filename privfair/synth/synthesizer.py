@@ -297,8 +297,8 @@ def fit_model(
     fit end unconverged at a higher loss. AIM's last round is not a warm start, nor is the
     one-way model for AIM: cells they hold near zero revive only slowly. On the 300k x 41
     table (ε = 1) the final fit converged in 2,360 iterations from the last round, 2,260 from
-    the one-way model and 1,120 from uniform, at the lowest loss
-    (``benchmarks/results/aim_wide_stop16.json``).
+    the one-way model and 1,120 from uniform, at the lowest loss (the first and the last in
+    ``benchmarks/results/aim_wide_stop16_before.json`` and ``aim_wide_stop16.json``).
     """
     measurements = [*one_way.measurements, *selected]
     start = None if fallback is not None else {
