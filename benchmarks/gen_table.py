@@ -75,7 +75,7 @@ def generate(rows: int, attributes: int, *, seed: int = 0,
         "columns": columns,
         "roles": {"protected": ["sex"], "admissible": rest[: len(rest) // 2],
                   "outcome": ["label"], "free": rest[len(rest) // 2:]},
-        "budget": {"epsilon": 1000.0, "delta": 1.0e-5},
+        "budget": {"epsilon": 100.0, "delta": 1.0e-5},
     }
     return pd.DataFrame(frame), contract
 

@@ -59,6 +59,52 @@ def test_belief_propagation_matches_brute_force_on_a_loopy_model():
         np.testing.assert_allclose(got[c], joint.sum(axis=axes), atol=1e-12)
 
 
+def test_belief_propagation_matches_brute_force_on_a_branching_tree_with_zeros():
+    # Cliques with several children, a fill-in clique, a separate component and cells of
+    # zero mass (the Hugin downward pass divides by upward messages, zero where those are).
+    rng = np.random.default_rng(3)
+    domain = Domain(tuple("abcdefg"), (2, 3, 2, 3, 2, 2, 3))
+    cliques = [("a", "b"), ("a", "c"), ("a", "d"), ("c", "e"), ("d", "e"), ("f",), ("g",)]
+    potentials = {c: rng.normal(size=domain.shape(c)) for c in cliques}
+    potentials[("a", "b")][1, :] = -1e4  # a = 1 has no mass (exp underflows to 0)
+    potentials[("d", "e")][0, 1] = -1e4
+    tree = build_junction_tree(domain, cliques)
+    assert max(len(c) for c in tree.cliques) == 3 and len(tree.cliques) >= 4
+    bp = BeliefPropagation(domain, tree, cliques)
+    beliefs = bp.calibrate(potentials)
+    joint = brute_force_joint(domain, potentials)
+    assert joint[1].sum() == 0.0
+    for i, c in enumerate(tree.cliques):
+        axes = tuple(k for k, a in enumerate(domain.attributes) if a not in c)
+        np.testing.assert_allclose(beliefs[i][0], joint.sum(axis=axes), atol=1e-12)
+    for c, got in bp.marginals(beliefs, cliques).items():
+        axes = tuple(k for k, a in enumerate(domain.attributes) if a not in c)
+        np.testing.assert_allclose(got, joint.sum(axis=axes), atol=1e-12)
+
+
+def test_a_fit_cut_short_keeps_its_fallback_only_when_that_is_better():
+    rng = np.random.default_rng(4)
+    domain = Domain(("a", "b", "c"), (2, 3, 2))
+    data = {"a": rng.integers(0, 2, 3000), "b": rng.integers(0, 3, 3000),
+            "c": rng.integers(0, 2, 3000)}
+    loop = [("a", "b"), ("b", "c"), ("a", "c")]  # mirror descent (no exact fit)
+    ms = _noisy(count_marginals(domain, loop, [data]), rng, 5.0)
+    full = estimate(domain, ms)
+    assert full.report.converged and not full.report.kept_fallback
+    short = estimate(domain, ms, max_iters=2, fallback=full.potentials)
+    assert not short.report.converged and short.report.kept_fallback
+    assert short.report.loss == pytest.approx(full.report.loss, rel=1e-9)
+    for c in loop:
+        np.testing.assert_allclose(short.marginal(c), full.marginal(c), rtol=1e-9)
+    worse = {c: 5 * rng.normal(size=domain.shape(c)) for c in loop}
+    plain = estimate(domain, ms, max_iters=2)
+    kept_own = estimate(domain, ms, max_iters=2, fallback=worse)
+    assert not kept_own.report.kept_fallback
+    assert kept_own.report.loss == plain.report.loss
+    # a converged fit never looks at its fallback
+    assert not estimate(domain, ms, fallback=worse).report.kept_fallback
+
+
 def test_estimation_recovers_true_marginals_as_noise_vanishes():
     rng = np.random.default_rng(1)
     domain, data = _chain_data(rng)

@@ -337,9 +337,11 @@ def run_aim(
         if final:
             break
     if refit:
-        # Rounds only need a model good enough to score candidates; the release gets a full fit.
+        # Rounds only need a model good enough to score candidates; the release gets a full
+        # fit, from the uniform start rather than the last round's model (which converges
+        # more slowly, see synthesizer.fit_model), with that model kept should it be better.
         model = estimate(domain, measurements, max_iters=final_max_iters, tol=tol,
-                         warm_start=model.potentials, max_time_s=clock.fit_time(final=True))
+                         fallback=model.potentials, max_time_s=clock.fit_time(final=True))
     return AIMResult(measurements, model, log, n_initial=d, stopped_by_time=stopped_by_time)
 
 

@@ -47,12 +47,13 @@ def estimate(one_way: FileRef, selected: FileRef, artefacts: str | Path, *,
              max_time_s: float | None = None) -> FileRef:
     """Fit the graphical model to the noisy measurements (post-processing only).
 
-    ``warm_start`` is a model fitted to (most of) the same measurements, e.g. AIM's last
-    round; ``max_time_s`` caps the fit (see :func:`privfair.synth.estimation.estimate`).
+    ``warm_start`` is AIM's last round's model, the answer if the fit (from the one-way
+    model) ends unconverged at a higher loss (see :func:`~privfair.synth.synthesizer.fit_model`);
+    ``max_time_s`` caps the fit (see :func:`privfair.synth.estimation.estimate`).
     """
-    warm = load_model(warm_start).potentials if warm_start is not None else None
+    last = load_model(warm_start).potentials if warm_start is not None else None
     model = fit_model(load_one_way(one_way), load_measurements(selected), tol=tol,
-                      max_iters=max_iters, callback=callback, warm_start=warm,
+                      max_iters=max_iters, callback=callback, fallback=last,
                       max_time_s=max_time_s)
     return save_model(model, artefacts)
 
