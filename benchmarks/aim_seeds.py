@@ -25,7 +25,7 @@ def main() -> None:
     import numpy as np
 
     from privfair.evaluation.utility import marginal_tvd
-    from privfair.release.table.plan import DEFAULT_AIM_TIME_S
+    from privfair.release.tabular.plan import DEFAULT_AIM_TIME_S
     from privfair.synth.synthesizer import FairSynthesizer
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

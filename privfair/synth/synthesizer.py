@@ -313,7 +313,7 @@ def fit_model(
     ``benchmarks/results/aim_wide_stop16_before.json`` and ``aim_wide_stop16.json``).
     """
     measurements = [*one_way.measurements, *selected]
-    start = None if fallback is not None else {
+    start: dict[Clique, np.ndarray] | None = None if fallback is not None else {
         (a,): np.log(np.maximum(p, 1e-12)) for a, p in one_way.probabilities.items()}
     return estimate(one_way.compression.compressed, measurements, tol=tol,
                     max_iters=max_iters, warm_start=start, fallback=fallback,
