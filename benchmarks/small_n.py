@@ -20,6 +20,11 @@ against the real table, so it reads the data on purpose.
     python benchmarks/small_n.py --tables adult compas credit21 --eps 1 2 4 \
         --methods independent mst prefair-greedy prefair-exact \
         --out benchmarks/results/small_n_issue34.json
+    # issue 34.1 final: the selection's ρ sized by selection_rho, unchosen edges' ρ on the
+    # one-way marginals; 10 seeds, ``ratio_se`` the ratio's standard error over seeds
+    python benchmarks/small_n.py --tables adult compas credit21 --eps 1 2 4 \
+        --methods independent mst prefair-greedy prefair-exact --seeds 10 \
+        --out benchmarks/results/small_n_issue34_final.json
 
 ``credit21`` is a generated 21-attribute credit-like table (2-10 levels) with three protected
 attributes (sex, age group, foreign worker), a binary outcome and real pairwise structure: a
@@ -159,18 +164,31 @@ def run(codes, contract, method: str, seed: int, eps: float, **options) -> dict:
             "forest_edges": None if signal is None else signal.forest_edges}
 
 
+def ratio_se(tvd2: list[float], base: list[float]) -> float | None:
+    """Standard error of mean(tvd2) / mean(base) over seeds (delta method, independent
+    seeds): ``√(se² + ratio²·se_base²) / mean(base)``."""
+    if len(tvd2) < 2 or len(base) < 2:
+        return None
+    mean, mean_base = statistics.mean(tvd2), statistics.mean(base)
+    se = statistics.stdev(tvd2) / len(tvd2) ** 0.5
+    se_base = statistics.stdev(base) / len(base) ** 0.5
+    return ((se ** 2 + (mean / mean_base * se_base) ** 2) ** 0.5) / mean_base
+
+
 def summarise(records: list[dict], methods: list[str]) -> dict:
     out = {}
-    base = statistics.mean(r["tvd2"] for r in records if r["method"] == "independent") \
-        if any(r["method"] == "independent" for r in records) else None
+    base_runs = [r["tvd2"] for r in records if r["method"] == "independent"]
+    base = statistics.mean(base_runs) if base_runs else None
     for method in methods:
         rows = [r for r in records if r["method"] == method]
         tvd2 = [r["tvd2"] for r in rows]
+        se = ratio_se(tvd2, base_runs) if base else None
         out[method] = {
             "tvd2": round(statistics.mean(tvd2), 4),
             "tvd2_sd": round(statistics.stdev(tvd2), 4) if len(rows) > 1 else None,
             "tvd2_per_seed": [round(t, 4) for t in tvd2],
             "ratio_to_independent": round(statistics.mean(tvd2) / base, 3) if base else None,
+            "ratio_se": None if se is None else round(se, 3),
             "tvd1": round(statistics.mean(r["tvd1"] for r in rows), 4),
             "fit_s": round(statistics.mean(r["fit_s"] for r in rows), 3),
             "fell_back": sum(r["structure"].endswith("(small-n fallback)") for r in rows),

@@ -20,12 +20,20 @@ from privfair.synth.structure import (
     TREE_NOISE_TVD_LIMIT,
     check_fairness,
     forest_size,
+    pair_noise_l1,
     pair_noise_tvd,
     qualify_pairs,
     select_structure,
+    selection_rho,
     tree_pair_sigma,
 )
-from privfair.synth.synthesizer import FOREST_STEP, UNSELECTED_STEP, FairSynthesizer
+from privfair.synth.synthesizer import (
+    FOREST_STEP,
+    SELECTION_STEP,
+    UNCHOSEN_STEP,
+    UNSELECTED_STEP,
+    FairSynthesizer,
+)
 
 
 def test_a_huge_pair_at_tiny_rho_is_dropped_and_a_small_one_kept():
@@ -250,12 +258,13 @@ def test_a_release_records_the_decision_and_its_last_line_says_it(toy_contract, 
                                           ("prefair-exact", "edge-rule")])
 def test_a_selection_that_stops_early_respends_its_rounds(method, check):
     # Independent but for sex -> credit_risk: the selection, scoring each pair net of its
-    # measurement noise, stops before the forest is complete on some seeds; the rounds it
-    # did not run go to the 2-way measurement (or, when it chose no pair, to the one-way
-    # marginals), so the ledger still adds up to the declared cost.
-    frame, domain, roles = _credit(n=500)
+    # measurement noise, stops before the forest is complete on some seeds. Each chosen edge
+    # is measured at the ρ it has in the full forest; the ρ of the edges not chosen and of
+    # the rounds not run goes to the one-way marginals (issue 34.1), so the ledger still adds
+    # up to the declared cost.
+    frame, domain, roles = _credit(n=1000)
     rho = zcdp_rho(epsilon=1.0, delta=1e-6)
-    stopped = 0
+    stopped = partial = 0
     for seed in range(4):
         synth = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
                                 method=method, require_fair=False, max_iters=300,
@@ -271,9 +280,54 @@ def test_a_selection_that_stops_early_respends_its_rounds(method, check):
             if not synth.structure_.edges:
                 assert UNSELECTED_STEP in names and "selected 2-way marginals" not in names
             else:
+                partial += 1
                 measured = [e for e in synth.ledger_.entries
                             if e.name == "selected 2-way marginals"]
                 assert measured[0].rho == pytest.approx(synth.split_.measure)
-                if method != "prefair-exact":  # the exact search spends its ρ at once
-                    assert synth.split_.measure > synth.split_.select
-    assert stopped >= 1
+                # the full forest's σ per edge: ρ_measure·k/R over k edges
+                sigma = (forest / (2 * synth.split_.measure
+                                   * forest / len(synth.structure_.edges))) ** 0.5
+                assert all(np.allclose(m.stddev[m.stddev > 0].min(), sigma)
+                           for m in synth.selected_)
+                unchosen = [e for e in synth.ledger_.entries if e.name == UNCHOSEN_STEP]
+                selection = synth.manifest()["method"]["small_n"]["selection"]
+                assert unchosen[0].rho == pytest.approx(selection["rho_unchosen_to_one_way"])
+                assert selection["edges_chosen"] == len(synth.structure_.edges)
+    assert stopped >= 1 and partial >= 1
+
+
+@pytest.mark.parametrize("method", ["mst", "prefair-exact"])
+def test_the_selection_gets_the_rho_that_resolves_the_smallest_pairs_noise(method):
+    # Kruskal's resolution √(R / 2ρ) and the exact search's σ √(r / 2ρ) equal the smallest
+    # candidate's noise penalty √(2/π)·cells·√(R / (2·ρ_measure)); public inputs only.
+    domain = Domain(("a", "b", "c", "d"), (2, 3, 4, 5))
+    candidates = [("a", "b"), ("b", "c"), ("c", "d"), ("a", "d"), ("b", "d")]
+    rho_measure, rounds = 0.01, forest_size(domain.attributes, candidates)
+    need = selection_rho(domain, candidates, method=method, rho_measure=rho_measure)
+    queries = len(candidates) if method == "prefair-exact" else rounds
+    resolution = (queries / (2 * need)) ** 0.5
+    penalty = pair_noise_l1(6, sigma=(rounds / (2 * rho_measure)) ** 0.5)
+    assert resolution == pytest.approx(penalty)
+    assert selection_rho(domain, [], method=method, rho_measure=rho_measure) == 0.0
+
+
+def test_a_tree_selects_with_only_the_rho_it_needs():
+    frame, domain, roles = _credit(n=1000)
+    rho = zcdp_rho(epsilon=1.0, delta=1e-6)
+    synth = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
+                            method="mst", require_fair=False, max_iters=300)
+    synth.fit(frame, rng=np.random.default_rng(0))
+    selection = synth.manifest()["method"]["small_n"]["selection"]
+    moved = [e for e in synth.ledger_.entries if e.name == SELECTION_STEP]
+    assert moved[0].rho == pytest.approx(selection["rho_select_to_one_way"]) and moved[0].rho > 0
+    rounds = [e for e in synth.ledger_.entries if e.name.startswith("select edge")]
+    assert sum(e.rho for e in rounds) <= selection["rho_select"] * (1 + 1e-9)
+    assert synth.ledger_.spent == pytest.approx(rho, rel=1e-9)
+    # without the small-n rule the selection keeps MST's third
+    plain = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
+                            method="mst", require_fair=False, max_iters=300,
+                            small_n_fallback=False)
+    plain.fit(frame, rng=np.random.default_rng(0))
+    assert not any(e.name == SELECTION_STEP for e in plain.ledger_.entries)
+    assert sum(e.rho for e in plain.ledger_.entries
+               if e.name.startswith("select edge")) == pytest.approx(rho / 3)

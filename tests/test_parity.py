@@ -122,12 +122,15 @@ def content_hash(frame: pd.DataFrame) -> str:
 #: --seed 11 --insecure-seed --method M` (content hash of the frame), since every table release
 #: spends 2 % of its ρ on the noisy counts of the rows its contract's policies touched
 #: (issue 21.2, bb17692). AIM's since its fits descend robustly (issue 23.5; the earlier
-#: descent gave 74613d923fc35501).
-COMPAS_TABLES = {"mst": "d03f840cebff6fc7", "prefair-greedy": "d03f840cebff6fc7",
+#: descent gave 74613d923fc35501). mst's and prefair-greedy's since a tree's selection at
+#: small n spends only the ρ it needs and the unchosen edges' ρ goes to the one-way marginals
+#: (issue 34.1; both were d03f840cebff6fc7 before, f7df83ab01bad8df without the policy counts).
+COMPAS_TABLES = {"mst": "e1f9bd3d759ef000", "prefair-greedy": "70eb6ac0475d2f14",
                  "independent": "c673d75e20b4bad9", "aim": "6c6976fdb813533e"}
-#: The same tables on main before issue 21.2 (commit a326d28 and earlier): what the release
-#: protocol gives when that share is (all but) zero.
-MAIN_BEFORE_POLICY_COUNTS = {"mst": "f7df83ab01bad8df", "prefair-greedy": "f7df83ab01bad8df",
+#: The same tables without the policy counts of issue 21.2 (independent's and AIM's are
+#: main's at commit a326d28 and earlier): what the release protocol gives when that share
+#: is (all but) zero.
+MAIN_BEFORE_POLICY_COUNTS = {"mst": "e002a95c7d15f427", "prefair-greedy": "0a94caa331d49f5d",
                              "independent": "01fdd31e1e86a448", "aim": "09ff338281d39ce1"}
 
 
