@@ -290,7 +290,7 @@ def test_seeded_training_is_reproducible(table, tmp_path):
 @pytest.mark.parametrize("method", ["fairgan", "fairgan-plus", "cfgan"])
 def test_fairness_adversaries_receive_generated_rows_only(table, monkeypatch, method):
     """Every tensor that reaches D2 / D3 / η / D² is the generator's latest output."""
-    seen = {"generated": [], "runs": [], "eta_out": [], "checked": 0}
+    seen = {"generated": [], "runs": [], "classifier_out": [], "checked": 0}
     original_init = gan._Trainer.__init__
     original_run = gan.CausalGenerator.run
 
@@ -310,7 +310,7 @@ def test_fairness_adversaries_receive_generated_rows_only(table, monkeypatch, me
             def hook(module, inputs):
                 x = inputs[0].detach()
                 if name == "D3":
-                    probs = torch.softmax(seen["eta_out"][-1], dim=1)
+                    probs = torch.softmax(seen["classifier_out"][-1], dim=1)
                     assert torch.equal(x[:, :probs.shape[1]], probs)
                 elif method == "cfgan":
                     plus, minus = seen["runs"][-2], seen["runs"][-1]
@@ -325,10 +325,10 @@ def test_fairness_adversaries_receive_generated_rows_only(table, monkeypatch, me
             self.generator.register_forward_hook(on_generator)
         for name, adversary in self.adversaries.items():
             adversary.net.register_forward_pre_hook(expect(name, self.not_s))
-        if hasattr(self, "eta"):
-            self.eta.register_forward_pre_hook(expect("eta", self.x_only))
-            self.eta.register_forward_hook(
-                lambda m, i, out: seen["eta_out"].append(out.detach().clone()))
+        if hasattr(self, "classifier"):
+            self.classifier.register_forward_pre_hook(expect("classifier", self.x_only))
+            self.classifier.register_forward_hook(
+                lambda m, i, out: seen["classifier_out"].append(out.detach().clone()))
 
     monkeypatch.setattr(gan._Trainer, "__init__", init)
     monkeypatch.setattr(gan.CausalGenerator, "run", run)

@@ -6,7 +6,7 @@ in a few adversary terms; splitting them would hide those differences across fil
 Privacy (spec §10): only D1, the discriminator that sees real rows, reads private data, and it
 is trained with DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise; optionally
 DPSGD-F's per-group bounds). The generator learns only through D1, and every fairness
-adversary (FairGAN's D2, FairGAN+'s D3 and classifier η, CFGAN's D²) is fed generated rows
+adversary (FairGAN's D2, FairGAN+'s D3 and classifier (the paper's η), CFGAN's D²) is fed generated rows
 only, so they are post-processing and cost no budget. The marginals that condition the
 generator, P(S) and P(Y), come from one Gaussian measurement of the (S, Y) counts.
 
@@ -110,7 +110,7 @@ class GANConfig:
     classifier_weight : float
         μ, the weight of D3 (FairGAN+).
     classifier_fairness : {"dp", "eo", "eop"}
-        FairGAN+'s notion for η: demographic parity, equalised odds, equal opportunity.
+        FairGAN+'s notion for its classifier: demographic parity, equalised odds, equal opportunity.
     effect : {"te", "se", "ce"}
         CFGAN's criterion: total effect, path-specific effect, counterfactual effect.
     redlining : tuple of str
@@ -403,10 +403,11 @@ class FittedGAN:
         """One ``.npz`` (weights, and the rest as a JSON string entry); no pickle."""
         arrays = {f"g/{k}": v for k, v in self.generator_state.items()}
         if self.classifier_state is not None:
-            arrays.update({f"eta/{k}": v for k, v in self.classifier_state.items()})
+            arrays.update({f"classifier/{k}": v for k, v in self.classifier_state.items()})
         arrays["meta"] = np.array(json.dumps(self.to_dict()))
         buffer = io.BytesIO()
-        # mypy matches **arrays against savez's `allow_pickle: bool`; the keys are g/…, eta/…
+        # mypy matches **arrays against savez's `allow_pickle: bool`; the keys are g/…,
+        # classifier/…
         np.savez(buffer, **arrays)  # type: ignore[arg-type]
         return buffer.getvalue()
 
@@ -418,7 +419,9 @@ class FittedGAN:
         with np.load(Path(path), allow_pickle=False) as data:
             meta = json.loads(str(data["meta"]))
             gen = {k[2:]: data[k] for k in data.files if k.startswith("g/")}
-            eta = {k[4:]: data[k] for k in data.files if k.startswith("eta/")} or None
+            # "eta/": files written before the classifier's rename (issue 33.5)
+            classifier = {k.partition("/")[2]: data[k] for k in data.files
+                          if k.startswith(("classifier/", "eta/"))} or None
         dag = meta["dag"]
         return cls(config=GANConfig(**meta["config"]), domain=Domain.from_dict(meta["domain"]),
                    protected=meta["protected"], outcome=meta["outcome"],
@@ -429,7 +432,8 @@ class FittedGAN:
                                  oriented=tuple(tuple(e)
                                                 for e in dag["oriented_from_undirected"]))
                    if dag else None,
-                   generator_state=gen, classifier_state=eta, history=meta["history"])
+                   generator_state=gen, classifier_state=classifier,
+                   history=meta["history"])
 
 
 def _conditioned(config: GANConfig, protected: str, outcome: str) -> tuple[str, ...]:
@@ -555,8 +559,8 @@ class _Trainer:
         if config.method in ("fairgan", "fairgan-plus"):
             adversary("D2", len(self.not_s), s_size, d)
         if config.method == "fairgan-plus":
-            self.eta = seeded_linear(len(self.x_only), y_size, init).to(device)
-            self.eta_opt = _adam(self.eta, config.learning_rate * 5)
+            self.classifier = seeded_linear(len(self.x_only), y_size, init).to(device)
+            self.classifier_opt = _adam(self.classifier, config.learning_rate * 5)
             d3_in = y_size + (y_size if config.classifier_fairness != "dp" else 0)
             adversary("D3", d3_in, s_size, 32)
         if config.method == "cfgan":
@@ -706,14 +710,14 @@ class _Trainer:
                                     device=self.device)
         return -(prior * torch.log(prior.clamp_min(1e-12))).sum()
 
-    def _d3_terms(self, values: Mapping[str, torch.Tensor], eta_probs: torch.Tensor,
+    def _d3_terms(self, values: Mapping[str, torch.Tensor], classifier_probs: torch.Tensor,
                   attribute: str) -> tuple[torch.Tensor, torch.Tensor] | None:
         s = values[attribute].argmax(1)
         y = values[self.outcome]
         mode = self.config.classifier_fairness
         if mode == "dp":
-            return eta_probs, s
-        inputs = torch.cat([eta_probs, y], dim=1)
+            return classifier_probs, s
+        inputs = torch.cat([classifier_probs, y], dim=1)
         if mode == "eop":
             keep = y.argmax(1) == y.shape[1] - 1
             if not bool(keep.any()):
@@ -742,18 +746,18 @@ class _Trainer:
         x_hat = self.rows(values)[:, self.x_only]
         y_idx = values[self.outcome].argmax(1)
         if cfg.method == "fairgan-plus":
-            self.eta_opt.zero_grad(set_to_none=True)
-            probs = torch.softmax(self.eta(x_hat.detach()), dim=1)
-            eta_loss = F.nll_loss(torch.log(probs + 1e-12), y_idx)
+            self.classifier_opt.zero_grad(set_to_none=True)
+            probs = torch.softmax(self.classifier(x_hat.detach()), dim=1)
+            classifier_loss = F.nll_loss(torch.log(probs + 1e-12), y_idx)
             fixed = {k: v.detach() for k, v in values.items()}
             for attribute in self.fair:
                 d3 = self._d3_terms(fixed, probs, attribute)
                 if d3 is not None:
-                    eta_loss = eta_loss - cfg.classifier_weight * self._adversary_loss(
+                    classifier_loss = classifier_loss - cfg.classifier_weight * self._adversary_loss(
                         _head("D3", attribute, self.protected), *d3)
-            eta_loss.backward()
-            self.eta_opt.step()
-            probs = torch.softmax(self.eta(x_hat.detach()), dim=1).detach()
+            classifier_loss.backward()
+            self.classifier_opt.step()
+            probs = torch.softmax(self.classifier(x_hat.detach()), dim=1).detach()
             for attribute in self.fair:
                 d3 = self._d3_terms(fixed, probs, attribute)
                 if d3 is not None:
@@ -774,7 +778,7 @@ class _Trainer:
                 g_loss = g_loss - _filled(cfg.fairness_weight, "fairness_weight") * (
                     self._adversary_loss(name, inputs, target))
         if cfg.method == "fairgan-plus":
-            g_loss = g_loss + F.cross_entropy(self.eta(x_hat), y_idx)
+            g_loss = g_loss + F.cross_entropy(self.classifier(x_hat), y_idx)
         if self.anchors and cfg.anchor_weight > 0:
             g_loss = g_loss + cfg.anchor_weight * self.anchor_loss(values)
         g_loss.backward()
@@ -1025,8 +1029,8 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     del real
     generator_state = (_copy_state(trainer.generator) if trainer.ema is None
                        else {k: v.detach().cpu().clone() for k, v in trainer.ema.items()})
-    eta = getattr(trainer, "eta", None)
-    eta_state = _copy_state(eta) if eta is not None else None
+    classifier = getattr(trainer, "classifier", None)
+    classifier_state = _copy_state(classifier) if classifier is not None else None
     privacy = {
         "dp_sgd": {"noise_multiplier": sigma, "max_grad_norm": config.max_grad_norm,
                    "sample_rate": sample_rate, "steps": steps, "steps_run": steps_run,
@@ -1047,8 +1051,8 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         config=config, domain=domain, protected=protected, outcome=outcome,
         marginals=marginals, expected_rows=round(n_hat), privacy=privacy, dag=parsed_dag,
         generator_state={k: v.numpy() for k, v in generator_state.items()},
-        classifier_state=({k: v.numpy() for k, v in eta_state.items()}
-                          if eta_state is not None else None),
+        classifier_state=({k: v.numpy() for k, v in classifier_state.items()}
+                          if classifier_state is not None else None),
         history=history)
 
 
