@@ -11,6 +11,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from dataclasses import fields as dataclass_fields
 from typing import Any, Literal
 
 from pydantic import Field
@@ -340,19 +341,16 @@ def check(params: ReleaseParams | Mapping[str, Any], *,
              if params.method in GAN_METHODS
              else {"domains": domains_rho, "policies": policies_rho,
                    **asdict(BudgetSplit.for_method(params.method, rest))})
-    return ReleasePlan(
-        **fields, contract_fingerprint=contract.fingerprint(),
-        contract_version=contract.version,
-        declared_contract_fingerprint=contract.fingerprint(), split=split,
-        n_rows=params.n_rows, sample_mode=params.sample_mode,
-        discrete_noise=params.discrete_noise, fairness_transform=params.fairness_transform,
-        eta=params.eta, discrimination=params.discrimination, distortion=params.distortion,
-        batch_size=params.batch_size, max_iters=params.max_iters,
-        gan_epochs=params.gan_epochs, group_clipping=params.group_clipping,
-        release_classifier=params.release_classifier, allow_unfair=params.allow_unfair,
-        max_time_s=(params.max_time_s if params.max_time_s is not None or params.method
-                    not in AIM_METHODS else DEFAULT_AIM_TIME_S),
-        engine=params.engine, dask_address=params.dask_address,
-        data_docs=params.data_docs, output=params.output, part_rows=params.part_rows,
+    decided = {
+        **fields, "contract_fingerprint": contract.fingerprint(),
+        "contract_version": contract.version,
+        "declared_contract_fingerprint": contract.fingerprint(), "split": split,
+        "max_time_s": (params.max_time_s if params.max_time_s is not None or params.method
+                       not in AIM_METHODS else DEFAULT_AIM_TIME_S),
         **extra,
-    )
+    }
+    # Every other plan field is the parameter of the same name, as given: copied by name,
+    # so a new parameter cannot be left out of the plan by hand.
+    given = {f.name: getattr(params, f.name) for f in dataclass_fields(ReleasePlan)
+             if f.name in type(params).model_fields and f.name not in decided}
+    return ReleasePlan(**decided, **given)
