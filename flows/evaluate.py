@@ -41,8 +41,10 @@ def _threads() -> int:
     return os.cpu_count() or 2
 
 
+# Prefect types task_runner as TaskRunner[PrefectFuture[Any]], invariant in the future type,
+# which no concrete runner (here TaskRunner[PrefectConcurrentFuture[R]]) matches.
 @flow(name="privfair-evaluate", persist_result=False,
-      task_runner=ThreadPoolTaskRunner(max_workers=_threads()))
+      task_runner=ThreadPoolTaskRunner(max_workers=_threads()))  # type: ignore[arg-type]
 def evaluate(params: EvaluateParams = EvaluateParams()) -> str:  # noqa: B008 - pydantic default
     """Run the grid; returns the output folder (not privacy-protected)."""
     with team_registry():  # the team's registry block, when saved (own data is charged)

@@ -20,11 +20,12 @@ from typing import Annotated, Any
 
 from prefect import flow
 from prefect.runtime import deployment
-from prefect.states import Completed
+from prefect.states import Completed, State
 from pydantic.fields import FieldInfo
 
+from privfair.core.errors import ReleaseInputError
 from privfair.release.options import ReleaseOptions, field_extra
-from privfair.release.protocol import ReleaseInputError, run_release
+from privfair.release.protocol import run_release
 from privfair.release.registry import FLOW_KINDS, ReleaseFamily
 from tasks import ops
 from tasks.registry_blocks import team_registry
@@ -44,10 +45,9 @@ def form_fields(model: type[ReleaseOptions]) -> dict[str, FieldInfo]:
 
 
 def _annotation(info: FieldInfo) -> Any:
-    annotation = info.annotation
     if info.metadata:  # ge/gt/le/lt constraints: the form enforces them too
-        annotation = Annotated[annotation, *info.metadata]
-    return annotation
+        return Annotated[info.annotation, *info.metadata]
+    return info.annotation
 
 
 #: The form's one field that is not a release parameter: ``--resume`` as a flow parameter.
@@ -108,12 +108,13 @@ def options_for(family: ReleaseFamily, args: dict[str, Any]) -> ReleaseOptions:
 def make_flow(family: ReleaseFamily) -> Any:
     """The Prefect flow of one release family (its form generated from its parameters)."""
 
-    def body(**args: Any) -> str:
+    # The body returns its final state; calling the flow returns the state's data (the folder).
+    def body(**args: Any) -> State[str]:
         # The team's registry block, when saved, before the first registry access.
         with team_registry():
             return _body(**args)
 
-    def _body(**args: Any) -> str:
+    def _body(**args: Any) -> State[str]:
         run_id = args.pop(RESUME, None)
         if run_id is not None:
             folder = _resume(family, run_id, args)

@@ -194,7 +194,9 @@ def prefect_server_dies_with_this_process() -> None:
         return subprocess.Popen(*args, **kwargs)
 
     if not isinstance(server.subprocess, types.SimpleNamespace):
-        server.subprocess = types.SimpleNamespace(**{**vars(subprocess), "Popen": popen})
+        # The server module's `subprocess` replaced by a namespace whose Popen dies with us.
+        server.subprocess = types.SimpleNamespace(  # type: ignore[assignment]
+            **{**vars(subprocess), "Popen": popen})
 
 
 def _die_with_parent(parent: int) -> Callable[[], None] | None:

@@ -290,7 +290,7 @@ def _stderr_console() -> Any:
     return Console(stderr=True, highlight=False, soft_wrap=True)
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: Exception) -> str:
     from privfair.release.options import params_error_line
 
     # A note says what a failed run left charged (privfair.release.protocol).
@@ -301,7 +301,7 @@ def _one_line(exc: BaseException) -> str:
     return " ".join("; ".join(parts).split())
 
 
-def _is_bad_input(exc: BaseException) -> bool:
+def _is_bad_input(exc: Exception) -> bool:
     from privfair.core.errors import PrivfairError
 
     return isinstance(exc, PrivfairError | ValueError | OSError | UsageError)
@@ -505,7 +505,8 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     try:
         with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
             for codes in iter_discretized_batches(data, contract, batch_size=args.batch_size):
-                table = pa.table({a: codes[a] for a in domain}).cast(schema)
+                # pa.table on a dict is Table.from_pydict, whose types take numpy arrays
+                table = pa.Table.from_pydict({a: codes[a] for a in domain}).cast(schema)
                 writer.write_table(table)
                 rows += table.num_rows
         os.replace(tmp, out)
@@ -873,13 +874,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                                          "negative control") else "right")
     audited = [] if args.noise_only else [k for k in MECHANISMS
                                           if not args.mechanism or k in args.mechanism]
-    for key, r in zip(audited, report.results, strict=True):
-        audits.add_row(key, r.mechanism, f"{r.claimed_epsilon:.3f}", f"{r.delta:g}",
-                       f"{r.epsilon_lower_bound:.3f}",
-                       f"{r.epsilon_lower_bound / r.claimed_epsilon:.2f}",
-                       f"{r.trials:,}", "; ".join(c.label for c in r.controls) or "-",
-                       ", ".join(f"{c.epsilon_lower_bound:.3f}" for c in r.controls) or "-",
-                       r.verdict)
+    for key, audit in zip(audited, report.results, strict=True):
+        audits.add_row(key, audit.mechanism, f"{audit.claimed_epsilon:.3f}", f"{audit.delta:g}",
+                       f"{audit.epsilon_lower_bound:.3f}",
+                       f"{audit.epsilon_lower_bound / audit.claimed_epsilon:.2f}",
+                       f"{audit.trials:,}", "; ".join(c.label for c in audit.controls) or "-",
+                       ", ".join(f"{c.epsilon_lower_bound:.3f}" for c in audit.controls) or "-",
+                       audit.verdict)
     if report.results:
         out.print(audits)
     out.print(report.coverage_line(), markup=False)

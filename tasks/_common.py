@@ -6,7 +6,8 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+from uuid import UUID
 
 from privfair.core.errors import PrivfairError
 
@@ -39,7 +40,8 @@ class ProgressArtifact:
         from prefect.artifacts import create_progress_artifact
 
         self.stage, self.total, self.span = stage, max(int(total), 1), span
-        self.id = create_progress_artifact(progress=0.0, description=description)
+        # Prefect's async_dispatch types both outcomes; from a sync task it returns the id.
+        self.id = cast(UUID, create_progress_artifact(progress=0.0, description=description))
         self._last = (0.0, time.monotonic())
 
     def update(self, done: int) -> None:

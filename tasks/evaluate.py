@@ -8,15 +8,23 @@ thread pool and on Dask workers without shipping data frames around.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 import pandas as pd
 from prefect import get_run_logger, task
-from prefect.cache_policies import NO_CACHE
+from prefect.cache_policies import NO_CACHE, CachePolicy
 
 from privfair.evaluation import grid as lib
 
-REAL_DATA = {"persist_result": False, "cache_policy": NO_CACHE}
+
+class RealDataSettings(TypedDict):
+    """The task settings of a task that reads real data (typed for ``@task(**REAL_DATA)``)."""
+
+    persist_result: bool
+    cache_policy: CachePolicy
+
+
+REAL_DATA = RealDataSettings(persist_result=False, cache_policy=NO_CACHE)
 
 
 @task(name="evaluate-cell", task_run_name="{dataset} {method} eps={epsilon} eta={eta} "

@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from privfair.core.errors import PrivfairError
 from privfair.store.gc import RUN_TIME_LIMIT_S
@@ -36,7 +36,7 @@ ENGINE_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine",
 FLOW_TIMEOUT_S = RUN_TIME_LIMIT_S
 
 
-def is_refusal(exc: BaseException | None) -> bool:
+def is_refusal(exc: BaseException | None) -> TypeGuard[PrivfairError]:
     return isinstance(exc, PrivfairError)
 
 
@@ -79,7 +79,8 @@ class RefusalTracebackFilter(logging.Filter):
 
 
 def _refusal_markers() -> tuple[str, ...]:
-    markers, todo = set(), [PrivfairError]
+    markers: set[str] = set()
+    todo: list[type[PrivfairError]] = [PrivfairError]
     while todo:
         cls = todo.pop()
         markers.update((f"{cls.__name__}(", f"{cls.__name__}:"))

@@ -18,6 +18,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import sqlalchemy as sa
 from prefect.blocks.core import Block
@@ -74,7 +75,8 @@ def save_block(*, url: str, key_file: Path | None, name: str = BLOCK_NAME) -> Pr
 def load_settings(name: str = BLOCK_NAME) -> RegistrySettings | None:
     """The saved block's settings, or None when none is saved (the environment decides)."""
     try:
-        block = PrivfairRegistry.load(name)
+        # Prefect's async_dispatch types both outcomes; called synchronously, it is the block.
+        block = cast(PrivfairRegistry, PrivfairRegistry.load(name))
     except ValueError:  # Prefect: no block document of that name
         return None
     return block.settings(name=name)

@@ -45,33 +45,41 @@ class EvaluateParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    # `default=` by keyword: mypy reads a pydantic field's default only from the keyword.
     datasets: list[Dataset] = Field(
-        ["compas"], min_length=1, description="Embedded datasets (each split once, 80/20).")
+        default=["compas"], min_length=1,
+        description="Embedded datasets (each split once, 80/20).")
     methods: list[GridMethod] = Field(
-        ["mst", "prefair-greedy"], min_length=1, description="Synthesis methods.")
+        default=["mst", "prefair-greedy"], min_length=1, description="Synthesis methods.")
     # Each cell is a release: the bounds every release checks, refused here before any cell
     # runs rather than in every cell (issue 36: --epsilons 1e300 failed them all).
     epsilons: list[Epsilon] = Field(
-        [0.5, 1.0, 2.0, 4.0], min_length=1, description="ε values of (ε, δ)-DP.")
-    seeds: int = Field(3, ge=1, le=1000, description="Repetitions per cell (seeds 0..N-1).")
+        default=[0.5, 1.0, 2.0, 4.0], min_length=1, description="ε values of (ε, δ)-DP.")
+    seeds: int = Field(default=3, ge=1, le=1000,
+                       description="Repetitions per cell (seeds 0..N-1).")
     etas: list[Eta] = Field(
-        [], description="TOT discrimination bounds η, run in addition to 'none' (no TOT) on "
-                        f"the datasets with a TOT set-up ({', '.join(sorted(TOT_SETUPS))}).")
+        default=[], description="TOT discrimination bounds η, run in addition to 'none' (no "
+                                f"TOT) on the datasets with a TOT set-up "
+                                f"({', '.join(sorted(TOT_SETUPS))}).")
     classifiers: list[Classifier] = Field(
-        ["mlp"], min_length=1, description="Downstream classifiers trained on synthetic data.")
-    split_seed: int = Field(2023, ge=0, description="Seed of the fixed train/test split.")
-    delta: Delta = Field(1e-9, description="δ of (ε, δ)-DP.")
-    sample_mode: Literal["iid", "round"] = Field("iid", description="Sampling mode.")
-    out: str = Field("evaluations", description="Output folder (never inside a release store): "
-                                                "each run writes <out>/<timestamp>/.")
+        default=["mlp"], min_length=1,
+        description="Downstream classifiers trained on synthetic data.")
+    split_seed: int = Field(default=2023, ge=0, description="Seed of the fixed train/test split.")
+    delta: Delta = Field(default=1e-9, description="δ of (ε, δ)-DP.")
+    sample_mode: Literal["iid", "round"] = Field(default="iid", description="Sampling mode.")
+    out: str = Field(default="evaluations",
+                     description="Output folder (never inside a release store): each run writes "
+                                 "<out>/<timestamp>/.")
     contract: str | None = Field(
-        None, description="Own data: the contract YAML (with 'data'); replaces 'datasets'.")
-    data: str | None = Field(None, description="Own data: the CSV/Parquet file (with 'contract').")
+        default=None,
+        description="Own data: the contract YAML (with 'data'); replaces 'datasets'.")
+    data: str | None = Field(default=None,
+                             description="Own data: the CSV/Parquet file (with 'contract').")
     test_fraction: float = Field(
-        0.2, gt=0.0, lt=1.0, description="Own data: held-out share of the seeded split.")
+        default=0.2, gt=0.0, lt=1.0, description="Own data: held-out share of the seeded split.")
     privileged: dict[str, str] = Field(
-        {}, description="Own data: privileged group label per protected column (needed for "
-                        "non-binary ones).")
+        default={}, description="Own data: privileged group label per protected column (needed "
+                                "for non-binary ones).")
 
     @field_validator("datasets", "methods", "classifiers", "epsilons", "etas")
     @classmethod
