@@ -25,7 +25,7 @@ from pydantic.fields import FieldInfo
 
 from privfair.core.errors import ReleaseInputError
 from privfair.release.options import ReleaseOptions, field_extra
-from privfair.release.protocol import run_release
+from privfair.release.protocol import Planned, ReleaseKind, run_release
 from privfair.release.registry import FLOW_KINDS, ReleaseFamily
 from tasks import ops
 from tasks.registry_blocks import team_registry
@@ -34,6 +34,10 @@ from tasks.stages import PrefectDriver
 #: Every setting of an in-process run (run_local): internal fields and a test seed.
 _LOCAL: contextvars.ContextVar[ReleaseOptions | None] = contextvars.ContextVar(
     "privfair_local_release_options", default=None)
+#: The plan the CLI checked and priced for a run in this process (issue 33.2: one plan, one
+#: run id); a flow run whose options differ from it plans again.
+_PLANNED: contextvars.ContextVar[Planned | None] = contextvars.ContextVar(
+    "privfair_local_release_plan", default=None)
 
 ops.install_refusal_filter()
 
@@ -123,8 +127,13 @@ def make_flow(family: ReleaseFamily) -> Any:
         address = (getattr(options, "dask_address", None)
                    if getattr(options, "engine", "local") == "dask" else None)
         driver = PrefectDriver(dask_address=address)
+        kind = family.kind_for(options)
+        planned = _PLANNED.get()
+        request: ReleaseKind | Planned = (
+            planned if planned is not None and planned.kind is kind
+            and planned.params == options else kind)
         with driver.task_runner():  # prefect-dask's DaskTaskRunner given an address
-            folder = str(run_release(family.kind_for(options), options, driver=driver))
+            folder = str(run_release(request, options, driver=driver))
         # The run's final state names the release (`prefect deployment run --watch` prints it).
         return Completed(message=f"published {folder}", data=folder)
 
@@ -158,19 +167,22 @@ def _resume(family: ReleaseFamily, run_id: str, args: dict[str, Any]) -> str:
 FLOWS = {family.command: make_flow(family) for family in FLOW_KINDS}
 
 
-def run_local(options: ReleaseOptions, *, command: str) -> str:
+def run_local(options: ReleaseOptions, *, command: str, planned: Planned | None = None) -> str:
     """Run ``command``'s flow in this process with every setting of ``options``.
 
     Flow parameters (stored by Prefect) get only the form's fields; the seed and the internal
-    settings reach the run through a context variable, never through the API.
+    settings reach the run through a context variable, never through the API. ``planned``:
+    what :func:`~privfair.release.protocol.plan_release` returned for ``options`` (the CLI's
+    priced plan), which the flow runs instead of planning again.
     """
     family = next(f for f in FLOW_KINDS if f.command == command)
     args = {name: getattr(options, name) for name in form_fields(family.params)}
-    token = _LOCAL.set(options)
+    tokens = _LOCAL.set(options), _PLANNED.set(planned)
     try:
         return FLOWS[command](**args)
     finally:
-        _LOCAL.reset(token)
+        _LOCAL.reset(tokens[0])
+        _PLANNED.reset(tokens[1])
 
 
 # Entrypoints for deployments: `flows.kinds:release`, `flows.kinds:train`, ...

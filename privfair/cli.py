@@ -359,7 +359,8 @@ def cmd_publish(args: argparse.Namespace) -> int:
         if args.no_prefect:
             final = run_release(planned, progress=progress)  # the plan above: one run id
         else:
-            final = _run_flow(options, progress, server, command=family.command)
+            final = _run_flow(options, progress, server, command=family.command,
+                              planned=planned)  # the flow runs the plan above: one run id
     manifest = json.loads((Path(final) / "manifest.json").read_text())
     console.print(planned.kind.outcome(manifest), markup=False)
     print(final, flush=True)
@@ -444,7 +445,8 @@ def _console_logs_at_warning(*, keep_refusals: bool = True) -> Iterator[None]:
             os.environ[variable] = before
 
 
-def _run_flow(params: Any, progress: Any, server: Any, *, command: str) -> Path:
+def _run_flow(params: Any, progress: Any, server: Any, *, command: str,
+              planned: Any = None) -> Path:
     """A publishing flow in this process; ``server``: a booting temporary server, or None."""
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 
@@ -459,7 +461,7 @@ def _run_flow(params: Any, progress: Any, server: Any, *, command: str) -> Path:
         with _console_logs_at_warning(keep_refusals=False), \
                 server.serving() if server is not None else contextlib.nullcontext():
             # the seed stays in-process, never a flow parameter
-            final = run_local(params, command=command)
+            final = run_local(params, command=command, planned=planned)
     finally:
         listeners.remove(progress)
         # The ephemeral API server logs its shutdown at exit; keep the release path last.

@@ -29,6 +29,8 @@ from flows.kinds import FLOWS, release, run_local  # noqa: E402
 from privfair.cli import main  # noqa: E402
 from privfair.release import protocol  # noqa: E402
 from privfair.release.kinds.table import kind as table_kind  # noqa: E402
+from privfair.release.kinds.table.kind import TABLE  # noqa: E402
+from privfair.release.protocol import plan_release  # noqa: E402
 from privfair.release.registry import KINDS  # noqa: E402
 from privfair.release.tabular.plan import ReleaseInputError, ReleaseParams  # noqa: E402
 from privfair.store.catalog import list_releases  # noqa: E402
@@ -152,9 +154,11 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
 
     caplog.set_level(logging.INFO, logger="prefect.flow_runs")
     before = set(_prefect_files())
-    final = Path(run_local(params(toy_contract, toy_parquet, tmp_path, data_docs=True),
-                           command="release"))
+    options = params(toy_contract, toy_parquet, tmp_path, data_docs=True)
+    planned = plan_release(TABLE, options)  # the CLI's priced plan: the flow runs it
+    final = Path(run_local(options, command="release", planned=planned))
     assert final == tmp_path / "releases" / "toy" / "v1"
+    assert json.loads((final / "manifest.json").read_text())["run_id"] == planned.plan.run_id
     assert (final / "synthetic.parquet").is_file()
     # stage logs in public terms: the stages, each mechanism's ρ and σ, the release folder
     text = "\n".join(r.getMessage() for r in caplog.records if r.name == "prefect.flow_runs")
@@ -259,8 +263,11 @@ def test_flow_fault_then_rerun_and_bad_input(prefect_harness, toy_contract, toy_
     # their noise), so the rerun takes another
     with pytest.raises(StoreError, match="seed"):
         run_local(params(toy_contract, toy_parquet, tmp_path), command="release")
-    assert Path(run_local(params(toy_contract, toy_parquet, tmp_path, seed=6),
-                          command="release")).name == "v1"
+    stale = plan_release(TABLE, params(toy_contract, toy_parquet, tmp_path, seed=7))
+    rerun = Path(run_local(params(toy_contract, toy_parquet, tmp_path, seed=6),
+                           command="release", planned=stale))  # other options: planned anew
+    assert rerun.name == "v1"
+    assert json.loads((rerun / "manifest.json").read_text())["run_id"] != stale.plan.run_id
 
     before = store_snapshot(store)
     bad = tmp_path / "bad.parquet"
