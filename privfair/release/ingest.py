@@ -473,10 +473,10 @@ def discretize_counted(staged: FileRef, contract: Contract, staging: str | Path,
         # Arrow batches, text read as dictionaries: the encoder works on their buffers.
         for batch in iter_batches(staged, batch_size=batch_size):
             codes = disc.discretize(batch, contract, tally=tally)
-            writer.write_table(pa.table(
-                # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them without a copy
-                {a: np.asarray(codes[a]).astype(schema.field(a).type.to_pandas_dtype())  # type: ignore[misc]
-                 for a in domain}, schema=schema))
+            arrays = {a: np.asarray(codes[a]).astype(schema.field(a).type.to_pandas_dtype())
+                      for a in domain}
+            # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them without a copy
+            writer.write_table(pa.table(arrays, schema=schema))  # type: ignore[arg-type]
     finally:
         writer.close()
     os.chmod(out, 0o600)

@@ -83,7 +83,8 @@ def resolve_domains(staged: FileRef | list[FileRef], plan: ReleasePlan, ledger: 
         spec = contract.column(name)
         if name in text:
             open_domain = spec.open_domain
-            if open_domain is None or open_domain.universe is None:  # pragma: no cover - the check refuses it
+            # the plan's check refuses an open-domain column without a universe
+            if open_domain is None or open_domain.universe is None:  # pragma: no cover
                 raise ValueError(f"open-domain column {name!r} declares no universe")
             result = cathist(counts.pop(name), universe=open_domain.universe.build(),
                              tolerance=open_domain.tolerance,
@@ -91,7 +92,8 @@ def resolve_domains(staged: FileRef | list[FileRef], plan: ReleasePlan, ledger: 
                              rng=rng, ledger=book, name=f"CatHist categories of {name}")
             categories[name] = list(result.categories)
         else:
-            if spec.dp_bins is None or spec.lower is None or spec.upper is None:  # pragma: no cover - the contract refuses it
+            # the contract refuses dp_bins without a finite lower and upper
+            if spec.dp_bins is None or spec.lower is None or spec.upper is None:  # pragma: no cover
                 raise ValueError(f"dp_bins column {name!r} declares no bins or no range")
             edges[name] = dp_quantile_edges(
                 np.concatenate(numbers.pop(name)), bins=spec.dp_bins, lower=spec.lower,
