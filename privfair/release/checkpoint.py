@@ -47,10 +47,10 @@ def checkpoint_path(work_dir: str | Path, run_id: str) -> Path:
 def _encode(value: Any) -> Any:
     if isinstance(value, FileRef):
         return {"$file": [value.path, value.sha256]}
-    if dataclasses.is_dataclass(value) and isinstance(getattr(value, "contract", None),
-                                                      Contract):
+    contract = getattr(value, "contract", None)
+    if dataclasses.is_dataclass(value) and isinstance(contract, Contract):
         # A plan bound to released domains: only its contract differs from the checked plan.
-        return {"$contract": value.contract.model_dump(mode="json")}
+        return {"$contract": contract.model_dump(mode="json")}
     if isinstance(value, Mapping):
         return {str(k): _encode(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -96,7 +96,7 @@ def load_checkpoint(work_dir: str | Path, run_id: str) -> dict[str, Any]:
             f"resume: run {run_id!r} has no post-noise checkpoint in {path.parent} (a run "
             "keeps one once its last private stage ended; pass the run's --work-dir)")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw: object = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ReleaseInputError(f"resume: checkpoint {path} cannot be read "
                                 f"({' '.join(str(exc).split())[:120]}); the run cannot be "
@@ -111,4 +111,5 @@ def load_checkpoint(work_dir: str | Path, run_id: str) -> dict[str, Any]:
 
 def restore_state(raw: Mapping[str, Any], plan: Any) -> dict[str, Any]:
     """The checkpoint's state, with file references and the resolved plan rebuilt."""
-    return _decode(raw["state"], plan)
+    state: dict[str, Any] = _decode(raw["state"], plan)
+    return state

@@ -58,7 +58,7 @@ _INTEGER_TYPES = re.compile(r"^U?(TINY|SMALL|BIG|HUGE)?INT(EGER)?$")
 _FLOAT_TYPES = re.compile(r"^(FLOAT|DOUBLE|REAL|DECIMAL.*)$")
 
 
-def text_expr(path: Path, name: str, kind: str, normalize: str = "none") -> str:
+def text_expr(path: str | Path, name: str, kind: str, normalize: str = "none") -> str:
     """SQL giving the text that :mod:`privfair.contracts.encoding` matches categories against.
 
     Integers become their decimal text, whole floats too (``1.0`` -> ``"1"``), booleans
@@ -187,8 +187,9 @@ def _load_csv(path: Path, contract: Contract, staging: Path, *, batch_size: int)
             for spec, column in zip(contract.columns, batch.columns, strict=True):
                 if spec.type == "numeric":
                     column = pc.utf8_trim_whitespace(column)
-                    column = pc.if_else(pc.equal(column, ""), pa.scalar(None, pa.string()),
-                                        column)
+                    # pyarrow-stubs 20 rejects a Python scalar here; pyarrow takes it
+                    empty = pc.equal(column, "")  # type: ignore[call-overload]
+                    column = pc.if_else(empty, pa.scalar(None, pa.string()), column)
                 elif contract.normalization(spec.name) == "strip":
                     column = pc.utf8_trim(column, characters=STRIP_CHARS)
                 columns.append(column)
@@ -472,9 +473,10 @@ def discretize_counted(staged: FileRef, contract: Contract, staging: str | Path,
         # Arrow batches, text read as dictionaries: the encoder works on their buffers.
         for batch in iter_batches(staged, batch_size=batch_size):
             codes = disc.discretize(batch, contract, tally=tally)
-            writer.write_table(pa.table(
-                {a: np.asarray(codes[a]).astype(schema.field(a).type.to_pandas_dtype())
-                 for a in domain}, schema=schema))
+            arrays = {a: np.asarray(codes[a]).astype(schema.field(a).type.to_pandas_dtype())
+                      for a in domain}
+            # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them without a copy
+            writer.write_table(pa.table(arrays, schema=schema))  # type: ignore[arg-type]
     finally:
         writer.close()
     os.chmod(out, 0o600)

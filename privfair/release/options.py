@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.json_schema import JsonDict
 
 from privfair.contracts.datasets import PackagedContract
 from privfair.contracts.fields import Delta, Epsilon
@@ -25,7 +26,7 @@ from privfair.core.errors import ReleaseInputError
 #: Characters a path parameter may not hold: wildcards and control characters.
 ODD_PATH = re.compile(r"[?*\[\]\x00-\x1f\x7f]")
 
-PRIVATE_FIELD = {"form": False}
+PRIVATE_FIELD: JsonDict = {"form": False}
 
 
 class ReleaseOptions(BaseModel):

@@ -40,7 +40,7 @@ class Registered:
 
     def load(self) -> ReleaseKind:
         module, _, attribute = self.declared_in.partition(":")
-        kind = getattr(importlib.import_module(f".{module}", "privfair.release.kinds"),
+        kind: ReleaseKind = getattr(importlib.import_module(f".{module}", "privfair.release.kinds"),
                        attribute)
         if kind.name != self.name or kind.command != self.command:
             raise RuntimeError(f"registry line {self.name!r} ({self.command}) declares kind "

@@ -88,9 +88,9 @@ def resume_release(kind: ReleaseKind, run_id: str, changes: Mapping[str, Any], *
     published = [r for r in lifetime.releases if r.get("run_id") == run_id
                  and not r.get("post_processing_of")]
     if held is None and not published:
-        state = lifetime.run_state(run_id)
+        run_state = lifetime.run_state(run_id)
         raise ReleaseInputError(
-            f"resume: run {run_id!r} is {state or 'not in the lifetime ledger'}; only a run "
+            f"resume: run {run_id!r} is {run_state or 'not in the lifetime ledger'}; only a run "
             "that drew noise can be resumed")
     if held is None:  # a published run: the new version is post-processing of it
         held = {**published[0], "rdp": None}

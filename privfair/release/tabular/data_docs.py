@@ -42,7 +42,7 @@ def validation_folder(store: str | Path, dataset: str, fingerprint: str) -> Path
 
 def _suite_dict(suite: Any) -> dict[str, Any]:
     """The suite as JSON without GX's random ids, so one contract gives one file."""
-    raw = suite.to_json_dict()
+    raw: dict[str, Any] = suite.to_json_dict()
     raw.pop("id", None)
     for expectation in raw.get("expectations", []):
         expectation.pop("id", None)
@@ -122,4 +122,5 @@ def validation_records(synthetic: FileRef, contract: Contract, *, store: str | P
 
 
 def read_suite(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    suite: dict[str, Any] = json.loads(Path(path).read_text())
+    return suite

@@ -49,6 +49,9 @@ def build_manifest(plan: ReleasePlan, *, version: str, ledger: PrivacyLedger,
     graphical model's structure and estimation.
     """
     if generative is None:
+        if one_way is None or structure is None or model is None:
+            raise ValueError("a graphical-model release's manifest needs one_way, structure "
+                             "and model")
         report = model.get("report") or {}
         method = {
             "compress": plan.method not in AIM_METHODS,
@@ -151,7 +154,8 @@ def ledger_in_one_unit(entries: list[dict[str, Any]],
 
 
 def read_manifest(release_dir: str | Path) -> dict[str, Any]:
-    return json.loads((Path(release_dir) / "manifest.json").read_text())
+    manifest: dict[str, Any] = json.loads((Path(release_dir) / "manifest.json").read_text())
+    return manifest
 
 
 def _sig4(x: float | None) -> str:

@@ -434,7 +434,8 @@ def write_parts(parts: Sequence[FileRef], contract: Contract, folder: Path, *,
 
 def manifest_record(parts: Sequence[str], part_rows: int) -> dict[str, Any]:
     """The manifest's ``sampling`` additions of a partitioned output (public)."""
-    return json.loads(json_bytes({
+    record: dict[str, Any] = json.loads(json_bytes({
         "output": "partitioned", "parts": len(parts), "part_rows": int(part_rows),
         "generators": "one per part, spawned from the run's sample generator",
         "folder": "synthetic/"}))
+    return record

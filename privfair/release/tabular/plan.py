@@ -174,8 +174,10 @@ def check_contract_shape(contract: Contract, *, fair: bool) -> Any:
             "expected letters, digits, '.', '_' or '-' (not starting with '.')")
     # Open-domain and dp_bins columns get their domains from DP later; only names matter here.
     shape = contract.with_released_categories({c: [] for c in open_columns(contract)})
+    # the contract requires finite lower and upper with dp_bins
     shape = shape.with_released_bins({c.name: [c.lower, c.upper] for c in shape.columns
-                                      if c.dp_bins is not None})
+                                      if c.dp_bins is not None
+                                      and c.lower is not None and c.upper is not None})
     domain = shape.domain()
     contract.roles().check(domain, fair=fair)
     return domain

@@ -69,8 +69,9 @@ def sample(model: FileRef, one_way: FileRef, artefacts: str | Path, *, n_rows: i
     n = round(fitted.total) if n_rows is None else int(n_rows)
     # Narrow codes (mostly one byte a cell): the stages after this only decode them. The
     # numpy columns go to Arrow without a copy (no pandas frame in between).
-    table = pa.table(generate_columns(fitted, compression, n, rng=stage_rng(seed, "sample"),
-                                      mode=mode))
+    # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them without a copy
+    table = pa.table(generate_columns(fitted, compression, n,  # type: ignore[arg-type]
+                                      rng=stage_rng(seed, "sample"), mode=mode))
     buffer = io.BytesIO()
     pq.write_table(table, buffer, **CODES_PARQUET)
     return write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
@@ -105,6 +106,8 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
 
     setting = tot_setting(contract, distortion=distortion, discrimination=discrimination,
                           eta=eta)
+    if setting.eta is None:  # pragma: no cover - the plan's preflight_tot refuses it
+        raise ValueError(f"fairness_transform 'tot' needs eta ({setting.key('eta')})")
     domain = contract.domain()
     tot = TOTransform(d_cols=list(setting.protected), x_cols=list(setting.features),
                       y_col=setting.outcome, domain=domain, eta=setting.eta,
@@ -113,7 +116,7 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
                       max_variables=setting.max_variables,
                       distortion_scope=setting.distortion_scope, groups=setting.groups)
     reused = reuse_kept and kept is not None and kept.is_file()
-    if reused:
+    if reused and kept is not None:
         synthetic = FileRef.of(kept)
     codes = read_codes(synthetic).astype(np.int64)  # TOT builds keys from the codes
     try:
@@ -131,7 +134,9 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
             n_variables=exc.n_variables, dense_variables=exc.dense_variables,
             max_variables=exc.max_variables) from None
     moved = fitted.transform(codes, rng=stage_rng(seed, "tot"))
-    table = pa.table({a: moved[a].to_numpy().astype(np.int64) for a in domain})
+    # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them
+    table = pa.table({a: moved[a].to_numpy().astype(np.int64)  # type: ignore[misc]
+                      for a in domain})
     buffer = io.BytesIO()
     pq.write_table(table, buffer, **CODES_PARQUET)
     ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
@@ -141,7 +146,8 @@ def fairness_transform(synthetic: FileRef, contract: Contract, artefacts: str | 
     if reused:
         record["fitted_on"] = ("the synthetic table the run's infeasible TOT was fitted on, "
                                "kept for --resume (its smallest feasible eta was named there)")
-    return ref, json.loads(json_bytes(record))
+    public: dict[str, Any] = json.loads(json_bytes(record))
+    return ref, public
 
 
 def tot_input_path(work_dir: str | Path, run_id: str) -> Path:

@@ -21,10 +21,11 @@ import yaml
 from privfair.contracts.encoding import normalize_text
 from privfair.contracts.schema import Contract
 from privfair.core.domain import Clique, Domain
+from privfair.core.errors import ReleaseInputError
 from privfair.release.ingest import code_batches, iter_frames
 from privfair.release.seeds import stage_rng
 from privfair.release.tabular import dask_engine
-from privfair.release.tabular.plan import ReleaseInputError, ReleasePlan, open_columns
+from privfair.release.tabular.plan import ReleasePlan, open_columns
 from privfair.store.artefacts import (
     load_ledger,
     save_ledger,
@@ -62,7 +63,7 @@ def resolve_domains(staged: FileRef | list[FileRef], plan: ReleasePlan, ledger: 
     book = load_ledger(ledger)
     book.check(plan.split["domains"])
     text = set(open_columns(contract))
-    counts: dict[str, Counter] = {name: Counter() for name in text}
+    counts: dict[str, Counter[str]] = {name: Counter() for name in text}
     numbers: dict[str, list[np.ndarray]] = {name: [] for name in columns if name not in text}
     parts = staged if isinstance(staged, list) else [staged]  # a Parquet dataset's parts
     frames = (frame for part in parts
@@ -72,23 +73,28 @@ def resolve_domains(staged: FileRef | list[FileRef], plan: ReleasePlan, ledger: 
             # The column's normalization rule, the one the encoder applies to the same values.
             values = normalize_text(frame[name].dropna().astype(str).to_numpy(dtype=object),
                                     contract.normalization(name))
-            counts[name].update(pd.Series(values, dtype=object).value_counts().to_dict())
-        for name, parts in numbers.items():
-            parts.append(pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64))
+            tally = pd.Series(values, dtype=object).value_counts()
+            counts[name].update({str(v): int(n) for v, n in tally.items()})
+        for name, chunks in numbers.items():
+            chunks.append(pd.to_numeric(frame[name], errors="coerce").to_numpy(np.float64))
     rng = stage_rng(seed, "domains")
     categories, edges = {}, {}
     for name in columns:
         spec = contract.column(name)
         if name in text:
-            universe = spec.open_domain.universe
-            if universe is None:  # pragma: no cover - the check refuses it
+            open_domain = spec.open_domain
+            # the plan's check refuses an open-domain column without a universe
+            if open_domain is None or open_domain.universe is None:  # pragma: no cover
                 raise ValueError(f"open-domain column {name!r} declares no universe")
-            result = cathist(counts.pop(name), universe=universe.build(),
-                             tolerance=spec.open_domain.tolerance,
+            result = cathist(counts.pop(name), universe=open_domain.universe.build(),
+                             tolerance=open_domain.tolerance,
                              epsilon=math.sqrt(2 * rho),  # ε-DP is ε²/2-zCDP
                              rng=rng, ledger=book, name=f"CatHist categories of {name}")
             categories[name] = list(result.categories)
         else:
+            # the contract refuses dp_bins without a finite lower and upper
+            if spec.dp_bins is None or spec.lower is None or spec.upper is None:  # pragma: no cover
+                raise ValueError(f"dp_bins column {name!r} declares no bins or no range")
             edges[name] = dp_quantile_edges(
                 np.concatenate(numbers.pop(name)), bins=spec.dp_bins, lower=spec.lower,
                 upper=spec.upper, integer=spec.integer, rho=rho, rng=rng, ledger=book,
@@ -116,7 +122,7 @@ def count_codes(domain: Domain, cliques: Sequence[Iterable[str]],
     ``codes`` may be the parts of a Parquet dataset (:mod:`.partitioned`): their tables are
     summed the same way.
     """
-    parts = list(codes) if isinstance(codes, list | tuple) else [codes]
+    parts = [codes] if isinstance(codes, FileRef) else list(codes)
     if engine == "local":
         return count_marginals(domain, cliques, (batch for part in parts for batch in
                                                  code_batches(part, batch_size=batch_size,

@@ -19,7 +19,8 @@ from privfair.release.tabular.plan import ReleasePlan
 from privfair.release.tabular.post_noise import decoded_synthetic
 from privfair.store.artefacts import load_ledger, load_one_way, load_structure, model_meta
 from privfair.store.files import json_bytes, sha256_file
-from privfair.synth.synthesizer import FAIR_METHODS
+from privfair.synth.structure import SelectedStructure
+from privfair.synth.synthesizer import FAIR_METHODS, OneWayModel
 
 log = logging.getLogger(__name__)
 
@@ -44,12 +45,19 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
     contract = plan.contract
     book = load_ledger(state["ledger"])
     # An RDP ledger (DP-SGD) is checked in ε: its ρ is the unamplified bound of its steps.
-    over = (book.epsilon_spent() > book.epsilon_budget * (1 + 1e-9) if book.uses_rdp
-            else book.spent > plan.rho * (1 + 1e-9))
+    if book.uses_rdp:
+        # an RDP release ledger is opened with its budget in ε (a GAN's DP-SGD)
+        assert book.epsilon_budget is not None
+        over = book.epsilon_spent() > book.epsilon_budget * (1 + 1e-9)
+    else:
+        over = book.spent > plan.rho * (1 + 1e-9)
     if over:  # pragma: no cover - the ledger refuses this itself
         raise BudgetExceededError("the release ledger spent more than the release's budget")
     generative = state.get("generative")
     classifier = None
+    one_way_model: OneWayModel | None
+    tree: SelectedStructure | None
+    meta: dict[str, Any] | None
     if generative is None:
         one_way_model, tree, meta = (load_one_way(state["one_way"]),
                                      load_structure(state["structure"]),

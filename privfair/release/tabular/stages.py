@@ -48,7 +48,8 @@ from privfair.synth.synthesizer import AIM_METHODS
 
 def current_plan(context: RunContext, state: State) -> ReleasePlan:
     """The run's plan; after the DP-domain stage, the one bound to the released domains."""
-    return state.get("plan", context.plan)
+    plan: ReleasePlan = state.get("plan", context.plan)
+    return plan
 
 
 # --- stages shared by both kinds ------------------------------------------------------------
@@ -88,9 +89,9 @@ def discretize_stage(context: RunContext, state: State) -> dict[str, Any]:
                                               context.workspace.staging,
                                               batch_size=plan.batch_size, client=client)
         return {"codes": codes, "policy_tally": tally}
-    codes, tally = discretize_counted(state["staged"], plan.contract, context.workspace.staging,
-                                      batch_size=plan.batch_size)
-    return {"codes": codes, "policy_tally": tally}
+    code_file, tally = discretize_counted(state["staged"], plan.contract,
+                                          context.workspace.staging, batch_size=plan.batch_size)
+    return {"codes": code_file, "policy_tally": tally}
 
 
 def policy_counts_stage(context: RunContext, state: State) -> dict[str, Any]:

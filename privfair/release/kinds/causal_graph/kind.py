@@ -42,7 +42,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -216,7 +216,9 @@ def check(params: DiscoverParams) -> DiscoverPlan:
     """Every data-free refusal of a graph release; the plan of one that can go ahead."""
     contract_path, contract = read_contract(params)
     search = params.method
-    domain, groups, bounds = None, {}, ()
+    domain: Domain | None = None
+    groups: Groups = {}
+    bounds: tuple[tuple[float, float], ...] = ()
     if search == "privpc-star":
         nodes = tuple(c.name for c in contract.columns if c.type == "numeric")
         if len(nodes) < 2:
@@ -225,7 +227,8 @@ def check(params: DiscoverParams) -> DiscoverPlan:
         if params.coarsen is not None:
             raise GraphReleaseError("coarsen: groups categories, but privpc-star reads numeric "
                                     "columns; leave coarsen empty")
-        bounds = tuple(tuple(float(b) for b in contract.column(a).bounds) for a in nodes)
+        bounds = tuple((float(lo), float(hi))
+                       for lo, hi in (contract.column(a).bounds for a in nodes))
         for a, (lo, hi) in zip(nodes, bounds, strict=True):
             if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
                 raise ContractError(f"method privpc-star: column {a!r} needs finite declared "
@@ -319,6 +322,17 @@ def read_stage(context: RunContext, state: State) -> dict[str, Any]:
             "ledger": ledger}
 
 
+class SearchArgs(TypedDict):
+    """The keyword arguments every graph search takes, from the plan and the run."""
+
+    rho: float
+    ledger: PrivacyLedger
+    rng: np.random.Generator
+    alpha: float
+    max_order: int
+    roles: Roles | None
+
+
 def search_stage(context: RunContext, state: State) -> dict[str, Any]:
     """The noisy counts of rows the policies touched, then the DP search on the rest of ρ;
     every mechanism charged to the run's ledger (private; draws noise)."""
@@ -332,17 +346,21 @@ def search_stage(context: RunContext, state: State) -> dict[str, Any]:
                                    rng=context.rng("policies"))
     rows = np.load(state["rows"].open_checked(), allow_pickle=False)
     rng = context.rng("search")
-    common = {"rho": plan.search_rho, "ledger": ledger, "rng": rng, "alpha": plan.alpha,
-              "max_order": plan.max_order, "roles": plan.roles}
+    common = SearchArgs(rho=plan.search_rho, ledger=ledger, rng=rng, alpha=plan.alpha,
+                        max_order=plan.max_order, roles=plan.roles)
     if plan.search == "privpc-star":
         low, high = (np.array(b, dtype=np.float64) for b in zip(*plan.bounds, strict=True))
-        result = privpc.priv_pc_star(rows, plan.nodes, center=(low + high) / 2,
-                                     scale=(high - low) / 2, clip=STAR_CLIP, **common)
-    elif plan.search == "lapmech":
-        result = privpc.lap_mech(rows, plan.domain, **common)
+        result = privpc.priv_pc_star(rows, plan.nodes, center=((low + high) / 2).tolist(),
+                                     scale=((high - low) / 2).tolist(), clip=STAR_CLIP,
+                                     **common)
     else:
-        result = privpc.priv_pc(rows, plan.domain, max_rows=plan.max_rows, replace_one=True,
-                                **common)
+        # check() sets the (coarsened) domain for every search but privpc-star.
+        assert plan.domain is not None
+        if plan.search == "lapmech":
+            result = privpc.lap_mech(rows, plan.domain, **common)
+        else:
+            result = privpc.priv_pc(rows, plan.domain, max_rows=plan.max_rows,
+                                    replace_one=True, **common)
     del rows
     return {"result": result, "input_validation": record,
             "ledger": save_ledger(ledger, context.workspace.artefacts)}

@@ -90,7 +90,7 @@ class GanKind(SyntheticTableKind):
 
     def outcome(self, manifest: Mapping[str, Any]) -> str:
         check = manifest["fairness_check"]
-        rd = (check.get("data_fairness") or {}).get("rd")
+        rd = check["data_fairness"]["rd"]  # every GAN manifest records its table's RD
         rows = (manifest.get("sampling") or {}).get("n_rows")
         claim = ("" if manifest["method"]["name"] in PARITY_METHODS
                  else " (not claimed by this method)")

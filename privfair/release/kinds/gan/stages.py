@@ -21,12 +21,13 @@ Torch is imported only when a GAN stage runs.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
@@ -44,6 +45,9 @@ from privfair.release.ingest import code_batches
 from privfair.release.seeds import stage_rng
 from privfair.store.artefacts import load_ledger, save_ledger
 from privfair.store.files import FileRef, write_artefact
+
+if TYPE_CHECKING:
+    from privfair.generative.gan import GANConfig
 
 __all__ = ["GAN_METHODS", "GAN_MIN_ROWS", "check_gan_request", "curve_limit", "data_fairness",
            "declared_curve", "load_causal_graph", "sample_gan", "train_gan"]
@@ -129,13 +133,14 @@ def check_gan_request(contract: Contract, domain: Domain, method: str,
 
 
 def gan_config(method: str, *, group_clipping: bool, epochs: int | None,
-               constrained: tuple[str, ...] = ()) -> Any:
+               constrained: tuple[str, ...] = ()) -> GANConfig:
     """The GAN's training configuration (public: the run's parameters); ``constrained``: the
     protected attributes its fairness terms constrain (the contract's)."""
     from privfair.generative.gan import GANConfig
 
-    return GANConfig(method=method, group_clipping=group_clipping, constrained=constrained,
-                     **({"epochs": epochs} if epochs is not None else {}))
+    config = GANConfig(method=method, group_clipping=group_clipping, constrained=constrained)
+    # without epochs the config's own default stands
+    return config if epochs is None else dataclasses.replace(config, epochs=epochs)
 
 
 def declared_curve(plan: Any) -> tuple[float, ...]:
@@ -345,7 +350,8 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     n = fitted.expected_rows if n_rows is None else int(n_rows)
     rng = stage_rng(seed, "sample")
     codes = fitted.sample(n, rng=rng)
-    table = pa.table({a: codes[a].astype(np.int64) for a in domain})
+    # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them
+    table = pa.table({a: codes[a].astype(np.int64) for a in domain})  # type: ignore[misc]
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")

@@ -29,7 +29,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, TypeGuard, TypeVar
 
 import numpy as np
 
@@ -44,8 +44,13 @@ from privfair.core.errors import BudgetExceededError, PrivfairError
 from privfair.release.policy_counts import LEDGER_NAME as POLICY_ENTRY
 from privfair.release.policy_counts import POLICY_SHARE
 
-FUNCTIONAL_MODELS = ("pflr", "pflr-star", "privlr")
-SGD_MODELS = ("dpsgd", "dpsgd-f", "naive")
+if TYPE_CHECKING:
+    from privfair.learn.dpsgd import Method, SGDSettings
+
+FunctionalModel = Literal["pflr", "pflr-star", "privlr"]
+SGDModel = Literal["dpsgd", "dpsgd-f", "naive"]
+FUNCTIONAL_MODELS: tuple[FunctionalModel, ...] = ("pflr", "pflr-star", "privlr")
+SGD_MODELS: tuple[SGDModel, ...] = ("dpsgd", "dpsgd-f", "naive")
 MODELS = FUNCTIONAL_MODELS + SGD_MODELS
 #: Share of ε spent on the DP count of training rows that sets DP-SGD's sampling rate.
 ROW_COUNT_SHARE = 0.01
@@ -57,6 +62,34 @@ EVALUATION_ENTRY = "held-out confusion matrices per group"
 
 class ModelReleaseError(PrivfairError, ValueError):
     """A model release cannot go ahead as asked."""
+
+
+def is_functional(model: str) -> TypeGuard[FunctionalModel]:
+    """Whether ``model`` is a functional-mechanism model (PFLR, PFLR*, PrivLR)."""
+    return model in FUNCTIONAL_MODELS
+
+
+def is_sgd(model: str) -> TypeGuard[SGDModel]:
+    """Whether ``model`` is trained by DP-SGD (DP-SGD, DP-SGD-F, naive)."""
+    return model in SGD_MODELS
+
+
+T = TypeVar("T")
+
+
+def planned(value: T | None, name: str) -> T:
+    """A :class:`ModelBudget` field that the plan sets for the model family that reads it."""
+    if value is None:  # pragma: no cover - plan_budget sets every field its family reads
+        raise ModelReleaseError(f"the model budget declares no {name} for this model")
+    return value
+
+
+class PolicyFields(TypedDict):
+    """The :class:`ModelBudget` fields of the noisy counts of rows the policies touched."""
+
+    policy_sigma: float
+    policy_sensitivity: float
+    policy_cells: int
 
 
 @dataclass(frozen=True)
@@ -189,9 +222,9 @@ def smallest_sigma(fits: Callable[[float], bool], *, start: float = 1.0) -> floa
     return hi
 
 
-def sgd_settings(*, method: str, sample_rate: float, steps: int, expected_batch_size: float,
+def sgd_settings(*, method: Method, sample_rate: float, steps: int, expected_batch_size: float,
                  sigma: float, clip: float, learning_rate: float | None = None,
-                 hidden: Sequence[int] = ()) -> Any:
+                 hidden: Sequence[int] = ()) -> SGDSettings:
     from privfair.learn.dpsgd import SGDSettings
 
     return SGDSettings(method=method, sample_rate=sample_rate, steps=steps,
@@ -199,12 +232,14 @@ def sgd_settings(*, method: str, sample_rate: float, steps: int, expected_batch_
                        clip=clip, learning_rate=learning_rate, hidden=tuple(hidden))
 
 
-def sgd_curve(*, method: str, sample_rate: float, steps: int, sigma: float, groups: int,
+def sgd_curve(*, method: Method, sample_rate: float, steps: int, sigma: float, groups: int,
               clip: float) -> np.ndarray:
     """The Rényi curve of a DP-SGD run's entries (gradients and, for dpsgd-f/naive, counts)."""
     settings = sgd_settings(method=method, sample_rate=sample_rate, steps=steps,
                             expected_batch_size=1.0, sigma=sigma, clip=clip)
-    return np.sum([e.rdp_curve() for e in settings.ledger_entries(groups=groups)], axis=0)
+    curve: np.ndarray = np.sum([e.rdp_curve() for e in settings.ledger_entries(groups=groups)],
+                               axis=0)
+    return curve
 
 
 def rate_and_steps(*, batch_size: int, rows: float, epochs: int) -> tuple[float, int]:
@@ -213,7 +248,7 @@ def rate_and_steps(*, batch_size: int, rows: float, epochs: int) -> tuple[float,
     return rate, max(1, int(epochs / rate))
 
 
-def calibrate_noise_multiplier(*, method: str, sample_rate: float, steps: int,
+def calibrate_noise_multiplier(*, method: Method, sample_rate: float, steps: int,
                                ledger: PrivacyLedger, groups: int, clip: float,
                                expected_batch_size: float) -> float:
     """Smallest σ (to 0.5%) whose run fits what ``ledger`` has left (σ1 = 10σ for the counts)."""
@@ -226,7 +261,7 @@ def calibrate_noise_multiplier(*, method: str, sample_rate: float, steps: int,
     return smallest_sigma(fits)
 
 
-def calibrate_to_curve(*, method: str, sample_rate: float, steps: int, groups: int,
+def calibrate_to_curve(*, method: Method, sample_rate: float, steps: int, groups: int,
                        clip: float, bound: Sequence[float], start: float = 1.0) -> float:
     """Smallest σ (to 0.5%) whose run's curve is at or below ``bound`` at every order."""
     limit = np.asarray(bound, dtype=float)
@@ -255,8 +290,9 @@ def plan_budget(*, model: str, epsilon: float, delta: float, holdout: float,
     sigma_pol, pol = policy_entry(POLICY_SHARE * rho, sensitivity=policy_sensitivity,
                                   cells=policy_cells)
     base: list[LedgerEntry] = [pol]
-    policies = {"policy_sigma": sigma_pol, "policy_sensitivity": float(policy_sensitivity),
-                "policy_cells": int(policy_cells)}
+    policies = PolicyFields(policy_sigma=sigma_pol,
+                            policy_sensitivity=float(policy_sensitivity),
+                            policy_cells=int(policy_cells))
     sigma_eval, cells = None, 0
     if holdout > 0:
         cells = 4 * groups  # group × true label × predicted label
@@ -278,7 +314,7 @@ def plan_budget(*, model: str, epsilon: float, delta: float, holdout: float,
         return ModelBudget(epsilon, delta, tuple(float(v) for v in curve),
                            evaluation_sigma=sigma_eval, evaluation_cells=cells,
                            model_epsilon=eps_m, **policies)
-    if model not in SGD_MODELS:
+    if not is_sgd(model):
         raise ModelReleaseError(f"model: {model!r} is not one of {list(MODELS)}")
     count_eps = ROW_COUNT_SHARE * epsilon
     scratch = _ledger(epsilon, delta, [*base, row_count_entry(count_eps)])

@@ -19,10 +19,12 @@ from privfair.store.files import sha256_file
 def decision_function(weights: Mapping[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     """Logits of a released model (numpy only)."""
     if "coef" in weights:
-        return np.asarray(x, dtype=float) @ weights["coef"]
+        linear: np.ndarray = np.asarray(x, dtype=float) @ weights["coef"]
+        return linear
     from privfair.learn.dpsgd import forward
 
-    return forward(dict(weights), np.asarray(x, dtype=np.float32)).astype(float)
+    logits: np.ndarray = forward(dict(weights), np.asarray(x, dtype=np.float32)).astype(float)
+    return logits
 
 
 def constant_prediction(weights: Mapping[str, np.ndarray],

@@ -75,7 +75,10 @@ from privfair.release.kinds.model.budget import (  # noqa: F401  (re-exported)
     ModelReleaseError,
     calibrate_noise_multiplier,
     calibrate_to_curve,
+    is_functional,
+    is_sgd,
     plan_budget,
+    planned,
     rate_and_steps,
     row_count_entry,
     sgd_settings,
@@ -251,7 +254,8 @@ def holdout_mask(rng: np.random.Generator, n: int, holdout: float) -> np.ndarray
 
 
 def _load_private(ref: FileRef) -> np.ndarray:
-    return np.load(ref.open_checked(), allow_pickle=False)
+    array: np.ndarray = np.load(ref.open_checked(), allow_pickle=False)
+    return array
 
 
 def read_stage(context: RunContext, state: State) -> dict[str, Any]:
@@ -283,8 +287,10 @@ def _train_functional(context: RunContext, x: np.ndarray, y: np.ndarray, groups:
 
     plan: ModelPlan = context.plan
     p = plan.params
+    if not is_functional(p.model):  # pragma: no cover - train_stage picks the trainer by model
+        raise ModelReleaseError(f"model {p.model!r} is not a functional-mechanism model")
     model = FunctionalLogisticRegression(
-        epsilon=float(plan.budget.model_epsilon), variant=p.model,
+        epsilon=float(planned(plan.budget.model_epsilon, "model_epsilon")), variant=p.model,
         row_l1_bound=plan.encoding.row_l1_bound, rng=context.rng("train"), alpha=p.alpha,
         fairness_share=p.fairness_share)
     model.fit(x, y, groups.astype(float), ledger=ledger)
@@ -301,19 +307,23 @@ def _train_sgd(context: RunContext, x: np.ndarray, y: np.ndarray, groups: np.nda
 
     plan: ModelPlan = context.plan
     p, budget = plan.params, plan.budget
+    if not is_sgd(p.model):  # pragma: no cover - train_stage picks the trainer by model
+        raise ModelReleaseError(f"model {p.model!r} is not a DP-SGD model")
     n_groups = len(plan.encoding.group_labels)
     # The row count is the only thing about n the run uses, and it is a DP count (the entry
     # the layer records is row_count_entry's, which the plan declared).
-    count = row_count_entry(float(budget.count_epsilon))
-    (noisy_rows,) = laplace_mechanism(np.array([float(len(x))]), epsilon=count.epsilon,
+    count_epsilon = float(planned(budget.count_epsilon, "count_epsilon"))
+    count = row_count_entry(count_epsilon)
+    (noisy_rows,) = laplace_mechanism(np.array([float(len(x))]), epsilon=count_epsilon,
                                       sensitivity=count.sensitivity, rng=context.rng("count"),
                                       ledger=ledger, name=count.name)
     n_noisy = max(1.0, float(noisy_rows))
     rate, steps = rate_and_steps(batch_size=p.batch_size, rows=n_noisy, epochs=p.epochs)
     # The smallest σ whose curve stays under the declared one at every order.
     sigma = calibrate_to_curve(method=p.model, sample_rate=rate, steps=steps, groups=n_groups,
-                               clip=p.clip, bound=budget.sgd_curve,
-                               start=float(budget.noise_multiplier))
+                               clip=p.clip, bound=planned(budget.sgd_curve, "sgd_curve"),
+                               start=float(planned(budget.noise_multiplier,
+                                                   "noise_multiplier")))
     settings = sgd_settings(method=p.model, sample_rate=rate, steps=steps,
                             expected_batch_size=rate * n_noisy, sigma=sigma, clip=p.clip,
                             learning_rate=p.learning_rate, hidden=p.hidden)
@@ -359,7 +369,8 @@ def evaluate_stage(context: RunContext, state: State) -> dict[str, Any]:
         np.zeros(0, dtype=np.int64)
     counts = confusion_counts(y, pred, groups, len(plan.encoding.group_labels))
     ledger = load_ledger(state["ledger"])
-    noisy = release_confusion(counts, sigma=float(plan.budget.evaluation_sigma), ledger=ledger,
+    noisy = release_confusion(counts, sigma=float(planned(plan.budget.evaluation_sigma,
+                                                          "evaluation_sigma")), ledger=ledger,
                               rng=context.rng("evaluation"))
     return {"confusion": noisy.tolist(),
             "ledger": save_ledger(ledger, context.workspace.artefacts)}
@@ -428,8 +439,11 @@ class ModelKind(ReleaseKind):
               lifetime: Any) -> Written:
         plan: ModelPlan = context.plan
         p = plan.params
-        weights = state["weights"]
-        np.savez(folder / "weights.npz", **{k: np.asarray(v) for k, v in weights.items()})
+        weights: Mapping[str, np.ndarray] = state["weights"]
+        # mypy matches a ** dict against savez's allow_pickle too; the names are the
+        # model's parameters ("coef", layer names), never "allow_pickle"
+        np.savez(folder / "weights.npz",
+                 **{k: np.asarray(v) for k, v in weights.items()})  # type: ignore[arg-type]
         shutil.copyfile(plan.contract_path, folder / "contract.yaml")
         ledger = load_ledger(state["ledger"])
         probe = probe_prediction(weights, plan.encoding)
@@ -437,7 +451,8 @@ class ModelKind(ReleaseKind):
         metrics = None
         if state.get("confusion") is not None:
             metrics = noisy_metrics(state["confusion"], plan.encoding.group_labels,
-                                    sigma=float(plan.budget.evaluation_sigma),
+                                    sigma=float(planned(plan.budget.evaluation_sigma,
+                                                        "evaluation_sigma")),
                                     epsilon=plan.epsilon, delta=plan.delta, constant=constant)
         # decided from the model (weights or a public probe), never from noisy counts
         trivial = constant is not None
