@@ -109,6 +109,18 @@ def options_for(family: ReleaseFamily, args: dict[str, Any]) -> ReleaseOptions:
     return options
 
 
+def planned_request(kind: ReleaseKind, options: ReleaseOptions) -> ReleaseKind | Planned:
+    """The plan :func:`run_local` was handed, when it is this run's (same kind, same
+    options); else ``kind``, which the run plans itself.
+
+    Module-level, not in the flow's closure: a flow on a Dask task runner is pickled by value,
+    and a context variable cannot be."""
+    planned = _PLANNED.get()
+    if planned is not None and planned.kind is kind and planned.params == options:
+        return planned
+    return kind
+
+
 def make_flow(family: ReleaseFamily) -> Any:
     """The Prefect flow of one release family (its form generated from its parameters)."""
 
@@ -127,11 +139,7 @@ def make_flow(family: ReleaseFamily) -> Any:
         address = (getattr(options, "dask_address", None)
                    if getattr(options, "engine", "local") == "dask" else None)
         driver = PrefectDriver(dask_address=address)
-        kind = family.kind_for(options)
-        planned = _PLANNED.get()
-        request: ReleaseKind | Planned = (
-            planned if planned is not None and planned.kind is kind
-            and planned.params == options else kind)
+        request = planned_request(family.kind_for(options), options)
         with driver.task_runner():  # prefect-dask's DaskTaskRunner given an address
             folder = str(run_release(request, options, driver=driver))
         # The run's final state names the release (`prefect deployment run --watch` prints it).
