@@ -117,8 +117,8 @@ def _credit(n: int = 1000, seed: int = 1) -> tuple[pd.DataFrame, Domain, Roles]:
 
 @pytest.mark.parametrize("method", ["mst", "prefair-exact", "aim"])
 def test_a_forest_respends_the_budget_of_the_dropped_edges(method):
-    # ε = 1: at a tree's limit 0.15 on 500 rows, or AIM's 0.07 on 1,000, only the pairs of
-    # 8 cells or fewer qualify, a forest of fewer edges than the tree's 7
+    # ε = 1: at a tree's limit 0.15 on 500 rows, or AIM's 0.07 (its limit at ε = 1) on
+    # 1,000, only the pairs of 8 cells or fewer qualify, a forest of fewer edges than 7
     frame, domain, roles = _credit(n=1000 if method == "aim" else 500)
     synth = FairSynthesizer(domain=domain, roles=roles, epsilon=1.0, delta=1e-6,
                             method=method, require_fair=False, max_iters=300, max_time_s=20)
@@ -131,7 +131,13 @@ def test_a_forest_respends_the_budget_of_the_dropped_edges(method):
     names = [e.name for e in synth.ledger_.entries]
     extra = [e for e in synth.ledger_.entries if "too noisy" in e.name]
     assert len(extra) == 1, names
-    if method != "aim":
+    if method == "aim":
+        # at small n AIM's one-way marginals get at least MST's third of ρ, and its rounds
+        # are sized to the forest (2 per edge), not 16·d
+        one_way = sum(e.rho for e in synth.ledger_.entries if "one-way" in e.name)
+        assert rho / 3 - 1e-12 <= one_way < rho
+        assert 0 < len(synth.aim_rounds_) <= 2 * small_n["forest_edges"] + 1
+    else:
         assert extra[0].name == FOREST_STEP
         share = small_n["forest_edges"] / (len(domain) - 1)
         assert extra[0].rho == pytest.approx(2 * rho / 3 * (1 - share))
@@ -331,3 +337,17 @@ def test_a_tree_selects_with_only_the_rho_it_needs():
     assert not any(e.name == SELECTION_STEP for e in plain.ledger_.entries)
     assert sum(e.rho for e in plain.ledger_.entries
                if e.name.startswith("select edge")) == pytest.approx(rho / 3)
+
+
+def test_aims_limit_grows_with_rho_from_the_calibrated_to_the_trees():
+    from privfair.synth.structure import NOISE_TVD_LIMIT, qualification_limit
+
+    limits = [qualification_limit("aim", rho=zcdp_rho(epsilon=eps, delta=1e-6))
+              for eps in (0.5, 1.0, 2.0, 4.0, 8.0)]
+    # ε ≤ 1: the calibrated 0.07 (issue 23.3); ε = 2: between; ε ≥ 4: the trees' 0.15
+    assert limits[0] == limits[1] == pytest.approx(NOISE_TVD_LIMIT, rel=1e-4)
+    assert NOISE_TVD_LIMIT < limits[2] < TREE_NOISE_TVD_LIMIT
+    assert limits[3] == limits[4] == TREE_NOISE_TVD_LIMIT
+    assert qualification_limit("mst") == TREE_NOISE_TVD_LIMIT
+    with pytest.raises(ValueError, match="rho"):
+        qualification_limit("aim-fair")

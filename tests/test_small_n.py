@@ -78,8 +78,8 @@ def test_no_method_is_worse_than_independent_at_small_n(method):
     tvd, structures = _tvd2(frame, domain, roles, method)
     assert tvd <= baseline + TOLERANCE, (method, tvd, baseline)
     # The per-pair rule (issue 34) keeps only the method's allowed pairs with a binary
-    # attribute (at most 10 cells; a tree's limit 0.15, AIM's 0.07 keeps only those of at
-    # most 8 cells); the selection, scoring each pair net of its measurement noise, builds
+    # attribute (at most 10 cells; a tree's limit 0.15, AIM's 0.07 at ε = 1 keeps only
+    # those of at most 8 cells); the selection, scoring each pair net of its measurement noise, builds
     # a forest over them. Since issue 34.1 a tree's selection has only the ρ that resolves
     # the smallest pair's noise, so its stop is less sure: one seed of three may still
     # choose a whole tree (mst here: 2, 1 and 6 edges), each edge measured at its full-forest

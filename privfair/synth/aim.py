@@ -155,7 +155,7 @@ def run_aim(
     max_time_s: float | None = None,
     stop_after_initial: Callable[[Sequence[Measurement], float], bool] | None = None,
     workload_after_initial: Callable[[Sequence[Measurement], float],
-                                     tuple[Sequence[Clique], float]] | None = None,
+                                     tuple[Sequence[Clique], float, int | None]] | None = None,
     select_share: float = 0.1,
     initial_scale: float = 1.0,
     initial_allocation: str = "uniform",
@@ -202,12 +202,15 @@ def run_aim(
         noisy one-way marginals: when it returns True the run stops there, having spent only
         their ρ, and the caller spends the rest (the small-n independence fallback).
     workload_after_initial : callable, optional
-        ``workload_after_initial(initial_one_way, rho_left) -> (workload, rho_one_way)``,
+        ``workload_after_initial(initial_one_way, rho_left) -> (workload, rho_one_way,
+        rounds)``,
         post-processing of the initial noisy one-way marginals: the workload the rounds
         select from (the pairs that can carry signal at the noisy total, issue 34) and the ρ
         of a second one-way measurement, combined with the initial one by inverse variance
         (the share of the rounds' ρ that the dropped pairs would have used). The rounds spend
-        what is left, at the rounds' σ. An empty workload stops the run after the initial
+        what is left, at the rounds' σ, or, when ``rounds`` is not None, at the σ and ε of
+        ``rounds`` nominal rounds over what is left (issue 34.1: small n sizes the rounds to
+        the qualifying pairs). An empty workload stops the run after the initial
         measurement, as ``stop_after_initial`` does.
     progress : callable, optional
         ``progress(fraction)`` after every round: the larger of the ρ and the time budget
@@ -266,8 +269,8 @@ def run_aim(
             list(measurements), rho - (ledger.spent - start)):
         return AIMResult(measurements, model, [], n_initial=d)
     if workload_after_initial is not None:
-        chosen, rho_one_way = workload_after_initial(list(measurements),
-                                                     rho - (ledger.spent - start))
+        chosen, rho_one_way, rounds_left = workload_after_initial(
+            list(measurements), rho - (ledger.spent - start))
         workload = list(chosen)
         if not workload:
             return AIMResult(measurements, model, [], n_initial=d)
@@ -282,6 +285,10 @@ def run_aim(
         candidates = [domain.canonical(c) for c in downward_closure(workload)]
         weights = {c: float(sum(len(set(c) & set(w)) for w in workload)) for c in candidates}
         max_weight = max(weights.values())
+        remaining = rho - (ledger.spent - start)
+        if rounds_left and remaining > 0:
+            sigma = math.sqrt(rounds_left / (2 * measure_share * remaining))
+            epsilon = math.sqrt(8 * select_share * remaining / rounds_left)
     log: list[AIMRound] = []
     stopped_by_time = False
     t = 0

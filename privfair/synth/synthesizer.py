@@ -126,6 +126,24 @@ UNCHOSEN_STEP = "one-way marginals (rho of the edges the selection did not choos
 SELECTION_STEP = "one-way marginals (rho the selection does not need)"
 
 
+#: AIM at small n (issue 34.1: the pairs that pass the per-pair rule do not span the
+#: attributes; full Adult, whose widest pairs fail at ε = 1, keeps AIM's 16·d): its nominal
+#: rounds after the rule are this many per edge of the qualifying pairs' spanning forest
+#: instead of 16·d, so a round's σ is one a pair can carry (16·d rounds measured every pair
+#: at σ ≈ 90 on 1,000 rows at ε = 1), and the one-way marginals get at least
+#: :data:`AIM_ONE_WAY_SHARE` of ρ (AIM's initial one-way measurement is 0.9/16 of it).
+#: With the ρ-dependent limit (:func:`~privfair.synth.structure.qualification_limit`),
+#: 1,000 rows, 10 seeds, aim/aim-fair against independence's 2-way TVD: Adult at ε = 4
+#: 0.90/0.95 -> 0.80/0.86, credit21 at ε = 2 0.99 -> 0.90, at ε = 4 0.73/0.75 -> 0.66, at
+#: ε = 1 1.04/1.02 -> 1.02/1.02, COMPAS unchanged; full Adult, COMPAS (aim_seeds.py) and
+#: the 300k × 41 table unchanged. At the limit 0.15 at every ε, 1 round per edge left
+#: credit21 at ε = 1 at 1.12, 2 at 1.04, and a one-way share of 1/2 at 1.06 (5 seeds;
+#: results/small_n_aim_final.json).
+AIM_ROUNDS_PER_EDGE = 2.0
+#: Least share of ρ AIM's one-way marginals get at small n (MST's thirds).
+AIM_ONE_WAY_SHARE = 1 / 3
+
+
 @dataclass(frozen=True)
 class TreeSignal:
     """Whether a tree's 2-way marginals would carry signal at this noisy total (issue 15).
@@ -202,7 +220,7 @@ def pair_qualification(total: float, domain: Domain, roles: Roles, *, method: st
                   if method in TREE_METHODS
                   else list(combinations(domain.attributes, 2)))
     return qualify_pairs(domain, candidates, total=total, rho_tree=2 * rho / 3,
-                         limit=qualification_limit(method),
+                         limit=qualification_limit(method, rho=rho),
                          one_way_sigma=math.sqrt(len(domain) / (2 * rho / 3)),
                          threshold=threshold)
 
@@ -728,8 +746,18 @@ class FairSynthesizer:
                                           threshold=self.compress_threshold)
             decisions.append((decision, rho_left))
             keep = set(decision.kept)
+            to_one_way = rho_left * (1 - decision.share)
+            rounds = None
+            if decision.share < 1:
+                # Small n (the qualifying pairs do not span, issue 34.1; a full table whose
+                # widest pairs fail keeps AIM's rounds): the one-way marginals get at least
+                # MST's third of ρ, and the rounds are sized to the forest rather than 16·d,
+                # so each measures at a σ a pair can carry (public: ρ, the decision).
+                to_one_way = min(max(to_one_way, AIM_ONE_WAY_SHARE * rho - (rho - rho_left)),
+                                 rho_left)
+                rounds = max(1, math.ceil(AIM_ROUNDS_PER_EDGE * decision.forest_edges))
             return ([c for c in all_two_way_workload(self.domain) if c in keep],
-                    rho_left * (1 - decision.share))
+                    to_one_way, rounds)
 
         result = run_aim(tables, self.domain, rho=rho, rng=rng, ledger=ledger,
                          roles=self.roles, fair=self.method == "aim-fair",

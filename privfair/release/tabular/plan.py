@@ -248,8 +248,10 @@ def small_n_line(plan: ReleasePlan) -> str | None:
     if plan.method in GAN_METHODS or plan.method == INDEPENDENT:
         return None
     contract = plan.contract
+    rho = plan.rho - plan.split["domains"] - plan.split["policies"]
+    limit = qualification_limit(plan.method, rho=rho)
     rule = (f"small-n rule: a pair's 2-way marginal is measured only where noise alone "
-            f"would put an expected TVD <= {qualification_limit(plan.method):g} on it; the "
+            f"would put an expected TVD <= {limit:.3g} on it; the "
             f"structure is a forest over the pairs that qualify (independence when none "
             f"does)")
     if contract.unresolved_columns:
@@ -257,7 +259,6 @@ def small_n_line(plan: ReleasePlan) -> str | None:
     domain = contract.domain()
     if len(domain) < 2:
         return None
-    rho = plan.rho - plan.split["domains"] - plan.split["policies"]
     # The row count from which each pair qualifies: the rule is monotone in the total.
     full = pair_qualification(1e18, domain, contract.roles(), method=plan.method, rho=rho)
     needed = sorted(full.pair_sigma * math.sqrt(2 / math.pi) * domain.size(a) * domain.size(b)
