@@ -733,8 +733,8 @@ class FairSynthesizer:
         report("AIM rounds", 0.1)
         decisions: list[tuple[PairQualification, float]] = []
 
-        def qualifying_workload(initial: Sequence[Measurement],
-                                rho_left: float) -> tuple[list[Clique], float]:
+        def qualifying_workload(initial: Sequence[Measurement], rho_left: float,
+                                ) -> tuple[list[Clique], float, int | None]:
             # The trees' public per-pair rule at this (ρ, domain) on the noisy total of the
             # initial one-way marginals (issue 34): AIM's candidates are the pairs that
             # qualify, and none qualifying is the independence fallback. As for a tree, the
@@ -747,7 +747,7 @@ class FairSynthesizer:
             decisions.append((decision, rho_left))
             keep = set(decision.kept)
             to_one_way = rho_left * (1 - decision.share)
-            rounds = None
+            rounds: int | None = None
             if decision.share < 1:
                 # Small n (the qualifying pairs do not span, issue 34.1; a full table whose
                 # widest pairs fail keeps AIM's rounds): the one-way marginals get at least
@@ -756,8 +756,9 @@ class FairSynthesizer:
                 to_one_way = min(max(to_one_way, AIM_ONE_WAY_SHARE * rho - (rho - rho_left)),
                                  rho_left)
                 rounds = max(1, math.ceil(AIM_ROUNDS_PER_EDGE * decision.forest_edges))
-            return ([c for c in all_two_way_workload(self.domain) if c in keep],
-                    to_one_way, rounds)
+            workload: list[Clique] = [c for c in all_two_way_workload(self.domain)
+                                      if c in keep]
+            return workload, to_one_way, rounds
 
         result = run_aim(tables, self.domain, rho=rho, rng=rng, ledger=ledger,
                          roles=self.roles, fair=self.method == "aim-fair",
