@@ -691,8 +691,11 @@ class FairSynthesizer:
             selection.update(edges_chosen=chosen, forest_edges=full,
                              rho_selection_unspent=structure.rho_unspent,
                              rho_unchosen_to_one_way=to_one_way)
+        # A selection that chose no pair built the independence model, as the public rule's
+        # fallback does: the release names it so (its small_n section says which way).
+        built = structure.method if chosen else FALLBACK_METHOD
         self.structure_ = SelectedStructure(
-            structure.method, structure.edges, structure.fairness, structure.search_nodes,
+            built, structure.edges, structure.fairness, structure.search_nodes,
             small_n=None if small_n is None else {**small_n, "selection": selection},
             rho_unspent=structure.rho_unspent, forest_edges=structure.forest_edges)
         self._check_fair()
