@@ -6,8 +6,10 @@
   imports inside functions too (import-linter sees those, but a layer contract only forbids
   cross-layer ones); ``if TYPE_CHECKING:`` imports are left out (no runtime edge);
 * ``imports_in_functions``: ``import`` statements not at a module's top level, by module;
-* ``light_imports_in_functions``: those that defer no heavy dependency (:data:`HEAVY`,
-  directly or through what the imported module loads at its top level);
+* ``imports_in_functions_defer``: each of those, with the heavy dependencies it defers
+  (:data:`HEAVY`, directly or through what the imported module loads at its top level);
+* ``light_imports_in_functions``: those that defer none (``tests/test_architecture.py``
+  keeps it empty);
 * ``any``: how often ``Any`` is named in annotations and code;
 * ``mypy_errors`` (with ``--mypy``, if mypy is installed): errors under the project's
   ``[tool.mypy]`` settings (pyproject.toml: strict for core, store and release).
@@ -138,9 +140,10 @@ STANDARD_LIBRARY_ONLY = {
 }
 
 
-def light_imports_in_functions(root: Path) -> list[str]:
-    """Imports inside functions that defer no heavy dependency (``module:line name``): they
-    could sit at the top of their module (issue 33: lazy only for heavy dependencies)."""
+def deferred_imports(root: Path) -> dict[str, list[str]]:
+    """Why each import inside a function is there: ``{"module:line name": [what it defers]}``,
+    the heavy packages (:data:`HEAVY`) that importing it loads, or, in a module of
+    :data:`STANDARD_LIBRARY_ONLY`, the package itself; an empty list defers nothing."""
     files = [p for package in PACKAGES for p in sorted((root / package).rglob("*.py"))]
     tables = {module_name(root, p): read_imports(root, p) for p in files}
     closure = heavy_closure(tables)
@@ -151,9 +154,15 @@ def light_imports_in_functions(root: Path) -> list[str]:
             return {top}
         return closure(name)
 
-    return [f"{module}:{line} {names[0]}" for module, table in sorted(tables.items())
-            for line, names in table.nested
-            if not set().union(*(deferred(module, name) for name in names))]
+    return {f"{module}:{line} {names[0]}":
+            sorted(set().union(*(deferred(module, name) for name in names)))
+            for module, table in sorted(tables.items()) for line, names in table.nested}
+
+
+def light_imports_in_functions(root: Path) -> list[str]:
+    """Imports inside functions that defer no heavy dependency (``module:line name``): they
+    could sit at the top of their module (issue 33: lazy only for heavy dependencies)."""
+    return [where for where, why in deferred_imports(root).items() if not why]
 
 
 def _guarded_top(tree: ast.Module, node: ast.AST) -> bool:
@@ -226,6 +235,7 @@ def figures(root: Path, *, run_mypy: bool) -> dict[str, object]:
         "imports_in_functions": sum(nested.values()),
         "imports_in_functions_by_module": dict(sorted(nested.items())),
         "light_imports_in_functions": light_imports_in_functions(root),
+        "imports_in_functions_defer": deferred_imports(root),
         "any": any_count,
     }
     if run_mypy:
