@@ -304,6 +304,14 @@ def check_fairness(
     return FairnessCheck(passed=not violations, violations=tuple(violations))
 
 
+def check_greedy_check(greedy_check: str) -> str:
+    """``greedy_check`` when it is one of :data:`GREEDY_CHECKS`; else a ValueError naming it."""
+    if greedy_check not in GREEDY_CHECKS:
+        raise ValueError(f"greedy_check must be one of {list(GREEDY_CHECKS)}, "
+                         f"got {greedy_check!r}")
+    return greedy_check
+
+
 def allowed_edges(domain: Domain, roles: Roles, method: str, *,
                   greedy_check: str = "edge-rule") -> list[Edge]:
     """Candidate edges of a selector, in domain order.
@@ -313,9 +321,7 @@ def allowed_edges(domain: Domain, roles: Roles, method: str, *,
     tree; everything else is decided by the search. Greedy-PreFair with ``greedy_check=
     "privci"`` has the exact search's candidates and checks fairness inside its rounds.
     """
-    if greedy_check not in GREEDY_CHECKS:
-        raise ValueError(f"greedy_check must be one of {list(GREEDY_CHECKS)}, "
-                         f"got {greedy_check!r}")
+    check_greedy_check(greedy_check)
     if method == "prefair-greedy" and greedy_check == "privci":
         method = "prefair-exact"
     pairs: list[Edge] = list(itertools.combinations(domain.attributes, 2))

@@ -45,20 +45,20 @@ from privfair.synth.measure import (
     measure_marginals,
 )
 from privfair.synth.sampling import MODES, decompress, sample_model
+from privfair.synth.structure import METHODS as TREE_METHODS
 from privfair.synth.structure import (
-    GREEDY_CHECKS,
     NOISE_TVD_LIMIT,
     PairQualification,
     SelectedStructure,
     all_qualify,
     allowed_edges,
     check_fairness,
+    check_greedy_check,
     qualification_limit,
     qualify_pairs,
     select_structure,
     selection_rho,
 )
-from privfair.synth.structure import METHODS as TREE_METHODS
 from privfair.version import VERSION
 
 AIM_METHODS = ("aim", "aim-fair")
@@ -521,10 +521,7 @@ class FairSynthesizer:
         self.max_model_size_mb = max_model_size_mb
         self.small_n_fallback = small_n_fallback
         self.max_time_s = max_time_s
-        if greedy_check not in GREEDY_CHECKS:
-            raise ValueError(f"greedy_check must be one of {list(GREEDY_CHECKS)}, "
-                             f"got {greedy_check!r}")
-        self.greedy_check = greedy_check
+        self.greedy_check = check_greedy_check(greedy_check)
 
     def fit(self, data: DataLike, *, rng: np.random.Generator | StageRngs,
             ledger: PrivacyLedger | None = None,
@@ -661,7 +658,7 @@ class FairSynthesizer:
             # the smallest candidate's measurement noise; the rest goes to the one-way
             # marginals (public: compressed sizes, candidates, method and ρ).
             need = selection_rho(self.one_way_.compression.compressed,
-                                 self.qualification_.kept, method=self.method,
+                                 qualification.kept, method=self.method,
                                  rho_measure=split.measure)
             moved = max(split.select - need, 0.0)
             if moved > 0:
