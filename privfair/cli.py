@@ -146,10 +146,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     rse = led_sub.add_parser("raise", help="raise a dataset's lifetime budget (recorded in its "
                                            "hash-chained ledger)")
     rse.add_argument("--contract", required=True, help="contract of the dataset")
-    rse.add_argument("--epsilon", type=_decimal, required=True,
-                     help="new lifetime epsilon, in [1e-6, 100]")
-    rse.add_argument("--delta", type=_decimal, required=True,
-                     help="new lifetime delta, in (1e-50, 1)")
+    rse.add_argument("--epsilon", type=_decimal, default=None,
+                     help="new lifetime epsilon, in [1e-6, 100] (default: the contract's "
+                          "budget.epsilon, which must be at least this)")
+    rse.add_argument("--delta", type=_decimal, default=None,
+                     help="new lifetime delta, in (1e-50, 1) (default: the contract's "
+                          "budget.delta)")
     rse.add_argument("--reason", required=True, help="why (recorded with your user name)")
     rse.set_defaults(func=cmd_ledger_raise)
     ver = led_sub.add_parser("verify", help="verify every ledger of the privacy registry "
@@ -667,7 +669,8 @@ def cmd_releases_list(args: argparse.Namespace) -> int:
 
 
 def cmd_ledger_show(args: argparse.Namespace) -> int:
-    from privfair.store.ledger import run_history
+    from privfair.store.check import pid_alive
+    from privfair.store.ledger import budget_history, run_history, run_state_words
     from privfair.store.registry import registry_ledgers, registry_name
 
     # Computed from the registry's verified chain, never from a store copy's summary fields.
@@ -678,8 +681,9 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
         _stderr_console().print(f"damaged: {line}", markup=False)
     status = 1 if damaged else 0
     if args.json:
-        print(json.dumps([led | {"runs": run_history(led["entries"])} for led in ledgers],
-                         indent=2))
+        print(json.dumps([led | {"runs": run_history(led["entries"]),
+                                 "budget_history": budget_history(led["entries"])}
+                          for led in ledgers], indent=2))
         return status
     if not ledgers:
         print(f"no lifetime ledgers in registry {registry_name()}")
@@ -699,9 +703,18 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
         for col in ("run", "state", "version", "store", "charge", "epsilon", "method", "at",
                     "reason"):
             table.add_column(col, overflow="fold")  # a long store path wraps, whole
+        for change in budget_history(led["entries"]):
+            table.add_row("-", f"budget {change['change']}", "-", "-",
+                          f"delta {change['delta']:g}", f"{change['epsilon']:g}", "-", change["at"],
+                          " ".join(filter(None, (change["reason"],
+                                                 change["by"] and f"(by {change['by']})"))))
+        holders = {p["run_id"]: p for p in led["pending"]}
         for r in run_history(led["entries"]):
             charge = "Renyi curve" if r["rho"] is None else f"rho {r['rho']:.6g}"
-            table.add_row(str(r["run_id"] or "-"), r["state"], str(r["version"] or "-"),
+            holder = holders.get(r["run_id"], {})
+            state = run_state_words(r["state"],
+                                    alive=pid_alive(holder.get("pid"), holder.get("host")))
+            table.add_row(str(r["run_id"] or "-"), state, str(r["version"] or "-"),
                           str(r.get("store") or "-"), charge, f"{r['epsilon']:.4g}",
                           str(r["method"] or "-"), r["at"], r["reason"])
         console.print(table)
@@ -712,9 +725,14 @@ def cmd_ledger_raise(args: argparse.Namespace) -> int:
     from privfair.contracts.schema import load_contract
     from privfair.store.registry import check_budget_bounds, raise_budget
 
-    check_budget_bounds(args.epsilon, args.delta)  # before the contract is even read
-    book = raise_budget(load_contract(args.contract), epsilon=args.epsilon, delta=args.delta,
-                        reason=args.reason)
+    if args.epsilon is not None or args.delta is not None:  # before the contract is read
+        check_budget_bounds(1.0 if args.epsilon is None else args.epsilon,
+                            1e-9 if args.delta is None else args.delta)
+    contract = load_contract(args.contract)
+    book = raise_budget(
+        contract, reason=args.reason,
+        epsilon=float(contract.budget.epsilon) if args.epsilon is None else args.epsilon,
+        delta=float(contract.budget.delta) if args.delta is None else args.delta)
     print(f"{book.dataset_id}: lifetime budget now epsilon={book.epsilon_budget:g}, "
           f"delta={book.delta_budget:g} (entry {book.head[:12]})")
     return 0

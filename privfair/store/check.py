@@ -62,7 +62,9 @@ def _datasets(store: Path) -> list[tuple[str, str]]:
     return out
 
 
-def _pid_alive(pid: Any, host: Any) -> bool:
+def pid_alive(pid: Any, host: Any) -> bool:
+    """Whether process ``pid`` on ``host`` still runs; true when it cannot be told (another
+    host, no pid), so nothing is taken from a run that may be alive."""
     if host != socket.gethostname() or not isinstance(pid, int):
         return True  # cannot tell: assume it still runs
     try:
@@ -128,7 +130,7 @@ def _check_dataset(store: Path, name: str, ident: str, repair: bool,
     for p in book.pending:
         if p.get("store") != here:
             continue
-        if p["state"] != "reserved" or _pid_alive(p.get("pid"), p.get("host")):
+        if p["state"] != "reserved" or pid_alive(p.get("pid"), p.get("host")):
             continue  # a run that drew noise stays charged; a live run is not stale
         if repair and cancel_reservation(ident, name, p["run_id"],
                                          reason="store check --repair: the run died "

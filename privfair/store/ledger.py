@@ -251,6 +251,46 @@ def fold(entries: list[Entry], name: str, ident: str) -> LifetimeLedger:
                           entries, ident)
 
 
+def budget_history(entries: list[Entry]) -> list[dict[str, Any]]:
+    """Each change of a chain's lifetime budget, oldest first: its opening, then every raise,
+    with the budget it set, when, why and by whom (``privfair ledger show``)."""
+    return [{"change": "opened" if e["kind"] == "open" else "raised",
+             "epsilon": float(e["epsilon"]), "delta": float(e["delta"]), "at": e.get("at", ""),
+             "reason": str(e.get("reason", "")), "by": str(e.get("by", ""))}
+            for e in entries if e["kind"] in ("open", "raise")]
+
+
+#: What each run state means to the person reading ``ledger show``, by whether the run's
+#: process still runs; a state absent here (published, cancelled) reads as it is.
+_STATE_WORDS = {
+    ("reserved", True): "running: reserved, no noise drawn yet",
+    ("reserved", False): "stopped before drawing noise: reservation held (`privfair store "
+                         "check --repair` gives it back)",
+    ("spent, not published", True): "running: charged, noise drawn",
+    ("spent, not published", False): "stopped after drawing noise: charged, not published "
+                                      "(`--resume RUN` publishes it)",
+}
+
+
+def run_state_words(state: str, *, alive: bool) -> str:
+    """A run's state in words, given whether its process still runs.
+
+    Parameters
+    ----------
+    state : str
+        The run's state in the chain (:func:`run_history`).
+    alive : bool
+        Whether the process that holds the run still runs (true when it cannot be told, as
+        for a run on another host).
+
+    Returns
+    -------
+    str
+        What the run is doing and, for a stopped run, what to do about it.
+    """
+    return _STATE_WORDS.get((state, alive), state)
+
+
 def run_history(entries: list[Entry]) -> list[dict[str, Any]]:
     """Every run of a chain, charged or given back: its state, its own charge (``rho`` for a
     zCDP charge, None for a curve; ``epsilon``: the charge alone as ε at the lifetime δ),

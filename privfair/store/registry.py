@@ -467,12 +467,22 @@ def check_budget_bounds(epsilon: Any, delta: Any) -> tuple[float, float]:
 def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: str) -> LifetimeLedger:
     """Record a new lifetime budget for the contract's dataset (``privfair ledger raise``).
 
-    Refuses a budget outside the bounds, below what is already charged, and a dataset with
-    no ledger (its first release fixes the contract's budget).
+    Refuses a budget outside the bounds, below what is already charged, above the contract's
+    own ``budget:`` (which caps every run, so the raise could never be used), and a dataset
+    with no ledger (its first release fixes the contract's budget).
     """
     epsilon, delta = check_budget_bounds(epsilon, delta)
     if not reason.strip():
         raise StoreError("a budget raise needs a --reason (it is recorded in the ledger)")
+    declared = (float(contract.budget.epsilon), float(contract.budget.delta))
+    if epsilon > declared[0] * (1 + 1e-12) or delta > declared[1] * (1 + 1e-12):
+        # every run takes the lower of the contract's budget and the ledger's: a raise above
+        # the contract would be recorded and never usable
+        raise StoreError(
+            f"contract {contract.name!r} declares budget epsilon={declared[0]:g}, "
+            f"delta={declared[1]:g}, which caps every run below the raise to "
+            f"epsilon={epsilon:g}, delta={delta:g}: set `budget: {{epsilon: {epsilon:g}, "
+            f"delta: {delta:g}}}` in the contract first, then raise")
     ident = dataset_id(contract)
 
     def build(entries: list[Entry]) -> NewEntries:
