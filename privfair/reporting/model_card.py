@@ -166,5 +166,6 @@ def policy_counts_lines(record: Mapping[str, Any] | None) -> list[str]:
     lines += ["", f"| column | action | rows touched (noisy estimate, sigma = {_num(sigma, 2)})"
               " | reading |", "|---|---|---|---|"]
     lines += [f"| {r['column']} | {r['action']} | {count_estimate(r['noisy_count']):,} | "
-              f"{count_reading(r['noisy_count'], sigma)} |" for r in record["touched_rows"]]
+              f"{count_reading(r['noisy_count'], sigma, cells=len(record['touched_rows']))} |"
+              for r in record["touched_rows"]]
     return lines

@@ -347,7 +347,8 @@ def policy_counts_section(record: Mapping[str, Any],
     body = "".join(
         f"<tr><td>{name(r['column'])}</td><td>{html.escape(str(r['action']))}</td>"
         f"<td>{count_estimate(r['noisy_count']):,}</td>"
-        f"<td>{html.escape(count_reading(r['noisy_count'], sigma))}</td></tr>" for r in rows)
+        f"<td>{html.escape(count_reading(r['noisy_count'], sigma, cells=len(rows)))}</td></tr>"
+        for r in rows)
     policies = "".join(
         f"<tr><td>{name(col)}</td><td>{html.escape(str(p.get('out_of_domain')))}"
         f"</td><td>{html.escape(str(p.get('nulls')))}</td></tr>"
