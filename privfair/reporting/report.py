@@ -466,7 +466,17 @@ def tot_section(manifest: Mapping[str, Any], synthetic: pd.DataFrame) -> str:
     columns = record.get("columns") or {}
     protected, outcome = list(columns.get("protected") or []), columns.get("outcome")
     check = record.get("fairness_check") or {}
-    after_rows = outcome_gap(synthetic, protected, outcome, form=form) if outcome else None
+    # the gap of the released rows on the grouping η constrains: per attribute, the largest
+    # of the attributes' gaps (the joint gap would read as TOT breaking η)
+    per_attribute = params.get("groups") == "per_attribute"
+    grouping = ("largest over attributes, each alone" if per_attribute
+                else "intersectional: every combination of the protected values")
+    after_rows = None
+    if outcome and per_attribute:
+        gaps = [outcome_gap(synthetic, [a], outcome, form=form) for a in protected]
+        after_rows = max((g for g in gaps if g is not None), default=None)
+    elif outcome:
+        after_rows = outcome_gap(synthetic, protected, outcome, form=form)
     bounds = dict(zip((f"P(distortion ≥ {c:g})" for c in params.get("clist") or ()),
                       params.get("dlist") or (), strict=False))
     distortion = {k.replace("P(delta>=", "P(distortion ≥ "): v
@@ -480,6 +490,7 @@ def tot_section(manifest: Mapping[str, Any], synthetic: pd.DataFrame) -> str:
         f"({html.escape(str(check.get('criterion', '')))}).</p>",
         kv_table({
             "η (bound on the discrimination)": params.get("eta"),
+            "groups η constrains (contract key fairness.groups)": grouping,
             "discrimination before the transform (synthetic rows)":
                 achieved.get(f"input_{key}"),
             "discrimination after, the fitted map (expected)": achieved.get(key),
