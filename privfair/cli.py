@@ -121,9 +121,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                                description="Write a draft contract YAML from a CSV/Parquet "
                                            "file's schema and values; review it before use.")
     draft.add_argument("--data", required=True, help="CSV or Parquet file")
-    draft.add_argument("--max-categories", type=_whole, default=50,
-                       help="text columns with more distinct values become open-domain "
-                            "(default: 50)")
+    draft.add_argument("--max-categories", type=_whole, default=100,
+                       help="text columns and code columns with more distinct values are "
+                            "left out until their universe is declared (default: 100)")
     draft.add_argument("--max-codes", type=_whole, default=12,
                        help="whole-number columns with more distinct values are drafted with "
                             "bins, not categories (default: 12)")

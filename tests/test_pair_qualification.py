@@ -351,3 +351,34 @@ def test_aims_limit_grows_with_rho_from_the_calibrated_to_the_trees():
     assert qualification_limit("mst") == TREE_NOISE_TVD_LIMIT
     with pytest.raises(ValueError, match="rho"):
         qualification_limit("aim-fair")
+
+
+@pytest.mark.parametrize(("rows", "independence"), [(20, True), (500, False)])
+def test_the_dry_run_says_in_words_when_the_release_will_be_independence(
+        toy_contract, toy_parquet, tmp_path, capsys, rows, independence):
+    """Issue 42.3: at ε = 1 every table method on the credit table was independence and the
+    dry-run did not say so plainly."""
+    from privfair.cli import main
+
+    declared = tmp_path / "declared.yaml"
+    declared.write_text(toy_contract.read_text() + f"expected_rows: {rows}\n")
+    argv = ["release", "--contract", str(declared), "--data", str(toy_parquet), "--epsilon",
+            "1", "--delta", "1e-6", "--method", "mst", "--out", str(tmp_path / "out"),
+            "--work-dir", str(tmp_path / "work"), "--no-prefect", "--dry-run"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    said = "this release will be the independence model" in captured.out + captured.err
+    assert said is independence
+
+
+def test_the_dry_run_asks_for_expected_rows_when_the_contract_has_none(
+        toy_contract, toy_parquet, tmp_path, capsys):
+    from privfair.cli import main
+
+    argv = ["release", "--contract", str(toy_contract), "--data", str(toy_parquet),
+            "--epsilon", "1", "--delta", "1e-6", "--method", "mst", "--out",
+            str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"), "--no-prefect",
+            "--dry-run"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "declare expected_rows" in captured.out + captured.err

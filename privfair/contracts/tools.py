@@ -44,6 +44,7 @@ from privfair.contracts.schema import (
     DialectSpec,
     parse_contract,
 )
+from privfair.core.accounting import zcdp_epsilon, zcdp_rho
 from privfair.core.errors import ReleaseInputError
 
 __all__ = ["ColumnProblem", "DataCheck", "check_data", "draft_contract", "review_warning"]
@@ -327,24 +328,85 @@ _HEADER = """\
 # not be published, add valid values that this file happens not to hold, merge rare ones
 # (aliases or out_of_domain: "other:<category>"). Then:
 #   - declare the roles (protected, admissible, outcome) and the lifetime budget;
-#   - for each text (open_domain) column, replace the placeholder open_domain.universe (short
-#     lowercase words) by the codebook's universe of possible values ({{values: [...]}} or
-#     {{words: {{alphabet, max_length}}}}), never a list or count taken from this file;
+#   - a column with too many values to list, an identifier or a survey weight is left out
+#     (under drop:, with a REVIEW note); to release one, declare its universe from the
+#     codebook ({{values: [...]}} or {{words: {{alphabet, max_length}}}}), never a list or count
+#     taken from this file, and move it to columns;
+#   - expected_rows is a rounded guess for the plan's small-n line, and the budget is sized
+#     for a season of releases: replace both with your own public figures;
 #   - set `reviewed: true` (`privfair contract check` warns until you do).
 #   - write the dataset's `description`: it is published in every report and manifest, so it
 #     says what the data is, never a note to yourself.
 """
 
 
-#: The universe a draft declares for an open-domain column until the publisher writes the
-#: codebook's: independent of the data, as every universe must be.
-PLACEHOLDER_WORDS = {"alphabet": "abcdefghijklmnopqrstuvwxyz", "max_length": 6}
-
 #: Whole-number columns with at most this many distinct values are drafted as categories.
 WHOLE_NUMBER_CATEGORIES = 12
+#: Text columns, and whole-number columns named as codes, with at most this many distinct
+#: values are drafted as categories (a state column holds 50 states, DC, PR and others).
+MAX_CATEGORIES = 100
+
+#: Words of a column's name (split at non-letters and case changes) that mark it.
+#: A code: categorical up to ``max_categories`` values, never numeric bins.
+CODE_WORDS = frozenset({
+    "code", "codes", "cd", "class", "category", "cat", "type", "status", "industry", "ind",
+    "occupation", "occ", "naics", "soc", "isco", "sic", "fips", "zip", "zipcode", "postcode",
+    "postal", "state", "county", "region", "country", "district", "province", "msa", "puma",
+    "division", "sector", "group"})
+#: A survey or instance weight: a design quantity, not an attribute of the record.
+WEIGHT_WORDS = frozenset({"wgt", "wt", "fnlwgt", "perwt", "pwgtp", "wgtp", "hhwt", "weight",
+                          "weights"})
+#: Weight words that say "weight" of a survey, not of a body or a parcel.
+_SURVEY_WORDS = frozenset({"instance", "survey", "sample", "sampling", "final", "person",
+                           "household", "design", "expansion", "fnlwgt", "perwt", "pwgtp",
+                           "wgtp", "hhwt", "wgt", "wt"})
+#: An identifier: unique per record, released it discloses nothing but linkage.
+ID_WORDS = frozenset({"id", "ids", "uuid", "guid", "key", "serial", "ssn", "record", "rowid",
+                      "identifier"})
+
+#: The draft's lifetime budget: a season of this many releases at ε = 1, δ = 1e-9 each,
+#: composed in zCDP and stated at δ = 1e-6.
+SEASON_RELEASES, SEASON_EPSILON, SEASON_RELEASE_DELTA, SEASON_DELTA = 12, 1.0, 1e-9, 1e-6
 
 
-def draft_contract(data_path: str | Path, *, max_categories: int = 50,
+def name_words(name: str) -> frozenset[str]:
+    """The words of a column name: split at non-letters and at lower-to-upper changes,
+    lower-cased (``IndustryCode`` and ``industry_code`` give {industry, code})."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return frozenset(w.lower() for w in re.split(r"[^A-Za-z]+", spaced) if w)
+
+
+def round_guess(rows: int) -> int:
+    """A row count as the draft states it: one significant figure (48,842 -> 50,000), a
+    guess for the plan, never the file's count."""
+    if rows < 10:
+        return max(1, int(rows))
+    magnitude = 10 ** int(math.floor(math.log10(rows)))
+    return int(round(rows / magnitude) * magnitude)
+
+
+def season_budget() -> tuple[float, int, float]:
+    """The draft's lifetime ε (at δ = 1e-6), the releases it pays for and their ε each:
+    :data:`SEASON_RELEASES` releases at ε = 1, δ = 1e-9, composed in zCDP, rounded up to a
+    tenth."""
+    rho = SEASON_RELEASES * zcdp_rho(epsilon=SEASON_EPSILON, delta=SEASON_RELEASE_DELTA)
+    epsilon = math.ceil(zcdp_epsilon(rho=rho, delta=SEASON_DELTA) * 10) / 10
+    return epsilon, SEASON_RELEASES, SEASON_EPSILON
+
+
+def _left_out_note(name: str, words: frozenset[str]) -> str | None:
+    """Why a column is left out of the draft by its name alone (a weight, an id), or None."""
+    if words & WEIGHT_WORDS and words & _SURVEY_WORDS:
+        return ("named as a survey weight: a weight is a design quantity, not an attribute "
+                "of the record, and is left out (drop:); declare it as a column only if it is "
+                "an attribute to release")
+    if words & ID_WORDS:
+        return ("named as an identifier: a record identifier carries nothing to synthesise "
+                "and is left out (drop:)")
+    return None
+
+
+def draft_contract(data_path: str | Path, *, max_categories: int = MAX_CATEGORIES,
                    max_codes: int = WHOLE_NUMBER_CATEGORIES, name: str | None = None,
                    bins: int = 5, registry_id: str | None = None) -> str:
     """A draft contract (YAML text) for a CSV/Parquet file.
@@ -354,8 +416,10 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
     data_path : str or Path
         The private table.
     max_categories : int
-        Text columns with at most this many distinct (whitespace-stripped) values become
-        categorical with a sorted category list, the others open-domain text.
+        Text columns, and whole-number columns named as codes (:data:`CODE_WORDS`), with at
+        most this many distinct (whitespace-stripped) values become categorical with a sorted
+        category list; a text column with more is left out with a note asking for its
+        universe (the draft does not guess one).
     max_codes : int
         Whole-number columns with at most this many distinct values (codes, flags, small
         scales) become categorical; the others (amounts, durations, ages) numeric with
@@ -382,13 +446,22 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
     path = Path(data_path)
     columns: list[dict[str, Any]] = []
     drop: list[str] = []
+    left_out: dict[str, str] = {}
     with _open(path) as src:
         numeric_csv = _csv_numeric_columns(src)
+        rows = int(src.con.execute(f"SELECT count(*) FROM {src.sql}").fetchone()[0])
         for col, kind in src.types.items():
-            spec = _draft_column(src, col, kind, max_categories, bins, max_codes=max_codes,
-                                 csv_numeric=numeric_csv.get(col, False))
+            words = name_words(col)
+            note = _left_out_note(col, words)
+            spec = None if note else _draft_column(
+                src, col, kind, max_categories, bins, max_codes=max_codes,
+                csv_numeric=numeric_csv.get(col, False), code=bool(words & CODE_WORDS))
+            if spec is not None and spec.get("left_out"):
+                note, spec = spec["left_out"], None
             if spec is None:
                 drop.append(col)
+                if note:
+                    left_out[col] = note
             else:
                 columns.append(spec)
     stem = name or re.sub(r"[^A-Za-z0-9_.-]+", "_", path.name.split(".")[0]).strip("._-")
@@ -401,13 +474,26 @@ def draft_contract(data_path: str | Path, *, max_categories: int = 50,
     if drop:
         doc["drop"] = drop
     doc["roles"] = {"protected": [], "admissible": [], "outcome": []}
-    doc["budget"] = {"epsilon": 1.0, "delta": 1.0e-7}
+    season, releases, each = season_budget()
+    doc["expected_rows"] = round_guess(rows)
+    doc["budget"] = {"epsilon": season, "delta": SEASON_DELTA}
     notes = {c["name"]: c.pop("review") for c in columns if "review" in c}
     body = yaml.dump(doc, Dumper=_DraftDumper, sort_keys=False, allow_unicode=True, width=100)
     for col, note in notes.items():
         # A comment, not a description: descriptions are published in the report.
         entry = yaml.dump([{"name": col}], Dumper=_DraftDumper, width=100).splitlines()[0]
         body = body.replace(entry + "\n", f"# REVIEW {col}: {note}\n{entry}\n", 1)
+    if left_out:  # above the drop: line, one note per column left out
+        body = re.sub(r"^drop:", lambda m: "".join(
+            f"# REVIEW {col}: {note}\n" for col, note in left_out.items()) + m.group(0),
+            body, count=1, flags=re.MULTILINE)
+    body = re.sub(r"^expected_rows: (\d+)$", r"expected_rows: \1  # a guess, rounded to one "
+                  r"figure: the plan's small-n line reads it; never the true count",
+                  body, count=1, flags=re.MULTILINE)
+    body = body.replace("budget:\n", f"# a season: {releases} releases at epsilon {each:g} "
+                        f"(delta {SEASON_RELEASE_DELTA:g} each) compose in zCDP to epsilon "
+                        f"{season:g} at delta {SEASON_DELTA:g}; size it for your own plan\n"
+                        "budget:\n", 1)
     text = _HEADER.format(source=path.name) + body + tot_proposal(columns)
     parse_contract(text, source=f"draft of {path.name}")  # the draft must be a valid contract
     return text
@@ -488,7 +574,8 @@ def _csv_numeric_columns(src: _Source) -> dict[str, bool]:
 
 
 def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
-                  max_codes: int = 12, csv_numeric: bool = False) -> dict[str, Any] | None:
+                  max_codes: int = 12, csv_numeric: bool = False, code: bool = False
+                  ) -> dict[str, Any] | None:
     col = _q(name)
     if src.csv:
         numeric = csv_numeric
@@ -509,8 +596,8 @@ def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
     else:
         return None  # dates, blobs, nested: not releasable as declared; listed under drop
     if numeric:
-        return _draft_numeric(src, name, value, max_codes, bins,
-                              integer_type=bool(_INTEGER.match(kind)))
+        return _draft_numeric(src, name, value, k if code else max_codes, bins,
+                              integer_type=bool(_INTEGER.match(kind)), code=code)
     text = f"trim(CAST({col} AS VARCHAR), {_TRIM})"
     frame = src.con.execute(
         f"SELECT {text} AS v, count(*) AS n FROM {src.sql} GROUP BY 1 LIMIT {k + 2}").df()
@@ -518,15 +605,11 @@ def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
     values = sorted(str(v) for v in frame["v"][~null])
     spec: dict[str, Any] = {"name": name}
     if len(values) > k:
-        # A data-free placeholder universe, so that the draft passes `contract check` (a bare
-        # size is refused at preflight); the review note asks for the codebook's universe.
-        spec.update(type="text", open_domain={"universe": {"words": dict(PLACEHOLDER_WORDS)},
-                                              "tolerance": 0.9},
-                    out_of_domain="other:(other)", nulls="as:(other)",
-                    review="open_domain.universe is a placeholder (lowercase words of up to "
-                           f"{PLACEHOLDER_WORDS['max_length']} letters), not taken from the "
-                           "data: declare the codebook's universe ({values: [...]} or words)")
-        return spec
+        # No universe is guessed: one taken from the file would publish its values, and a
+        # placeholder cannot hold them. The column waits, under drop:, for the codebook's.
+        return {"left_out": (f"more than {k} distinct values: declare its universe from the "
+                             "codebook (open_domain: {universe: {values: [...]}} or words) "
+                             "and move it to columns, or raise --max-categories")}
     categories = [v if v else "(blank)" for v in values]
     spec.update(type="categorical", categories=categories)
     if "" in values:
@@ -538,7 +621,7 @@ def _draft_column(src: _Source, name: str, kind: str, k: int, bins: int, *,
 
 
 def _draft_numeric(src: _Source, name: str, value: str, k: int, bins: int, *,
-                   integer_type: bool) -> dict[str, Any]:
+                   integer_type: bool, code: bool = False) -> dict[str, Any]:
     row = src.con.execute(
         f"SELECT min(x), max(x), count(DISTINCT x), bool_and(x = trunc(x)), "
         f"quantile_cont(x, {[i / bins for i in range(1, bins)]}), count(*) FILTER (WHERE x IS "
@@ -562,6 +645,10 @@ def _draft_numeric(src: _Source, name: str, value: str, k: int, bins: int, *,
         if nulls:
             spec.update(categories=[*cats, "(missing)"], nulls="as:(missing)")
         return spec
+    if code:  # a code's numbers name categories: bins over them would mean nothing
+        return {"left_out": (f"named as a code with more than {k} distinct values: declare "
+                             "its categories from the codebook and move it to columns, or "
+                             "raise --max-categories")}
     edges = suggest_edges(float(lo), float(hi), [float(q) for q in quantiles or []],
                           integer=whole)
     spec.update(type="numeric", integer=whole, bins=edges, out_of_domain="clamp")
@@ -575,8 +662,11 @@ def suggest_edges(lo: float, hi: float, quantiles: list[float], *, integer: bool
                   ) -> list[float | int]:
     """Round-number bin edges near the given quantiles, covering ``[lo, hi]``.
 
-    The step is half a power of ten below the range (ages 17..90 give steps of 5). A mass at
-    the minimum (a zero-inflated column such as capital gain) gets its own point bin.
+    The step is half a power of ten below the range (ages 17..90 give steps of 5). The outer
+    edges are rounded outward to the step, the upper one strictly above ``hi`` (never the
+    data's maximum copied). A mass at the minimum (a zero-inflated column such as capital
+    gain) gets its own point bin; a skewed non-negative column whose quantiles crowd into
+    fewer bins than asked gets powers of ten up to its range (wages: 0, 1, 100, ..., 10⁵).
     """
     span = hi - lo
     if span <= 0:
@@ -588,11 +678,13 @@ def suggest_edges(lo: float, hi: float, quantiles: list[float], *, integer: bool
     if integer:
         step = max(step, 1.0)
     first = math.floor(lo / step) * step
-    last = math.ceil(hi / step) * step
-    if last <= first:
-        last = first + step
+    last = (math.floor(hi / step) + 1) * step
     inner = sorted({round(q / step) * step for q in quantiles})
     edges = [first] + [e for e in inner if first < e < last] + [last]
+    if lo >= 0 and hi >= 10 and len(edges) - 1 < min(len(quantiles) + 1, 4):
+        top = math.floor(math.log10(hi))
+        edges = sorted({*edges, *(10.0 ** e for e in range(max(top - 3, 0), top + 1)
+                                  if first < 10.0 ** e < last)})
     if integer and any(q <= lo for q in quantiles) and lo + 1 < edges[1]:
         edges.insert(1, lo + 1)
         edges[0] = lo

@@ -475,14 +475,6 @@ def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: st
     if not reason.strip():
         raise StoreError("a budget raise needs a --reason (it is recorded in the ledger)")
     declared = (float(contract.budget.epsilon), float(contract.budget.delta))
-    if epsilon > declared[0] * (1 + 1e-12) or delta > declared[1] * (1 + 1e-12):
-        # every run takes the lower of the contract's budget and the ledger's: a raise above
-        # the contract would be recorded and never usable
-        raise StoreError(
-            f"contract {contract.name!r} declares budget epsilon={declared[0]:g}, "
-            f"delta={declared[1]:g}, which caps every run below the raise to "
-            f"epsilon={epsilon:g}, delta={delta:g}: set `budget: {{epsilon: {epsilon:g}, "
-            f"delta: {delta:g}}}` in the contract first, then raise")
     ident = dataset_id(contract)
 
     def build(entries: list[Entry]) -> NewEntries:
@@ -490,6 +482,14 @@ def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: st
             raise StoreError(f"dataset {ident!r} has no lifetime ledger in registry "
                              f"{registry_name()}; its first release fixes the contract's "
                              "budget")
+        if epsilon > declared[0] * (1 + 1e-12) or delta > declared[1] * (1 + 1e-12):
+            # every run takes the lower of the contract's budget and the ledger's: a raise
+            # above the contract would be recorded and never usable
+            raise StoreError(
+                f"contract {contract.name!r} declares budget epsilon={declared[0]:g}, "
+                f"delta={declared[1]:g}, which caps every run below the raise to "
+                f"epsilon={epsilon:g}, delta={delta:g}: set `budget: {{epsilon: {epsilon:g}, "
+                f"delta: {delta:g}}}` in the contract first, then raise")
         book = fold(entries, contract.name, ident)
         spent = book.epsilon_spent()
         book.epsilon_budget, book.delta_budget = epsilon, delta

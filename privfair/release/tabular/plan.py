@@ -272,6 +272,14 @@ def small_n_line(plan: ReleasePlan) -> str | None:
         rule += (f"; at expected_rows = {contract.expected_rows:,}: {len(at.kept)} of "
                  f"{at.candidates} candidate pairs qualify, a forest of {at.forest_edges} of "
                  f"{len(domain) - 1} edges" + (" (independence)" if at.fallback else ""))
+        if at.fallback:
+            rule += (f". In words: at about {contract.expected_rows:,} rows this release will "
+                     "be the independence model (each column on its own, no pair measured)"
+                     + (f"; the first pair needs about {math.ceil(needed[0]):,} rows at this "
+                        "ε, or a larger ε" if needed else ""))
+    else:
+        rule += ("; declare expected_rows: in the contract (a public guess) to be told "
+                 "whether this release will be the independence model")
     return rule
 
 
