@@ -297,3 +297,24 @@ def test_the_causal_graph_draws_declared_labels():
     drawing = graph_chart(graph, {"protected": ["sex"], "outcome": ["y"]}, [],
                           {"dur": "Duration in months"})
     assert "Duration in months" in drawing and "Duration in months (dur)" in drawing
+
+
+def test_a_model_whose_accuracy_is_within_noise_of_the_majority_class_is_warned_about():
+    """Issue 42.5: dpsgd-f printed "DP held-out accuracy 0.758 (majority 0.670)" with no
+    warning while on all real rows it predicted the majority class; the terminal line and
+    the card now say when the noisy counts cannot show the model beats the majority class."""
+    from privfair.release.kinds.model.evaluation import noisy_metrics
+    from privfair.release.kinds.model.train import MODEL
+    from privfair.reporting.model_card import model_card
+
+    # 2 groups x 2 x 2 cells, sigma 7.5, about 270 rows: a margin of 2*7.5*sqrt(8)/270 = 0.157
+    close = [[[40.0, 30.0], [20.0, 45.0]], [[38.0, 30.0], [22.0, 45.0]]]
+    far = [[[60.0, 10.0], [5.0, 60.0]], [[58.0, 10.0], [7.0, 60.0]]]
+    for noisy, beats in ((close, False), (far, True)):
+        m = noisy_metrics(noisy, ("female", "male"), sigma=7.5, epsilon=1.0, delta=1e-6)
+        assert m["beats_majority_beyond_noise"] is beats
+        line = MODEL.outcome({"model": "dpsgd-f", "metrics": m})
+        assert ("WARNING: accuracy is within noise" in line) is not beats
+        card = model_card(_card_manifest(m, trivial=False, probe={}))
+        assert ("Not shown better than always predicting the majority class" in card) \
+            is not beats

@@ -130,10 +130,16 @@ def metrics_lines(manifest: Mapping[str, Any]) -> list[str]:
         share = probe.get("positive_share")
         lines += [f"The noisy count of held-out rows predicted {' and '.join(unseen)} is "
                   f"within 2 sigma of 0 ({m.get('within_noise_floor', 0):.3g} rows): these "
-                  "counts cannot tell whether the model ever predicts it there. The model "
-                  "itself predicts both classes ("
+                  "counts cannot tell whether the model ever predicts it there. On inputs "
+                  "drawn from the contract's domain (a public probe, not the real rows) the "
+                  "model predicts both classes ("
                   + (f"{100 * share:.1f} % of probe inputs positive; " if share is not None
                      else "") + f"{probe.get('how', 'checked from its weights')}).", ""]
+    if m.get("beats_majority_beyond_noise") is False:
+        lines += [f"Not shown better than always predicting the majority class: accuracy "
+                  f"{_num(m['accuracy'])} against {_num(m['majority_baseline_accuracy'])} "
+                  f"differs by less than the noise of the counts (2 sigma: +-"
+                  f"{_num(m.get('accuracy_noise_margin'))}).", ""]
     lines += [f"Accuracy {_num(m['accuracy'])}; majority-class baseline "
               f"{_num(m['majority_baseline_accuracy'])}; positive-prediction rate "
               f"{_num(m['positive_prediction_rate'])}; risk difference "

@@ -80,6 +80,14 @@ def noisy_metrics(noisy: Sequence[Any], labels: Sequence[str], *, sigma: float,
               if total <= floor]
     trivial = constant is not None
     rd = float(max(rates) - min(rates)) if len(rates) > 1 else None
+    accuracy = _ratio(float(c[:, 0, 0].sum() + c[:, 1, 1].sum()), total)
+    majority = _ratio(max(positives, negatives), total)
+    # 2 sigma of (accuracy - majority baseline): its numerator sums or differences at most
+    # every cell once (4 per group), each with noise sigma
+    margin = (TRIVIAL_SIGMAS * sigma * math.sqrt(4 * len(labels)) / total if total > 0
+              else math.inf)
+    shown_better = (accuracy is not None and majority is not None
+                    and accuracy - majority > margin)
     return {
         "privacy": (f"DP: derived from per-group confusion matrices of the held-out rows "
                     f"released with the Gaussian mechanism (sigma = {sigma:.4g}, rho = "
@@ -92,8 +100,12 @@ def noisy_metrics(noisy: Sequence[Any], labels: Sequence[str], *, sigma: float,
         "noise_sigma": float(sigma),
         "noisy_rows": total,
         "noisy_predicted": {"negative": predicted[0], "positive": predicted[1]},
-        "accuracy": _ratio(float(c[:, 0, 0].sum() + c[:, 1, 1].sum()), total),
-        "majority_baseline_accuracy": _ratio(max(positives, negatives), total),
+        "accuracy": accuracy,
+        "majority_baseline_accuracy": majority,
+        # whether the noisy counts show the model beating the majority class: accuracy above
+        # the baseline by more than 2 sigma of their difference
+        "accuracy_noise_margin": float(margin),
+        "beats_majority_beyond_noise": bool(shown_better),
         "positive_prediction_rate": _ratio(predicted[1], total),
         "risk_difference": rd,
         "true_positive_rate_gap": float(max(tprs) - min(tprs)) if len(tprs) > 1 else None,

@@ -423,9 +423,15 @@ class ModelKind(ReleaseKind):
                 "class predicted)" if unseen else
                 f"{'PASS' if metrics.get('fair') else 'FAIL'} "
                 f"(|RD| <= {metrics.get('fair_threshold')})")
+        warning = ""
+        if metrics.get("beats_majority_beyond_noise") is False:
+            warning = (f"; WARNING: accuracy is within noise (+-"
+                       f"{metrics.get('accuracy_noise_margin', 0):.3f}) of always predicting "
+                       "the majority class: the held-out figures cannot show this model is "
+                       "useful")
         return (f"{what}: DP held-out accuracy {metrics['accuracy']:.3f} (majority "
                 f"{metrics['majority_baseline_accuracy']:.3f}); risk difference "
-                f"{'-' if rd is None else f'{rd:.3f}'} {fair}")
+                f"{'-' if rd is None else f'{rd:.3f}'} {fair}{warning}")
 
     def stages(self, plan: ModelPlan) -> list[Stage]:
         stages = [Stage("read", read_stage, private=True, at=0.05),
