@@ -10,6 +10,12 @@
   turn into a notification (``deployments/alerts.py``).
 * :func:`dataset_slot` holds the global concurrency limit ``privfair-release-<dataset>``
   (created with one slot if missing), so two runs for one dataset queue instead of racing.
+  Nothing waits forever (issue 45.3): the slot is held on a lease a server's repossessor
+  takes back from a dead holder; the holder also leaves a record (pid, host) in the client's
+  state folder, so a later release on the same machine frees the slot of a killed run at once
+  (a temporary server runs no repossessor and forgets its leases); a wait says every
+  :data:`SLOT_WAIT_STEP_S` what it waits for, and ends after :data:`SLOT_WAIT_S` with one line
+  and the fix, before anything is reserved.
 * :func:`orchestrator_record` is the flow run id, name and UI link, recorded in the manifest
   and the catalog.
 """
@@ -17,15 +23,22 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import os
+import socket
 import sys
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from privfair.core.errors import PrivfairError
+from privfair.core.errors import PrivfairError, ReleaseInputError
+from privfair.store.check import pid_alive
+from privfair.store.files import atomic_write
 from privfair.store.gc import RUN_TIME_LIMIT_S
+from privfair.store.witness import state_folder
 
 #: Loggers whose records repeat a refusal with its traceback.
 ENGINE_LOGGERS = ("prefect.flow_runs", "prefect.task_runs", "prefect.engine",
@@ -156,20 +169,133 @@ def ensure_dataset_slot(dataset: str) -> Any:
         return client.read_global_concurrency_limit_by_name(name)
 
 
+#: Seconds of a holder's lease on its dataset's slot: the holder renews it while it runs,
+#: and a server's repossessor takes back a dead holder's slot this long after its last
+#: renewal (the server's minimum; Prefect's default, 300 s, kept a killed run's dataset
+#: blocked for minutes).
+SLOT_LEASE_S = 60.0
+#: Seconds a release waits for its dataset's slot before it refuses, before any reservation
+#: (``PRIVFAIR_SLOT_WAIT_S`` overrides it).
+SLOT_WAIT_S = 900.0
+#: A waiting release says every this many seconds that it still waits, and for what.
+SLOT_WAIT_STEP_S = 15.0
+
+
+def slot_wait_s() -> float:
+    """The wait bound: ``PRIVFAIR_SLOT_WAIT_S`` when set to a positive number of seconds."""
+    text = os.environ.get("PRIVFAIR_SLOT_WAIT_S", "").strip()
+    try:
+        value = float(text) if text else SLOT_WAIT_S
+    except ValueError:
+        raise ReleaseInputError(f"PRIVFAIR_SLOT_WAIT_S must be a number of seconds, got "
+                                f"{text!r}") from None
+    if not 0 < value < 1e7:
+        raise ReleaseInputError(f"PRIVFAIR_SLOT_WAIT_S must be in (0, 1e7) seconds, got "
+                                f"{text!r}")
+    return value
+
+
+def holder_path(name: str) -> Path:
+    """Where this machine's holder of slot ``name`` records itself (pid, host, since)."""
+    return state_folder() / "slots" / f"{name}.json"
+
+
+def slot_holder(name: str) -> dict[str, Any] | None:
+    """The recorded holder of slot ``name`` on this client, or None."""
+    try:
+        holder = json.loads(holder_path(name).read_text())
+    except (OSError, ValueError):
+        return None
+    return holder if isinstance(holder, dict) else None
+
+
+def free_dead_slot(name: str, *, log: Callable[[str], None]) -> bool:
+    """Give back slot ``name`` when its recorded holder ran here and no longer runs.
+
+    Returns whether it was freed. A holder on another host, or none recorded, is left to the
+    server's lease (:data:`SLOT_LEASE_S`).
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
+
+    holder = slot_holder(name)
+    if holder is None or pid_alive(holder.get("pid"), holder.get("host")):
+        return False
+    with get_client(sync_client=True) as client:
+        client.update_global_concurrency_limit(
+            name, GlobalConcurrencyLimitUpdate(active_slots=0))
+    with contextlib.suppress(OSError):
+        holder_path(name).unlink()
+    log(f"freed concurrency slot {name!r}: its holder (pid {holder.get('pid')} on "
+        f"{holder.get('host')}, since {holder.get('since')}) no longer runs")
+    return True
+
+
+@contextlib.contextmanager
+def _recorded_holder(name: str) -> Iterator[None]:
+    path = holder_path(name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                   "since": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                          time.gmtime())}).encode())
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
 @contextlib.contextmanager
 def dataset_slot(dataset: str, *, log: Any = None) -> Iterator[None]:
     """Hold the dataset's one-slot global concurrency limit for the ``with`` body.
 
-    ``log(line)`` hears that the run waits when another run of the dataset holds the slot.
+    ``log(line)`` hears that the run waits when another run of the dataset holds the slot,
+    every :data:`SLOT_WAIT_STEP_S` while it does, and that a dead holder's slot was freed.
+    A wait longer than :func:`slot_wait_s` refuses with one line naming the holder and the
+    fix (nothing is reserved yet).
     """
     from prefect.concurrency.sync import concurrency
 
+    say: Callable[[str], None] = log if log is not None else (lambda line: None)
     name = slot_name(dataset)
+    wait_s = slot_wait_s()
     limit = ensure_dataset_slot(dataset)
-    if log is not None and limit.active_slots >= limit.limit:
-        log(f"waiting for concurrency slot {name!r}: another release of {dataset!r} holds it")
-    with concurrency(name, occupy=1, strict=True):
-        yield
+    if limit.active_slots >= limit.limit and free_dead_slot(name, log=say):
+        limit = ensure_dataset_slot(dataset)
+    if limit.active_slots >= limit.limit:
+        say(f"waiting for concurrency slot {name!r}: another release of {dataset!r} holds it"
+            f"{_held_by(name)}; waiting up to {wait_s:g} s")
+    started = time.monotonic()
+    acquired = False
+    while True:
+        left = wait_s - (time.monotonic() - started)
+        try:
+            with concurrency(name, occupy=1, strict=True, lease_duration=SLOT_LEASE_S,
+                             timeout_seconds=max(1.0, min(SLOT_WAIT_STEP_S, left))):
+                acquired = True
+                with _recorded_holder(name):
+                    yield
+            return
+        except TimeoutError:
+            if acquired:
+                raise  # the body's own timeout, not the wait's
+        if free_dead_slot(name, log=say):
+            continue
+        waited = time.monotonic() - started
+        if waited >= wait_s:
+            raise ReleaseInputError(
+                f"waited {waited:.0f} s for concurrency slot {name!r}{_held_by(name)}; if "
+                "that run is dead, reset the limit's active slots to 0 in the Prefect UI "
+                "(Concurrency) and run again")
+        say(f"still waiting for concurrency slot {name!r} ({waited:.0f} s of {wait_s:g} s)")
+
+
+def _held_by(name: str) -> str:
+    holder = slot_holder(name)
+    if holder is None:
+        return ""
+    return f" (held by pid {holder.get('pid')} on {holder.get('host')} since " \
+           f"{holder.get('since')})"
 
 
 def orchestrator_record() -> dict[str, Any] | None:

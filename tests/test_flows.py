@@ -329,8 +329,9 @@ def test_dataset_slot_is_held_and_waiting_is_logged(prefect_harness):
         order.append("first releases")
     waiter.join(60)
     assert order == ["first releases", "second holds"]
-    assert lines == ["waiting for concurrency slot 'privfair-release-slot-test': another "
-                     "release of 'slot-test' holds it"]
+    assert len(lines) == 1 and lines[0].startswith(
+        "waiting for concurrency slot 'privfair-release-slot-test': another release of "
+        "'slot-test' holds it (held by pid ")
 
 
 @pytest.mark.prefect
@@ -408,3 +409,59 @@ def test_deploying_creates_the_dataset_slots(prefect_harness):
         for dataset in SLOTTED_DATASETS:
             limit = client.read_global_concurrency_limit_by_name(f"privfair-release-{dataset}")
             assert limit.limit == 1
+
+
+@pytest.mark.prefect
+def test_a_killed_holder_does_not_block_its_dataset(prefect_harness, tmp_path):
+    """Issue 45.3: a kill -9 of a Prefect release left its dataset's slot held
+    (``active_slots=1``, no decay) and every later release waited forever, silently. The next
+    release on the machine frees the dead holder's slot at once and says so."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import time\nfrom tasks import ops\nwith ops.dataset_slot('kill-test'):\n"
+         "    print('held', flush=True)\n    time.sleep(600)\n"],
+        env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert ops.slot_holder("privfair-release-kill-test")["pid"] == holder.pid
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+        holder.stdout.close()
+    assert ops.ensure_dataset_slot("kill-test").active_slots == 1  # the dead run's slot
+    lines: list[str] = []
+    started = time.monotonic()
+    with ops.dataset_slot("kill-test", log=lines.append):
+        held_after = time.monotonic() - started
+    assert held_after < 10, lines
+    assert any(line.startswith("freed concurrency slot 'privfair-release-kill-test'")
+               and f"pid {holder.pid}" in line for line in lines), lines
+    assert ops.ensure_dataset_slot("kill-test").active_slots == 0
+
+
+@pytest.mark.prefect
+def test_a_wait_for_a_live_holder_is_bounded_and_says_what_it_waits_for(prefect_harness,
+                                                                        monkeypatch):
+    """Issue 45.3: every wait has a bound and a line saying what it waits for; the bound
+    refuses with one line (before any reservation)."""
+    from privfair.core.errors import ReleaseInputError
+
+    monkeypatch.setenv("PRIVFAIR_SLOT_WAIT_S", "3")
+    monkeypatch.setattr(ops, "SLOT_WAIT_STEP_S", 1.0)
+    lines: list[str] = []
+    with ops.dataset_slot("bounded-test"), pytest.raises(ReleaseInputError) as refused:
+        with ops.dataset_slot("bounded-test", log=lines.append):
+            pass  # pragma: no cover - never acquired
+    message = str(refused.value)
+    assert "\n" not in message and "privfair-release-bounded-test" in message
+    assert "held by pid" in message and "Prefect UI" in message
+    assert lines[0].startswith("waiting for concurrency slot") and "up to 3 s" in lines[0]
+    assert any(line.startswith("still waiting") for line in lines)
