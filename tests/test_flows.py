@@ -457,9 +457,9 @@ def test_a_wait_for_a_live_holder_is_bounded_and_says_what_it_waits_for(prefect_
     monkeypatch.setenv("PRIVFAIR_SLOT_WAIT_S", "3")
     monkeypatch.setattr(ops, "SLOT_WAIT_STEP_S", 1.0)
     lines: list[str] = []
-    with ops.dataset_slot("bounded-test"), pytest.raises(ReleaseInputError) as refused:
-        with ops.dataset_slot("bounded-test", log=lines.append):
-            pass  # pragma: no cover - never acquired
+    with (ops.dataset_slot("bounded-test"), pytest.raises(ReleaseInputError) as refused,
+          ops.dataset_slot("bounded-test", log=lines.append)):
+        pass  # pragma: no cover - never acquired
     message = str(refused.value)
     assert "\n" not in message and "privfair-release-bounded-test" in message
     assert "held by pid" in message and "Prefect UI" in message
