@@ -256,3 +256,14 @@ def test_cfgan_real_cell_measures_effects_and_the_sampling_floor():
     assert out["chi2_joint"] == 0.0 and 0 < out["chi2_sampling_floor"] < 5_000
     assert len(out["ce"]) == 4 and out["ce_max_abs"] == max(abs(v) for v in out["ce"].values())
     assert 0.1 < out["te"] < 0.3  # the binarised Adult's total effect of sex on income
+
+
+def test_dpsgd_majority_class_rows_are_marked_uninformative():
+    from benchmarks.reproduce.xu_dpsgd import majority_only, mark_uninformative
+
+    silent = [{"DPSGD": {"positive_rate": 0.0}}, {"DPSGD": {"positive_rate": 0.0}}]
+    mixed = [{"DPSGD": {"positive_rate": 0.0}}, {"DPSGD": {"positive_rate": 0.02}}]
+    assert "majority class (no positive) in all 2 seeds" in majority_only(silent, "DPSGD")
+    assert majority_only(mixed, "DPSGD") is None and majority_only([], "DPSGD") is None
+    row = mark_uninformative({}, silent, mixed, "DPSGD")
+    assert "uninformative" in row and "default_uninformative" not in row
