@@ -268,7 +268,7 @@ _STATE_WORDS = {
                          "check --repair` gives it back)",
     ("spent, not published", True): "running: charged, noise drawn",
     ("spent, not published", False): "stopped after drawing noise: charged, not published "
-                                      "(`--resume RUN` publishes it)",
+                                      "(a table or GAN run: `--resume RUN` publishes it)",
 }
 
 

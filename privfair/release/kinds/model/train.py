@@ -94,6 +94,7 @@ from privfair.release.kinds.model.predict import (  # noqa: F401  (re-exported)
     predict,
     probe_prediction,
 )
+from privfair.release.kinds.model.resources import check_model_resources
 from privfair.release.manifest import data_source
 from privfair.release.manifest import manifest as common_manifest
 from privfair.release.options import ReleaseOptions
@@ -119,6 +120,11 @@ ModelName = Literal["pflr", "pflr-star", "privlr", "dpsgd", "dpsgd-f", "naive"]
 FORMAT = "privfair-model-release/2"
 
 
+#: Bounds of ``--hidden``: public limits a DP-SGD network is checked against before its
+#: memory estimate (:mod:`privfair.release.kinds.model.resources`).
+MAX_LAYERS, MAX_WIDTH = 64, 10**6
+
+
 class TrainParams(ReleaseOptions):
     """Everything a model release needs (the CLI's ``privfair train`` options and the Prefect
     form of ``privfair-train``)."""
@@ -136,18 +142,18 @@ class TrainParams(ReleaseOptions):
         "Share of the release's rho spent on the DP held-out confusion counts (only when "
         "holdout > 0)."))
     epochs: int = Field(20, ge=1, le=1000, description="DP-SGD epochs.")
-    batch_size: int = Field(256, ge=1, description="DP-SGD expected batch size.")
-    min_rows: int = Field(1000, ge=1, description=(
+    batch_size: int = Field(256, ge=1, le=10**7, description="DP-SGD expected batch size.")
+    min_rows: int = Field(1000, ge=1, le=10**10, description=(
         "DP-SGD: public lower bound on the training rows; the declared cost assumes it (fewer "
         "rows: more noise, never more cost)."))
-    clip: float = Field(0.5, gt=0, allow_inf_nan=False, description="DP-SGD base clipping "
-                                                                    "bound C0.")
-    learning_rate: float | None = Field(None, gt=0, allow_inf_nan=False,
+    clip: float = Field(0.5, gt=0, le=1e6, allow_inf_nan=False,
+                        description="DP-SGD base clipping bound C0.")
+    learning_rate: float | None = Field(None, gt=0, le=1e3, allow_inf_nan=False,
                                         description="DP-SGD step. Empty: 1/√T.")
     hidden: list[int] = Field(default_factory=list, description="DP-SGD hidden widths (each "
                                                                 ">= 1); empty is logistic "
                                                                 "regression.")
-    alpha: float = Field(0.3, ge=0, allow_inf_nan=False,
+    alpha: float = Field(0.3, ge=0, le=1e3, allow_inf_nan=False,
                          description="PFLR/PFLR* fairness weight.")
     fairness_share: float = Field(0.5, gt=0, lt=1, description="PFLR*: ε_g/ε.")
 
@@ -169,6 +175,9 @@ class TrainParams(ReleaseOptions):
     def _positive_widths(cls, value: list[int]) -> list[int]:
         if any(width < 1 for width in value):
             raise ValueError(f"{value} holds a width below 1; expected positive layer widths")
+        if len(value) > MAX_LAYERS or any(width > MAX_WIDTH for width in value):
+            raise ValueError(f"{value}: at most {MAX_LAYERS} layers of at most {MAX_WIDTH:,} "
+                             "units each")
         return value
 
 
@@ -202,6 +211,11 @@ def check(params: TrainParams | Mapping[str, Any]) -> ModelPlan:
         raise DomainError(f"group: column {p.group!r} is not in contract "
                           f"{contract.name!r}; expected one of {list(contract.column_names)}")
     encoding = FeatureEncoding.from_contract(contract, group=p.group, positive=p.positive)
+    check_model_resources(model=p.model, dimension=encoding.dimension,
+                          hidden=p.hidden if p.model in SGD_MODELS else [],
+                          batch_size=p.batch_size,
+                          flag=("--hidden" if p.hidden and p.model in SGD_MODELS else
+                                "--batch-size" if p.model in SGD_MODELS else "--contract"))
     used = encoding.used_contract(contract)
     groups = len(encoding.group_labels)
     if groups < 2:
