@@ -21,6 +21,7 @@ from privfair.contracts.schema import Contract
 from privfair.core.domain import Domain
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.store.files import StoreError
+from privfair.store.witness import state_folder
 
 #: Bytes held per marginal cell: true counts, noisy counts, model potentials, a working copy.
 BYTES_PER_CELL = 32
@@ -169,9 +170,21 @@ def resolve_contract(params: Any) -> Path:
 DUCKDB_MAGIC = b"DUCK"
 
 
+#: The longest file name (bytes) and path the release folders may use: Linux's NAME_MAX and
+#: PATH_MAX, so that a long name is refused naming its flag, not as a raw OS error.
+NAME_MAX_BYTES, PATH_MAX_BYTES = 255, 4096
+
+
 def resolved_folder(path: str | Path, flag: str) -> Path:
     """``path`` made absolute (symbolic links followed); one line naming ``flag`` when it
-    cannot be (a symbolic link that points to itself)."""
+    cannot be (a symbolic link that points to itself, a name too long for the file
+    system)."""
+    text = str(path)
+    longest = max((len(os.fsencode(part)) for part in Path(text).parts), default=0)
+    if longest > NAME_MAX_BYTES or len(os.fsencode(text)) > PATH_MAX_BYTES:
+        raise StoreError(f"{flag} {text[:40]}...: a folder name of {longest} bytes (path "
+                         f"{len(os.fsencode(text))}); file systems take names of at most "
+                         f"{NAME_MAX_BYTES} bytes and paths of {PATH_MAX_BYTES}")
     try:
         return Path(path).expanduser().resolve()
     except (RuntimeError, OSError) as exc:  # RuntimeError: a symlink loop (Python < 3.13)
@@ -244,4 +257,20 @@ def check_run_folders(*, out: str, work_dir: str, dataset: str) -> None:
                          "another name")
     probe_folder(store, "--out")
     probe_folder(work, "--work-dir")
+    check_state_folder()
     check_catalog_file(store)
+
+
+def check_state_folder() -> None:
+    """The client's state folder (its registry witness, its slot records) is a writable
+    folder or can be made one: refused naming ``PRIVFAIR_STATE_HOME`` before the
+    reservation, where a raw ``File exists`` came after it."""
+    state = state_folder()
+    probe = state
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        what = "is" if probe == state else f"has a parent {probe} that is"
+        raise StoreError(f"state folder {state} (PRIVFAIR_STATE_HOME, else XDG_STATE_HOME) "
+                         f"{what} a file, not a folder; point PRIVFAIR_STATE_HOME at a folder")
+    probe_folder(state, "state folder (PRIVFAIR_STATE_HOME)")

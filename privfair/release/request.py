@@ -23,9 +23,11 @@ from privfair.core.errors import ContractError
 from privfair.release.checks import (
     DATASET_NAME,
     check_folders,
+    check_state_folder,
     check_store_writable,
     resolve_contract,
     resolve_data,
+    resolved_folder,
 )
 from privfair.release.options import ReleaseOptions
 from privfair.store.files import new_run_id, utc_now
@@ -80,7 +82,9 @@ def check_request(params: ReleaseOptions, contract_path: Path, contract: Contrac
         check_dataset_schema(data_path, contract)
     else:  # names, Parquet types: before the reservation
         check_source_schema(data_path, contract if schema is None else schema)
-    store = Path(params.out).expanduser().resolve()
+    store = resolved_folder(params.out, "--out")
+    resolved_folder(params.work_dir, "--work-dir")  # names the file system cannot hold
+    check_state_folder()
     check_store_writable(store)
     check_folders(out=params.out, store=store, contract=contract, work_dir=params.work_dir)
     return Request(params=params, contract_path=contract_path, contract=contract,
