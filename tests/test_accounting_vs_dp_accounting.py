@@ -69,6 +69,8 @@ def test_a_release_is_charged_its_own_epsilon_whatever_the_lifetime(model, toy_p
     shown = []
     for lifetime in (10.0, 100.0):
         monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / f"registry{lifetime:g}"))
+        # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+        monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / f"registry{lifetime:g}") + "-client")
         contract = _toy(tmp_path / f"life{lifetime:g}", lifetime)
         planned = plan_release(MODEL, {
             "contract": str(contract), "data": str(toy_parquet), "model": model,

@@ -98,6 +98,8 @@ def test_release_on_dask_equals_the_local_release(toy_contract, toy_parquet, tmp
 
     def release(engine: str, address: str | None) -> str:
         monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / engine / "registry"))
+        # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+        monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / engine / "registry") + "-client")
         final = run_release({
             "contract": str(toy_contract), "data": str(toy_parquet), "epsilon": 1.0,
             "delta": 1e-9, "method": "mst", "seed": 5, "insecure_seed": True,
@@ -143,6 +145,8 @@ def test_a_bad_dask_address_is_refused_before_the_reservation(
 
     pytest.importorskip("distributed")
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry"))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / "registry") + "-client")
     address = address or f"tcp://127.0.0.1:{_free_port()}"
     started = time.monotonic()
     with pytest.raises(ReleaseInputError, match=match) as info:

@@ -36,6 +36,8 @@ def _release(tmp_path: Path, monkeypatch, name: str, data: Path, toy_contract: P
     from privfair.release.run import release_table
 
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / name / "registry"))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / name / "registry") + "-client")
     return release_table({
         "contract": str(toy_contract), "data": str(data), "epsilon": 1.0, "delta": 1e-9,
         "method": "mst", "seed": 5, "insecure_seed": True,
@@ -180,6 +182,8 @@ def test_the_prefect_flow_runs_its_stages_on_a_dask_task_runner(
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                                   dashboard_address=":0") as cluster:
         monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "flow" / "registry"))
+        # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+        monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / "flow" / "registry") + "-client")
         flow = Path(run_local(ReleaseParams.model_validate({
             "contract": str(toy_contract), "data": str(toy_dataset), "epsilon": 1.0,
             "delta": 1e-9, "method": "mst", "seed": 5, "insecure_seed": True,

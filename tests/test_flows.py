@@ -198,6 +198,8 @@ def test_flow_release_artifacts_and_clean_result_storage(prefect_harness, capsys
     # the CLI runs the same flow (in another registry and store: one registry refuses a
     # second release of a seed) and publishes the same table
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry-2"))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / "registry-2") + "-client")
     code = main(["release", "--contract", str(toy_contract), "--data", str(toy_parquet),
                  "--epsilon", "1", "--delta", "1e-9", "--method", "prefair-greedy", "--seed",
                  "5", "--insecure-seed", "--out", str(tmp_path / "releases-2"), "--work-dir",
@@ -378,6 +380,8 @@ def test_flow_counts_on_dask(prefect_harness, toy_contract, toy_parquet, tmp_pat
     def release_on(engine: str, address: str | None) -> dict:
         # a registry each: one registry refuses a second release of one test seed
         monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / engine / "registry"))
+        # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+        monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / engine / "registry") + "-client")
         final = run_local(params(toy_contract, toy_parquet, tmp_path / engine, engine=engine,
                                  dask_address=address, method="mst", batch_size=400,
                                  max_iters=200), command="release")

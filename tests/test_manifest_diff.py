@@ -483,6 +483,8 @@ def _publish(kind, root: Path, contract: Path, frame: pd.DataFrame, seed: int,
              mp: pytest.MonkeyPatch) -> Published:
     root.mkdir(parents=True)
     mp.setenv("PRIVFAIR_REGISTRY", str(root / "registry"))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    mp.setenv("PRIVFAIR_STATE_HOME", str(root / "registry") + "-client")
     data = root / "data.parquet"
     frame.to_parquet(data, index=False)
     params = ALL_CASES[kind.name].params(contract, data, root)

@@ -172,6 +172,8 @@ def test_the_card_publishes_only_dp_figures_of_the_held_out_rows(toy_contract, t
         data = tmp_path / f"{name}.parquet"
         frame.to_parquet(data, index=False)
         monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / f"registry-{name}"))
+        # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+        monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / f"registry-{name}") + "-client")
         folder = run_release(MODEL, params(toy_contract, data, tmp_path / name, seed=5,
                                            insecure_seed=True, holdout=0.3))
         runs[name] = json.loads((folder / "manifest.json").read_text()), folder

@@ -89,6 +89,8 @@ def test_both_drivers_publish_the_same_release(kind, prefect_harness, toy_contra
     for driver in ("in-process", "prefect"):
         root = tmp_path / driver
         monkeypatch.setenv("PRIVFAIR_REGISTRY", str(root / "registry"))
+        # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+        monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(root / "registry") + "-client")
         options = kind.params.model_validate(
             {**case.params(contract, data, root), "seed": SEED,
              "insecure_seed": True})

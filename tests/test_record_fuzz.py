@@ -283,6 +283,8 @@ def _publish(kind, root: Path, contract: Path, data: bytes, suffix: str,
     own registry, with the test seed."""
     root.mkdir(parents=True)
     mp.setenv("PRIVFAIR_REGISTRY", str(root / "registry"))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    mp.setenv("PRIVFAIR_STATE_HOME", str(root / "registry") + "-client")
     path = root / f"data{suffix}"
     path.write_bytes(data)
     params = ALL_CASES[kind.name].params(contract, path, root)

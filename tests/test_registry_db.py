@@ -243,7 +243,7 @@ def test_deleted_sqlite_database_is_refused(contract_path, tmp_path, privacy_reg
 
 
 def test_a_new_registry_is_refused_by_the_stores_copy(toy_contract, toy_parquet, tmp_path,
-                                                       privacy_registry):
+                                                       privacy_registry, monkeypatch):
     """The whole registry folder (key included) deleted is a new registry; the store's copy
     and release folders it does not account for refuse it before any private read."""
     from test_release_store import params
@@ -252,6 +252,11 @@ def test_a_new_registry_is_refused_by_the_stores_copy(toy_contract, toy_parquet,
 
     run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     shutil.rmtree(privacy_registry)
+    # this client bound the dataset to the deleted registry (issue 45.2) and refuses first;
+    # another client, with no binding, is refused by the store's copy
+    with pytest.raises(StoreError, match="bound to registry"):
+        run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / "another-client"))
     with pytest.raises(StoreError, match="disagree"):
         run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
 
@@ -390,6 +395,8 @@ def test_a_json_registry_that_fails_its_check_is_not_migrated(tmp_path, monkeypa
     registry behind: once the file is dealt with, the registry is created normally."""
     folder = tmp_path / "registry"
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(folder))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(folder) + "-client")
     old = _legacy_folder(folder)
     raw = json.loads(old.read_text())
     raw["entries"][1]["rho"] = 0.0
@@ -509,6 +516,8 @@ def test_a_second_registry_refuses_a_bound_dataset(backend, contract_path, tmp_p
     other = tmp_path / "other-registry"
     other.mkdir()
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(other))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(other) + "-client")
     monkeypatch.delenv("PRIVFAIR_REGISTRY_KEY_FILE", raising=False)
     with pytest.raises(StoreError, match=f"pins registry {pinned}"):
         _publish(contract_path, tmp_path / "store", "run-1")
@@ -569,6 +578,8 @@ def test_registry_files_are_0600_whatever_the_folder(tmp_path, monkeypatch, cont
     folder.mkdir(mode=0o755)
     os.chmod(folder, 0o755)
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(folder))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(folder) + "-client")
     _publish(contract_path, tmp_path / "store", "run-0")
     files = sorted(p for p in folder.iterdir() if p.is_file())
     assert {p.name for p in files} >= {"registry.sqlite", "registry.key", "registry.lock"}

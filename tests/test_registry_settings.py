@@ -24,6 +24,8 @@ def test_explicit_over_environment_over_default(tmp_path, monkeypatch):
     monkeypatch.delenv("PRIVFAIR_REGISTRY")
     assert backends.registry_folder() == tmp_path / "data" / "privfair" / "registry"
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(env))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(env) + "-client")
     assert backends.registry_folder() == env
     with using_registry(RegistrySettings(url=str(explicit))):
         assert backends.registry_folder() == explicit

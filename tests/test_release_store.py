@@ -124,6 +124,8 @@ def test_same_seed_same_release_and_csv_equals_parquet(toy_contract, toy_parquet
     a = run_release(params(toy_contract, toy_parquet, tmp_path, method="prefair-exact"))
     # The registry refuses a second release with one seed (issue 10.3): replay it elsewhere.
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry-b"))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / "registry-b") + "-client")
     b = run_release(params(toy_contract, toy_csv, tmp_path, method="prefair-exact",
                            out=str(tmp_path / "releases-b")))
     fa = pd.read_parquet(a / "synthetic.parquet")

@@ -217,6 +217,8 @@ def test_model_run_reserves_its_declared_cost_and_stays_charged_after_noise(
     assert book.pending[0]["state"] == "spent, not published"
 
     monkeypatch.setenv("PRIVFAIR_REGISTRY", str(tmp_path / "registry2"))
+    # each registry with its own client: one client binds a dataset to one registry (issue 45.2)
+    monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / "registry2") + "-client")
     final = train({**params, "out": str(tmp_path / "store2")}, tmp_path)
     book = read_lifetime_ledger(tmp_path / "store2", contract)
     manifest = json.loads((final / "manifest.json").read_text())

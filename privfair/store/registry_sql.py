@@ -210,7 +210,8 @@ def _witnessed(reg: Registry, ident: str,
     """The chain of a committed transaction, its head remembered by this client's witness."""
     head, entries = loaded
     if head is not None:
-        witness.record(reg.key, ident, witness.Seen(head.generation, head.count, head.head))
+        witness.record(reg.key, ident, witness.Seen(head.generation, head.count, head.head),
+                       registry=reg.name)
     return entries
 
 
@@ -360,7 +361,8 @@ def reset(ident: str, *, reason: str, by: str, at: str, carry: Carry | None = No
         return lost
 
     lost = run(reg, step)
-    witness.record(reg.key, ident, witness.Seen(lost["generation"] + 1, 0, GENESIS))
+    witness.record(reg.key, ident, witness.Seen(lost["generation"] + 1, 0, GENESIS),
+                   registry=reg.name)
     return lost
 
 

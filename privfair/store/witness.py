@@ -13,6 +13,11 @@ The witness is ``witness.json`` in ``$PRIVFAIR_STATE_HOME`` (default
 grouped by a fingerprint of the registry key (the key outlives a restored or emptied
 database, so the witness still applies to it); updated under an ``flock`` after each committed
 transaction, so it only grows.
+
+It also binds each dataset to the first registry this client saw charge it (issue 45.2): a
+registry under another key (a second registry, or a deleted registry folder made anew, whose
+new key escaped the per-key witness) is refused for that dataset, whatever the contract says,
+so one dataset's budget lives in one registry.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from privfair.store.files import StoreError, atomic_write
 
 WITNESS_FILE = "witness.json"
 _NAMESPACE = b"privfair-witness/1"
+#: The witness's section of dataset -> the registry (key fingerprint, name) it is bound to.
+BOUND = "bound"
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,7 @@ def check(key: bytes, dataset: str, registry: str, shown: Seen | None,
           entries: Sequence[Mapping[str, Any]]) -> None:
     """Refuse a registry whose ledger of ``dataset`` (head ``shown``, chain ``entries``) is
     behind, or beside, what this client has seen."""
+    check_bound(key, dataset, registry)
     known = seen(key, dataset)
     if known is None:
         return
@@ -114,14 +122,35 @@ def check(key: bytes, dataset: str, registry: str, shown: Seen | None,
                          f"{known.count - 1} (replaced) {fix}")
 
 
-def record(key: bytes, dataset: str, shown: Seen) -> None:
-    """Remember ``shown`` if it is ahead of what this client has seen (after a commit)."""
+def check_bound(key: bytes, dataset: str, registry: str) -> None:
+    """Refuse ``dataset`` in the registry of ``key`` when this client bound it to another
+    registry at its first charge (one line, with the fix)."""
+    with _locked_file() as path:
+        bound = _read(path).get(BOUND, {}).get(dataset)
+    if not bound or hmac.compare_digest(str(bound.get("key", "")), _namespace(key)):
+        return
+    raise StoreError(
+        f"dataset {dataset!r} is bound to registry {bound.get('registry') or '(unnamed)'}, "
+        f"where this client saw it charged; registry {registry} (another key: a second "
+        "registry, or one made anew) would start its budget afresh. Point PRIVFAIR_REGISTRY "
+        "at the bound registry; if it is lost for good, its spend is lost with it: remove "
+        f"the binding of {dataset!r} from {path} knowingly")
+
+
+def record(key: bytes, dataset: str, shown: Seen, *, registry: str = "") -> None:
+    """Remember ``shown`` if it is ahead of what this client has seen (after a commit), and
+    bind ``dataset`` to this registry if it is bound to none."""
     with _locked_file() as path:
         raw = _read(path)
+        bound = raw.setdefault(BOUND, {})
+        changed = dataset not in bound
+        if changed:
+            bound[dataset] = {"key": _namespace(key), "registry": registry}
         space = raw.setdefault(_namespace(key), {})
         old = space.get(dataset)
-        if old and (int(old[0]), int(old[1])) >= (shown.generation, shown.count):
-            return
-        space[dataset] = [shown.generation, shown.count, shown.head]
-        atomic_write(path, json.dumps(raw, sort_keys=True).encode("utf-8"))
-        os.chmod(path, 0o600)
+        if not (old and (int(old[0]), int(old[1])) >= (shown.generation, shown.count)):
+            space[dataset] = [shown.generation, shown.count, shown.head]
+            changed = True
+        if changed:
+            atomic_write(path, json.dumps(raw, sort_keys=True).encode("utf-8"))
+            os.chmod(path, 0o600)
