@@ -822,7 +822,8 @@ def _work_dir(path: str) -> None:
         raise UsageError("--work-dir is empty; expected a folder path")
     if Path(path).exists() and not Path(path).is_dir():
         raise UsageError(f"--work-dir {path} is a file, not a folder")
-    check_output(path, flag="--work-dir")
+    if Path(path).exists():  # a folder not there yet holds nothing to delete (the default)
+        check_output(path, flag="--work-dir")
 
 
 def cmd_store_gc(args: argparse.Namespace) -> int:

@@ -96,8 +96,10 @@ def test_the_registry_its_key_and_the_client_state_are_never_outputs(
 
     registry = _registry(privacy_registry)
     state = Path(os.environ["PRIVFAIR_STATE_HOME"])
+    linked = tmp_path / "looks-new.sqlite"  # a hard link is the same file
+    os.link(registry / "registry.sqlite", linked)
     for out in (registry / "registry.sqlite", registry / KEY_FILE, registry,
-                registry / "export.json", state / "witness.json", state):
+                registry / "export.json", state / "witness.json", state, linked):
         with pytest.raises(OutputPathError, match="--out"):
             check_output(out, flag="--out")
     # the key of a PostgreSQL registry, wherever its file is

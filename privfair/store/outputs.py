@@ -28,9 +28,9 @@ import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from privfair.store.backends import key_path, registry_folder
+from privfair.store.backends import DB_FILE, key_path, registry_folder
 from privfair.store.files import StoreError
-from privfair.store.witness import state_folder
+from privfair.store.witness import WITNESS_FILE, state_folder
 
 __all__ = ["OutputPathError", "check_output", "is_published_release", "is_release_store"]
 
@@ -116,13 +116,15 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def _state_places() -> Iterator[tuple[str, Path]]:
-    """privfair's own state: the registry's folder and key, the client's state folder."""
+    """privfair's own state: the registry's folder, database and key, the client's state
+    folder (files named too, so that a hard link to one elsewhere is caught)."""
     folder = registry_folder()
     yield "the privacy registry folder", folder
-    key = key_path()
-    if key.parent != folder:
-        yield "the privacy registry's key", key
-    yield "privfair's state folder (the ledger witness)", state_folder()
+    yield "the privacy registry's database", folder / DB_FILE
+    yield "the privacy registry's key", key_path()
+    state = state_folder()
+    yield "privfair's state folder (the ledger witness)", state
+    yield "privfair's ledger witness", state / WITNESS_FILE
 
 
 def is_release_store(folder: Path) -> bool:
