@@ -1133,7 +1133,7 @@ def _construct_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
     if not plain.fullmatch(text):
         raise _OddNumber(text, node.start_mark.line + 1, node)
     if node.tag.endswith(":int"):
-        return loader.construct_yaml_int(node)
+        return int(text)  # plain digits: no base, separator or sexagesimal left to read
     value = loader.construct_yaml_float(node)
     # .inf is a bin's open end, spelt so; a NaN, or a finite spelling that overflows, is not
     if math.isnan(value) or (math.isinf(value) and "inf" not in text.lower()):
