@@ -186,3 +186,29 @@ def test_an_oversized_contract_is_refused_without_reading_it(tmp_path, capsys):
         load_contract(big)
     code, err = _cli(capsys, "contract", "check", "/dev/zero")
     assert code == 2 and "/dev/zero" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("value", ["1_0", " 4", "\u0663", "nan", "-2", "0"])
+def test_the_memory_limit_variable_is_read_strictly(value, monkeypatch):
+    from privfair.core.errors import ReleaseInputError
+    from privfair.release.checks import memory_limit
+
+    monkeypatch.setenv("PRIVFAIR_MEMORY_GB", value)
+    with pytest.raises(ReleaseInputError, match="PRIVFAIR_MEMORY_GB"):
+        memory_limit()
+    monkeypatch.setenv("PRIVFAIR_MEMORY_GB", "0.5")
+    assert memory_limit() == 2**29
+
+
+def test_release_parameters_from_a_library_or_prefect_caller_are_read_strictly(
+        toy_contract, toy_parquet, tmp_path):
+    from privfair.release.registry import family
+
+    params = family("release").params
+    good = {"contract": str(toy_contract), "data": str(toy_parquet), "epsilon": 1.0,
+            "delta": 1e-9, "method": "mst", "out": str(tmp_path / "r")}
+    assert params.model_validate({**good, "epsilon": "0.5"}).epsilon == 0.5
+    for name, value in (("epsilon", "1_0"), ("epsilon", " 1"), ("delta", "1e-9 "),
+                        ("max_iters", "1_000"), ("n_rows", "\u0663"), ("epsilon", True)):
+        with pytest.raises(ValueError, match=name):
+            params.model_validate({**good, name: value})
