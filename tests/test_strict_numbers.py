@@ -91,6 +91,14 @@ def test_categories_are_compared_after_nfc():
     assert match_text(contract, "sex", pd.Series([composed])).tolist() == [0]
 
 
+def test_column_names_equal_after_nfc_are_one_name_declared_twice():
+    text = TOY_CONTRACT.replace("  - name: income", "  - name: \"caf\u00e9\"\n    type: categorical\n"
+                                "    categories: [a]\n  - name: \"cafe\u0301\"\n"
+                                "    type: categorical\n    categories: [a]\n  - name: income")
+    with pytest.raises(ContractError, match="more than once"):
+        parse_contract(text)
+
+
 # --- the command line --------------------------------------------------------------------------
 
 

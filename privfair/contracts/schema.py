@@ -93,6 +93,7 @@ import os
 import re
 import stat
 import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -684,9 +685,11 @@ class Contract(_Strict):
     @model_validator(mode="after")
     def _check(self) -> Contract:
         names = [c.name for c in self.columns]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        counts = Counter(nfc(n) for n in names)  # "é" composed or not is one name
+        dupes = sorted({n for n in names if counts[nfc(n)] > 1})
         if dupes:
-            raise ValueError(f"columns: names {dupes} are declared more than once")
+            raise ValueError(f"columns: names {dupes} are declared more than once (compared "
+                             "after Unicode NFC normalisation)")
         if len(set(self.drop)) != len(self.drop):
             raise ValueError("drop: a column is listed twice")
         both = sorted(set(self.drop) & set(names))
