@@ -220,3 +220,12 @@ def test_release_parameters_from_a_library_or_prefect_caller_are_read_strictly(
                         ("max_iters", "1_000"), ("n_rows", "\u0663"), ("epsilon", True)):
         with pytest.raises(ValueError, match=name):
             params.model_validate({**good, name: value})
+
+
+def test_the_evaluation_grid_reads_its_numbers_strictly():
+    from privfair.evaluation.grid import EvaluateParams
+
+    assert EvaluateParams(epsilons=["0.5"]).epsilons == [0.5]
+    for value in ("1_0", " 1", "\u0663"):
+        with pytest.raises(ValueError, match="epsilons"):
+            EvaluateParams(epsilons=[value])

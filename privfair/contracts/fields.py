@@ -120,9 +120,12 @@ def _field(check: Callable[..., float]) -> Callable[[object], float]:
 
 
 def _no_bool(value: object) -> object:
-    # pydantic would read True as 1.0 before the check could see it was a bool.
+    # pydantic would read True as 1.0 before the check could see it was a bool, and the text
+    # '1_0' as 10 (a Prefect form's or a library caller's string: issue 45.4).
     if isinstance(value, bool):
         raise ValueError(f"{value!r} is not a number; expected a decimal such as 0.5")
+    if isinstance(value, str):
+        return plain_decimal(value)
     return value
 
 
