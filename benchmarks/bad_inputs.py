@@ -14,7 +14,8 @@ privacy registry, then classifies what happened:
     refused, but after a reservation (the ledger holds a ``reserve``), or with a message that
     does not name what is wrong, on several lines, or with another exit code;
 ``wrongly accepted``
-    exit 0 for an input that must be refused;
+    exit 0 for an input that must be refused, or any exit that changed or removed a file the
+    case keeps (its data, contract, registry, a published release, a user's file: issue 45.1);
 ``crash``
     an internal error, a traceback, or an exception out of ``main``.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import os
@@ -195,14 +197,20 @@ class Case:
     #: "refuse": must be refused; "either": may run, or be refused clearly.
     expect: str = "refuse"
     prefect: bool = False
+    #: Files (relative to the case folder) the command must leave as they were.
+    keep: tuple[str, ...] = ()
+    #: Run as a subprocess with a time and memory limit (a contract that is /dev/zero or a
+    #: FIFO exhausts memory or waits forever in a library that reads it).
+    isolated: bool = False
 
 
 CASES: list[Case] = []
 
 
 def case(name: str, build: Callable[[Env], list[str]], *words: str | tuple[str, ...],
-         expect: str = "refuse", prefect: bool = False) -> None:
-    CASES.append(Case(name, build, tuple(words), expect, prefect))
+         expect: str = "refuse", prefect: bool = False, keep: tuple[str, ...] = (),
+         isolated: bool = False) -> None:
+    CASES.append(Case(name, build, tuple(words), expect, prefect, keep, isolated))
 
 
 # --- numbers --------------------------------------------------------------------------------
@@ -804,6 +812,201 @@ for kind in ("table", "model"):
     case(f"{kind}: corrupt catalog.duckdb in --out",
          lambda e, k=kind: (_corrupt_catalog(e), good(e, k))[1], "catalog")
 
+# --- issue 45: outputs that would destroy a file, loose numbers, contracts that are not files
+
+
+def _published(env: Env) -> Path:
+    """A store as privfair leaves it: catalog, a dataset's ledger copy, a release."""
+    store = env.out
+    release = store / "toy" / "v1"
+    release.mkdir(parents=True)
+    (store / "catalog.duckdb").write_bytes(b"\x00" * 8 + b"DUCK" + b"\x00" * 100)
+    (store / "toy" / "lifetime_ledger.json").write_text("{}")
+    (release / "manifest.json").write_text(json.dumps({
+        "dataset": "toy", "version": "v1", "run_id": "20260101T000000-abcdef01",
+        "code_version": {"privfair": "0"}, "seed_policy": "os-entropy"}))
+    (release / "synthetic.parquet").write_bytes(b"published")
+    return store
+
+
+def _registry(env: Env) -> Path:
+    from privfair.store.registry_sql import open_registry
+
+    open_registry()  # the case's registry (PRIVFAIR_REGISTRY): registry.sqlite, registry.key
+    return Path(os.environ["PRIVFAIR_REGISTRY"])
+
+
+def _parts(env: Env) -> Path:
+    parts = env.root / "parts"
+    parts.mkdir()
+    shutil.copy(env.parquet, parts / "part-0.parquet")
+    return parts
+
+
+def _project(env: Env) -> Path:
+    """A user's project folder whose subfolders happen to carry a work folder's names."""
+    proj = env.root / "proj"
+    then = time.time() - 30 * 86_400
+    for rel in ("artefacts/thesis.docx", "private-reports/taxes.pdf", "prefect-results/a.txt",
+                "staging/holiday/photo.jpg"):
+        path = proj / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"the user's")
+        os.utime(path, (then, then))
+    return proj
+
+
+PUBLISHED = ("releases/catalog.duckdb", "releases/toy/lifetime_ledger.json",
+             "releases/toy/v1/manifest.json", "releases/toy/v1/synthetic.parquet")
+REGISTRY = ("registry/registry.sqlite", "registry/registry.key")
+PROJECT = ("proj/artefacts/thesis.docx", "proj/private-reports/taxes.pdf",
+           "proj/prefect-results/a.txt", "proj/staging/holiday/photo.jpg")
+
+
+def _discretize(env: Env, out: str) -> list[str]:
+    return ["discretize", "--contract", str(env.contract), "--data", str(env.csv), "--out", out]
+
+
+def _export(env: Env, out: Path) -> list[str]:
+    _registry(env)
+    return ["ledger", "export", "--dataset", "toy", "--out", str(out)]
+
+
+DESTROYERS: list[tuple[str, Callable[[Env], list[str]], tuple, tuple[str, ...], str]] = [
+    # (name, argv, words, files kept, expectation)
+    ("discretize --out onto its --data", lambda e: _discretize(e, str(e.csv)),
+     ("--out", "--data"), ("toy.csv",), "refuse"),
+    ("discretize --out onto its contract", lambda e: _discretize(e, str(e.contract)),
+     ("--out", "--contract"), ("toy.yaml",), "refuse"),
+    ("discretize --out into a store", lambda e: _discretize(
+        e, str(_published(e) / "codes.parquet")), ("--out", "store"), PUBLISHED, "refuse"),
+    ("discretize --out into a release", lambda e: _discretize(
+        e, str(_published(e) / "toy" / "v1" / "synthetic.parquet")), ("--out", "release"),
+     PUBLISHED, "refuse"),
+    ("discretize --out onto registry.sqlite", lambda e: _discretize(
+        e, str(_registry(e) / "registry.sqlite")), ("--out", "registry"), REGISTRY, "refuse"),
+    ("predict --out onto its --data", lambda e: ["predict", "--release", str(
+        _published(e) / "toy" / "v1"), "--data", str(e.csv), "--out", str(e.csv)],
+     ("--out",), ("toy.csv", *PUBLISHED), "refuse"),
+    ("predict --out into its --release", lambda e: ["predict", "--release", str(
+        _published(e) / "toy" / "v1"), "--data", str(e.csv), "--out",
+        str(e.out / "toy" / "v1" / "synthetic.parquet")], ("--out",), PUBLISHED, "refuse"),
+    ("ledger export --out onto registry.sqlite",
+     lambda e: _export(e, e.root / "registry" / "registry.sqlite"), ("--out", "registry"),
+     REGISTRY, "refuse"),
+    ("ledger export --out onto registry.key",
+     lambda e: _export(e, e.root / "registry" / "registry.key"), ("--out", "registry"),
+     REGISTRY, "refuse"),
+    ("ledger export --out onto catalog.duckdb",
+     lambda e: _export(e, _published(e) / "catalog.duckdb"), ("--out", "store"),
+     PUBLISHED, "refuse"),
+    ("ledger export --out onto a store's ledger copy",
+     lambda e: _export(e, _published(e) / "toy" / "lifetime_ledger.json"), ("--out", "store"),
+     PUBLISHED, "refuse"),
+    ("contract draft --out into a store", lambda e: ["contract", "draft", "--data", str(e.csv),
+                                                     "--out", str(_published(e) / "d.yaml")],
+     ("--out", "store"), PUBLISHED, "refuse"),
+    ("evaluate --out into the registry", lambda e: [
+        "evaluate", "--datasets", "compas", "--methods", "mst", "--epsilons", "1", "--seeds",
+        "1", "--classifiers", "logistic", "--no-prefect", "--out",
+        str(_registry(e) / "ev")], ("--out", "registry"), REGISTRY, "refuse"),
+    ("store gc --work-dir a user's project --older-than 0",
+     lambda e: ["store", "gc", "--work-dir", str(_project(e)), "--older-than", "0"], (),
+     PROJECT, "either"),
+    ("store gc --work-dir the registry", lambda e: (
+        (_registry(e) / "artefacts").mkdir(), ["store", "gc", "--work-dir", str(
+            e.root / "registry"), "--older-than", "0"])[1], ("--work-dir", "registry"),
+     REGISTRY, "refuse"),
+    ("store check --repair --work-dir a user's project",
+     lambda e: ["store", "check", "--out", str(_store(e)), "--work-dir", str(_project(e)),
+                "--repair"], (), PROJECT, "either"),
+    ("store check --work-dir a file", lambda e: ["store", "check", "--out", str(_store(e)),
+                                                 "--work-dir", str(_a_file(e))],
+     ("--work-dir", "file"), ("afile",), "refuse"),
+    ("store check --work-dir inside the store", lambda e: [
+        "store", "check", "--out", str(_published(e)), "--work-dir", str(e.out / "toy"),
+        "--repair"], ("--work-dir", "store"), PUBLISHED, "refuse"),
+]
+for name, build, words, keep, expect in DESTROYERS:
+    case(name, build, *words, expect=expect, keep=keep)
+
+for kind in KINDS:
+    case(f"{kind}: --out a store's dataset folder",
+         lambda e, k=kind: put(good(e, k), "--out", str(_published(e) / "toy")),
+         ("--out", "store"), keep=PUBLISHED)
+    case(f"{kind}: --out inside a published release",
+         lambda e, k=kind: put(good(e, k), "--out", str(_published(e) / "toy" / "v1" / "s")),
+         ("--out", "release"), keep=PUBLISHED)
+    case(f"{kind}: --work-dir the registry",
+         lambda e, k=kind: (_registry(e), put(good(e, k), "--work-dir",
+                                              str(e.root / "registry")))[1],
+         ("--work-dir", "registry"), keep=REGISTRY)
+    case(f"{kind}: --work-dir inside another store",
+         lambda e, k=kind: put(put(good(e, k), "--work-dir", str(_published(e) / "w")),
+                               "--out", str(e.root / "other")), ("--work-dir", "store"),
+         keep=PUBLISHED)
+    case(f"{kind}: --out inside the registry folder",
+         lambda e, k=kind: put(good(e, k), "--out", str(e.root / "registry" / "rel")),
+         ("--out", "registry"))
+    case(f"{kind}: --insecure-seed without --seed",
+         lambda e, k=kind: put(good(e, k), "--insecure-seed"), "--insecure-seed", "--seed")
+case("table: --out inside its Parquet dataset folder --data",
+     lambda e: put(put(good(e, "table"), "--data", str(_parts(e))), "--out",
+                   str(e.root / "parts" / "releases")), ("--out", "--data"),
+     keep=("parts/part-0.parquet",))
+
+LOOSE_NUMBERS = {
+    "budget 010 (octal 8)": ("epsilon: 3.0", "epsilon: 010", ("epsilon", "line")),
+    "budget 0x0A (hex 10)": ("epsilon: 3.0", "epsilon: 0x0A", ("epsilon", "line")),
+    "budget 0b11 (binary 3)": ("epsilon: 3.0", "epsilon: 0b11", ("epsilon", "line")),
+    "budget 1:30 (sexagesimal 90)": ("epsilon: 3.0", "epsilon: 1:30", ("epsilon", "line")),
+    "budget '1_0' quoted": ("epsilon: 3.0", "epsilon: '1_0'", ("epsilon",)),
+    "budget ' 3' quoted": ("epsilon: 3.0", "epsilon: ' 3'", ("epsilon",)),
+    "bins 020 (octal 16)": ("bins: [1, 20, 40, 60, 100]", "bins: [1, 020, 40, 60, 100]",
+                            ("bins", "line")),
+    "bins 0x14": ("bins: [1, 20, 40, 60, 100]", "bins: [1, 0x14, 40, 60, 100]", ("bins",)),
+    "categories equal after NFC": ("categories: [F, M]",
+                                   'categories: ["\u00e9", "e\u0301"]', ("categories",)),
+}
+for what, (old, new, words) in LOOSE_NUMBERS.items():
+    for kind in ("table", "model", "graph"):
+        case(f"{kind}: contract {what}",
+             lambda e, k=kind, o=old, n=new: put(good(e, k), "--contract",
+                                                 str(e.contract_with(o, n))), *words)
+    case(f"contract check: {what}",
+         lambda e, o=old, n=new: ["contract", "check", str(e.contract_with(o, n))], *words)
+
+
+def _fifo(env: Env) -> Path:
+    fifo = env.root / "fifo.yaml"
+    os.mkfifo(fifo)
+    return fifo
+
+
+def _sparse(env: Env) -> Path:
+    big = env.root / "big.yaml"
+    with big.open("wb") as fh:
+        fh.truncate(65 * 2**20)
+    return big
+
+
+NOT_FILES: dict[str, Callable[[Env], str]] = {
+    "/dev/zero": lambda e: "/dev/zero", "/dev/urandom": lambda e: "/dev/urandom",
+    "a FIFO": lambda e: str(_fifo(e)), "65 MiB of zeros": lambda e: str(_sparse(e)),
+}
+for what, path in NOT_FILES.items():
+    case(f"contract check: contract is {what}", lambda e, p=path: ["contract", "check", p(e)],
+         "contract", isolated=True)
+    case(f"table: contract is {what}",
+         lambda e, p=path: put(good(e, "table"), "--contract", p(e)), "contract", isolated=True)
+
+# --scale-noise read with float() took these; --mechanism bogus keeps a library that accepts
+# them from running the whole audit (it is refused on the mechanism instead: unclear).
+for value in ("1_0", "\u0663", " 1"):
+    case(f"audit --scale-noise {value!r}",
+         lambda e, v=value: ["audit", "--noise-only", "--scale-noise", v, "--mechanism",
+                             "bogus"], "scale-noise")
+
 # --- through Prefect (subprocesses; each boots the flow machinery) --------------------------
 
 PREFECT = [
@@ -877,10 +1080,29 @@ def _run_in_process(argv: list[str]) -> tuple[int | None, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def _run_subprocess(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int | None, str,
-                                                                            str]:
-    done = subprocess.run([sys.executable, "-m", "privfair.cli", *argv], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def _limit_memory() -> None:  # in the child: 4 GiB of address space
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+
+
+def _run_subprocess(argv: list[str], cwd: Path, env: dict[str, str], *,
+                    limited: bool = False) -> tuple[int | None, str, str]:
+    """The command in a child process; ``limited``: 60 s and 4 GiB, a hang or an exhausted
+    memory is a crash."""
+    try:
+        done = subprocess.run([sys.executable, "-m", "privfair.cli", *argv], cwd=cwd, env=env,
+                              capture_output=True, text=True, timeout=60 if limited else 300,
+                              preexec_fn=_limit_memory if limited else None)
+    except subprocess.TimeoutExpired as exc:
+        return None, "", f"timed out after {exc.timeout:g} s (waits forever?)"
     return done.returncode, done.stdout, done.stderr
 
 
@@ -935,12 +1157,17 @@ def run_case(c: Case, base: Path, *, subprocess_env: dict[str, str]) -> Outcome:
             return Outcome(c.name, "crash", None, f"setup: {type(exc).__name__}: {exc}",
                            time.perf_counter() - t0, "case setup failed")
         before = _ledger(registry)
-        if c.prefect:
+        kept = {rel: _digest(root / rel) for rel in c.keep}
+        if c.prefect or c.isolated:
             code, out, err = _run_subprocess(argv, root, {**subprocess_env,
-                                                          "PRIVFAIR_REGISTRY": str(registry)})
+                                                          "PRIVFAIR_REGISTRY": str(registry)},
+                                             limited=c.isolated)
         else:
             code, out, err = _run_in_process(argv)
         verdict, why = classify(c, code, out, err, _ledger(registry) - before)
+        harmed = [rel for rel, digest in kept.items() if _digest(root / rel) != digest]
+        if harmed:  # whatever the exit: the command destroyed a file it did not make
+            verdict, why = "wrongly accepted", f"changed or removed {harmed}"
         lines = [ln for ln in err.strip().splitlines() if ln.strip()]
         line = next((ln for ln in lines if ln.startswith("privfair:")),
                     lines[-1] if lines else "")

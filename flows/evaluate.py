@@ -54,7 +54,7 @@ def evaluate(params: EvaluateParams = EvaluateParams()) -> str:  # noqa: B008 - 
 def _evaluate(params: EvaluateParams) -> str:
     log = get_run_logger()
     start = time.perf_counter()
-    lib.check_out(params.out)  # refuse a bad --out before any real data is read
+    lib.check_out(params.out, inputs=lib.grid_inputs(params))  # refuse a bad --out before any real data is read
     stamp = lib.timestamp()
     grid = lib.cells(params)
     kwargs = lib.cell_kwargs(params)

@@ -272,7 +272,7 @@ def _add_predict_and_audit(sub: Any) -> None:
     au.add_argument("--scale", type=_decimal, default=1.0,
                     help="trial count multiplier (default: 1; the full audit takes 3-4 CPU-"
                          "minutes, under 10 minutes on 2 busy cores)")
-    au.add_argument("--scale-noise", type=float, default=1.0, metavar="F",
+    au.add_argument("--scale-noise", type=_decimal, default=1.0, metavar="F",
                     help="draw every privacy noise of the real code at F x its declared "
                          "scale (the ledger still claims the declared one): at 0.7 the "
                          "audit must fail and name what it caught")
@@ -481,7 +481,8 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     from privfair.release.ingest import code_type
     from privfair.release.tabular.plan import open_columns
 
-    contract = load_contract(args.contract or default_contract_path())
+    contract_path = args.contract or default_contract_path()
+    contract = load_contract(contract_path)
     if open_columns(contract):
         raise ValueError(f"contract {contract.name!r}: open-domain columns "
                          f"{open_columns(contract)} have no categories until a release "
@@ -492,6 +493,10 @@ def cmd_discretize(args: argparse.Namespace) -> int:
                          "pass --data")
     if not data.is_file():
         raise ValueError(f"data file {data} does not exist")
+    from privfair.store.outputs import check_output
+
+    # never the data, the contract, a store, a release or the registry (issue 45.1)
+    check_output(args.out, flag="--out", inputs={"--data": data, "--contract": contract_path})
     out = Path(args.out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; expected a file path")
@@ -614,6 +619,10 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
         raise UsageError(f"--out {out} exists; expected a new file (a draft never overwrites)")
     if out is not None and not out.parent.is_dir():
         raise UsageError(f"--out {out}: folder {out.parent} does not exist")
+    if out is not None:  # a draft quotes the data's values: never among releases
+        from privfair.store.outputs import check_output
+
+        check_output(out, flag="--out", inputs={"--data": args.data})
     if args.name is not None and (not DATASET_NAME.fullmatch(args.name)
                                   or args.name.lower() in RESERVED_NAMES
                                   or args.name.lower().endswith(RESERVED_SUFFIXES)):
@@ -755,6 +764,10 @@ def cmd_ledger_verify(args: argparse.Namespace) -> int:
 def cmd_ledger_export(args: argparse.Namespace) -> int:
     from privfair.store.registry_admin import export_ledger
 
+    if args.out:  # never the registry's database or key, a catalog or a store's ledger copy
+        from privfair.store.outputs import check_output
+
+        check_output(args.out, flag="--out")
     text = json.dumps(export_ledger(args.dataset), indent=2, sort_keys=True) + "\n"
     if args.out:
         from privfair.store.files import atomic_write
@@ -808,8 +821,7 @@ def cmd_store_check(args: argparse.Namespace) -> int:
     from privfair.store.check import check_store
 
     check_catalog_file(_existing(args.out, "--out"))
-    if not args.work_dir.strip():
-        raise UsageError("--work-dir is empty; expected a folder path")
+    _work_dir(args.work_dir)
     report = check_store(args.out, repair=args.repair, work_dir=args.work_dir)
     for line in report.repaired:
         print(f"repaired: {line}")
@@ -819,15 +831,25 @@ def cmd_store_check(args: argparse.Namespace) -> int:
     return 0 if report.consistent else 1
 
 
+def _work_dir(path: str) -> None:
+    """A work folder ``store check`` and ``store gc`` may delete in: a folder (or none yet),
+    never a file, a release store, a release or privfair's state (issue 45.1)."""
+    from privfair.store.outputs import check_output
+
+    if not path.strip():
+        raise UsageError("--work-dir is empty; expected a folder path")
+    if Path(path).exists() and not Path(path).is_dir():
+        raise UsageError(f"--work-dir {path} is a file, not a folder")
+    if Path(path).exists():  # a folder not there yet holds nothing to delete (the default)
+        check_output(path, flag="--work-dir")
+
+
 def cmd_store_gc(args: argparse.Namespace) -> int:
     from privfair.store.gc import RUN_TIME_LIMIT_S, collect_garbage
 
     if not args.older_than >= 0:
         raise UsageError(f"--older-than must be a number of days >= 0, got {args.older_than}")
-    if not args.work_dir.strip():
-        raise UsageError("--work-dir is empty; expected a folder path")
-    if Path(args.work_dir).is_file():
-        raise UsageError(f"--work-dir {args.work_dir} is a file, not a folder")
+    _work_dir(args.work_dir)
     report = collect_garbage(args.work_dir, older_than_s=args.older_than * 86_400,
                              stale_staging_s=RUN_TIME_LIMIT_S, dry_run=args.dry_run)
     for path in report.removed:
@@ -913,7 +935,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from privfair.evaluation.grid import EvaluateParams, cells, check_out
+    from privfair.evaluation.grid import EvaluateParams, cells, check_out, grid_inputs
 
     privileged = _privileged(args.privileged)
     if args.release:
@@ -929,7 +951,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise UsageError("--privileged goes with --contract or --release")
         given["privileged"] = privileged
     params = EvaluateParams(**given)  # refuses bad values before any real data is read
-    check_out(params.out)  # never inside a release store
+    check_out(params.out, inputs=grid_inputs(params))  # never an input, a store, the registry
     if args.dask and args.no_prefect:
         raise UsageError("--dask runs cells through Prefect; drop --no-prefect")
     if args.dask and importlib.util.find_spec("prefect_dask") is None:
@@ -980,6 +1002,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     _existing(args.release, "--release")
     _existing(args.data, "--data", folder=False)
+    if args.out is not None:  # never its rows, its release, a store or the registry
+        from privfair.store.outputs import check_output
+
+        check_output(args.out, flag="--out",
+                     inputs={"--release": args.release, "--data": args.data})
     scored = predict(args.release, args.data)
     if args.out is None:
         print(scored.to_csv(index=False), end="", flush=True)
@@ -1008,7 +1035,9 @@ def _score_release(args: argparse.Namespace, privileged: dict[str, str]) -> int:
     if not args.data:
         raise UsageError("--release needs --data, the real table to score it against")
     out = args.out or "evaluations"
-    check_out(out)  # never inside a release store
+    # never an input, a release store or the registry
+    check_out(out, inputs={"--release": args.release, "--data": args.data,
+                           "--contract": args.contract})
     classifiers = args.classifiers or ["logistic"]
     record = score_release(args.release, args.data, contract_path=args.contract,
                            classifiers=classifiers, privileged=privileged)

@@ -10,37 +10,31 @@ leaves out are left out, so the model's defaults apply, and the model validates 
 from __future__ import annotations
 
 import argparse
-import math
-import re
 import types
 import typing
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
-_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-_WHOLE = re.compile(r"[+-]?[0-9]+")
+from privfair.contracts.fields import plain_decimal, plain_whole
 
 
 def decimal(text: str) -> float:
-    """A finite decimal number, spelt plainly: Python's ``float`` also reads ``1_0`` (10),
-    ``nan``, ``inf`` and ``" 1"``, which an operator's typo must not become (issue 36)."""
-    if not _DECIMAL.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite decimal number; expected one "
-                                         "such as 0.5 or 1e-6")
-    value = float(text)
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite decimal number (it "
-                                         "overflows)")
-    return value
+    """A finite decimal number, spelt plainly (:func:`privfair.contracts.fields.plain_decimal`,
+    the one strict parser): Python's ``float`` also reads ``1_0`` (10), ``nan``, ``inf``,
+    ``" 1"`` and ``"٣"``, which an operator's typo must not become (issue 36, 45.4)."""
+    try:
+        return plain_decimal(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def whole(text: str) -> int:
-    """A whole number, spelt plainly (``int`` also reads ``1_000`` and ``" 1"``)."""
-    if not _WHOLE.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; expected digits "
-                                         "only, such as 100")
-    return int(text)
+    """A whole number, spelt plainly (``int`` also reads ``1_000``, ``" 1"`` and ``"٣"``)."""
+    try:
+        return plain_whole(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _flag(name: str, info: Any) -> str:

@@ -118,7 +118,9 @@ def _case(case: str, tmp_path: Path, frame: pd.DataFrame, good: Path, monkeypatc
         raise AssertionError(case)
     # No test seed: production runs draw fresh entropy, and refusals come before any noise.
     argv = release_argv(contract, data, out, work, *extra)
-    return [a for i, a in enumerate(argv) if "--seed" not in argv[max(i - 1, 0):i + 1]], words, out
+    # (--insecure-seed without --seed is refused itself: issue 45.4)
+    return [a for i, a in enumerate(argv) if "--seed" not in argv[max(i - 1, 0):i + 1]
+            and a != "--insecure-seed"], words, out
 
 
 NO_PREFECT_CASES = [
@@ -210,7 +212,8 @@ def test_all_null_column_under_an_as_policy_is_released(capsys, tmp_path, toy_co
     frame["edu"] = None
     data = _data(tmp_path, frame, "parquet", "allnull")
     argv = release_argv(toy_contract, data, tmp_path / "releases", tmp_path / "w")
-    argv = [a for i, a in enumerate(argv) if "--seed" not in argv[max(i - 1, 0):i + 1]]
+    argv = [a for i, a in enumerate(argv) if "--seed" not in argv[max(i - 1, 0):i + 1]
+            and a != "--insecure-seed"]  # fresh entropy: no test mode (issue 45.4)
     code, out, err = run_cli(capsys, *argv)
     assert code == 0, err
     synth = pd.read_parquet(Path(out.strip()) / "synthetic.parquet")

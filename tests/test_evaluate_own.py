@@ -48,10 +48,12 @@ def test_evaluate_grid_on_own_contract_and_data(credit, tmp_path, capsys):
     (["--contract", "{contract}"], "contract and data go together"),
     (["--contract", "{contract}", "--data", "{data}", "--datasets", "compas"], "drop --datasets"),
     (["--release", "{tmp}"], "--release needs --data"),
-    (["--release", "{tmp}", "--data", "{data}"], "expected a release folder"),
+    # (a folder beside --out: an --out inside its --release is refused for that: issue 45.1)
+    (["--release", "{tmp}/plain", "--data", "{data}"], "expected a release folder"),
 ])
 def test_evaluate_own_data_refusals_are_one_line(credit, tmp_path, capsys, argv, message):
     contract, data = credit
+    (tmp_path / "plain").mkdir()
     argv = [a.format(contract=contract, data=data, tmp=tmp_path) for a in argv]
     assert main(["evaluate", *argv, "--out", str(tmp_path / "evals"), "--no-prefect"]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -23,10 +23,10 @@ def _file(path: Path, age_days: float, now: float, data: bytes = b"x" * 100) -> 
 def _tree(tmp_path: Path, now: float) -> dict[str, Path]:
     ws = Workspace.open(tmp_path / "work", "run-old")
     return {
-        "old_artefact": _file(ws.artefacts / "model-aaaa.npz", 10, now),
-        "new_artefact": _file(ws.artefacts / "model-bbbb.npz", 1, now),
-        "new_result": _file(ws.results / "key-new", 1, now),
-        "old_report": _file(ws.root / "private-reports" / "r-input-validation.json", 10, now),
+        "old_artefact": _file(ws.artefacts / "model-aaaaaaaaaaaaaaaa.npz", 10, now),
+        "new_artefact": _file(ws.artefacts / "model-bbbbbbbbbbbbbbbb.npz", 1, now),
+        "new_result": _file(ws.results / ("e" * 32), 1, now),
+        "old_report": _file(ws.root / "private-reports" / "20260101T000000-0123abcd-input-validation.json", 10, now),
         # A killed run's staging: its lock file is there, nobody holds it.
         "crash_staging": _file(ws.root / "staging" / "run-killed" / "staged.parquet", 2, now),
         "crash_lock": _file(ws.root / "staging" / "run-killed" / ".lock", 2, now, b""),
@@ -57,8 +57,8 @@ def test_gc_removes_old_files_crash_leftovers_and_the_cache_they_feed(tmp_path):
 def test_gc_keeps_young_cache_when_no_artefact_goes(tmp_path):
     now = 1_800_000_000.0
     ws = Workspace.open(tmp_path / "work")
-    kept = _file(ws.results / "key", 1, now)
-    old = _file(ws.results / "old-key", 9, now)
+    kept = _file(ws.results / ("c" * 32), 1, now)
+    old = _file(ws.results / ("d" * 32), 9, now)
     collect_garbage(ws.root, older_than_s=7 * DAY, stale_staging_s=DAY, now=now)
     assert kept.exists() and not old.exists()
 
@@ -75,8 +75,8 @@ def test_cli_store_gc_and_version(tmp_path, capsys):
 
     now = __import__("time").time()
     ws = Workspace.open(tmp_path / "work")
-    old = _file(ws.artefacts / "ledger-1.json", 30, now)
-    young = _file(ws.artefacts / "ledger-2.json", 0, now)
+    old = _file(ws.artefacts / "ledger-1111111111111111.json", 30, now)
+    young = _file(ws.artefacts / "ledger-2222222222222222.json", 0, now)
     assert main(["store", "gc", "--work-dir", str(ws.root), "--dry-run"]) == 0
     assert old.exists() and capsys.readouterr().out.split() == [str(old)]
     assert main(["store", "gc", "--work-dir", str(ws.root), "--older-than", "7"]) == 0

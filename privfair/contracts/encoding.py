@@ -48,7 +48,7 @@ from privfair.contracts.csv_source import (
     csv_header,
     valid_text_columns,
 )
-from privfair.contracts.schema import STRIP_CHARS, ColumnSpec, Contract, OpenCategories
+from privfair.contracts.schema import STRIP_CHARS, ColumnSpec, Contract, OpenCategories, nfc
 from privfair.core.errors import DomainError, ReleaseInputError
 
 __all__ = ["ACTIONS", "Encoded", "PolicyTally", "as_text", "check_source_schema",
@@ -513,13 +513,21 @@ def as_text(raw: pd.Series) -> np.ndarray:
 
 def _match(spec: ColumnSpec, raw: pd.Series, labels: list[str], normalize: str = "none"
            ) -> np.ndarray:
-    """Codes of text values against labels and aliases; -1 where nothing matches."""
-    keys = list(labels) + list(spec.aliases)
-    targets = np.array([*range(len(labels)), *(labels.index(t) for t in spec.aliases.values())],
-                       dtype=np.int64)
+    """Codes of text values against labels and aliases; -1 where nothing matches. Labels,
+    aliases and values are compared in Unicode normal form C (issue 45.4: ``"é"`` written
+    composed or decomposed is one category)."""
+    code_of: dict[str, int] = {}
+    for code, label in enumerate(labels):
+        code_of.setdefault(nfc(label), code)
+    for alias, target in spec.aliases.items():
+        code_of.setdefault(nfc(alias), code_of[nfc(target)])
+    keys = list(code_of)
+    targets = np.fromiter(code_of.values(), dtype=np.int64, count=len(code_of))
     # Match each distinct raw value once (a column holds few), then spread to the rows.
     inverse, uniques = pd.factorize(raw, use_na_sentinel=True)
     text = normalize_text(_as_text(pd.Series(uniques)), normalize)
+    text = np.array([nfc(v) if isinstance(v, str) and not v.isascii() else v for v in text],
+                    dtype=object)
     index = pd.Index(keys, dtype=object).get_indexer(pd.Index(text))
     per_unique = np.where(index >= 0, targets[np.maximum(index, 0)], -1).astype(np.int64)
     if not per_unique.size:  # an all-null column: its nulls policy decides (issue 10.10)

@@ -89,7 +89,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
+import stat
+import unicodedata
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
@@ -97,7 +101,7 @@ from typing import Any, Literal, NamedTuple
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from privfair.contracts.fields import Delta, Epsilon
+from privfair.contracts.fields import PLAIN_DECIMAL, Delta, Epsilon, refuse_loose_numbers
 from privfair.contracts.tot_settings import DistortionSpec, FairnessSpec, TOTSpec
 from privfair.core.domain import Domain, Roles
 from privfair.core.errors import ContractError, DomainError
@@ -112,7 +116,9 @@ __all__ = [
     "UniverseSpec",
     "Policy",
     "RolesSpec",
+    "MAX_CONTRACT_BYTES",
     "load_contract",
+    "nfc",
     "parse_contract",
 ]
 
@@ -143,6 +149,11 @@ class _Strict(BaseModel):
     # Unknown keys are refused (typos must not silently drop a declaration) and parsed
     # contracts are immutable.
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_numbers(cls, data: Any) -> Any:
+        return refuse_loose_numbers(cls, data)  # '1_0' is not 10 (issue 45.4)
 
 
 def _as_category(value: Any, *, what: str) -> str:
@@ -368,15 +379,20 @@ class ColumnSpec(_Strict):
         if self.categories is None:
             raise ValueError("a categorical column needs a 'categories' list")
         _check_labels(self.categories, what="categories")
-        declared = set(self.categories)
+        declared = {nfc(c) for c in self.categories}  # compared as the encoder matches
+        raws: set[str] = set()
         for raw, target in self.aliases.items():
-            if target not in declared:
+            if nfc(target) not in declared:
                 raise ValueError(f"alias {raw!r} -> {target!r}: target is not a declared category")
-            if raw in declared:
+            if nfc(raw) in declared:
                 raise ValueError(
-                    f"alias {raw!r} is itself a declared category; an alias must be a raw value "
-                    "that is not a category"
+                    f"alias {raw!r} is itself a declared category (after Unicode NFC "
+                    "normalisation); an alias must be a raw value that is not a category"
                 )
+            if nfc(raw) in raws:
+                raise ValueError(f"alias {raw!r} is listed twice (after Unicode NFC "
+                                 "normalisation)")
+            raws.add(nfc(raw))
 
     def _check_numeric(self) -> None:
         self._forbid("categories", "aliases", "open_domain")
@@ -669,9 +685,11 @@ class Contract(_Strict):
     @model_validator(mode="after")
     def _check(self) -> Contract:
         names = [c.name for c in self.columns]
-        dupes = sorted({n for n in names if names.count(n) > 1})
+        counts = Counter(nfc(n) for n in names)  # "é" composed or not is one name
+        dupes = sorted({n for n in names if counts[nfc(n)] > 1})
         if dupes:
-            raise ValueError(f"columns: names {dupes} are declared more than once")
+            raise ValueError(f"columns: names {dupes} are declared more than once (compared "
+                             "after Unicode NFC normalisation)")
         if len(set(self.drop)) != len(self.drop):
             raise ValueError("drop: a column is listed twice")
         both = sorted(set(self.drop) & set(names))
@@ -930,16 +948,25 @@ def _policy_forms(allowed: tuple[str, ...]) -> str:
     return ", ".join(f"{a}:<category>" if a in ("other", "as") else a for a in allowed)
 
 
+def nfc(text: str) -> str:
+    """``text`` in Unicode normal form C: how categories are compared (issue 45.4: ``"é"``
+    and ``"e\u0301"`` look the same and are one category)."""
+    return unicodedata.normalize("NFC", text)
+
+
 def _check_labels(labels: Sequence[str], *, what: str) -> None:
     if not labels:
         raise ValueError(f"{what}: the list is empty; expected at least one")
     if any(not lab for lab in labels):
         raise ValueError(f"{what}: empty strings are not allowed")
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for lab in labels:
-        if lab in seen:
-            raise ValueError(f"{what}: {lab!r} is listed twice")
-        seen.add(lab)
+        key = nfc(lab)
+        if key in seen:
+            same = "" if seen[key] == lab else f" (as {seen[key]!r}, the same after Unicode " \
+                                                 "NFC normalisation)"
+            raise ValueError(f"{what}: {lab!r} is listed twice{same}")
+        seen[key] = lab
 
 
 def _fmt_edge(x: float) -> str:
@@ -1016,13 +1043,16 @@ class _DuplicateKey(Exception):
 
 
 class _OddNumber(Exception):
-    """A number written so that people and PyYAML may read it differently (``1_0``, ``1:30``)
-    or that is not a number (``.nan``) or overflows (``1e400``)."""
+    """A number written so that people and PyYAML may read it differently (``1_0``, ``1:30``,
+    ``010``, ``0x0A``, ``0b11``) or that is not a number (``.nan``) or overflows
+    (``1e400``). ``path`` is filled in by the mappings and lists it is found in."""
 
-    def __init__(self, text: str, line: int) -> None:
+    def __init__(self, text: str, line: int, node: yaml.Node) -> None:
         super().__init__(text, line)
         self.text = text
         self.line = line
+        self.node = node
+        self.path: list[Any] = []
 
 
 class _ContractLoader(yaml.SafeLoader):
@@ -1051,24 +1081,66 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
             seen.add(key)
         except TypeError:
             continue  # unhashable key: let PyYAML report it
-    return loader.construct_mapping(node, deep=True)
+    try:
+        return loader.construct_mapping(node, deep=True)
+    except _OddNumber as odd:  # name the key it sits under (issue 45.4)
+        _locate(odd, node)
+        raise
+
+
+def _construct_sequence(loader: yaml.SafeLoader, node: yaml.SequenceNode) -> list[Any]:
+    try:
+        return loader.construct_sequence(node, deep=True)
+    except _OddNumber as odd:
+        _locate(odd, node)
+        raise
+
+
+def _locate(odd: _OddNumber, node: yaml.Node) -> None:
+    """Prepend to ``odd.path`` the key (or index) of ``node``'s child that holds it."""
+    pairs = (node.value if isinstance(node, yaml.MappingNode)
+             else list(enumerate(node.value)))
+    for key, child in pairs:
+        if _holds(child, odd.node):
+            label = key.value if isinstance(key, yaml.ScalarNode) else key
+            odd.path.insert(0, label)
+            return
+
+
+def _holds(node: Any, target: yaml.Node) -> bool:
+    if node is target:
+        return True
+    if isinstance(node, yaml.MappingNode):
+        return any(_holds(k, target) or _holds(v, target) for k, v in node.value)
+    if isinstance(node, yaml.SequenceNode):
+        return any(_holds(v, target) for v in node.value)
+    return False
 
 
 _ContractLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_ContractLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+                                _construct_sequence)
+
+#: A contract's whole number: digits, no leading zero (YAML 1.1 reads 010 as octal 8; the
+#: YAML resolver already took any number with a point or exponent as a float).
+_PLAIN_INT = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+#: A contract's decimal: digits, an optional point and exponent, or a bin's open end.
+_PLAIN_FLOAT = re.compile(PLAIN_DECIMAL.pattern + r"|[-+]?\.(?:inf|Inf|INF)")
 
 
 def _construct_number(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
-    # YAML 1.1 reads 1_0 as 10 and 1:30 as 90: a contract's numbers are plain decimals (a
-    # budget of 1e400 broke the accounting: issue 36).
+    # YAML 1.1 reads 1_0 as 10, 1:30 as 90, 010 as 8, 0x0A as 10 and 0b11 as 3: a contract's
+    # numbers are plain decimals (issue 36, 45.4); a budget of 1e400 broke the accounting.
     text = str(node.value)
-    if "_" in text or ":" in text:
-        raise _OddNumber(text, node.start_mark.line + 1)
+    plain = _PLAIN_INT if node.tag.endswith(":int") else _PLAIN_FLOAT
+    if not plain.fullmatch(text):
+        raise _OddNumber(text, node.start_mark.line + 1, node)
     if node.tag.endswith(":int"):
-        return loader.construct_yaml_int(node)
+        return int(text)  # plain digits: no base, separator or sexagesimal left to read
     value = loader.construct_yaml_float(node)
     # .inf is a bin's open end, spelt so; a NaN, or a finite spelling that overflows, is not
     if math.isnan(value) or (math.isinf(value) and "inf" not in text.lower()):
-        raise _OddNumber(text, node.start_mark.line + 1)
+        raise _OddNumber(text, node.start_mark.line + 1, node)
     return value
 
 
@@ -1086,6 +1158,8 @@ if getattr(yaml, "__with_libyaml__", False):
     _ContractCLoader.yaml_implicit_resolvers = _ContractLoader.yaml_implicit_resolvers
     _ContractCLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                                      _construct_mapping)
+    _ContractCLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG,
+                                     _construct_sequence)
     for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
         _ContractCLoader.add_constructor(_tag, _construct_number)
     _FAST_LOADER: type | None = _ContractCLoader
@@ -1181,9 +1255,12 @@ def parse_contract(text: str, *, source: str = "<string>") -> Contract:
     except _OddNumber as odd:
         lines = text.splitlines()
         where = lines[odd.line - 1].strip() if 0 < odd.line <= len(lines) else ""
+        key = _path_text(odd.path) or "top level"
         raise ContractError(
-            f"contract {source}: number {odd.text!r} at line {odd.line} ({where[:80]}) is not "
-            "a plain decimal number; write it without '_' or ':' (e.g. 10, 0.5, 1e-6)") from None
+            f"contract {source}: {key}: number {odd.text!r} at line {odd.line} "
+            f"({where[:80]}) is not a plain decimal number (YAML 1.1 reads leading zeros as "
+            "octal, 0x as hex, 0b as binary, '_' and ':' as digit separators); write digits "
+            "only, e.g. 10, 0.5, 1e-6") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -1207,6 +1284,41 @@ def parse_contract(text: str, *, source: str = "<string>") -> Contract:
         raise ContractError(f"contract {source}: {_format_error(errors[0], data)}{more}") from None
 
 
+#: The largest contract file read: a contract of 10,000 columns with 100 categories each is
+#: about 10 MB; a larger "contract" is a mistake (``/dev/zero``, a data file).
+MAX_CONTRACT_BYTES = 64 * 2**20
+
+
+def _read_contract_file(path: Path) -> bytes:
+    """The bytes of a regular file of at most :data:`MAX_CONTRACT_BYTES` (issue 45.5).
+
+    Opened without blocking (a FIFO would wait for a writer forever) and checked on the open
+    descriptor, so a device (``/dev/zero``, ``/dev/urandom``), a FIFO or a socket is refused
+    without reading a byte, and a file swapped after a check is still the one checked.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = ("a folder" if stat.S_ISDIR(info.st_mode)
+                    else "a FIFO" if stat.S_ISFIFO(info.st_mode)
+                    else "a device" if stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)
+                    else "a socket" if stat.S_ISSOCK(info.st_mode) else "special")
+            raise ContractError(f"contract {path} is not a regular file ({what}); expected a "
+                                "YAML file")
+        if info.st_size > MAX_CONTRACT_BYTES:
+            raise ContractError(f"contract {path} is larger than {MAX_CONTRACT_BYTES >> 20} MiB "
+                                f"({info.st_size / 2**20:.0f} MiB); expected a YAML contract")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            data = fh.read(MAX_CONTRACT_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONTRACT_BYTES:  # it grew while read
+        raise ContractError(f"contract {path} is larger than {MAX_CONTRACT_BYTES >> 20} MiB; "
+                            "expected a YAML contract")
+    return data
+
+
 def load_contract(path: str | Path) -> Contract:
     """Read and validate the contract at ``path``.
 
@@ -1217,7 +1329,7 @@ def load_contract(path: str | Path) -> Contract:
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_contract_file(path).decode("utf-8")
     except OSError as exc:
         raise ContractError(f"contract {path}: cannot read the file ({exc.strerror})") from None
     except UnicodeDecodeError as exc:

@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from privfair.contracts.fields import Eta
+from privfair.contracts.fields import Eta, refuse_loose_numbers
 
 if TYPE_CHECKING:
     from privfair.contracts.schema import Contract
@@ -73,6 +73,11 @@ DEFAULT_MAX_VARIABLES = 5_000_000
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_numbers(cls, data: Any) -> Any:
+        return refuse_loose_numbers(cls, data)  # '1_0' is not 10 (issue 45.4)
 
 
 class ColumnPenalty(_Frozen):

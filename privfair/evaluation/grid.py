@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from privfair.contracts.fields import Delta, Epsilon, Eta
 from privfair.evaluation.evaluate import NOT_PRIVATE, TOT_SETUPS, EvaluationData, load_embedded
+from privfair.store.outputs import check_output
 
 Dataset = Literal["adult", "adult_safes", "compas"]
 GridMethod = Literal["mst", "prefair-greedy", "prefair-exact", "aim", "aim-fair", "dpgan",
@@ -218,19 +219,20 @@ def run_grid(params: EvaluateParams | dict[str, Any], *, workers: int | None = N
 # --- output folder ----------------------------------------------------------------------------
 
 
-def _is_release_store(folder: Path) -> bool:
-    return (folder / "catalog.duckdb").exists() or any(folder.glob("*/lifetime_ledger.json"))
+def grid_inputs(params: EvaluateParams) -> dict[str, str | None]:
+    """The grid's input files by option: its ``--out`` never overwrites one."""
+    return {"--contract": params.contract, "--data": params.data}
 
 
-def check_out(out: str | Path) -> Path:
-    """The resolved output folder; refuses an empty path, a file, a folder inside a release
-    store, and one that cannot be created (probed: nothing is left behind)."""
+def check_out(out: str | Path, *,
+              inputs: Mapping[str, str | Path | None] | None = None) -> Path:
+    """The resolved output folder; refuses an empty path, a file, one that is or is inside
+    an input (``inputs``: the command's, by option), privfair's state or a release store
+    (evaluation results are not privacy-protected: never among releases), and one that
+    cannot be created (probed: nothing is left behind)."""
     if not str(out).strip():
         raise ValueError("--out is empty; expected a folder path")
-    try:
-        root = Path(out).expanduser().resolve()
-    except (RuntimeError, OSError) as exc:  # a symbolic link loop
-        raise ValueError(f"--out {out}: cannot be resolved ({exc})") from None
+    root = check_output(out, flag="--out", inputs=inputs)
     probe = root
     while not probe.exists() and probe.parent != probe:
         probe = probe.parent
@@ -249,10 +251,6 @@ def check_out(out: str | Path) -> Path:
     for folder in (root, *root.parents):
         if folder.is_file():
             raise ValueError(f"--out {out}: {folder} is a file, not a folder")
-        if folder.is_dir() and _is_release_store(folder):
-            raise ValueError(f"--out {out} is inside the release store {folder}; evaluation "
-                             "results are not privacy-protected and must be kept apart from "
-                             "releases")
     return root
 
 
@@ -278,7 +276,8 @@ def write_outputs(results: pd.DataFrame, params: EvaluateParams | dict[str, Any]
     from privfair.evaluation.evaluate import trade_off_report
 
     params = EvaluateParams.model_validate(params)
-    folder = new_run_folder(check_out(params.out), stamp or timestamp())
+    folder = new_run_folder(check_out(params.out, inputs=grid_inputs(params)),
+                            stamp or timestamp())
     (folder / MARKER).write_text(NOT_PRIVATE + "\n")
     results.to_parquet(folder / "results.parquet", index=False)
     ok = results[results["error"].isna()]

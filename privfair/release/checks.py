@@ -17,6 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from privfair.contracts.fields import plain_decimal
 from privfair.contracts.schema import Contract
 from privfair.core.domain import Domain
 from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
@@ -41,7 +42,14 @@ def memory_limit() -> int:
     """Bytes a plan may use: ``$PRIVFAIR_MEMORY_GB``, else half the machine's memory."""
     env = os.environ.get("PRIVFAIR_MEMORY_GB")
     if env:
-        return int(float(env) * 2**30)
+        try:  # the one strict reading: float() would take 1_0 as 10 GiB (issue 45.4)
+            gib = plain_decimal(env)
+        except ValueError as exc:
+            raise ReleaseInputError(f"PRIVFAIR_MEMORY_GB: {exc}") from None
+        if not gib > 0:
+            raise ReleaseInputError(f"PRIVFAIR_MEMORY_GB: expected a number of GiB > 0, got "
+                                    f"{env!r}")
+        return int(gib * 2**30)
     try:
         return int(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2)
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX

@@ -15,11 +15,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.json_schema import JsonDict
 
 from privfair.contracts.datasets import PackagedContract
-from privfair.contracts.fields import Delta, Epsilon
+from privfair.contracts.fields import Delta, Epsilon, refuse_loose_numbers
 from privfair.core.budget import MAX_EPSILON, MIN_DELTA, MIN_EPSILON, Budget
 from privfair.core.errors import ReleaseInputError
 
@@ -60,6 +60,12 @@ class ReleaseOptions(BaseModel):
     insecure_seed: bool = Field(
         False, json_schema_extra=PRIVATE_FIELD,
         description="Test mode: allow a fixed seed (recorded as such in the manifest).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_numbers(cls, data: Any) -> Any:
+        # A library or Prefect caller's '1_0' is not 10, as on the command line (issue 45.4).
+        return refuse_loose_numbers(cls, data)
 
     def idle_fields(self) -> dict[str, str]:
         """Fields that do nothing with these settings, each with what it would need (a kind

@@ -49,7 +49,12 @@ from privfair.core.errors import ContractError, PrivfairError, ReleaseInputError
 from privfair.release.checkpoint import save_checkpoint
 from privfair.release.checks import check_run_folders
 from privfair.release.options import ReleaseOptions, params_error_line
-from privfair.release.seeds import check_seed_policy, kind_rng, seed_fingerprint
+from privfair.release.seeds import (
+    check_seed_given,
+    check_seed_policy,
+    kind_rng,
+    seed_fingerprint,
+)
 from privfair.store import publication
 from privfair.store.catalog import next_version
 from privfair.store.files import Workspace, json_bytes, sha256_file, utc_now
@@ -321,6 +326,7 @@ def plan_release(kind: ReleaseKind, params: Any) -> Planned:
     """Parse and check a request without reading data or charging anything (``--dry-run``)."""
     options = kind.parse(params)
     check_seed_policy(options.seed, options.insecure_seed, error=ReleaseInputError)
+    check_seed_given(options.seed, options.insecure_seed, error=ReleaseInputError)
     plan = kind.check(options)
     # Folders the run will write: created (or not) now, not after the noise (issue 36).
     check_run_folders(out=options.out, work_dir=options.work_dir, dataset=plan.dataset)

@@ -31,6 +31,7 @@ from privfair.release.checks import (
 )
 from privfair.release.options import ReleaseOptions
 from privfair.store.files import new_run_id, utc_now
+from privfair.store.outputs import check_output
 
 
 def read_contract(params: ReleaseOptions) -> tuple[Path, Contract]:
@@ -72,12 +73,30 @@ class Request:
         }
 
 
+def _path_inputs(params: ReleaseOptions) -> dict[str, str | Path | None]:
+    """The kind's other options that name an existing file (``--coarsen``,
+    ``--causal-graph``), by option: inputs the run's outputs must not overwrite."""
+    found: dict[str, str | Path | None] = {}
+    for name, value in params:
+        if name in ("out", "work_dir", "data", "contract") or not isinstance(value, str):
+            continue
+        if value.strip() and Path(value).expanduser().is_file():
+            found["--" + name.replace("_", "-")] = value
+    return found
+
+
 def check_request(params: ReleaseOptions, contract_path: Path, contract: Contract, *,
                   schema: Contract | None = None, dataset: bool = False) -> Request:
     """The data file (or the contract's embedded dataset; with ``dataset`` also a folder of
     Parquet files), its schema against ``schema`` (default: the contract; a kind that reads
     some columns only passes its view), then the store and the work folder."""
     data_path, source = resolve_data(params, contract, dataset=dataset)
+    # The store and the work folder never overwrite an input, privfair's state, another
+    # store or a release (issue 45.1), before anything is read.
+    inputs: dict[str, str | Path | None] = {**_path_inputs(params), "--data": data_path,
+                                             "--contract": contract_path}
+    check_output(params.out, flag="--out", inputs=inputs, store=True)
+    check_output(params.work_dir, flag="--work-dir", inputs=inputs)
     if source == "dataset":  # every file's footer and the folder names, never a row
         check_dataset_schema(data_path, contract)
     else:  # names, Parquet types: before the reservation

@@ -23,8 +23,8 @@ import numpy as np
 from privfair.release.registry import REGISTRY
 from privfair.store.registry import seed_key
 
-__all__ = ["KIND_KEYS", "STAGE_KEYS", "check_seed_policy", "kind_rng", "seed_fingerprint",
-           "stage_rng"]
+__all__ = ["KIND_KEYS", "STAGE_KEYS", "check_seed_given", "check_seed_policy", "kind_rng",
+           "seed_fingerprint", "stage_rng"]
 
 #: Spawn keys of the table and gan kinds' stages.
 STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
@@ -70,6 +70,17 @@ def check_seed_policy(seed: int | None, insecure_seed: bool, *,
         raise error("seed: a fixed seed is a test mode that lets anyone who knows it remove the "
                     "noise; pass insecure_seed (--insecure-seed) to use one, or leave seed "
                     "empty for fresh OS entropy")
+
+
+def check_seed_given(seed: int | None, insecure_seed: bool, *,
+                     error: type[Exception] = ValueError) -> None:
+    """Refuse the insecure test mode without a seed (issue 45.4): the flag alone changes
+    nothing, so the run would not be the one asked for. (A resumed run is the exception: its
+    checkpoint keeps the flag, never the seed.)"""
+    if insecure_seed and seed is None:
+        raise error("insecure_seed: --insecure-seed was given without --seed; it only allows "
+                    "a fixed --seed (tests, demos): add --seed N, or drop --insecure-seed for "
+                    "fresh OS entropy")
 
 
 def seed_fingerprint(seed: int, *, dataset: str) -> str:

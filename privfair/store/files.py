@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass
@@ -138,10 +139,18 @@ class FileRef:
                              f"mismatch)")
 
 
+#: The name :func:`write_artefact` gives a file: privfair's mark on it. ``store gc`` removes
+#: from ``artefacts/`` only files so named (a user's ``thesis.docx`` there is not ours).
+ARTEFACT_NAME = re.compile(r"[a-z][a-z0-9-]*-[0-9a-f]{16}\.(?:json|npz|parquet|yaml)")
+
+
 def write_artefact(folder: str | Path, kind: str, data: bytes, ext: str) -> FileRef:
     """Write post-noise bytes content-addressed as ``<kind>-<sha16>.<ext>``."""
     digest = hashlib.sha256(data).hexdigest()
-    path = private_dir(folder) / f"{kind}-{digest[:16]}.{ext}"
+    name = f"{kind}-{digest[:16]}.{ext}"
+    if not ARTEFACT_NAME.fullmatch(name):  # gc would never remove it: a programming error
+        raise ValueError(f"artefact name {name!r} does not carry privfair's mark")
+    path = private_dir(folder) / name
     if not (path.is_file() and sha256_file(path) == digest):
         atomic_write(path, data)
     return FileRef(str(path.resolve()), digest)
