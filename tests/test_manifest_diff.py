@@ -137,9 +137,9 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"|expected_batch_size|epsilon_dp_sgd_alone)",
         r"manifest\.json:ledger\[GAN D1 [^]]*\]\.(rho|rho_unamplified_bound|sigma|sample_rate"
         r"|steps|queries|rdp\[\d+\])",
-        # The lifetime charge is the run's own Rényi curve: also a function of (q, steps, σ)
-        # (the catalog's rho is NaN for it; kept for older stores), and so is the lifetime's
-        # composed ε after it once the run settled its reservation to that curve.
+        # The lifetime charge is the run's declared Rényi curve since issue 41.3 (it was its
+        # own, a function of (q, steps, σ), and the lifetime's ε after it with it); the
+        # catalog's rho is NaN for it. Kept for stores written before.
         r"catalog:rho",
         r"manifest\.json:lifetime\.epsilon_spent_after",
         r"report\.html:Guarantee > row dataset lifetime ε spent after this release .*",

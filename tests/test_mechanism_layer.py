@@ -244,10 +244,6 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ('privfair/generative/gan.py', '_Trainer.d1_private_step',
      'mask = torch.rand(real.shape[0], generator=self.gen, device=self.device) < sample_rate'):
         "Poisson batch sampling (the accountant's subsampling, not noise)",
-    ('privfair/generative/gan.py', 'fit_gan',
-     'trial.spend_subsampled_gaussian(**kwargs)'):
-        "planning: the run's own curve on a copy of its ledger, to settle the reservation; "
-        'nothing is drawn',
     ('privfair/generative/nets.py', 'torch_generator',
      'return torch.Generator(device=device).manual_seed(int(rng.integers(2**62)))'):
         TORCH_SEED,
