@@ -144,7 +144,7 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"manifest\.json:lifetime\.epsilon_spent_after",
         r"report\.html:Guarantee > row dataset lifetime ε spent after this release .*",
         r"artifact\.md:privfair release [^>]* > row Lifetime ε after this release",
-        r"manifest\.json:guarantee\.spent\.(epsilon|rho_unamplified_bound|rho)",
+        r"manifest\.json:guarantee\.spent\.(epsilon|rho_unamplified_bound|rho|optimal_order)",
         r"artifact\.ledger:\[GAN D1 [^]]*\]\.(rho|sigma|queries)",
         r"artifact\.md:privfair release [^>]* > row ε spent",  # guarantee.spent.epsilon
         # training_history: generator loss (its step sees D1, trained by DP-SGD, and fake
