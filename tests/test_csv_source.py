@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import TOY_CONTRACT
+from conftest import TOY_CONTRACT, make_toy_frame
 
 from privfair.cli import main
 from privfair.contracts.csv_source import NOT_TEXT, UNPARSED_CELL, csv_header, read_csv_text
@@ -186,3 +186,61 @@ def test_a_contract_without_a_dialect_keeps_its_fingerprint():
     declared = parse_contract(TOY_CONTRACT + "dialect: {line_terminator: \"\\r\\n\"}\n")
     assert declared.csv_dialect.line_terminator == "\r\n"
     assert declared.fingerprint() != plain.fingerprint()
+
+
+#: Issue 41.4's record: its quote never closes.
+UNCLOSED = 'M,"A,HS,30,low'
+
+
+@pytest.mark.parametrize("declared", [DialectSpec(multiline=True),
+                                      DialectSpec(multiline=True, max_record_bytes=1 << 20)],
+                         ids=["default-limit", "1-MiB-limit"])
+def test_a_multiline_quote_left_open_costs_its_own_line(declared, tmp_path):
+    """Issue 41.4: in a multiline dialect one record whose quote never closes used to
+    swallow every later line up to ``max_record_bytes`` (400 rows read as 199). Now its
+    opening line alone is one unparsed record and every other line reads as in the clean
+    file, whatever the limit; so do two such records apart, and a well-formed quoted line
+    break after one."""
+    lines = make_toy_frame(400).to_csv(index=False).splitlines()
+    columns = lines[0].split(",")
+    clean, dirty = tmp_path / "clean.csv", tmp_path / "dirty.csv"
+    clean.write_text("\n".join(lines) + "\n")
+    before, unparsed = read_csv_text(clean, columns, declared)
+    assert (len(before), unparsed) == (400, 0)
+
+    def read_with(changes: dict[int, str]) -> tuple[pd.DataFrame, int]:
+        changed = list(lines)
+        for at, line in changes.items():
+            changed[at + 1] = line  # after the header
+        dirty.write_text("\n".join(changed) + "\n")
+        return read_csv_text(dirty, columns, declared)
+
+    after, unparsed = read_with({199: UNCLOSED})
+    assert unparsed == 1
+    pd.testing.assert_frame_equal(after, before.drop(index=199).reset_index(drop=True))
+    after, unparsed = read_with({99: UNCLOSED, 299: 'F,"B,BA,41,high'})
+    assert unparsed == 2
+    pd.testing.assert_frame_equal(
+        after, before.drop(index=[99, 299]).reset_index(drop=True))
+    # a quoted line break that parses, after the open quote: it reads as one row
+    split = lines[251].split(",")
+    after, unparsed = read_with({199: UNCLOSED, 250: ",".join(
+        [*split[:6], f'"first\nsecond {split[6]}"'])})
+    assert unparsed == 1 and len(after) == 399
+    assert after["secret_name"].iloc[249] == f"first\nsecond {split[6]}"
+
+
+def test_the_default_record_limit_is_sized_to_the_header(tmp_path):
+    """Issue 41.4: left out, ``max_record_bytes`` is 4096 bytes per field of the header
+    (the file's schema, public), not 1 MiB: a record longer than that is one unparsed
+    record, the lines after it read."""
+    assert DialectSpec().record_limit(7) == 7 * 4096
+    assert DialectSpec(max_record_bytes=100).record_limit(7) == 100
+    path = tmp_path / "long.csv"
+    path.write_text("a,b\n1,x\n2," + "y" * (2 * 4096) + "\n3,z\n")
+    for dialect in (DialectSpec(), DialectSpec(multiline=True)):
+        frame, unparsed = read_csv_text(path, ["a", "b"], dialect)
+        assert frame["a"].tolist() == ["1", "3"] and unparsed == 1
+        frame, unparsed = read_csv_text(path, ["a", "b"], DialectSpec(
+            multiline=dialect.multiline, max_record_bytes=1 << 20))
+        assert frame["a"].tolist() == ["1", "2", "3"] and unparsed == 0

@@ -137,14 +137,14 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"|expected_batch_size|epsilon_dp_sgd_alone)",
         r"manifest\.json:ledger\[GAN D1 [^]]*\]\.(rho|rho_unamplified_bound|sigma|sample_rate"
         r"|steps|queries|rdp\[\d+\])",
-        # The lifetime charge is the run's own Rényi curve: also a function of (q, steps, σ)
-        # (the catalog's rho is NaN for it; kept for older stores), and so is the lifetime's
-        # composed ε after it once the run settled its reservation to that curve.
+        # The lifetime charge is the run's declared Rényi curve since issue 41.3 (it was its
+        # own, a function of (q, steps, σ), and the lifetime's ε after it with it); the
+        # catalog's rho is NaN for it. Kept for stores written before.
         r"catalog:rho",
         r"manifest\.json:lifetime\.epsilon_spent_after",
         r"report\.html:Guarantee > row dataset lifetime ε spent after this release .*",
         r"artifact\.md:privfair release [^>]* > row Lifetime ε after this release",
-        r"manifest\.json:guarantee\.spent\.(epsilon|rho_unamplified_bound|rho)",
+        r"manifest\.json:guarantee\.spent\.(epsilon|rho_unamplified_bound|rho|optimal_order)",
         r"artifact\.ledger:\[GAN D1 [^]]*\]\.(rho|sigma|queries)",
         r"artifact\.md:privfair release [^>]* > row ε spent",  # guarantee.spent.epsilon
         # training_history: generator loss (its step sees D1, trained by DP-SGD, and fake

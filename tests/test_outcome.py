@@ -139,8 +139,8 @@ def test_a_gan_release_ledger_adds_up_to_its_charge_in_one_unit(toy_contract, to
         _request(toy_contract, toy_parquet, tmp_path))).contract)
     (release,) = book.releases
     rows = manifest["ledger"]
-    # charged by its own Rényi curve (issue 32.9): the lifetime holds that curve, whose ε at
-    # the run's δ is the declared ε at most, and no ρ that depends on the lifetime
+    # charged by its declared Rényi curve (issues 32.9, 41.3): the lifetime holds that curve,
+    # whose ε at the run's δ is the declared ε at most, and no ρ that depends on the lifetime
     assert release.get("rho") is None and len(release["rdp"]) == len(RDP_ORDERS)
     own = rdp_epsilon(rdp=release["rdp"], delta=1e-9)[0]
     assert 0 < own <= 1.0 * (1 + 1e-9)

@@ -115,11 +115,11 @@ def test_a_model_release_of_bad_values_publishes_at_its_declared_cost(
     used = planned.plan.encoding.used_contract(load_contract(toy_contract))
     manifest = _published(folder, toy_contract, used, budget.policy_rho)
     # the reservation is the declared curve, whatever the lifetime; the run spends no more at
-    # any order, and the lifetime is charged the run's own curve
+    # any order, and the lifetime is charged the declared curve (issue 41.3)
     np.testing.assert_allclose(_reserved_curve(toy_contract), declared)
     assert before.epsilon_spent() == 0.0
     (release,) = read_lifetime_ledger(None, load_contract(toy_contract)).releases
-    np.testing.assert_allclose(release["rdp"], manifest["guarantee"]["rdp_spent"])
+    np.testing.assert_allclose(release["rdp"], declared)
     assert np.all(np.asarray(manifest["guarantee"]["rdp_spent"]) <= declared * (1 + 1e-12))
     assert manifest["guarantee"]["declared"]["policy_counts"]["rho"] == pytest.approx(
         budget.policy_rho)

@@ -56,27 +56,42 @@ LIMIT = 1024
 # --- the reader: a file reads as its records, each alone ---------------------------------------
 
 
-def reference_records(body: bytes, dialect: DialectSpec) -> list[bytes]:
+def reference_records(body: bytes, dialect: DialectSpec, header: bytes = b"",
+                      tmp_path: Path | None = None) -> list[bytes]:
     """The records after the header, split by the dialect's rule as documented
     (:class:`~privfair.contracts.schema.DialectSpec`), in plain Python: each with its
-    terminator byte when it has one."""
+    terminator byte when it has one. With ``multiline``, a line that leaves a quote open
+    runs to the line that closes it when that comes within the limit and the lines read
+    alone (after ``header``, in ``tmp_path``) as one row; else it is a record alone."""
     end = dialect.line_terminator.encode()[-1:]
     quote = dialect.quote.encode()
-    limit = dialect.max_record_bytes
+    limit = dialect.record_limit(header.count(dialect.delimiter.encode()) + 1)
     records, position = [], 0
     while position < len(body):
-        cut = body.find(end, position)
-        while dialect.multiline and cut >= 0:
-            closed = body.count(quote, position, cut) % 2 == 0
-            if (closed and cut - position <= limit) or cut - position >= limit:
-                break
+        first = body.find(end, position)
+        cut = first
+        while dialect.multiline and cut >= 0 and body.count(quote, position, cut) % 2:
             cut = body.find(end, cut + 1)
-        if cut < 0:
+        stop = cut if cut >= 0 else len(body)
+        if dialect.multiline and first >= 0 and stop > first:  # quoted lines run on
+            span = body[position:stop + 1]
+            if (body.count(quote, position, stop) % 2 or stop - position > limit
+                    or not _one_row(header + span, dialect, tmp_path)):
+                stop = first  # the opening line alone
+        if stop >= len(body):
             records.append(body[position:])
             break
-        records.append(body[position:cut + 1])
-        position = cut + 1
+        records.append(body[position:stop + 1])
+        position = stop + 1
     return records
+
+
+def _one_row(data: bytes, dialect: DialectSpec, tmp_path: Path | None) -> bool:
+    assert tmp_path is not None
+    path = tmp_path / "span.csv"
+    path.write_bytes(data)
+    rows, unparsed = read(path, dialect)
+    return len(rows) == 1 and unparsed == 0
 
 
 def read(path: Path, dialect: DialectSpec, block_bytes: int = 1 << 20
@@ -149,7 +164,7 @@ def test_a_file_reads_as_its_records_each_alone(name, tmp_path):
         whole = read(path, dialect)
         assert read(path, dialect, block_bytes=64) == whole
         rows, unparsed = [], 0
-        for record in reference_records(body, dialect):
+        for record in reference_records(body, dialect, header + term, tmp_path):
             alone = tmp_path / "alone.csv"
             alone.write_bytes(header + term + record)
             got, bad = read(alone, dialect)
@@ -261,8 +276,10 @@ def _contract(kind, folder: Path, dialect: DialectSpec | None) -> Path:
     text = TOY_CONTRACT if kind.name in CASES else edge_list_example()[0].read_text()
     if dialect is not None:
         terminator = {"\n": "lf", "\r\n": "crlf"}[dialect.line_terminator]
-        text += (f"dialect: {{line_terminator: {terminator}, "
-                 f"max_record_bytes: {dialect.max_record_bytes}}}\n")
+        keys = [f"line_terminator: {terminator}", f"multiline: {str(dialect.multiline).lower()}"]
+        if dialect.max_record_bytes is not None:
+            keys.append(f"max_record_bytes: {dialect.max_record_bytes}")
+        text += f"dialect: {{{', '.join(keys)}}}\n"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "contract.yaml"
     path.write_text(text)
@@ -335,14 +352,18 @@ def test_reproducer_releases_with_the_clean_structure(name, tmp_path, monkeypatc
     _check_mutation(TABLE, name, tmp_path, monkeypatch, {})
 
 
-def test_a_quote_left_open_is_one_record(tmp_path, monkeypatch):
-    """Finding 2: D and D plus a record ``30,M,"lo,40,1`` (its quote never closes): the
-    noisy total moves by about one row (same seed), not by the two thirds of the file the
-    record used to swallow; the record shows as one more unparsed record."""
+@pytest.mark.parametrize(("dialect", "record"), [
+    (None, b'30,M,"lo,40,1'), (DialectSpec(multiline=True), b'M,"A,HS,30,low')],
+    ids=["default", "multiline"])
+def test_a_quote_left_open_is_one_record(dialect, record, tmp_path, monkeypatch):
+    """Finding 2 (issue 32), and issue 41.4 in a multiline dialect: D and D plus a record
+    whose quote never closes: the noisy total moves by about one row (same seed), not by
+    the two thirds of the file the record used to swallow (multiline: 398 rows read as 196
+    when ``max_record_bytes`` was 1 MiB); the record shows as one more unparsed record."""
     lines = make_toy_frame(300).to_csv(index=False, lineterminator="\n").encode().split(
         b"\n")[:-1]
-    contract = _contract(TABLE, tmp_path / "contract", None)
-    plus = lines[:101] + [b'30,M,"lo,40,1'] + lines[101:]
+    contract = _contract(TABLE, tmp_path / "contract", dialect)
+    plus = lines[:101] + [record] + lines[101:]
     d = _publish(TABLE, tmp_path / "d", contract, b"\n".join(lines) + b"\n", ".csv",
                  monkeypatch)
     d_plus = _publish(TABLE, tmp_path / "d-plus", contract, b"\n".join(plus) + b"\n",

@@ -2,18 +2,30 @@
 
 The unit of privacy of a CSV source is the record as the contract's dialect delimits it
 (:class:`~privfair.contracts.schema.DialectSpec`; by default RFC 4180 with ``\\n`` line
-ends): one line, or with ``multiline`` a line whose quoted fields run on, cut at
-``max_record_bytes``. The first line is the header: the file's schema, a public fact checked
-before a release reserves its budget (:func:`csv_header`). Every other record stands alone:
-a record that does not parse as exactly one row of the header's fields is dropped and
-counted in :data:`UNPARSED_CELL` of the policy tally, which a release publishes only as a
-noisy count. A record does not parse when it has a field too many or too few, a quote that
-is not around a whole field (RFC 4180: a field is quoted whole, a quote inside it doubled),
-a quote left open, a line break that its dialect does not allow (a ``\\r`` in a ``\\n``
-file, say), or more than ``max_record_bytes`` bytes. So no record can change how another
-one reads (no shared sniffing, no quote that swallows the rest of the file), and once the
-budget is reserved a malformed record never stops the run nor changes its message (issue
-21.2, privacy rule 4).
+ends): one line, or with ``multiline`` the lines from one that leaves a quote open to the
+one that closes it, when they come within ``max_record_bytes`` and parse as one row
+(:func:`_quote_records`). The first line is the header: the file's schema, a public fact
+checked before a release reserves its budget (:func:`csv_header`). Every other record
+stands alone: a record that does not parse as exactly one row of the header's fields is
+dropped and counted in :data:`UNPARSED_CELL` of the policy tally, which a release
+publishes only as a noisy count. A record does not parse when it has a field too many or
+too few, a quote that is not around a whole field (RFC 4180: a field is quoted whole, a
+quote inside it doubled), a quote left open, a line break that its dialect does not allow
+(a ``\\r`` in a ``\\n`` file, say), or more than ``max_record_bytes`` bytes (by default
+4096 per field of the header). So no record changes how another one reads (no shared
+sniffing, no quote that swallows the rest of the file; the one multiline case is below),
+and once the budget is reserved a malformed record never stops the run nor changes its
+message (issue 21.2, privacy rule 4).
+
+A ``multiline`` quote left open used to run to ``max_record_bytes`` (1 MiB then) and
+swallow every line it reached into one dropped record: one line ``M,"A,HS,30,low`` took
+half of a 400-row file with it (issue 41.4). Now a quote that does not close within the
+bound, or whose lines do not parse as one row, costs its own line alone. What a multiline
+dialect cannot rule out is an added line that leaves a quote open *and* joins the lines
+after it into one well-formed row: that needs the next line with an odd number of quotes
+to close a field (``...",x``), within ``max_record_bytes``; in a file whose quoted line
+breaks are well formed, that next line opens a field instead (``x,"...``) and the join
+does not parse. The default dialect has no such case: one line, one record.
 
 Values are text; an empty field is a null. A value whose bytes are not UTF-8 reads as the
 one value :data:`NOT_TEXT` (U+FFFD), which no declared category matches, so the column's
@@ -50,6 +62,9 @@ UNPARSED_CELL = ("(unparsed record)", "dropped")
 #: What a text value whose bytes are not UTF-8 reads as: one value, out of every declared
 #: domain unless a contract declares it.
 NOT_TEXT = "\ufffd"
+
+#: The bound on the header line's bytes when the dialect declares none.
+HEADER_BYTES = 1 << 20
 
 #: Bytes read from the file at a time (a block's records are parsed together).
 BLOCK_BYTES = 8 << 20
@@ -175,35 +190,73 @@ def _line_records(data: np.ndarray, ends: np.ndarray, b: _Bytes, final: bool) ->
     return _Records(start, stop, content, bad)
 
 
-def _quote_records(data: np.ndarray, b: _Bytes, final: bool, limit: int) -> tuple[_Records, int]:
-    """Records of a ``multiline`` dialect: a record ends at the first terminator outside
-    quotes with at most ``limit`` bytes before it; a record that has not ended when it holds
-    ``limit`` bytes ends at the first terminator from there (and is malformed). Returns the
-    records and the bytes they span (the rest waits for more input unless ``final``)."""
-    ends = np.flatnonzero(data == b.end)
-    quotes = np.concatenate(([0], np.cumsum(data == b.quote, dtype=np.int64)))
-    odd = ((quotes[ends] - quotes[np.concatenate(([0], ends[:-1] + 1))]) % 2).tolist()
-    starts: list[int] = []
-    stops: list[int] = []
-    cut: list[bool] = []
-    position, parity = 0, 0
-    for end, flips in zip(ends.tolist(), odd, strict=True):
-        parity ^= flips
-        closed = parity == 0 and end - position <= limit
-        if closed or end - position >= limit:
-            starts.append(position)
-            stops.append(end)
-            cut.append(not closed)
-            position, parity = end + 1, 0
-    if final and position < data.size:
-        starts.append(position)
-        stops.append(data.size)
-        cut.append(data.size - position > limit)  # an open quote is caught by the checks
-        position = data.size
-    stop = np.array(stops, dtype=np.int64)
-    records = _line_records(data[:position], stop, b, final=False)
-    records.bad |= np.array(cut, dtype=bool)
-    return records, position
+def _quote_records(data: np.ndarray, b: _Bytes, final: bool, limit: int, *,
+                   fields: int | None = None, check: bool = True) -> tuple[_Records, int]:
+    """Records of a ``multiline`` dialect. A line whose quotes are balanced is a record. A
+    line that leaves a quote open (an odd number of quotes) runs on to the first line that
+    closes it; those lines are one record if the closing terminator comes within ``limit``
+    bytes of the record's start and (with ``check``) they parse as one row of ``fields``
+    fields (:func:`_check_records`). Otherwise the opening line alone is one record, marked
+    malformed, and the next line starts the next record: a quote left open costs its own
+    line, never the well-formed lines after it (issue 41.4). Only the lines that leave a
+    quote open are visited in Python. Returns the records and the bytes they span (the rest
+    waits for more input unless ``final``)."""
+    stop = np.flatnonzero(data == b.end)
+    if final and data.size and (not stop.size or stop[-1] != data.size - 1):
+        stop = np.append(stop, data.size)  # the last line, cut by the end of the file
+    start = np.zeros_like(stop)
+    start[1:] = stop[:-1] + 1
+    quotes = np.zeros(data.size + 1, dtype=np.int64)
+    np.cumsum(data == b.quote, out=quotes[1:])
+    odd = np.flatnonzero((quotes[stop] - quotes[start]) % 2)
+    # closes[k]: the lines from odd line k to odd line k + 1 are one record
+    first, last = start[odd[:-1]], stop[odd[1:]]
+    closes = last - first <= limit
+    if check:  # spans k and k + 2 are disjoint: each half is checked in one pass
+        for half in (slice(0, None, 2), slice(1, None, 2)):
+            closes[half] &= _spans_parse(data, first[half], last[half], b, limit=limit,
+                                         fields=fields)
+    opening, closing = odd.tolist(), closes.tolist()
+    lines = stop.size
+    joined = np.zeros(lines, dtype=bool)  # the line's record goes on to the next line
+    cut = np.zeros(lines, dtype=bool)  # an opening line alone: its quote never closed
+    k = 0
+    while k < len(opening):
+        line = opening[k]
+        if k + 1 < len(opening):
+            if closing[k]:
+                joined[line:opening[k + 1]] = True
+                k += 2
+                continue
+        elif not final and data.size - int(start[line]) <= limit:
+            lines = line  # a terminator within the limit may come in the next read
+            break
+        cut[line] = True
+        k += 1
+    stops = stop[:lines][~joined[:lines]]
+    used = int(min(stops[-1] + 1, data.size)) if stops.size else 0
+    records = _line_records(data[:used], stops, b, final=False)
+    records.bad |= cut[:lines][~joined[:lines]]
+    return records, used
+
+
+def _spans_parse(data: np.ndarray, first: np.ndarray, last: np.ndarray, b: _Bytes, *,
+                 limit: int, fields: int | None) -> np.ndarray:
+    """Whether each span of lines ``[first, last]`` of ``data`` (``first`` a line's start,
+    ``last`` a terminator or the end of ``data``; disjoint, in order) is one well-formed
+    record of a ``multiline`` dialect: checked as records that tile ``data`` with the lines
+    between them (whose verdicts are not used)."""
+    if not first.size:
+        return np.zeros(0, dtype=bool)
+    gap = first > np.concatenate(([0], last[:-1] + 1))  # lines before the span
+    stops = np.empty(2 * first.size, dtype=np.int64)
+    stops[0::2], stops[1::2] = first - 1, last
+    kept = np.ones(stops.size, dtype=bool)
+    kept[0::2] = gap
+    end = min(int(last[-1]) + 1, data.size)
+    records = _line_records(data[:end], stops[kept], b, final=False)
+    _check_records(data[:end], records, b, multiline=True, limit=limit, fields=fields)
+    return ~records.bad[(np.cumsum(kept) - 1)[1::2]]
 
 
 def _check_records(data: np.ndarray, records: _Records, b: _Bytes, *, multiline: bool,
@@ -314,7 +367,7 @@ class CsvSource:
     def _record_blocks(self, b: _Bytes, block_bytes: int) -> Iterator[np.ndarray]:
         """Buffers of whole, well-formed records (each with its terminator), in order; the
         malformed records are counted in :attr:`unparsed`."""
-        limit = self.dialect.max_record_bytes
+        limit = self.dialect.record_limit(len(self.header))
         skipping = False  # in a record already counted as too long: skip to its end
         with _open(self.path) as fh:
             _, carry = _read_header(fh, self.dialect)
@@ -331,7 +384,8 @@ class CsvSource:
                         continue
                     data, skipping = data[int(ends[0]) + 1:], False
                 if self.dialect.multiline:
-                    records, used = _quote_records(data, b, final, limit)
+                    records, used = _quote_records(data, b, final, limit,
+                                                   fields=len(self.header))
                 else:
                     ends = np.flatnonzero(data == b.end)
                     used = data.size if final else (int(ends[-1]) + 1 if ends.size else 0)
@@ -382,7 +436,7 @@ class CsvSource:
             data += terminator
         sentinel = dialect.delimiter.encode() * (len(self.header) - 1) or b"\x00"
         data += sentinel + terminator
-        limit = dialect.max_record_bytes
+        limit = dialect.record_limit(len(self.header))
         try:
             return pcsv.read_csv(
                 # pyarrow-stubs type the input as a path or file object; pyarrow takes a Buffer
@@ -413,7 +467,7 @@ def _kept_bytes(data: np.ndarray, records: _Records, kept: np.ndarray) -> np.nda
 def _record_bounds(data: np.ndarray, b: _Bytes, multiline: bool) -> list[tuple[int, int]]:
     """``[start, stop)`` of each record in a buffer of well-formed records."""
     if multiline:
-        records, _ = _quote_records(data, b, True, data.size + 1)
+        records, _ = _quote_records(data, b, True, data.size + 1, check=False)
     else:
         records = _line_records(data, np.flatnonzero(data == b.end), b, True)
     return [(int(s), int(min(e + 1, data.size))) for s, e in
@@ -431,13 +485,19 @@ def _empty(columns: list[str]) -> pa.Table:
     return pa.table({name: pa.array([], pa.string()) for name in columns})
 
 
+def _header_limit(dialect: DialectSpec) -> int:
+    """The header's byte bound: the declared ``max_record_bytes``, else 1 MiB (its fields
+    are not known before it is read)."""
+    return dialect.max_record_bytes or HEADER_BYTES
+
+
 def _read_header(fh: BinaryIO, dialect: DialectSpec) -> tuple[bytes, bytes]:
     """Read the header record off ``fh`` (public: the file's schema): its bytes (less its
     terminator and a UTF-8 byte-order mark) and the bytes read past it.
 
     Raises ``_HeaderError`` when it does not parse in the dialect."""
     b = _Bytes.of(dialect)
-    limit = dialect.max_record_bytes
+    limit = _header_limit(dialect)
     records = _Records(*(np.zeros(0, np.int64),) * 3, np.zeros(0, bool))
     chunk = fh.read(1 << 16)
     head = chunk.removeprefix(_UTF8_BOM)
@@ -473,8 +533,8 @@ def _read_header(fh: BinaryIO, dialect: DialectSpec) -> tuple[bytes, bytes]:
 class _HeaderError(ValueError):
     def __init__(self, line: bytes, dialect: DialectSpec) -> None:
         hint = ""
-        if len(line) > dialect.max_record_bytes:
-            hint = f" (longer than max_record_bytes = {dialect.max_record_bytes})"
+        if len(line) > _header_limit(dialect):
+            hint = f" (longer than max_record_bytes = {_header_limit(dialect)})"
         elif dialect.line_terminator == "\n" and line.endswith(b"\r"):
             hint = " (it ends in \\r\\n: declare dialect: {line_terminator: crlf})"
         elif dialect.line_terminator == "\r\n" and not line.endswith(b"\r"):

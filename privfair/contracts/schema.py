@@ -51,8 +51,8 @@ File layout
       delimiter: ","                #   (these are the defaults)
       quote: '"'
       line_terminator: lf           # lf ("\\n"), crlf ("\\r\\n") or cr ("\\r")
-      multiline: false              # quoted fields may hold line breaks (then records
-      max_record_bytes: 1048576     #   are cut at this length)
+      multiline: false              # quoted fields may hold line breaks
+      max_record_bytes: 65536       # optional; by default 4096 per field of the header
 
 Bin convention
 --------------
@@ -115,6 +115,7 @@ __all__ = [
     "OpenDomainSpec",
     "UniverseSpec",
     "Policy",
+    "RECORD_BYTES_PER_FIELD",
     "RolesSpec",
     "MAX_CONTRACT_BYTES",
     "load_contract",
@@ -549,6 +550,11 @@ class CausalGraphSpec(_Strict):
                 "undirected": [list(e) for e in self.undirected]}
 
 
+#: A record's default byte bound per field of the header (:meth:`DialectSpec.record_limit`):
+#: ample for a category, a number or a short text, and it keeps the lines a multiline quote
+#: left open can reach few.
+RECORD_BYTES_PER_FIELD = 4096
+
 #: The line terminators a contract's CSV dialect can declare, by name.
 LINE_TERMINATORS = {"lf": "\n", "crlf": "\r\n", "cr": "\r"}
 
@@ -557,20 +563,32 @@ class DialectSpec(_Strict):
     """How a CSV data file delimits its records: the unit of privacy of a CSV source.
 
     A record is one line, ended by ``line_terminator`` (or by the end of the file); with
-    ``multiline`` a quoted field may hold line breaks, and a record runs to the first
-    terminator outside quotes, but never past ``max_record_bytes``: a record that reaches it
-    ends at the first terminator from there. A record that does not parse as exactly one row
-    of the header's fields (a field too many or too few, a quote left open, a stray
+    ``multiline`` a quoted field may hold line breaks: a line whose quote is left open runs
+    on to the first terminator outside quotes, and those lines are one record if it comes
+    within ``max_record_bytes`` and they parse as one row; otherwise the opening line alone
+    is one record (malformed) and the next line starts the next record, so a quote left
+    open costs one line, never the lines after it. A record that does not parse as exactly
+    one row of the header's fields (a field too many or too few, a quote left open, a stray
     ``\\r``/``\\n``, more than ``max_record_bytes`` bytes) is dropped and counted among the
     noisy policy counts (:mod:`privfair.contracts.csv_source`). The first line is the header.
     Text is UTF-8; bytes that are not are one value out of the column's domain.
+
+    ``max_record_bytes`` left out is :data:`RECORD_BYTES_PER_FIELD` times the header's
+    fields (the file's schema: public), :meth:`record_limit`.
     """
 
     delimiter: str = ","
     quote: str = '"'
     line_terminator: Literal["\n", "\r\n", "\r"] = "\n"
     multiline: bool = False
-    max_record_bytes: int = Field(default=1_048_576, ge=64, le=256 * 1_048_576)
+    max_record_bytes: int | None = Field(default=None, ge=64, le=256 * 1_048_576)
+
+    def record_limit(self, fields: int) -> int:
+        """The most bytes a record of ``fields`` fields may hold (its terminator aside): the
+        declared ``max_record_bytes``, else :data:`RECORD_BYTES_PER_FIELD` per field."""
+        if self.max_record_bytes is not None:
+            return self.max_record_bytes
+        return max(64, RECORD_BYTES_PER_FIELD * fields)
 
     @field_validator("line_terminator", mode="before")
     @classmethod

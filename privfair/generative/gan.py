@@ -902,12 +902,30 @@ def dpsgd_charges(config: GANConfig, *, sample_rate: float, steps: int,
              "sensitivity": bound * math.sqrt(1 + ratio**-2)}]
 
 
+def dpsgd_calibration(ledger: Any, config: GANConfig, *, rows: float,
+                      limit: Limit | None = None) -> tuple[float, float, int]:
+    """D1's σ, Poisson rate q and steps T at the noisy row count ``rows``: q and T from
+    :func:`dpsgd_schedule`, σ the smallest that ``ledger`` (holding the run's charges so far)
+    accepts and, with a ``limit``, that keeps the run's whole curve under it at every order.
+
+    q and T follow the noisy count, so the curve charged is the run's own for that count; the
+    ``limit`` of a release is its declared curve, fixed before any read, which bounds the
+    curve whichever count was drawn (the proof: :mod:`privfair.release.kinds.gan.stages`).
+    Taking the σ the ledger alone allows, whose curve converts to ε at its own best order,
+    is no proof: the supremum over the counts converts to more (issue 41.3)."""
+    sample_rate, steps = dpsgd_schedule(config, rows=rows)
+
+    def charges(sigma: float) -> list[dict[str, Any]]:
+        return dpsgd_charges(config, sample_rate=sample_rate, steps=steps, sigma=sigma)
+
+    return noise_multiplier_on_ledger(ledger, charges=charges, limit=limit), sample_rate, steps
+
+
 def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, outcome: str,
             ledger: Any, rng: np.random.Generator, config: GANConfig | None = None,
             dag: Any = None, noise_multiplier: float | None = None,
             discrete_noise: bool = False, progress: Progress | None = None,
-            limit: Limit | None = None,
-            settle: Callable[[np.ndarray], bool] | None = None) -> FittedGAN:
+            limit: Limit | None = None) -> FittedGAN:
     """Train a DP GAN on integer codes and return the post-noise generator.
 
     Parameters
@@ -940,13 +958,13 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         post-noise quantities only.
     limit : callable, optional
         A further bound on the run's whole Rényi curve (on ``RDP_ORDERS``): ``limit(curve)``
-        is its cost over what it may cost, ≤ 1 fits. A release passes the lifetime ledger's
-        charge for the curve over the run's declared ρ. Checked for the counts before they
-        are drawn (refused with nothing drawn), then σ is calibrated to it.
-    settle : callable, optional
-        ``settle(curve)``: asked, when ``limit`` would make σ larger than the ledger alone
-        needs, to charge the run's own ``curve`` in place of what bounded it (the lifetime
-        ledger's reservation); True lifts ``limit``.
+        is its cost over what it may cost, ≤ 1 fits. A release passes
+        :func:`~privfair.release.kinds.gan.stages.curve_limit` of its declared curve, fixed
+        from public inputs before any read: whatever the noisy count, the curve of the run
+        stays at or below it at every order, which is what makes the declared curve a valid
+        bound of the whole run (the proof is in :mod:`privfair.release.kinds.gan.stages`).
+        Checked for the counts before they are drawn (refused with nothing drawn), then σ is
+        calibrated to it.
     """
     config = config or GANConfig()
     parsed_dag = _check_inputs(config, domain, protected, outcome, dag)
@@ -966,24 +984,17 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     marginals, anchors, n_hat, marginal_sigma = _measure_counts(
         columns, domain, ledger=ledger, rng=rng, share=config.marginal_share,
         discrete=discrete_noise, protected=protected, outcome=outcome, pairs=pairs)
-    sample_rate, steps = dpsgd_schedule(config, rows=n_hat)
+    if noise_multiplier is None:
+        sigma, sample_rate, steps = dpsgd_calibration(ledger, config, rows=n_hat, limit=limit)
+    else:
+        sigma = noise_multiplier
+        sample_rate, steps = dpsgd_schedule(config, rows=n_hat)
     steps_per_epoch = steps // config.epochs
     expected_batch = sample_rate * n_hat
 
     def charges(sigma: float) -> list[dict[str, Any]]:
         return dpsgd_charges(config, sample_rate=sample_rate, steps=steps, sigma=sigma)
 
-    if noise_multiplier is None and limit is not None and settle is not None:
-        # Once the counts fixed q, the run's own curve at the σ its ledger alone allows may
-        # replace its reservation when it fits next to the others: then only the ledger binds.
-        alone = noise_multiplier_on_ledger(ledger, charges=charges)
-        trial = type(ledger).from_state_dict(ledger.state_dict())
-        for kwargs in charges(alone):
-            trial.spend_subsampled_gaussian(**kwargs)
-        if limit(trial.rdp()) > 1.0 and settle(trial.rdp()):
-            noise_multiplier, limit = alone, None
-    sigma = (noise_multiplier if noise_multiplier is not None
-             else noise_multiplier_on_ledger(ledger, charges=charges, limit=limit))
     # The layer charges what charges(σ) planned: the same multiplier (σ_eff with DPSGD-F's
     # counts) and steps, so the same Rényi curve.
     noise = subsampled_gaussian(

@@ -532,12 +532,7 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
             manifest = written.manifest
             if context.resumed is not None:
                 manifest["resume"] = context.resumed
-            # against the reservation as the ledger holds it (a GAN may have settled it)
-            held = next((p for p in lifetime.pending if p["run_id"] == charge.run_id), None)
-            reserved = (replace(charge, rdp=tuple(held["rdp"]))
-                        if charge.rdp is not None and held and held.get("rdp") is not None
-                        else charge)
-            _check_within_declared(written.ledger_fields, reserved)
+            _check_within_declared(written.ledger_fields, charge)
             manifest["files"] = {name: written.digests.get(name) or sha256_file(tmp / name)
                                  for name in written.files}
             (tmp / "manifest.json").write_bytes(json_bytes(manifest))
@@ -551,8 +546,13 @@ def publish(context: RunContext, state: State) -> tuple[Path, Written]:
                    "method": plan.method, "kind": context.kind.name,
                    "contract_fingerprint": charge.contract_fingerprint,
                    **dict(written.ledger_fields)}
-        if charge.rdp is not None:  # charged by its Rényi curve: the run's own, or the declared
-            release.setdefault("rdp", [float(v) for v in charge.rdp])
+        if charge.rdp is not None:
+            # Charged its declared Rényi curve, not its own: the own curve (DP-SGD's q and σ
+            # follow a noisy row count) is at or below it at every order, and only the
+            # declared one, fixed before any read, bounds the run whatever the count drew
+            # (adaptive composition takes the supremum over the counts; issue 41.3). Recording
+            # the smaller own curve would let the next runs in as if the run cost less.
+            release["rdp"] = [float(v) for v in charge.rdp]
             release.pop("rho", None)
         else:
             release.setdefault("rho", charge.rho)

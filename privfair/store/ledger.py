@@ -220,7 +220,8 @@ def fold(entries: list[Entry], name: str, ident: str) -> LifetimeLedger:
         if kind in ("open", "raise"):
             budget = (float(e["epsilon"]), float(e["delta"]))
         elif kind == "reserve" and e.get("settles") and e["run_id"] in reserves:
-            reserves[e["run_id"]]["rdp"] = e["rdp"]  # the run's own curve, settled
+            # a GAN run's own curve, settled (chains written before issue 41.3 removed it)
+            reserves[e["run_id"]]["rdp"] = e["rdp"]
         elif kind == "reserve":
             reserves[e["run_id"]] = {k: e[k] for k in (
                 "run_id", "rho", "epsilon", "delta", "method", "contract_fingerprint", "pid",

@@ -24,7 +24,7 @@ import math
 import os
 import re
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -336,29 +336,6 @@ def reserve_run(charge: RunCharge) -> RunCharge:
 
     _write(dataset_id(charge.contract), charge.contract.name, _declared(charge.contract), build)
     return fixed[0]
-
-
-def settle_curve(charge: RunCharge, rdp: Sequence[float]) -> bool:
-    """Replace a running run's reserved curve by ``rdp`` (its own, once a noisy count fixed
-    its sampling rate) when that fits next to everything else charged; returns whether it did.
-
-    One registry transaction: the run keeps its state, and later runs are checked against the
-    new curve. A run that drew noise may settle: what it will spend next is charged by it.
-    """
-    done: list[bool] = []
-
-    def build(entries: list[Entry]) -> NewEntries:
-        book = _ledger_from(charge.contract, entries)
-        if book.run_state(charge.run_id) not in ("reserved", "spent, not published"):
-            raise StoreError(f"run {charge.run_id} holds no reservation to settle")
-        done[:] = [book.without(charge.run_id).fits(rdp=rdp)]
-        if not done[0]:
-            return []
-        return [("reserve", {"run_id": charge.run_id, "settles": True,
-                             "rdp": [float(v) for v in rdp]})]
-
-    _write(dataset_id(charge.contract), charge.contract.name, _declared(charge.contract), build)
-    return done[0]
 
 
 def mark_noise_drawn(charge: RunCharge) -> LifetimeLedger:

@@ -35,22 +35,19 @@ from privfair.release.tabular.stages import (
     fairness_stage,
     validate_stage,
 )
-from privfair.store.registry import settle_curve
 
 
 def train_gan_stage(context: RunContext, state: State) -> dict[str, Any]:
     plan = current_plan(context, state)
-    # The lifetime holds the run's declared Rényi curve: σ keeps the run's curve at or below
-    # it at every order (then the publication records the run's own curve).
+    # The lifetime holds the run's declared Rényi curve, its charge: σ keeps the run's curve
+    # at or below it at every order, whatever the noisy count (the proof: stages' docstring).
     charge = context.charge
     limit = curve_limit(charge.rdp) if charge.rdp is not None else None
-    # ...or, once the noisy count fixed q, settles it to the run's own curve where that fits.
-    settle = ((lambda curve: settle_curve(charge, curve)) if charge.rdp is not None else None)
     generator, ledger = train_gan(
         state["codes"], plan.contract, state["ledger"], context.workspace.artefacts,
         method=plan.method, causal_graph=plan.causal_graph, epochs=plan.gan_epochs,
         group_clipping=plan.group_clipping, seed=context.seed, batch_size=plan.batch_size,
-        discrete=plan.discrete_noise, limit=limit, settle=settle,
+        discrete=plan.discrete_noise, limit=limit,
         progress=lambda epoch, epochs: context.progress("train GAN (DP-SGD)",
                                                         0.2 + 0.6 * epoch / epochs))
     return {"generator": generator, "ledger": ledger}

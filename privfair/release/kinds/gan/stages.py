@@ -6,15 +6,41 @@
   inputs only, the Rényi curve it reserves in the lifetime ledger (its DP domains, policy
   counts and (S, Y)/anchor counts at their shares, and DP-SGD on D1 at the Poisson rate of
   the public lower bound :data:`GAN_MIN_ROWS`); once the noisy row count fixes the rate, D1's
-  σ is the smallest whose whole curve stays at or below the declared one at every order, so
-  the lifetime is charged the run's own curve, never more than it reserved. When the σ its
-  own ledger allows gives a curve that fits next to everything else charged, the run settles
-  its reservation to that curve instead (one registry transaction, before DP-SGD draws).
+  σ is the smallest whose whole curve stays at or below the declared one at every order.
+  The declared curve is what the run is charged, in the lifetime and in its guarantee.
 * :func:`train_gan` (private side): the only stage that reads codes; it charges the release
   ledger for the (S, Y) counts and for DP-SGD on D1 before training, and returns the trained
   generator, a post-noise artefact.
 * :func:`sample_gan` (post-noise): samples the synthetic codes and measures data fairness on
   them (RD(D), BER of a linear classifier predicting S), which is post-processing.
+
+Why the declared curve bounds the run (issue 41.3). The run is two mechanisms: M₁ draws the
+counts (a fixed curve a(α)), whose noisy row count n̂ picks D1's rate q(n̂) = b/n̂, its steps
+T(n̂) and σ(n̂); then M₂(·; n̂) is DP-SGD at those, of curve b_n̂(α). For neighbours D, D′,
+with p, p′ the densities of n̂ and L₂ the privacy loss of M₂(·; n̂),
+
+    exp((α−1) D_α(M(D) ‖ M(D′))) = ∫ p(y)^α p′(y)^(1−α) E[exp((α−1) L₂) | n̂ = y] dy
+                                  ≤ exp((α−1) (a(α) + sup_y b_y(α))),
+
+so M is RDP with a(α) + sup_y b_y(α) at each order α: the supremum over every count the noise
+can draw, order by order (Mironov 2017, Proposition 1, with the second mechanism chosen from
+the first's output). D1's σ is calibrated so that a(α) + b_y(α) ≤ c(α), the declared curve,
+at every α for whichever y was drawn; c is fixed from public inputs before any read, so
+sup_y b_y(α) ≤ c(α) − a(α) and the run is c-RDP, which converts to at most the run's ε at
+its δ (:func:`declared_curve` calibrates it so). The lifetime is charged c too
+(:mod:`privfair.release.protocol`): the run's own curve a + b_n̂ is smaller but depends on
+n̂, and admitting later runs against it would compose less than the run may cost.
+
+What is not a proof, and was coded until issue 41.3: once n̂ fixed q, take the σ the run's
+ledger alone allows, i.e. the smallest whose own curve a + b_n̂ converts to at most ε at *its*
+best order, and settle the reservation to that curve. Each such curve converts to ε, but
+the supremum over the counts does not: at ε = 2, δ = 1e-6 (dpgan's defaults) the curves at
+n̂ = 600 and n̂ = 400,000 convert to 2.0 each (best orders 12 and 8), their per-order maximum
+to 2.245 at α = 8. The price of the valid bound is noise: the declared curve (q = 1/2 at
+the public lower bound of rows) binds at the high orders, and σ at n̂ = 48,842 is 10.36
+(own curve 0.54 of ε = 2) where the ledger alone would take 1.24
+(``benchmarks/gan_settle_envelope.py``). A declared curve shaped for larger tables would
+buy that back; it must still be fixed before the count is drawn.
 
 Torch is imported only when a GAN stage runs.
 """
@@ -239,14 +265,11 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
               method: str, causal_graph: Mapping[str, Any] | None, epochs: int | None,
               group_clipping: bool, seed: int | None, batch_size: int = 200_000,
               discrete: bool = False, progress: Callable[[int, int], None] | None = None,
-              limit: Callable[[np.ndarray], float] | None = None,
-              settle: Callable[[np.ndarray], bool] | None = None) -> tuple[FileRef, FileRef]:
+              limit: Callable[[np.ndarray], float] | None = None) -> tuple[FileRef, FileRef]:
     """Train the GAN's D1 with DP-SGD on the codes; returns (generator artefact, ledger).
 
-    ``limit`` (:func:`curve_limit`) bounds the run's whole Rényi curve besides the run's
-    ledger: D1's σ is the smallest that both accept, unless ``settle`` (the lifetime ledger's
-    :func:`~privfair.store.registry.settle_curve`) charges the run's own curve in place of its
-    reservation, once the noisy count fixed the sampling rate."""
+    ``limit`` (:func:`curve_limit` of the declared curve) bounds the run's whole Rényi curve
+    at every order besides the run's ledger: D1's σ is the smallest that both accept."""
     from privfair.generative.gan import fit_gan
 
     domain = contract.domain()
@@ -265,7 +288,7 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
     book = load_ledger(ledger)
     fitted = fit_gan(_read_codes(codes, domain, batch_size), domain, protected=protected,
                      outcome=outcome, ledger=book, rng=stage_rng(seed, "gan"), config=config,
-                     dag=dag, discrete_noise=discrete, limit=limit, settle=settle,
+                     dag=dag, discrete_noise=discrete, limit=limit,
                      progress=(lambda e, n, info: progress(e, n)) if progress else None)
     if causal_graph is not None and method == "cfgan":
         fitted.privacy["causal_graph_source"] = causal_graph.get("source", "declared")
