@@ -153,7 +153,7 @@ def provenance(results: Path, *, report_only: bool) -> dict[str, Any]:
                         "date": date, "subject": subject}
         behind = _git("rev-list", "--count", f"{commit}..HEAD", cwd=here)
         if behind is not None:
-            out["cells"]["commits_before_report_code"] = int(behind)
+            out["cells"]["commits_between_cells_and_report_code"] = int(behind)
     else:
         out["cells"] = {"from": "an earlier run (results.jsonl not in git)"}
     return out
