@@ -77,7 +77,8 @@ def _total(rows: list[dict[str, int]]) -> dict[str, int]:
 def compare(before: str, modes: list[str]) -> dict[str, Any]:
     """Both summaries per mode (see the module's docstring)."""
     head = _git("rev-parse", "HEAD")
-    dirty = bool(_git("status", "--porcelain", "--", "benchmarks/reproduce"))
+    dirty = bool(_git("status", "--porcelain", "--", "benchmarks/reproduce",
+                      ":(exclude)benchmarks/reproduce/results"))
     document: dict[str, Any] = {
         "before": {"code": _git("rev-parse", before),
                    "rule": "paper spread ⊕ our seeds' sd; one row per setting of ours; any "

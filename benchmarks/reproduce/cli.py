@@ -138,7 +138,8 @@ def provenance(results: Path, *, report_only: bool) -> dict[str, Any]:
     """
     here = Path(__file__).resolve().parent
     head = _git("rev-parse", "HEAD", cwd=here)
-    dirty = _git("status", "--porcelain", "--", str(here), cwd=here)
+    # the reports in results/ are this command's output, not its code
+    dirty = _git("status", "--porcelain", "--", ".", ":(exclude)results", cwd=here)
     out: dict[str, Any] = {"report_code": (head or "unknown")
                            + (" + uncommitted changes" if dirty else ""),
                            "report_only": report_only}
