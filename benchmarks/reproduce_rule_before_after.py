@@ -8,9 +8,11 @@ into two temporary folders and the report is written there without running a cel
 (``--report-only``): once by the code at ``--before`` (the old rule: the paper's spread
 combined with our seeds' sd, one row per setting of ours, any ``why`` marking a row
 explained), once by this checkout (issue 40's rule). Neither pass writes into the results
-folder. The JSON gives both summaries per section, the totals, the summary of the
-``report.json`` as committed at ``--before``, and the commit that produced the cells; a
-Markdown table goes to stdout.
+folder. A third pass, ``se_only``, is the old code with only its spread changed to the
+standard error of our mean (the old rows, merging and explanations): how many within rows
+the standard error alone turns. The JSON gives the summaries per section, the totals, the
+summary of the ``report.json`` as committed at ``--before``, and the commit that produced the
+cells; a Markdown table goes to stdout.
 """
 
 from __future__ import annotations
@@ -43,6 +45,23 @@ def _tree_at(rev: str, into: Path) -> Path:
                              check=True).stdout
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
+    return into
+
+
+#: The old compare_row's verdict call, and the same with the standard error of our mean.
+OLD_CALL = "word, reason = verdict(mean, sd, value, paper_sd,"
+SE_CALL = ("word, reason = verdict(mean, sd / math.sqrt(n) if n > 1 else 0.0, value, "
+           "paper_sd,")
+
+
+def _se_only(tree: Path, into: Path) -> Path:
+    """A copy of the old tree whose compare_row combines the standard error, not the sd."""
+    shutil.copytree(tree, into)
+    core = into / "benchmarks" / "reproduce" / "core.py"
+    text = core.read_text()
+    if text.count(OLD_CALL) != 1:
+        raise SystemExit(f"--before: its core.py has no single {OLD_CALL!r} to patch")
+    core.write_text(text.replace(OLD_CALL, SE_CALL))
     return into
 
 
@@ -90,11 +109,14 @@ def compare(before: str, modes: list[str]) -> dict[str, Any]:
         "modes": {}}
     with tempfile.TemporaryDirectory() as tmp:
         old_tree = _tree_at(before, Path(tmp) / "before")
+        se_tree = _se_only(old_tree, Path(tmp) / "se-only")
         for mode in modes:
             results = RESULTS / mode / "results.jsonl"
             cells_commit = _git("log", "-1", "--format=%H %aI", "--", str(results))
             old = _report(old_tree, mode, results, Path(tmp) / f"old-{mode}")
             new = _report(ROOT, mode, results, Path(tmp) / f"new-{mode}")
+            se_only = {r["section"]: r for r in _report(
+                se_tree, mode, results, Path(tmp) / f"se-{mode}")["summary"]}
             try:
                 committed = json.loads(_git("show", f"{before}:{results.relative_to(ROOT).parent}"
                                                     "/report.json"))["summary"]
@@ -105,14 +127,15 @@ def compare(before: str, modes: list[str]) -> dict[str, Any]:
             for row in new["summary"]:
                 sections.append({"section": row["section"], "title": row["title"],
                                  "before": _counts(by_name.get(row["section"], {})),
+                                 "se_only": _counts(se_only.get(row["section"], {})),
                                  "after": _counts(row)})
             document["modes"][mode] = {
                 "cells": str(results.relative_to(ROOT)), "cells_commit": cells_commit,
                 "cells_count": sum(r["cells"] for r in new["summary"]),
                 "failed_cells": sum(r["failed_cells"] for r in new["summary"]),
                 "sections": sections,
-                "total": {"before": _total([s["before"] for s in sections]),
-                          "after": _total([s["after"] for s in sections])},
+                "total": {k: _total([s[k] for s in sections])
+                          for k in ("before", "se_only", "after")},
                 "committed_report_summary": [
                     {"section": r["section"], **_counts(r)} for r in committed]}
     return document
@@ -131,7 +154,11 @@ def markdown(document: dict[str, Any]) -> str:
         for s in [*body["sections"], {"section": "**total**", **body["total"]}]:
             lines.append(f"| {s['section']} | " + " | ".join(
                 f"{s['before'][k]} → {s['after'][k]}" for k in keys) + " |")
-        lines.append("")
+        lines += ["", "within rows under the old rule → with only the standard error changed: "
+                  + ", ".join(f"{s['section']} {s['before']['within']} → "
+                              f"{s['se_only']['within']}" for s in body["sections"])
+                  + f" (total {body['total']['before']['within']} → "
+                    f"{body['total']['se_only']['within']})", ""]
     lines.append("Before: " + document["before"]["rule"] + f" (code {document['before']['code'][:12]}). "
                  "After: " + document["after"]["rule"] + f" (code {document['after']['code'][:12]}). "
                  "explained / unexplained split the worse rows; not counted: rows of other "
