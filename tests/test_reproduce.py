@@ -19,13 +19,15 @@ from benchmarks.reproduce.core import (  # noqa: E402
     compare_row,
     longest_first,
     mean_sd,
+    one_row_per_paper_cell,
+    paper_table,
     run_cells,
     verdict,
 )
 
 
 def test_verdict_known_values():
-    # Within the paper's sd combined with ours: sqrt(0.03² + 0.04²) = 0.05.
+    # Within the paper's sd combined with our standard error: sqrt(0.03² + 0.04²) = 0.05.
     assert verdict(0.85, 0.04, 0.80, 0.03)[0] == "within"
     assert verdict(0.86, 0.04, 0.80, 0.03, better="higher")[0] == "better"
     assert verdict(0.86, 0.04, 0.80, 0.03, better="lower")[0] == "worse"
@@ -50,19 +52,155 @@ def test_compare_row_and_mean_sd():
     assert row["paper_accounting"] == 0.1 and row["paper_accounting_verdict"] == "worse"
 
 
-def test_a_worse_row_counts_as_unexplained_until_it_carries_a_why():
+def _spread_values(mean: float, sd: float, n: int) -> list[float]:
+    """``n`` (even) values with exactly this mean and sample sd."""
+    half = sd * math.sqrt((n - 1) / n)
+    return [mean + half, mean - half] * (n // 2)
+
+
+def test_within_uses_the_standard_error_of_our_mean_not_our_sd():
+    # PreFair Adult CTNRB in the committed run: 94.2 ± 95.0 over 10 seeds against the
+    # paper's 11.7 (no sd: 10 %). With our sd the spread is 95 and the row read "within";
+    # the standard error is 95 / √10 = 30.0, so the gap 82.5 is far outside.
+    values = _spread_values(94.2, 95.0, 10)
+    row = compare_row("adult", "CTNRB", values, {"value": 11.7, "sd": None, "source": "T3"},
+                      better="lower")
+    assert row["ours_sd"] == pytest.approx(95.0)
+    assert row["ours_se"] == pytest.approx(95.0 / math.sqrt(10))
+    assert row["verdict"] == "worse" and "standard error" in row["why"]
+    # within by the sd (0.116), not by the standard error (0.0586): worse
+    wide = compare_row("s", "m", [0.58, 0.78, 0.58, 0.78], {"value": 0.6, "sd": 0.01,
+                                                             "source": "T1"})
+    assert wide["verdict"] == "worse"
+    # one value: no standard error, the paper's spread alone
+    assert compare_row("s", "m", [0.605], {"value": 0.6, "sd": 0.01})["verdict"] == "within"
+
+
+def test_a_note_never_explains_a_worse_row_only_a_counter_run_within_does():
     from benchmarks.reproduce.report import summary
 
     paper = {"value": 0.6, "sd": 0.01, "source": "T1"}
     bare = compare_row("a", "m", [0.9, 0.9], paper)
     told = compare_row("b", "m", [0.9, 0.9], paper, why="measured: the split")
     near = compare_row("c", "m", [0.6, 0.6], paper, why="measured: the split")
-    assert [r["verdict"] for r in (bare, told, near)] == ["worse", "worse", "within"]
-    assert (bare["explained"], told["explained"], near["explained"]) == (False, True, False)
-    assert told["why"].endswith("; measured: the split") and "split" not in near["why"]
-    section = {"name": "s", "title": "S", "failed": [], "rows": [bare, told, near]}
+    counter_within = compare_row("d", "m", [0.9, 0.9], paper, paper_accounting=[0.6, 0.61])
+    counter_worse = compare_row("e", "m", [0.9, 0.9], paper, paper_accounting=[0.8, 0.81],
+                                why="the paper's accounting is coarser")
+    named = compare_row("f", "m", [0.9, 0.9], paper,
+                        counter_runs={"the paper's generator": [0.6, 0.6, 0.6]})
+    rows = (bare, told, near, counter_within, counter_worse, named)
+    assert [r["verdict"] for r in rows] == ["worse", "worse", "within", "worse", "worse",
+                                            "worse"]
+    assert [r["explained"] for r in rows] == [False, False, False, True, False, True]
+    assert "; measured: the split" in told["why"] and "split" not in near["why"]
+    assert "explained by the counter-run paper accounting 0.605" in counter_within["why"]
+    assert "the counter-run paper accounting 0.805" in counter_worse["why"]
+    assert "is also worse" in counter_worse["why"]
+    assert "explained by the counter-run the paper's generator 0.6" in named["why"]
+    section = {"name": "s", "title": "S", "failed": [], "rows": list(rows)}
     [row] = summary([section])
-    assert (row["worse"], row["unexplained"], row["within"]) == (2, 1, 1)
+    assert (row["worse"], row["explained"], row["unexplained"], row["within"]) == (5, 2, 3, 1)
+
+
+def test_uninformative_rows_test_nothing():
+    from benchmarks.reproduce import prefair, xu_pflr
+    from benchmarks.reproduce.report import summary
+
+    paper = {"value": 100.0, "sd": None, "source": "Fig. 7"}
+    same = compare_row("s", "tvd2", [100.0, 100.0], paper, trivial=[True, True],
+                       trivial_why="identical outputs")
+    assert same["verdict"] == "uninformative" and same["informative"] == "no"
+    assert "would read within" in same["why"]
+    mixed = compare_row("s", "tvd2", [100.0, 100.0], paper, trivial=[True, False])
+    assert mixed["verdict"] == "within" and mixed["informative"] == "yes"
+    unknown = compare_row("s", "tvd2", [100.0, 100.0], paper, trivial=[True, None])
+    assert unknown["verdict"] == "within" and unknown["informative"] == "unchecked"
+    [counts] = summary([{"name": "s", "title": "S", "failed": [],
+                         "rows": [same, mixed, unknown]}])
+    assert (counts["uninformative"], counts["within"], counts["unchecked"]) == (1, 2, 1)
+
+    # PreFair Fig. 7 at ε = 0.1: Greedy's table is MST's (old cells: every metric equal;
+    # new cells: the same fingerprint), a different fingerprint is a real comparison
+    def fig7(greedy_hash: str | None, mst_hash: str | None) -> dict:
+        records = []
+        for seed in range(2):
+            for method, h in (("mst", mst_hash), ("prefair-greedy", greedy_hash),
+                              ("prefair-exact", mst_hash)):
+                metrics = {"tvd1": 0.014 + seed / 1000, "tvd2": 0.087, "acd": 0.147}
+                if h is not None:
+                    metrics["synthetic_sha256"] = h
+                records.append({**cell(prefair.NAME, {"dataset": "adult", "method": method,
+                                                      "epsilon": 0.1, "rows": 1, "mlp": False},
+                                       seed), "status": "ok", "metrics": metrics})
+        rows = prefair.summarize(records, "full")["rows"]
+        return next(r for r in rows if r["setting"].startswith("adult ε=0.1, prefair-greedy")
+                    and r["metric"] == "tvd2")
+
+    assert fig7(None, None)["verdict"] == "uninformative"
+    assert fig7("a", "a")["verdict"] == "uninformative"
+    assert fig7("b", "a")["verdict"] == "within"
+
+    # PFLR at ε = 0.1: a model that predicts one class (positive rate 0) for every seed
+    records = [{**cell(xu_pflr.NAME, {"model": "PFLR", "epsilon": 0.1, "accounting": acc,
+                                      "alpha": 1.0}, seed), "status": "ok",
+                "metrics": {"accuracy": 0.752, "risk_difference": 0.0,
+                            "positive_prediction_rate": 0.0}}
+               for seed in range(3) for acc in ("ours", "paper")]
+    rows = xu_pflr.summarize(records, "full")["rows"]
+    rd = next(r for r in rows if r["setting"] == "Table 8.2, PFLR α=1, ε=0.1"
+              and r["metric"] == "rd")
+    assert rd["verdict"] == "uninformative" and not rd["explained"]
+
+
+def test_each_paper_cell_is_one_row():
+    from benchmarks.reproduce.report import summary
+
+    paper = {"dataset": "adult", "metric": "CDP", "value": 100.0, "sd": None, "source": "T3"}
+    one = compare_row("1× rows", "CDP", [100.0, 101.0], paper)
+    three = compare_row("3× rows", "CDP", [50.0, 51.0], paper, at_paper_setting=False)
+    ten = compare_row("10× rows", "CDP", [0.0, 1.0], paper, at_paper_setting=False)
+    other = compare_row("1× rows", "DP", [1.0], {**paper, "metric": "DP"})
+    # the same experiment printed in two tables, compared with the same runs
+    t43 = compare_row("ε=5, n=10,000", "tpr", [0.9, 0.8], {"value": 0.87, "sd": 0.1},
+                      paper_cell="ch4|ε=5,n=10000|tpr")
+    t45 = compare_row("ε=5, n=10,000 (Table 4.5)", "tpr", [0.9, 0.8],
+                      {"value": 0.87, "sd": 0.1}, paper_cell="ch4|ε=5,n=10000|tpr")
+    # our other settings listed first: the paper's setting still leads
+    rows = one_row_per_paper_cell([three, one, ten, other, t43, t45])
+    assert [r["setting"] for r in rows] == ["1× rows", "1× rows", "ε=5, n=10,000"]
+    assert [o["setting"] for o in rows[0]["other_settings"]] == ["3× rows", "10× rows"]
+    assert rows[2]["also_as"] == ["ε=5, n=10,000 (Table 4.5)"]
+    [counts] = summary([{"name": "s", "title": "S", "failed": [], "rows": rows}])
+    assert sum(counts[v] for v in ("within", "better", "worse", "uninformative")) == 3
+    assert counts["not_counted"] == 3
+    # no row at the paper's setting: the first is kept, and says so
+    [alone] = one_row_per_paper_cell([three, ten])
+    assert alone["setting"] == "3× rows" and "no run of ours at the paper's setting" in alone[
+        "why"]
+
+
+def test_the_report_counts_one_row_per_paper_cell(tmp_path):
+    """write_report on a PFLR log: α = 0.3 and the Taylor loss face the α = 1 and LR cells."""
+    from benchmarks.reproduce import xu_pflr
+    from benchmarks.reproduce.cli import plan, write_report
+
+    cells_by_section = plan("quick", ["xu_pflr"])
+    [(_, cells)] = cells_by_section
+    with (tmp_path / "results.jsonl").open("w") as handle:
+        for c in cells:
+            metrics = {"accuracy": 0.80 + c["seed"] / 100, "risk_difference": 0.05,
+                       "positive_prediction_rate": 0.2}
+            handle.write(json.dumps({**c, "status": "ok", "error": None, "metrics": metrics,
+                                     "wall_s": 0.0}) + "\n")
+    document = write_report("quick", cells_by_section, tmp_path, wall_s=0.0,
+                            report_only=True)
+    rows = document["sections"][0]["rows"]
+    assert len(rows) == len(paper_table("xu_table8_1_8_2")) == 28
+    [counts] = document["summary"]
+    assert counts["not_counted"] == 2 + 2 * 4 * (len(xu_pflr.MODELS) - 1)
+    assert not any(r["setting"].startswith("Table 8.2, PFLR α=0.3") for r in rows)
+    assert document["provenance"]["report_only"] is True
+    assert "report_code" in document["provenance"]
 
 
 def test_cells_resume(tmp_path):
@@ -239,8 +377,9 @@ def _safes_records(split_spd: list[float], pooled_cod: float) -> list[dict]:
     return records
 
 
-def test_safes_explains_a_gap_only_by_what_was_measured():
-    """Split-to-split sd, AIM without the small-n rule, and the pooled TOT program."""
+def test_safes_explains_a_gap_only_by_a_counter_run_at_the_papers_setting():
+    """AIM without the small-n rule (the paper's protocol) explains; the split-to-split sd
+    and the pooled TOT program are a note and a row of their own."""
     from benchmarks.reproduce import safes
 
     def rows(records):
@@ -249,18 +388,34 @@ def test_safes_explains_a_gap_only_by_what_was_measured():
 
     wide = rows(_safes_records([-0.20, -0.25, -0.30, -0.28], pooled_cod=-0.098))
     spd = wide[("compas, η=none, ε=10", "SPD (race)")]  # paper -0.284 ± 0.003
-    assert spd["verdict"] == "worse" and spd["explained"] and "split-to-split sd 0.0" in spd["why"]
+    # the split sd is measured, but no counter-run at the paper's split: a note
+    assert spd["verdict"] == "worse" and not spd["explained"]
+    assert "split-to-split sd 0.0" in spd["why"]
     accuracy = wide[("compas, η=none, ε=0.1", "Accuracy")]  # paper 0.581 ± 0.067
     assert accuracy["verdict"] == "worse" and accuracy["explained"]
     assert accuracy["paper_accounting"] == pytest.approx(0.58)
     assert "independence model in 3/3 runs" in accuracy["why"]
     per_group = wide[("compas, η=0.15, ε=10 [privfair TOT]", "COD (race)")]  # -0.098 ± 0.005
-    assert per_group["verdict"] == "worse" and per_group["explained"]
-    assert wide[("compas, η=0.15, ε=10 [aif360 TOT]", "COD (race)")]["verdict"] == "within"
-    # negative controls: a tight split spread, a pooled program that misses too
-    tight = rows(_safes_records([-0.250, -0.251, -0.252, -0.253], pooled_cod=-0.150))
-    assert not tight[("compas, η=none, ε=10", "SPD (race)")]["explained"]
-    assert not tight[("compas, η=0.15, ε=10 [privfair TOT]", "COD (race)")]["explained"]
+    assert per_group["verdict"] == "worse" and not per_group["explained"]
+    assert per_group["at_paper_setting"] is False
+    pooled = wide[("compas, η=0.15, ε=10 [aif360 TOT]", "COD (race)")]
+    assert pooled["verdict"] == "within"
+    # one row per paper cell: the pooled program (SAFES's) leads, per-group beside it
+    merged = {(r["setting"], r["metric"]): r for r in one_row_per_paper_cell(
+        safes.summarize(_safes_records([-0.2, -0.3, -0.25], pooled_cod=-0.098),
+                        "quick")["rows"])}
+    assert ("compas, η=0.15, ε=10 [privfair TOT]", "COD (race)") not in merged
+    lead = merged[("compas, η=0.15, ε=10 [aif360 TOT]", "COD (race)")]
+    assert [o["setting"] for o in lead["other_settings"]] == [
+        "compas, η=0.15, ε=10 [privfair TOT]"]
+    # negative control: AIM without the rule misses the paper too
+    records = _safes_records([-0.250, -0.251, -0.252, -0.253], pooled_cod=-0.150)
+    for r in records:
+        if "paper aim" in r["metrics"]:
+            r["metrics"]["paper aim"]["none"]["Accuracy"] = 0.30
+    missed = rows(records)[("compas, η=none, ε=0.1", "Accuracy")]
+    assert missed["verdict"] == "worse" and not missed["explained"]
+    assert "is also worse" in missed["why"]
 
 
 def test_the_flows_status_carries_no_verdict_or_error_text():

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .core import load_results, run_cells
+from .core import load_results, one_row_per_paper_cell, run_cells
 from .report import summary, write
 
 SECTIONS = ("prefair", "safes", "cathist", "xu_causal", "xu_gan", "xu_cfgan", "xu_pflr",
@@ -73,11 +73,14 @@ def expected_seconds(mode: str) -> dict[str, float]:
 
 
 def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any]]]],
-                 out: Path, *, wall_s: float) -> dict[str, Any]:
+                 out: Path, *, wall_s: float, report_only: bool = False) -> dict[str, Any]:
     """Summarise every section from ``out/results.jsonl``; write report.html and .json.
 
     A cell missing from the log counts as failed ("not run"), so an incomplete run never
-    reads as a complete report.
+    reads as a complete report. Rows that compare one paper cell are merged into one
+    (:func:`~benchmarks.reproduce.core.one_row_per_paper_cell`). ``provenance`` records
+    the code that wrote the report and, for ``report_only``, that the cells come from an
+    earlier run (the last commit of ``results.jsonl``, when it is in git).
 
     Returns
     -------
@@ -91,6 +94,7 @@ def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any
         records = [done.get(c["id"]) or {**c, "status": "failed", "error": "not run",
                                           "metrics": {}, "wall_s": 0.0} for c in cells]
         section = module.summarize(records, mode)
+        section["rows"] = one_row_per_paper_cell(section["rows"])
         section["cells"] = len(cells)
         section["wall_s"] = sum(r["wall_s"] for r in records)
         sections.append(section)
@@ -98,9 +102,62 @@ def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any
                     timespec="seconds"), "wall_s": wall_s,
                 "warning": "evaluation output: reads real data, not privacy-protected",
                 "cells_wall_s": sum(s["wall_s"] for s in sections),
+                "provenance": provenance(out / "results.jsonl", report_only=report_only),
                 "sections": sections, "summary": summary(sections)}
     write(out, document)
     return document
+
+
+def _git(*args: str, cwd: Path) -> str | None:
+    import subprocess
+
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def provenance(results: Path, *, report_only: bool) -> dict[str, Any]:
+    """Which code wrote the report and where its cells come from.
+
+    Parameters
+    ----------
+    results : Path
+        The ``results.jsonl`` the report reads.
+    report_only : bool
+        Whether this invocation ran no cell (the cells are an earlier run's).
+
+    Returns
+    -------
+    dict
+        ``report_code``: this checkout's commit (``+ uncommitted changes`` when dirty);
+        ``cells``: ``"run by this invocation"`` or, for a report-only pass, the last commit
+        that changed ``results.jsonl`` (hash, date, subject) when git knows the file.
+    """
+    here = Path(__file__).resolve().parent
+    head = _git("rev-parse", "HEAD", cwd=here)
+    # the reports in results/ are this command's output, not its code
+    dirty = _git("status", "--porcelain", "--", ".", ":(exclude)results", cwd=here)
+    out: dict[str, Any] = {"report_code": (head or "unknown")
+                           + (" + uncommitted changes" if dirty else ""),
+                           "report_only": report_only}
+    if not report_only:
+        out["cells"] = "run by this invocation (cells already in results.jsonl are reused)"
+        return out
+    last = _git("log", "-1", "--format=%H%x09%aI%x09%s", "--", str(results.resolve()),
+                cwd=results.resolve().parent)
+    if last:
+        commit, date, subject = last.split("\t", 2)
+        out["cells"] = {"from": "an earlier run, reused as committed", "commit": commit,
+                        "date": date, "subject": subject}
+        behind = _git("rev-list", "--count", f"{commit}..HEAD", cwd=here)
+        if behind is not None:
+            out["cells"]["commits_between_cells_and_report_code"] = int(behind)
+    else:
+        out["cells"] = {"from": "an earlier run (results.jsonl not in git)"}
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +189,6 @@ def main(argv: list[str] | None = None) -> int:
                   expected_s=expected_seconds(mode_name),
                   log=lambda text: print(text, file=sys.stderr, flush=True))
     document = write_report(mode_name, cells_by_section, out,
-                            wall_s=time.perf_counter() - begin)
+                            wall_s=time.perf_counter() - begin, report_only=args.report_only)
     print(f"report: {out / 'report.html'} ({document['wall_s']:.0f} s)", file=sys.stderr)
     return 1 if any(s["failed"] for s in document["sections"]) else 0

@@ -26,7 +26,12 @@ for _path in (str(ROOT), str(BENCHMARKS)):  # the benchmark scripts import ``_co
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
-VERDICTS = ("within", "better", "worse", "not comparable")
+#: Row verdicts. ``uninformative``: the compared outputs are identical across the methods the
+#: row compares, or its classifier predicts the majority class, in every run: it tests
+#: nothing, whatever its number.
+VERDICTS = ("within", "better", "worse", "uninformative", "not comparable")
+#: Verdicts of rows that compare a number of ours with the paper's.
+COMPARED = ("within", "better", "worse")
 
 
 def cell(section: str, setting: Mapping[str, Any], seed: int) -> dict[str, Any]:
@@ -211,32 +216,44 @@ def mean_sd(values: Iterable[float | None]) -> tuple[float, float, int]:
     return statistics.fmean(finite), sd, len(finite)
 
 
-def verdict(ours: float, ours_sd: float, paper: float | None, paper_sd: float | None = None,
+def standard_error(sd: float, n: int) -> float:
+    """The standard error of a mean of ``n`` values with sample sd ``sd`` (0 for one value:
+    the spread is then the paper's alone)."""
+    if n <= 1 or not _finite(sd):
+        return 0.0
+    return sd / math.sqrt(n)
+
+
+def verdict(ours: float, ours_se: float, paper: float | None, paper_sd: float | None = None,
             *, better: str | None = None, rel_tol: float = 0.1, abs_tol: float = 0.0
             ) -> tuple[str, str]:
     """Compare our mean with the paper's number; returns ``(verdict, why)``.
 
-    The paper's spread is its sd when it reports one, else ``rel_tol`` of its value (at
-    least ``abs_tol``); it is combined with our sd (``sqrt(a² + b²)``). Within that spread
-    the verdict is ``within``; outside it ``better`` or ``worse`` by ``better`` (``"higher"``,
-    ``"lower"``, ``"abs_lower"`` for a disparity, or None when only agreement counts, which
-    makes any gap ``worse``). A missing number on either side is ``not comparable``.
+    The paper's spread is its sd when it reports one, else the section's stated tolerance,
+    ``rel_tol`` of its value (at least ``abs_tol``); it is combined with the *standard error
+    of our mean* (``sqrt(a² + b²)``), not our seeds' sd: more seeds make our number more
+    certain, never the comparison looser. Within that spread the verdict is ``within``;
+    outside it ``better`` or ``worse`` by ``better`` (``"higher"``, ``"lower"``,
+    ``"abs_lower"`` for a disparity, or None when only agreement counts, which makes any gap
+    ``worse``). A missing number on either side is ``not comparable``.
 
     Parameters
     ----------
-    ours, ours_sd : float
-        Our mean and sd over seeds (sd 0 for one seed).
+    ours, ours_se : float
+        Our mean over seeds and its standard error (see :func:`standard_error`).
     paper, paper_sd : float or None
         The paper's number and its reported sd.
     better : {"higher", "lower", "abs_lower"} or None
         Which direction is an improvement.
     rel_tol, abs_tol : float
-        Spread assumed when the paper gives no sd.
+        The tolerance stated for the metric when the paper gives no sd; ``abs_tol`` also
+        floors the combined spread.
 
     Returns
     -------
     tuple of str
-        The verdict (one of :data:`VERDICTS`) and a one-line reason.
+        The verdict (``within``, ``better``, ``worse`` or ``not comparable``) and a one-line
+        reason.
     """
     if paper is None or not _finite(paper):
         return "not comparable", "the paper reports no number for this cell"
@@ -244,11 +261,12 @@ def verdict(ours: float, ours_sd: float, paper: float | None, paper_sd: float | 
         return "not comparable", "no finite result of ours"
     have_sd = paper_sd is not None and _finite(paper_sd)
     spread = paper_sd if have_sd else max(rel_tol * abs(paper), abs_tol)
-    spread = max(math.hypot(spread, ours_sd if _finite(ours_sd) else 0.0), abs_tol)
+    spread = max(math.hypot(spread, ours_se if _finite(ours_se) else 0.0), abs_tol)
     gap = ours - paper
-    basis = "paper sd" if have_sd else f"{rel_tol:.0%} of the paper's value"
+    basis = "paper sd" if have_sd else f"stated tolerance {rel_tol:.0%} of the paper's value"
     if abs(gap) <= spread:
-        return "within", f"|ours − paper| = {abs(gap):.3g} ≤ {spread:.3g} ({basis} ⊕ our sd)"
+        return "within", (f"|ours − paper| = {abs(gap):.3g} ≤ {spread:.3g} ({basis} ⊕ our "
+                          "standard error)")
     if better == "higher":
         improved = gap > 0
     elif better == "lower":
@@ -258,7 +276,8 @@ def verdict(ours: float, ours_sd: float, paper: float | None, paper_sd: float | 
     else:
         improved = False
     word = "better" if improved else "worse"
-    return word, f"ours − paper = {gap:+.3g}, outside ±{spread:.3g} ({basis} ⊕ our sd)"
+    return word, (f"ours − paper = {gap:+.3g}, outside ±{spread:.3g} ({basis} ⊕ our standard "
+                  "error)")
 
 
 def _finite(value: Any) -> bool:
@@ -284,45 +303,221 @@ def paper_json(name: str) -> dict[str, Any]:
     return json.loads((PAPER_TABLES / f"{name}.json").read_text())
 
 
+#: Paper-row columns that are its number, not which cell it is.
+_NUMBER_COLUMNS = ("value", "sd")
+
+
+def paper_cell_key(setting: str, metric: str, paper: Mapping[str, Any] | None) -> str:
+    """Which paper cell a row compares: the paper row's columns but its number, and the
+    metric.
+
+    Rows built from one paper row compare one paper cell. A paper row that carries only its
+    number and source (a ratio or a difference built by the section) is identified by the
+    row's own setting, so it is never merged with another. A section whose paper prints one
+    experiment in several tables passes its own key (``compare_row(paper_cell=...)``).
+    """
+    columns = {k: v for k, v in (paper or {}).items() if k not in _NUMBER_COLUMNS}
+    if set(columns) <= {"source"}:
+        return json.dumps(["row", setting, metric], ensure_ascii=False)
+    return json.dumps(["paper", metric, sorted((k, str(v)) for k, v in columns.items())],
+                      ensure_ascii=False)
+
+
+def counter_run(label: str, values: Sequence[float | None], paper: Mapping[str, Any] | None,
+                *, better: str | None = None, rel_tol: float = 0.1, abs_tol: float = 0.0
+                ) -> dict[str, Any]:
+    """A measured counter-run at the paper's setting, judged by the same rule as its row."""
+    mean, sd, n = mean_sd(values)
+    se = standard_error(sd, n)
+    word, _ = verdict(mean, se, paper["value"] if paper else None,
+                      paper["sd"] if paper else None, better=better, rel_tol=rel_tol,
+                      abs_tol=abs_tol)
+    return {"label": label, "ours": mean, "ours_sd": sd, "ours_se": se, "n": n,
+            "verdict": word}
+
+
 def compare_row(setting: str, metric: str, values: Sequence[float | None],
                 paper: Mapping[str, Any] | None, *, better: str | None = None,
                 rel_tol: float = 0.1, abs_tol: float = 0.0, why: str | None = None,
-                paper_accounting: Sequence[float | None] | None = None) -> dict[str, Any]:
-    """One row of a section's verdict table: ours (mean ± sd over seeds) beside the paper's.
+                paper_accounting: Sequence[float | None] | None = None,
+                counter_runs: Mapping[str, Sequence[float | None]] | None = None,
+                trivial: Sequence[bool | None] | None = None,
+                trivial_why: str = "every run's compared outputs are trivial",
+                paper_cell: str | None = None, at_paper_setting: bool = True
+                ) -> dict[str, Any]:
+    """One row of a section's verdict table: ours (mean ± sd, standard error, n) beside the
+    paper's.
 
-    ``paper_accounting`` holds the same metric run at the paper's own neighbouring relation
-    and sensitivity (the paper's analysis, not our guarantee), or, where a section says so in
-    its ``accounting_label``, under the paper's own protocol; ``why`` is a measured
-    explanation of the gap: it is appended to the verdict's reason, and a row outside the
-    paper's spread that has one is marked ``explained``.
+    Parameters
+    ----------
+    setting, metric : str
+        The row's labels.
+    values : sequence of float or None
+        Our metric, one value per run (None or non-finite values are left out).
+    paper : mapping or None
+        The paper's row (``value``, ``sd``, ``source`` and its identifying columns).
+    better, rel_tol, abs_tol
+        See :func:`verdict`.
+    why : str, optional
+        A note appended to the reason of a row outside the paper's spread (see :func:`note`).
+        It never marks the row explained: only a counter-run does.
+    paper_accounting : sequence of float or None, optional
+        The same metric run at the paper's own neighbouring relation and sensitivity (or,
+        where a section's ``accounting_label`` says so, under the paper's own protocol): a
+        counter-run at the paper's setting, also shown in its own column.
+    counter_runs : mapping of str to sequence, optional
+        Further measured counter-runs at the paper's setting, by label.
+    trivial : sequence of bool or None, optional
+        Per run: whether its compared outputs test nothing (identical across the methods the
+        row compares, or a classifier that predicts the majority class); None where the run
+        did not record what is needed to tell. Every run trivial makes the row
+        ``uninformative``; a run that cannot be told leaves the row's verdict as it is and
+        its ``informative`` field ``"unchecked"``.
+    trivial_why : str
+        What makes a run trivial, for the reason.
+    paper_cell : str, optional
+        Which paper cell the row compares (default :func:`paper_cell_key`): rows of one paper
+        cell are merged into one by :func:`one_row_per_paper_cell`.
+    at_paper_setting : bool
+        False for a setting of ours that is not the paper's (more rows sampled, another
+        fairness weight, another loss): such a row is shown beside the paper-setting row of
+        its paper cell, never counted.
+
+    Returns
+    -------
+    dict
+        The row. ``explained`` is True only for a ``worse`` row with a counter-run that is
+        itself ``within``.
     """
     mean, sd, n = mean_sd(values)
+    se = standard_error(sd, n)
     value = paper["value"] if paper else None
     paper_sd = paper["sd"] if paper else None
-    word, reason = verdict(mean, sd, value, paper_sd, better=better, rel_tol=rel_tol,
+    word, reason = verdict(mean, se, value, paper_sd, better=better, rel_tol=rel_tol,
                            abs_tol=abs_tol)
     row = {"setting": setting, "metric": metric, "paper": value, "paper_sd": paper_sd,
            "source": paper.get("source") if paper else None, "ours": mean, "ours_sd": sd,
-           "n": n, "verdict": word, "why": reason, "explained": False}
+           "ours_se": se, "n": n, "verdict": word, "why": reason, "explained": False,
+           "informative": "yes",
+           "paper_cell": paper_cell or paper_cell_key(setting, metric, paper),
+           "at_paper_setting": at_paper_setting}
+    if trivial is not None:
+        mark_trivial(row, trivial, trivial_why)
     if why is not None:
-        explain(row, why)
+        note(row, why)
+    judged = {"better": better, "rel_tol": rel_tol, "abs_tol": abs_tol}
+    runs = []
     if paper_accounting is not None:
-        pa_mean, pa_sd, pa_n = mean_sd(paper_accounting)
-        pa_word, _ = verdict(pa_mean, pa_sd, value, paper_sd, better=better, rel_tol=rel_tol,
-                             abs_tol=abs_tol)
-        row.update(paper_accounting=pa_mean, paper_accounting_sd=pa_sd,
-                   paper_accounting_verdict=pa_word)
+        accounting = counter_run("paper accounting", paper_accounting, paper, **judged)
+        row.update(paper_accounting=accounting["ours"],
+                   paper_accounting_sd=accounting["ours_sd"],
+                   paper_accounting_se=accounting["ours_se"],
+                   paper_accounting_verdict=accounting["verdict"])
+        runs.append(accounting)
+    runs += [counter_run(label, v, paper, **judged) for label, v in (counter_runs or {}).items()]
+    row["counter_runs"] = runs
+    return settle_explanation(row)
+
+
+def mark_trivial(row: dict[str, Any], trivial: Sequence[bool | None], why: str
+                 ) -> dict[str, Any]:
+    """Mark ``row`` uninformative when every run is trivial (see :func:`compare_row`)."""
+    flags = list(trivial)
+    if not flags or row["verdict"] not in COMPARED:
+        return row
+    if any(flag is None for flag in flags):
+        row["informative"] = "unchecked"
+        row["why"] += ("; whether the compared outputs are trivial is not recorded in "
+                       f"{sum(flag is None for flag in flags)} of {len(flags)} runs (cells "
+                       "from before the check)")
+        return row
+    count = sum(bool(flag) for flag in flags)
+    if count == len(flags):
+        row["informative"] = "no"
+        row["why"] = f"uninformative: {why} in {count} of {count} runs (would read {row['verdict']}: {row['why']})"
+        row["verdict"] = "uninformative"
+    elif count:
+        row["why"] += f"; {why} in {count} of {len(flags)} runs"
     return row
 
 
-def explain(row: dict[str, Any], why: str) -> dict[str, Any]:
-    """Append a measured explanation to a row outside the paper's spread, marking it.
-
-    A row within the spread needs none and is left as it is.
-    """
-    if row["verdict"] in ("better", "worse"):
-        row["why"] = f"{row['why']}; {why}"
+def settle_explanation(row: dict[str, Any]) -> dict[str, Any]:
+    """Mark a ``worse`` row explained when one of its counter-runs at the paper's setting is
+    within the paper's spread; otherwise say what each counter-run found."""
+    runs = row.get("counter_runs") or []
+    row["explained"] = False
+    if row["verdict"] != "worse" or not runs:
+        return row
+    within = [c for c in runs if c["verdict"] == "within"]
+    if within:
         row["explained"] = True
+        row["why"] += "; explained by the counter-run " + ", ".join(
+            f"{c['label']} {c['ours']:.4g} ± {c['ours_se']:.2g} (n {c['n']}): within"
+            for c in within)
+    else:
+        row["why"] += "; not explained: the counter-run " + ", ".join(
+            f"{c['label']} {c['ours']:.4g} ± {c['ours_se']:.2g} (n {c['n']}) is also "
+            f"{c['verdict']}" for c in runs)
+    return row
+
+
+def one_row_per_paper_cell(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows with one row per paper cell (by ``paper_cell``).
+
+    Of the rows that compare one paper cell, the first at the paper's setting is kept; a row
+    at the paper's setting with the same runs (the cell printed in another table) is listed
+    in its ``also_as``, and the others (our other settings) in its ``other_settings``, shown
+    beside it and never counted. A cell with no row at the paper's setting keeps its first
+    row, which says so. Rows without a paper number are kept as they are.
+    """
+    groups: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        if row.get("paper") is not None and row.get("paper_cell"):
+            groups.setdefault(row["paper_cell"], []).append(i)
+    keep: dict[int, dict[str, Any]] = {}
+    for members in groups.values():
+        at_paper = [i for i in members if rows[i].get("at_paper_setting", True)]
+        first = (at_paper or members)[0]
+        primary = dict(rows[first])
+        also, others = [], []
+        for i in members:
+            if i == first:
+                continue
+            other = rows[i]
+            same_runs = (other.get("at_paper_setting", True) and other["n"] == primary["n"]
+                         and _same_number(other["ours"], primary["ours"])
+                         and _same_number(other["ours_sd"], primary["ours_sd"]))
+            if same_runs:
+                also.append(other["setting"])
+            else:
+                others.append({k: other.get(k) for k in (
+                    "setting", "ours", "ours_sd", "ours_se", "n", "verdict",
+                    "at_paper_setting")})
+        if also:
+            primary["also_as"] = also
+        if others:
+            primary["other_settings"] = others
+        if not at_paper:
+            primary["why"] += "; no run of ours at the paper's setting"
+        keep[first] = primary
+    grouped = {i for members in groups.values() for i in members}
+    return [keep[i] if i in keep else dict(row) for i, row in enumerate(rows)
+            if i in keep or i not in grouped]
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is b
+    if not (_finite(a) and _finite(b)):
+        return not _finite(a) and not _finite(b)
+    return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-15)
+
+
+def note(row: dict[str, Any], text: str) -> dict[str, Any]:
+    """Append a measured reading to a row outside the paper's spread (a row within needs
+    none). A note never marks the row explained: only a counter-run does."""
+    if row["verdict"] in ("better", "worse"):
+        row["why"] = f"{row['why']}; {text}"
     return row
 
 

@@ -11,6 +11,7 @@ which is no bound (spec erratum 3); ``paper accounting`` is PrivPC* at that sens
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -136,7 +137,8 @@ def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
                     row = compare_row(
                         f"{label}, {method}", metric, [m[method][metric] for m in runs],
                         paper.get((method, metric)), better=BETTER[metric], abs_tol=0.02,
-                        why=why,
+                        why=why, paper_cell=json.dumps(["xu ch. 4 numeric", label, method,
+                                                        metric]),
                         paper_accounting=([m["paper_star"][metric] for m in runs] if star
                                           else None))
                     rows.append(dict(row, table=table))
