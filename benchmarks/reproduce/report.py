@@ -12,7 +12,7 @@ from typing import Any
 from .core import VERDICTS
 
 COLOURS = {"within": "#d8f0d8", "better": "#cfe3ff", "worse": "#f8d4d4",
-           "not comparable": "#eeeeee"}
+           "not comparable": "#eeeeee", "uninformative": "#f4ecd0"}
 #: Header of the paper_accounting column unless a section names its own.
 ACCOUNTING_LABEL = "paper accounting (paper's analysis, not our guarantee)"
 WARNING = ("Evaluation output, not a release: every number here reads the real embedded data "
