@@ -38,11 +38,13 @@ def test_gaussian_audit_has_the_noise_removed_control() -> None:
     assert removed and removed[0].hits_d == 0 and removed[0].epsilon_lower_bound > 6
 
 
-@pytest.mark.parametrize("audit", [audit_quantiles, audit_dpne])
-def test_half_noise_stays_within_a_claim_twice_the_truth(audit) -> None:
+@pytest.mark.parametrize(("audit", "slack"), [(audit_quantiles, HALF_NOISE),
+                                              (audit_dpne, Control("3/4 noise", 0.75))])
+def test_reduced_noise_stays_within_a_claim_above_the_truth(audit, slack) -> None:
     """The audit's finding for DP quantiles and DPNE: their worst-case neighbours move the
-    output by half what the charge assumes, so even half the noise stays within the claim
-    (which is why their controls take a quarter of the noise)."""
-    result = audit(trials=2000, controls=(HALF_NOISE, QUARTER))
-    half, quarter = result.controls
-    assert half.epsilon_lower_bound <= result.claimed_epsilon < quarter.epsilon_lower_bound
+    output by less than the charge assumes (quantiles: half; DPNE: 4 of Δ = 6), so noise
+    reduced by that much stays within the claim (which is why their controls take a
+    quarter of the noise)."""
+    result = audit(trials=2000, controls=(slack, QUARTER))
+    reduced, quarter = result.controls
+    assert reduced.epsilon_lower_bound <= result.claimed_epsilon < quarter.epsilon_lower_bound

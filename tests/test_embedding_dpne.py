@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -11,12 +13,15 @@ from privfair.core.accounting import PrivacyLedger, laplace_rho
 from privfair.core.errors import DomainError
 from privfair.core.mechanisms import sample_row_laplace
 from privfair.embedding.dpne import (
+    PAPER_SENSITIVITY,
     SENSITIVITY,
     EdgeList,
     deepwalk_matrix,
     deepwalk_sensitivity,
     dpne,
+    private_factor,
     public_factor,
+    spectral_embedding,
 )
 
 
@@ -77,6 +82,53 @@ def test_dpne_charges_its_epsilon_and_returns_the_exact_minimiser():
     m = deepwalk_matrix(graph)
     recovered = 2 * (m @ h - w @ (h.T @ h + 1e-3 * np.eye(4)))
     np.testing.assert_allclose(recovered, eta, rtol=1e-6, atol=1e-6)
+
+
+def test_the_sensitivity_bound_holds_on_every_small_graph_and_is_near_its_worst_case():
+    # Every simple graph on up to 4 nodes and every edge it lacks: ‖M' − M‖₁ never passes
+    # the bound, and the bound is within 25 % of the worst pair found (two isolated edges
+    # joined: 2.5), so the noise is not calibrated for a case no graph reaches (the former
+    # bound of 4, Δ = 8, was 60 % above it).
+    worst = 0.0
+    for n in range(2, 5):
+        pairs = list(itertools.combinations(range(n), 2))
+        for mask in range(1 << len(pairs)):
+            edges = [p for i, p in enumerate(pairs) if mask >> i & 1]
+            base = deepwalk_matrix(EdgeList(n, np.array(edges, dtype=np.int64).reshape(-1, 2)))
+            for extra in set(pairs) - set(edges):
+                joined = EdgeList(n, np.array([*edges, extra], dtype=np.int64))
+                worst = max(worst, float(np.abs(deepwalk_matrix(joined) - base).sum()))
+    assert worst == pytest.approx(2.5)
+    assert worst <= deepwalk_sensitivity() <= 1.25 * worst
+    assert 2 * deepwalk_sensitivity() == SENSITIVITY
+
+
+def test_paper_accounting_is_a_named_setting_with_the_papers_noise_and_private_h():
+    graph = _graph(nx.karate_club_graph())
+    ledger = PrivacyLedger(rho_budget=10.0)
+    w = dpne(graph, dim=4, epsilon=1.5, ledger=ledger, rng=np.random.default_rng(3),
+             accounting="paper")
+    (entry,) = ledger.entries
+    # Theorem 7's density exp(−ε‖η‖/(2Δ)) with Lemma 1's Δ = √2.
+    assert entry.sensitivity == pytest.approx(2 * np.sqrt(2)) == PAPER_SENSITIVITY
+    assert "no guarantee" in entry.name
+    h = private_factor(graph, 4)
+    assert np.linalg.norm(h, axis=1).max() == pytest.approx(1.0)
+    eta = sample_row_laplace(graph.n_nodes, 4, scale=PAPER_SENSITIVITY / 1.5,
+                             rng=np.random.default_rng(3))
+    recovered = 2 * (deepwalk_matrix(graph) @ h - w @ (h.T @ h + 1e-3 * np.eye(4)))
+    np.testing.assert_allclose(recovered, eta, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="accounting"):
+        dpne(graph, dim=4, epsilon=1.0, ledger=ledger, rng=np.random.default_rng(0),
+             accounting="lemma1")  # type: ignore[arg-type]
+
+
+def test_truncated_spectral_embedding_matches_the_dense_svd():
+    graph = _graph(nx.karate_club_graph())
+    u, s, _ = np.linalg.svd(deepwalk_matrix(graph))
+    dense = u[:, :6] * np.sqrt(s[:6])
+    np.testing.assert_allclose(np.abs(spectral_embedding(graph, 6)), np.abs(dense), atol=1e-8)
+    assert spectral_embedding(graph, 33).shape == (34, 33)  # the dense path near full rank
 
 
 @pytest.mark.parametrize(("edges", "message"), [

@@ -17,26 +17,42 @@ What is repaired (spec §4.4)
   not depend on the graph.
 * (d) The sensitivity is proven for any graph: for neighbours (one edge added or removed),
   Σ_i ‖η_i − η'_i‖₂ = 2 Σ_i ‖(M_i − M'_i) H‖₂ ≤ 2 ‖M − M'‖₁ (entrywise, as ‖h_j‖ ≤ 1), and
-  ‖M − M'‖₁ < 4 (:func:`deepwalk_sensitivity`), so Δ = 8 replaces Lemma 1's √2, which
+  ‖M − M'‖₁ ≤ 3 (:func:`deepwalk_sensitivity`), so Δ = 6 replaces Lemma 1's √2, which
   ignored the degree normalisation and that P² spreads a change to the neighbours.
 * (e) The norm is L2 per row and the composition over rows is L1: the density
   ∝ Π_i exp(−ε ‖η_i‖₂ / Δ) gives ε-DP, sampled as ‖η_i‖ ~ Gamma(k, Δ/ε) with a uniform
   direction.
+
+The paper's own setting
+-----------------------
+``accounting="paper"`` runs DPNE as the dissertation analyses it (Theorem 7, Lemma 1): H
+learnt from the *private* graph (:func:`private_factor`, the non-private factorisation's
+context factor) and η_i of density ∝ exp(−ε ‖η_i‖ / (2Δ)) with Δ = √2, i.e. a row sensitivity
+of 2√2 (:data:`PAPER_SENSITIVITY`). It exists for reproduction counter-runs: the ε it reports
+is the paper's claim, not a guarantee (pitfalls (a) and (d)), and no release uses it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.linalg import svds
 
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import DomainError
 from privfair.core.mechanisms import row_laplace_mechanism
 
-#: Bound on Σ_i ‖η_i − η'_i‖₂ between edge-neighbouring graphs (2 · 4, see the module notes).
-SENSITIVITY = 8.0
+#: Bound on Σ_i ‖η_i − η'_i‖₂ between edge-neighbouring graphs (2 · 3, see the module notes).
+SENSITIVITY = 6.0
+#: The dissertation's row sensitivity: Theorem 7's density exp(−ε‖η‖/(2Δ)) with Lemma 1's
+#: Δ = √2 (unproven; ``accounting="paper"`` only).
+PAPER_SENSITIVITY = 2 * math.sqrt(2)
+#: How DPNE is accounted: ``"proven"`` (public H, :data:`SENSITIVITY`) or ``"paper"``.
+Accounting = Literal["proven", "paper"]
 
 
 @dataclass(frozen=True)
@@ -69,28 +85,39 @@ def check_edges(edges: np.ndarray, n_nodes: int) -> np.ndarray:
     return pairs
 
 
-def deepwalk_matrix(graph: EdgeList) -> np.ndarray:
-    """M = (P + P²)/2 with P = D⁻¹A (rows of isolated nodes are 0)."""
+def deepwalk_operator(graph: EdgeList) -> sp.csr_array:
+    """M = (P + P²)/2 with P = D⁻¹A (rows of isolated nodes are 0), sparse.
+
+    Sparse because real graphs are: P² has about Σ_i d_i² entries, so M @ H costs that
+    rather than n² (the dense product alone took seconds on a Cora-sized graph).
+    """
     n = graph.n_nodes
-    adjacency = np.zeros((n, n))
     u, v = graph.edges[:, 0], graph.edges[:, 1]
-    adjacency[u, v] = 1.0
-    adjacency[v, u] = 1.0
-    degree = adjacency.sum(axis=1)
-    transition = np.divide(adjacency, degree[:, None], out=np.zeros_like(adjacency),
-                           where=degree[:, None] > 0)
-    return (transition + transition @ transition) / 2
+    adjacency = sp.csr_array((np.ones(2 * len(u)), (np.concatenate([u, v]),
+                                                    np.concatenate([v, u]))), shape=(n, n))
+    degree: np.ndarray = np.asarray(adjacency.sum(axis=1)).ravel()
+    inverse = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
+    transition = sp.csr_array(sp.diags_array(inverse) @ adjacency)
+    return sp.csr_array((transition + transition @ transition) / 2)
+
+
+def deepwalk_matrix(graph: EdgeList) -> np.ndarray:
+    """M = (P + P²)/2 with P = D⁻¹A (rows of isolated nodes are 0), dense."""
+    return deepwalk_operator(graph).toarray()
 
 
 def deepwalk_sensitivity() -> float:
-    """Bound on ‖M − M'‖₁ (entrywise) when one edge (u, v) is added: 4.
+    """Bound on ‖M − M'‖₁ (entrywise) when one edge (u, v) is added: 3.
 
-    ΔP touches rows u and v, each by ‖ΔP_u‖₁ = 2/(d_u + 1) ≤ 1 (or 1 from an empty row),
-    so ‖ΔP‖₁ ≤ 2. Δ(P²) = ΔP · P' + P · ΔP: the first term is ≤ ‖ΔP‖₁ (rows of P' sum to
-    ≤ 1); the second is Σ_{k∈{u,v}} (Σ_i P_ik) ‖ΔP_k‖₁ ≤ Σ_k d_k · 2/(d_k + 1) < 4. Hence
-    ‖ΔM‖₁ ≤ (2 + 2 + 4)/2 = 4. Removing an edge is adding it read backwards.
+    Only rows u and v of P change; endpoint k of degree d (before) moves its row by
+    ‖ΔP_k‖₁ = 2/(d + 1) for d ≥ 1 and 1 for d = 0, so ‖ΔP_k‖₁ ≤ 1 with equality only at
+    d ≤ 1. Δ(P²) = ΔP · P' + P · ΔP. Rows of P' sum to ≤ 1, so ‖ΔP_k P'‖₁ ≤ ‖ΔP_k‖₁; row k
+    of ΔP enters P · ΔP with weight Σ_i P_ik = Σ_{i ~ k} 1/d_i ≤ d. Per endpoint
+    ‖ΔP_k‖₁ (1 + 1 + d) ≤ c(d) with c(0) = 2, c(1) = 3 and c(d) = 2(d + 2)/(d + 1) < 3 for
+    d ≥ 2, hence ‖ΔM‖₁ ≤ (3 + 3)/2 = 3. Removing an edge is adding it read backwards.
+    (Every graph on up to 6 nodes reaches at most 2.5: two isolated edges joined.)
     """
-    return 4.0
+    return 3.0
 
 
 def public_factor(n_nodes: int, dim: int, *, rng: np.random.Generator) -> np.ndarray:
@@ -99,9 +126,19 @@ def public_factor(n_nodes: int, dim: int, *, rng: np.random.Generator) -> np.nda
     return h / np.linalg.norm(h, axis=1, keepdims=True)
 
 
+def private_factor(graph: EdgeList, dim: int) -> np.ndarray:
+    """The dissertation's H: the context factor of the non-private factorisation of the
+    *private* graph's M (V_k S_k^{1/2}), scaled so its largest row has norm 1. Not DP: for
+    ``accounting="paper"`` counter-runs only."""
+    _, s, vt = truncated_svd(deepwalk_operator(graph), dim)
+    h = vt.T * np.sqrt(s)
+    largest = float(np.linalg.norm(h, axis=1).max())
+    return h / largest if largest > 0 else h
+
+
 def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
          rng: np.random.Generator, factor: np.ndarray | None = None,
-         regularization: float = 1e-3) -> np.ndarray:
+         regularization: float = 1e-3, accounting: Accounting = "proven") -> np.ndarray:
     """ε-edge-DP embeddings W (n_nodes × dim), the exact minimiser of the perturbed objective.
 
     Parameters
@@ -117,9 +154,14 @@ def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
     rng : numpy.random.Generator
         Source of randomness (noise, and the default public H).
     factor : ndarray, optional
-        Public H (n_nodes × dim) with rows of norm ≤ 1; by default :func:`public_factor`.
+        Public H (n_nodes × dim) with rows of norm ≤ 1; by default :func:`public_factor`
+        (``accounting="paper"``: :func:`private_factor`).
     regularization : float
         λ > 0 of ``λ Σ ‖w_i‖²``.
+    accounting : {"proven", "paper"}
+        ``"proven"``: noise for :data:`SENSITIVITY` (ε-edge-DP). ``"paper"``: the
+        dissertation's setting (private H by default, :data:`PAPER_SENSITIVITY`), for
+        reproduction counter-runs; its ε is the paper's claim, not a guarantee.
     """
     if not (isinstance(dim, int) and dim >= 1):
         raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
@@ -127,8 +169,15 @@ def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
     if not regularization > 0:
         raise ValueError(f"regularization must be > 0, got {regularization!r}")
+    if accounting not in ("proven", "paper"):
+        raise ValueError(f"accounting must be 'proven' or 'paper', got {accounting!r}")
     n = graph.n_nodes
-    h = public_factor(n, dim, rng=rng) if factor is None else np.asarray(factor, dtype=float)
+    if factor is not None:
+        h = np.asarray(factor, dtype=float)
+    elif accounting == "paper":
+        h = private_factor(graph, dim)
+    else:
+        h = public_factor(n, dim, rng=rng)
     if h.shape != (n, dim):
         raise ValueError(f"factor: expected shape {(n, dim)}, got {h.shape}")
     if np.any(np.linalg.norm(h, axis=1) > 1 + 1e-9):
@@ -137,14 +186,34 @@ def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
     # the layer releases −2 M H + η (Σ_i ‖Δ row_i‖₂ ≤ SENSITIVITY, rows of density
     # ∝ exp(−ε ‖η_i‖₂ / Δ)), charged ε before the draw, and W is the exact minimiser of the
     # perturbed objective, w_i = −(−2 M_i H + η_i)/2 · (HᵀH + λI)⁻¹ = (M_i H − η_i/2)(…)⁻¹.
-    linear = row_laplace_mechanism(-2.0 * (deepwalk_matrix(graph) @ h), epsilon=epsilon,
-                                   sensitivity=SENSITIVITY, rng=rng, ledger=ledger,
-                                   name="DPNE objective perturbation")
+    paper = accounting == "paper"
+    linear = row_laplace_mechanism(
+        -2.0 * (deepwalk_operator(graph) @ h), epsilon=epsilon,
+        sensitivity=PAPER_SENSITIVITY if paper else SENSITIVITY, rng=rng, ledger=ledger,
+        name="DPNE objective perturbation" + (" (paper accounting, no guarantee)" if paper
+                                              else ""))
     gram = h.T @ h + regularization * np.eye(dim)
     return np.linalg.solve(gram, (-linear / 2).T).T
 
 
+def truncated_svd(matrix: sp.csr_array | np.ndarray, dim: int
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``dim`` largest singular triplets (U, s, Vᵀ), largest first, deterministic.
+
+    ARPACK on the sparse M when ``dim`` is well below n (a dense SVD of a Cora-sized M took
+    minutes), the dense SVD otherwise; the start vector is fixed so reruns agree.
+    """
+    n = min(matrix.shape)
+    if dim >= n - 1:
+        dense = matrix.toarray() if sp.issparse(matrix) else np.asarray(matrix)
+        u, s, vt = np.linalg.svd(dense)
+        return u[:, :dim], s[:dim], vt[:dim]
+    u, s, vt = svds(matrix, k=dim, v0=np.full(min(matrix.shape), 1 / math.sqrt(n)))
+    order = np.argsort(s)[::-1]
+    return u[:, order], s[order], vt[order]
+
+
 def spectral_embedding(graph: EdgeList, dim: int) -> np.ndarray:
     """Non-private reference: rank-``dim`` factor U_k S_k^{1/2} of M (truncated SVD)."""
-    u, s, _ = np.linalg.svd(deepwalk_matrix(graph))
-    return u[:, :dim] * np.sqrt(s[:dim])
+    u, s, _ = truncated_svd(deepwalk_operator(graph), dim)
+    return u * np.sqrt(s)
