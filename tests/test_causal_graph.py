@@ -120,3 +120,6 @@ def test_scores_as_xu2021_prints_them_swap_estimate_and_truth():
     printed = skeleton_scores_as_printed_xu2021(found, truth)
     # "TPR" = hits / found, "TDR" = hits / true, "FPR" = missed (2) / pairs left out (6 − 2).
     assert printed == {"tpr": 1 / 2, "fpr": 2 / 4, "tdr": 1 / 3}
+    # compareGraphs' empty-graph conventions: an empty estimate prints TPR 0 (not 1).
+    empty = skeleton_scores_as_printed_xu2021(CausalGraph(nodes, ()), truth)
+    assert empty == {"tpr": 0.0, "fpr": 3 / 6, "tdr": 0.0}

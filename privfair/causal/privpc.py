@@ -14,9 +14,11 @@ How the dissertation's errata are handled
   separating sets, and in PrivPC the separating set is itself an output of the exponential
   mechanism: each selection picks a (neighbour, conditioning set) pair, so no data-dependent
   argmax leaks through the sepset (the spec's §3.1 leak).
-* Erratum 4 (Adult case study: TPR and TDR swapped) concerns reported numbers only; the
+* Erratum 4 (Adult case study: TPR and TDR swapped) concerns reported numbers only, and
+  holds for Tables 4.3–4.11 too (the estimate and the truth are swapped in every printed
+  TPR, FPR and TDR; :func:`privfair.causal.graph.skeleton_scores_as_printed_xu2021`). The
   metrics here are defined once in :func:`privfair.causal.graph.skeleton_scores` (TPR = hits
-  / true edges, TDR = hits / found edges) and the benchmark prints both.
+  / true edges, TDR = hits / found edges) and the benchmarks print both.
 * Erratum 3 (PrivPC*'s sensitivity assumes N(0, 1) data) is fixed in :func:`priv_pc_star` by
   clipping publicly standardised features and deriving the sensitivity from the clip bound.
   The proof's own premise, Σ_a x_a² = p for every row, becomes a guarantee with
