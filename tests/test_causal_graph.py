@@ -8,7 +8,13 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from privfair.causal.graph import CausalGraph, orient, skeleton_scores, unblocked_paths
+from privfair.causal.graph import (
+    CausalGraph,
+    orient,
+    skeleton_scores,
+    skeleton_scores_as_printed_xu2021,
+    unblocked_paths,
+)
 from privfair.causal.pc import orient_skeleton, pc_skeleton
 from privfair.causal.simulate import random_dag
 from privfair.core.domain import Roles
@@ -102,3 +108,18 @@ def test_skeleton_scores_on_a_known_pair_of_graphs():
     found = CausalGraph(("a", "b", "c", "d"), edges=(("b", "a"),), undirected=(("c", "d"),))
     scores = skeleton_scores(found, truth)
     assert scores == {"tpr": 0.5, "fpr": 0.25, "tdr": 0.5, "fdr": 0.5}
+
+
+def test_scores_as_xu2021_prints_them_swap_estimate_and_truth():
+    # Truth a–b, b–c, c–d; the estimate a–b (hit) and a–d (false), missing b–c and c–d.
+    nodes = ("a", "b", "c", "d")
+    truth = CausalGraph(nodes, (("a", "b"), ("b", "c"), ("c", "d")))
+    found = CausalGraph(nodes, (("a", "b"), ("a", "d")))
+    true = skeleton_scores(found, truth)
+    assert (true["tpr"], true["fpr"], true["tdr"]) == (1 / 3, 1 / 3, 1 / 2)
+    printed = skeleton_scores_as_printed_xu2021(found, truth)
+    # "TPR" = hits / found, "TDR" = hits / true, "FPR" = missed (2) / pairs left out (6 − 2).
+    assert printed == {"tpr": 1 / 2, "fpr": 2 / 4, "tdr": 1 / 3}
+    # compareGraphs' empty-graph conventions: an empty estimate prints TPR 0 (not 1).
+    empty = skeleton_scores_as_printed_xu2021(CausalGraph(nodes, ()), truth)
+    assert empty == {"tpr": 0.0, "fpr": 3 / 6, "tdr": 0.0}

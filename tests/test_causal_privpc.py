@@ -222,3 +222,72 @@ def test_pc_skeleton_equals_causal_learns_at_the_same_alpha(categorical):
     theirs = frozenset(frozenset((i, j)) for i in range(len(domain))
                        for j in range(i + 1, len(domain)) if matrix[i, j] != 0)
     assert theirs == skeleton.adjacency
+
+
+def _regression_weights(dag, values):
+    """Least-squares weight of every parent → child edge (exact up to sampling)."""
+    weights = []
+    for k, parents in enumerate(dag.parents):
+        if parents:
+            coef, *_ = np.linalg.lstsq(values[:, list(parents)], values[:, k], rcond=None)
+            weights.extend(coef)
+    return np.asarray(weights)
+
+
+def test_xu2021_generator_draws_pcalg_weights_and_the_default_signed_ones():
+    dag = random_dag(7, 0.5, rng=np.random.default_rng(2))
+    paper = _regression_weights(dag, sample_linear_gaussian(
+        dag, 100_000, rng=np.random.default_rng(3), generator="xu2021")[0])
+    default = _regression_weights(dag, sample_linear_gaussian(
+        dag, 100_000, rng=np.random.default_rng(3))[0])
+    assert paper.size == default.size == 10
+    # pcalg's randomDAG: U(0.1, 1), all positive (sampling error ≈ 0.005 at this n).
+    assert np.all(paper > 0.1 - 0.03) and np.all(paper < 1.0 + 0.03)
+    # The default: ±U(0.5, 1.5).
+    assert np.any(default < -0.5 + 0.03) and np.all(np.abs(default) > 0.5 - 0.03)
+    with pytest.raises(ValueError, match="generator: expected one of"):
+        sample_linear_gaussian(dag, 10, rng=np.random.default_rng(0), generator="tetrad")
+
+
+def test_row_norm_makes_the_dissertations_sensitivity_a_bound():
+    p = 5
+    rng = np.random.default_rng(8)
+    raw = rng.standard_cauchy(size=(2000, p)) * 10
+    z = clip_standardised(raw, center=[0.0] * p, scale=[1.0] * p, clip=3.0,
+                          row_norm=math.sqrt(p))
+    assert np.all(np.linalg.norm(z, axis=1) <= math.sqrt(p) + 1e-12)
+    bound = moment_sensitivity(p, 3.0, row_norm=math.sqrt(p))
+    # The count, p for the sums and §4.5's p (p + 1) / 2 for the cross products.
+    assert bound == pytest.approx(1 + p + p * (p + 1) / 2)
+    assert bound < moment_sensitivity(p, 3.0)
+    upper = np.triu_indices(p)
+    for row in (*z[:50], np.ones(p), np.array([1.0, -1.0, 1.0, -1.0, 1.0])):
+        contribution = 1 + np.abs(row).sum() + np.abs(np.outer(row, row)[upper]).sum()
+        assert contribution <= bound + 1e-9
+    assert contribution == pytest.approx(bound)  # attained by a ±1 row
+    with pytest.raises(ValueError, match="row_norm must be"):
+        clip_standardised(raw, center=[0.0] * p, scale=[1.0] * p, clip=3.0, row_norm=-1.0)
+
+
+def test_privpc_star_noise_aware_test_keeps_fewer_absent_edges_at_the_same_release():
+    # ε = 0.2 at n = 5,000: the noise on a correlation (sd ≈ 0.06) exceeds Fisher z's
+    # threshold at n (≈ 0.036), so the printed test reads noise as dependence.
+    false_edges = {True: 0, False: 0}
+    hits = {True: 0, False: 0}
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        dag = random_dag(8, 0.25, rng=rng)
+        values, stds = sample_linear_gaussian(dag, 5000, rng=rng, generator="xu2021")
+        truth = dag.graph.skeleton()
+        for aware in (True, False):
+            ledger = PrivacyLedger(rho_budget=0.02)
+            result = priv_pc_star(values, dag.nodes, center=np.zeros(8), scale=stds, clip=3.0,
+                                  rho=0.02, ledger=ledger, rng=np.random.default_rng(10 + seed),
+                                  row_norm=math.sqrt(8), noise_aware=aware)
+            (entry,) = ledger.entries
+            assert entry.sensitivity == moment_sensitivity(8, 3.0, row_norm=math.sqrt(8))
+            found = result.graph.skeleton()
+            false_edges[aware] += len(found - truth)
+            hits[aware] += len(found & truth)
+    assert false_edges[False] >= 10 * max(false_edges[True], 1)
+    assert hits[True] >= 5

@@ -212,3 +212,26 @@ def skeleton_scores(found: CausalGraph, truth: CausalGraph) -> dict[str, float]:
     return {"tpr": hits / len(true) if true else 1.0,
             "fpr": len(est - true) / gaps if gaps else 0.0,
             "tdr": tdr, "fdr": 1.0 - tdr}
+
+
+def skeleton_scores_as_printed_xu2021(found: CausalGraph,
+                                      truth: CausalGraph) -> dict[str, float]:
+    """The three numbers Xu 2021's Tables 4.3–4.11 print as TPR, FPR and TDR.
+
+    They are pcalg's ``compareGraphs(gl, gt)`` called with the truth as ``gl`` and the
+    estimate as ``gt``: the printed "TPR" is hits / found edges (our TDR), the printed "TDR"
+    is hits / true edges (our TPR), and the printed "FPR" is missed true edges / pairs the
+    estimate leaves out. Only this reading fits every row: at p = 20, s = 0.7 (Table 4.11)
+    the printed TPR 0.803 and TDR 0.19 would need 0.803 · 133 / 0.19 ≈ 560 found edges out
+    of 190 pairs, whereas read swapped, all three printed numbers give |E| = s · C(p, 2) for
+    every p and s of Tables 4.8–4.11. The dissertation's Adult case study has the same swap
+    (spec erratum 4). compareGraphs' conventions for empty graphs are kept: an empty
+    estimate prints TPR 0, an estimate with every edge prints FPR 1.
+    """
+    p = len(truth.nodes)
+    est, true = found.skeleton(), truth.skeleton()
+    hits = len(est & true)
+    left_out = p * (p - 1) // 2 - len(est)
+    return {"tpr": hits / len(est) if est else 0.0,
+            "fpr": len(true - est) / left_out if left_out else 1.0,
+            "tdr": hits / len(true) if true else 1.0}
