@@ -290,31 +290,58 @@ def test_dpsgd_step_within_sensitivity(monkeypatch, method: str) -> None:
     assert violations(pairs) == []
 
 
-@pytest.mark.parametrize("model", ["pflr", "privlr"])
-def test_functional_models_within_sensitivity(monkeypatch, model: str) -> None:
-    """The functional mechanism (PFLR, PrivLR) on one-hot rows; D′ adds a row at the
-    corner that moves the polynomial most. Skipped until its draws go through the layer."""
-    from privfair.learn.functional import noisy_objective
-
+def _functional_frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One-hot rows over 3 features; D′ adds the row x = e₀, y = 0, s = 1 (centre 1/2), which
+    moves λ1, μ and Λ2 each by the most one row can."""
     rng0 = np.random.default_rng(4)
     x = np.eye(3)[rng0.integers(0, 3, size=40)]
     y = rng0.integers(0, 2, size=40).astype(float)
     s = rng0.integers(0, 2, size=40).astype(float)
-    frames = (pd.DataFrame(np.column_stack([x, y, s])),
-              pd.DataFrame(np.column_stack([np.vstack([x, [1, 0, 0]]), np.append(y, 0),
-                                            np.append(s, 1)])))
+    return (pd.DataFrame(np.column_stack([x, y, s])),
+            pd.DataFrame(np.column_stack([np.vstack([x, [1, 0, 0]]), np.append(y, 0),
+                                          np.append(s, 1)])))
+
+
+def _functional(model: str, term: str) -> Callable[[pd.DataFrame, np.random.Generator], None]:
+    from privfair.learn.functional import noisy_objective
 
     def run(frame: pd.DataFrame, rng: np.random.Generator) -> None:
         values = frame.to_numpy()
         noisy_objective(values[:, :3], values[:, 3], values[:, 4], epsilon=1.0,
                         ledger=PrivacyLedger(rho_budget=1e9), rng=rng, variant=model,
-                        row_l1_bound=1.0, centre=0.5, alpha=0.3, fairness_share=0.5)
+                        row_l1_bound=1.0, centre=0.5, alpha=0.3, fairness_share=0.5,
+                        fairness_term=term)
 
-    with recorded_queries() as probe:
-        run(frames[0], np.random.default_rng(0))
-    if not probe:
-        pytest.skip("learn.functional does not draw through the layer yet")
-    assert violations(paired_queries(monkeypatch, run, *frames)) == []
+    return run
+
+
+@pytest.mark.parametrize("model, term", [("pflr", "absolute"), ("pflr", "signed"),
+                                         ("pflr-star", "absolute"), ("pflr-star", "signed"),
+                                         ("privlr", "absolute")])
+def test_functional_models_within_sensitivity(monkeypatch, model: str, term: str) -> None:
+    """The functional mechanism (PrivLR, PFLR, PFLR*, each fairness term of issue 40) on
+    one-hot rows; D′ adds a row at the corner that moves the polynomial most."""
+    pairs = paired_queries(monkeypatch, _functional(model, term), *_functional_frames())
+    assert {q.mechanism for q, _ in pairs} == {"grid-laplace"}
+    assert violations(pairs) == []
+
+
+def test_fails_when_pflr_absolute_term_keeps_privlr_sensitivity(monkeypatch) -> None:
+    """PFLR's absolute term releases μ beside λ1 and Λ2: declared at PrivLR's B/2 + B²/8
+    (μ's part not re-derived), the row moves the release by 1/2 + 1/2 + 1/8 > 5/8."""
+    import privfair.learn.functional as functional
+
+    real = functional.grid_laplace_mechanism
+
+    def without_mu(values, *, sensitivity, name, **kwargs):
+        if name == "functional mechanism (PFLR)":
+            sensitivity = 0.5 + 1 / 8
+        return real(values, sensitivity=sensitivity, name=name, **kwargs)
+
+    monkeypatch.setattr(functional, "grid_laplace_mechanism", without_mu)
+    found = violations(paired_queries(monkeypatch, _functional("pflr", "absolute"),
+                                      *_functional_frames()))
+    assert len(found) == 1 and "moved 1.125 > declared 0.625" in found[0], found
 
 
 def test_dpne_within_sensitivity(monkeypatch) -> None:

@@ -57,9 +57,11 @@ def one_torch_thread() -> Iterator[None]:
 
 # --- the functional mechanism (PrivLR, PFLR, PFLR*) -----------------------------------------
 
-#: PFLR*'s public knobs for the audit: little of ε on the shift and a small α keep the
-#: shift's noise (α · Lap(Δ_g/ε_g)) below the coefficients', so the released linear
-#: coefficient is close to one Laplace variable whose likelihood ratio reaches its ε share.
+#: PFLR*'s public knobs for the audit: the signed term (its coefficients' noise centred at
+#: α μ̃), little of ε on the shift and a small α keep the shift's noise (α · Lap(Δ_g/ε_g))
+#: below the coefficients', so the released linear coefficient is close to one Laplace
+#: variable whose likelihood ratio reaches its ε share. (With the absolute term PFLR*'s
+#: coefficients are PrivLR's release at ε_f, audited as ``privlr``, and μ̃ a Laplace release.)
 PFLR_STAR_SHARE = 0.1
 PFLR_STAR_ALPHA = 0.05
 
@@ -104,10 +106,11 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
 
     Rows are one-hot over 2 features (``row_l1_bound`` 1) with a public centre 1/2. D′
     adds the row x = e₀, y = 0, s = 1, which moves the linear coefficient 0 by
-    1/2 (+ α/2 for the fairness term) and the quadratic entry (0, 0) by 1/8: together the
-    whole L1 sensitivity. Both get Laplace noise of one scale (discrete, on a grid: the
-    module docstring of ``learn.functional``), so the log-likelihood ratio
-    is ``Σ |z − μ_D| − |z − μ_D′|`` over the two coefficients (μ_D read from the mechanism
+    1/2 (+ α/2 for PFLR*'s signed term), PFLR's fairness coefficient 0 (its absolute term,
+    the default: μ released with the coefficients) by 1/2 and the quadratic entry (0, 0) by
+    1/8: together the whole L1 sensitivity. All get Laplace noise of one scale (discrete, on a
+    grid: the module docstring of ``learn.functional``), so the log-likelihood ratio
+    is ``Σ |z − μ_D| − |z − μ_D′|`` over those coefficients (μ_D read from the mechanism
     with ε = 10⁵: its polynomial to within 1e-5). Control: ε doubled.
 
     ``event="exact-float"`` audits the same statistic with the exact-float event
@@ -131,13 +134,17 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
     knobs: dict[str, Any] = {"variant": variant, "row_l1_bound": 1.0, "centre": 0.5,
                              "alpha": PFLR_STAR_ALPHA if star else 0.3,
                              "fairness_share": PFLR_STAR_SHARE if star else 0.5}
+    if star:
+        knobs["fairness_term"] = "signed"
 
     def release(neighbour: bool, eps: float, rng: np.random.Generator,
                 ledger: PrivacyLedger) -> np.ndarray:
         args = (x_n, y_n, s_n) if neighbour else (x, y, s)
         released, _, _ = release_objective(*args, epsilon=eps, ledger=ledger, rng=rng,
                                            **knobs)
-        return np.array([released.linear[0], released.quadratic[0, 0]])
+        # PFLR's absolute term: μ̃ is part of the same release (same grid, same scale).
+        fairness = [] if star or released.fairness is None else [released.fairness[0]]
+        return np.array([released.linear[0], *fairness, released.quadratic[0, 0]])
 
     exact = [release(n, 1e5, np.random.default_rng(0), fresh_ledger()) for n in (False, True)]
 

@@ -532,7 +532,8 @@ def _dpne(rng: np.random.Generator) -> Run:
 
 def _functional(rng: np.random.Generator) -> Run:
     """``learn.functional.noisy_objective`` (PFLR, public centre): the released polynomial's
-    coefficients (λ1, Λ2) on its discrete-Laplace grid, against the exact ones."""
+    coefficients (λ1, μ, Λ2; μ with the default absolute fairness term) on its
+    discrete-Laplace grid, against the exact ones."""
     from privfair.learn.functional import noisy_objective
 
     x = np.eye(4)[np.arange(40) % 4]
@@ -540,7 +541,8 @@ def _functional(rng: np.random.Generator) -> Run:
     (objective, _, _), queries, entries = _charged(lambda ledger: noisy_objective(
         x, y, s, epsilon=1.0, variant="pflr", row_l1_bound=1.0, ledger=ledger, rng=rng,
         alpha=0.3, centre=0.5))
-    released = np.concatenate([objective.linear, objective.quadratic.ravel()])
+    fairness = [] if objective.fairness is None else [objective.fairness]
+    released = np.concatenate([objective.linear, *fairness, objective.quadratic.ravel()])
     return Run([Observation(q, released, "grid-laplace") for q in queries[-1:]
                 if q.exact.size == released.size], entries)
 

@@ -153,8 +153,12 @@ class TrainParams(ReleaseOptions):
     hidden: list[int] = Field(default_factory=list, description="DP-SGD hidden widths (each "
                                                                 ">= 1); empty is logistic "
                                                                 "regression.")
-    alpha: float = Field(0.3, ge=0, le=1e3, allow_inf_nan=False,
-                         description="PFLR/PFLR* fairness weight.")
+    alpha: float = Field(1.0, ge=0, le=1e3, allow_inf_nan=False,
+                         description="PFLR/PFLR* fairness weight (Xu 2021 Eq. 8.1: 1).")
+    fairness_term: Literal["absolute", "signed"] = Field("absolute", description=(
+        "PFLR/PFLR* fairness term: 'absolute' is Eq. 8.1's alpha*|cov| (reaches zero "
+        "covariance when alpha is large enough, never past it); 'signed' the linear shift "
+        "alpha*cov of Alg. 6."))
     fairness_share: float = Field(0.5, gt=0, lt=1, description="PFLR*: ε_g/ε.")
 
     def idle_fields(self) -> dict[str, str]:
@@ -164,8 +168,8 @@ class TrainParams(ReleaseOptions):
                 *((name, f"a DP-SGD model ({', '.join(SGD_MODELS)})", sgd)
                   for name in ("epochs", "batch_size", "min_rows", "clip", "learning_rate",
                                "hidden")),
-                ("alpha", f"a functional-mechanism model ({', '.join(FUNCTIONAL_MODELS)})",
-                 not sgd),
+                *((name, f"a functional-mechanism model ({', '.join(FUNCTIONAL_MODELS)})",
+                   not sgd) for name in ("alpha", "fairness_term")),
                 ("fairness_share", "model pflr-star", self.model == "pflr-star"),
                 ("evaluation_share", "holdout > 0", self.holdout > 0),
             ) if not used}
@@ -306,7 +310,7 @@ def _train_functional(context: RunContext, x: np.ndarray, y: np.ndarray, groups:
     model = FunctionalLogisticRegression(
         epsilon=float(planned(plan.budget.model_epsilon, "model_epsilon")), variant=p.model,
         row_l1_bound=plan.encoding.row_l1_bound, rng=context.rng("train"), alpha=p.alpha,
-        fairness_share=p.fairness_share)
+        fairness_term=p.fairness_term, fairness_share=p.fairness_share)
     model.fit(x, y, groups.astype(float), ledger=ledger)
     hyper = model.hyper_parameters() | {"trimmed_directions": model.trimmed_,
                                         "fairness_centre": model.centre_}
