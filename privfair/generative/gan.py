@@ -95,11 +95,13 @@ _METHOD_DEFAULTS: dict[str, dict[str, float]] = {
     "fairgan": {"fairness_weight": 16.0, "generator_ema": 0.99},
     "cfgan:te": {"fairness_weight": 16.0}}
 _DEFAULTS: dict[str, float | str] = {"fairness_weight": 4.0, "generator_ema": 0.0,
-                                     "classifier_weight": 1.0, "classifier_rows": "generated"}
+                                     "classifier_weight": 1.0, "classifier_rows": "generated",
+                                     "anchor_weight": 2.0}
 # The dissertation's settings (Xu 2021 §6.3 "λ = μ = 1", §7.3 "λ = 1 unless stated"; V3 and
-# L take x from P_data), filled before the method defaults when ``setting="xu2021"``.
+# L take x from P_data; no anchor marginals), filled before the method defaults when
+# ``setting="xu2021"``.
 _SETTING_DEFAULTS: dict[str, dict[str, float | str]] = {
-    "xu2021": {"fairness_weight": 1.0, "classifier_weight": 1.0},
+    "xu2021": {"fairness_weight": 1.0, "classifier_weight": 1.0, "anchor_weight": 0.0},
     "xu2021:fairgan-plus": {"classifier_rows": "real_and_generated"}}
 _CLASSIFIER_ROWS = ("generated", "real_and_generated")
 
@@ -118,8 +120,8 @@ class GANConfig:
         inside DP-SGD, like its real/fake head).
     setting : {"privfair", "xu2021"}
         Whose choices fill the knobs left as None: ``privfair`` (the defaults below) or
-        ``xu2021``, the dissertation's (λ = μ = 1; for FairGAN+ ``classifier_rows =
-        "real_and_generated"``). Knobs passed explicitly win over either.
+        ``xu2021``, the dissertation's (λ = μ = 1, no anchor marginals; for FairGAN+
+        ``classifier_rows = "real_and_generated"``). Knobs passed explicitly win over either.
     epochs : int
         Passes over the data in expectation (steps = epochs / q).
     batch_size : int
@@ -178,8 +180,9 @@ class GANConfig:
     marginal_share : float
         Share of the ledger's remaining ε spent on the anchor counts (the (S, Y) counts and
         the anchor marginals), measured with the Gaussian mechanism before DP-SGD.
-    anchor_weight : float
-        Weight of the anchor loss: the generator's batch marginals against the noisy anchor
+    anchor_weight : float, optional
+        2 by default, 0 under ``xu2021`` (the papers' GANs have no anchors). Weight of the
+        anchor loss: the generator's batch marginals against the noisy anchor
         marginals (mean TVD). 0 measures the (S, Y) counts only. The anchors are every
         (X, Y) pair, and for the fairness-blind ``dpgan`` also every (X, S) pair and
         (S, Y); the fair methods leave S's dependences to their adversaries.
@@ -220,7 +223,7 @@ class GANConfig:
     node_hidden: int = 64
     temperature: float = 0.5
     marginal_share: float = MARGINAL_SHARE
-    anchor_weight: float = 2.0
+    anchor_weight: float | None = None
     generator_ema: float | None = None
     patience: int = 3
     plateau_tol: float = 0.005
@@ -935,8 +938,9 @@ class _Trainer:
                     self._adversary_loss(name, inputs, target))
         if cfg.method in ("fairgan-plus", "acgan"):  # η(x̂) should predict G's own y
             g_loss = g_loss + F.cross_entropy(self.classifier(x_hat), y_idx)
-        if self.anchors and cfg.anchor_weight > 0:
-            g_loss = g_loss + cfg.anchor_weight * self.anchor_loss(values)
+        anchor_weight = _filled(cfg.anchor_weight, "anchor_weight")
+        if self.anchors and anchor_weight > 0:
+            g_loss = g_loss + anchor_weight * self.anchor_loss(values)
         g_loss.backward()
         self.g_opt.step()
         if self.ema is not None:
@@ -1113,7 +1117,7 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     columns = {a: domain.check_column(a, np.asarray(codes[a]), where="GAN training data")
                for a in domain}
     pairs = anchor_pairs(domain, protected, outcome, config.method) \
-        if config.anchor_weight > 0 else ()
+        if _filled(config.anchor_weight, "anchor_weight") > 0 else ()
     if limit is not None:  # the counts and nothing else must leave DP-SGD some room
         before = ledger.rdp() + count_rho(ledger, config.marginal_share) * np.asarray(RDP_ORDERS)
         if limit(before) >= 1.0:
@@ -1186,7 +1190,7 @@ def fit_gan_non_private(codes: Mapping[str, np.ndarray], domain: Domain, *, prot
     columns = {a: domain.check_column(a, np.asarray(codes[a]), where="GAN training data")
                for a in domain}
     pairs = anchor_pairs(domain, protected, outcome, config.method) \
-        if config.anchor_weight > 0 else ()
+        if _filled(config.anchor_weight, "anchor_weight") > 0 else ()
 
     def normalise(v: np.ndarray) -> np.ndarray:
         return v / v.sum() if v.sum() > 0 else np.full(v.shape, 1.0 / v.size)
