@@ -201,7 +201,8 @@ def test_classifier_weights_follow_the_contract_encoding(toy_contract):
     eta = torch.nn.Linear(len(x_only), 2)
     torch.nn.init.normal_(eta.weight, generator=torch.Generator().manual_seed(3))
     fitted = SimpleNamespace(
-        protected="sex", outcome="income", config=SimpleNamespace(classifier_fairness="dp"),
+        protected="sex", outcome="income",
+        config=SimpleNamespace(classifier_fairness="dp", classifier_rows="generated"),
         classifier_state={"0.weight": eta.weight.detach().numpy(),
                           "0.bias": eta.bias.detach().numpy()})
     record = classifier_record(fitted, contract)

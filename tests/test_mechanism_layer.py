@@ -125,6 +125,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ('privfair/causal/simulate.py', 'sample_linear_gaussian',
      'values[:, k] = values @ weights[:, k] + rng.normal(size=n)'):
         SIMULATED,
+    ('privfair/causal/simulate.py', 'sample_linear_gaussian',
+     'weights[u, k] = rng.uniform(0.1, 1.0)'):
+        SIMULATED,
     ('privfair/domains/cathist.py', 'sample_outside',
      'picked = rng.choice(n, size=k, replace=False).tolist()'):
         "the k values outside the active domain that the layer's sparse_laplace_histogram "

@@ -183,7 +183,6 @@ def test_each_paper_cell_is_one_row():
 def test_the_report_counts_one_row_per_paper_cell(tmp_path):
     """write_report on a PFLR log: the Taylor loss faces the LR cells (one paper cell, one
     row; the PFLR rows run the paper's setting only, the counter-run is a note)."""
-    from benchmarks.reproduce import xu_pflr
     from benchmarks.reproduce.cli import plan, write_report
 
     cells_by_section = plan("quick", ["xu_pflr"])

@@ -107,45 +107,41 @@ def test_cathist_between_tau():
     assert cathist.between_tau(counts, 0.01, 29_400_000_000) == {"Self-emp-not-inc": 2541}
 
 
-def _gan_record(method, eps, seed, **metrics):
-    base = {"RD_D": 0.0, "BER": 0.5, "RD_eta": 0.2, "accuracy": 0.82, "trivial": False}
-    return _rec("xu_gan", {"method": method, "epsilon": eps, "epochs": 0}, seed,
-                {**base, **metrics})
+def _gan_record(method, setting, eps, seed, **metrics):
+    base = {"RD_D": 0.0, "BER": 0.5, "RD_eta_x": 0.2, "accuracy_x": 0.82, "majority": 0.755}
+    return _rec("xu_gan", {"method": method, "setting": setting, "epsilon": eps, "epochs": 0},
+                seed, {**base, **metrics})
 
 
-def test_gan_why_uses_real_and_own_classifier_scores():
-    real = {"RD_D": 0.196, "BER": 0.167, "RD_eta": 0.178, "accuracy": 0.851,
-            "RD_eta_x": 0.170, "accuracy_x": 0.851}
+def test_gan_rows_compare_only_the_papers_setting_without_dp():
+    """Each paper cell is one row: the xu2021 run at ε = ∞ (non-private, like the paper's).
+    privfair's default beside it and the DP runs are reported, not compared; C2 and C5 read
+    the GAN's own η, C3 the LR on η(X); a majority-class classifier is left out."""
     records = [
-        _gan_record("dpgan", "inf", 0, RD_D=0.18, BER=0.06, RD_eta=0.16, accuracy=0.83,
-                    real=real, RD_eta_x=0.174, accuracy_x=0.829),
-        _gan_record("dpgan", "1", 0, RD_D=0.25, BER=0.27, RD_eta=0.28, accuracy=0.80,
-                    real=real, RD_eta_x=0.284, accuracy_x=0.813),
-        _gan_record("fairgan-plus", "inf", 0, RD_D=0.006, BER=0.375, RD_eta=0.088,
-                    accuracy=0.817, real=real, RD_eta_x=0.085, accuracy_x=0.816,
-                    RD_eta_own=0.179, accuracy_own=0.825),
-        _gan_record("fairgan-plus", "inf", 1, RD_D=0.004, BER=0.365, RD_eta=0.11,
-                    accuracy=0.815),
+        _gan_record("fairgan-plus", "xu2021", "inf", 0, RD_D=0.011, BER=0.39,
+                    RD_eta_own=0.014, accuracy_own=0.818, RD_eta_x=0.3),
+        _gan_record("fairgan-plus", "xu2021", "inf", 1, RD_D=0.009, BER=0.38,
+                    RD_eta_own=0.015, accuracy_own=0.756),  # η predicts the majority class
+        _gan_record("fairgan-plus", "privfair", "inf", 0, RD_D=0.5, RD_eta_own=0.3,
+                    accuracy_own=0.82),
+        _gan_record("fairgan", "xu2021", "1", 0, RD_D=0.5),
+        _gan_record("fairgan", "xu2021", "inf", 0, RD_D=0.2, RD_eta_x=0.09, accuracy_x=0.826),
     ]
     rows = {(r["setting"], r["metric"]): r for r in xu_gan.summarize(records, "full")["rows"]}
-    row = rows[("Table 6.1, dpgan, ε=inf", "RD_D")]
-    # the readings are notes: no counter-run at the paper's setting, so none is explained
-    assert row["verdict"] == "worse" and not row["explained"]
-    assert "0.180 against 0.196 on the real training rows" in row["why"]
-    row = rows[("Table 6.2, fairgan-plus, ε=inf", "RD_eta")]
-    assert row["verdict"] == "worse" and not row["explained"]
-    assert "one trained on these generated rows 0.099" in row["why"]
-    assert "(BER 0.167)" in row["why"]
-    assert "the paper's η(X)) it is 0.085 over 1 seeds" in row["why"]
-    assert "own η (the paper's C5) has RD(η) 0.179 (accuracy 0.825)" in row["why"]
-    row = rows[("Table 6.2, dpgan, ε=1", "accuracy")]
-    assert row["verdict"] == "worse" and not row["explained"]
-    assert row["at_paper_setting"] is False  # the paper's GANs are not private
-    assert "reaches 0.851" in row["why"] and "(ε = ∞) reaches 0.830" in row["why"]
-    # Records without the real-data scores leave a row unexplained.
-    old = [_gan_record("dpgan", "inf", 0, RD_D=0.18)]
-    row = next(r for r in xu_gan.summarize(old, "full")["rows"] if r["metric"] == "RD_D")
-    assert row["verdict"] == "worse" and not row["explained"]
+    plus = "Table 6.2, FairGAN+ (DP), xu2021, ε=inf (non-private)"
+    row = rows[(plus, "RD_eta")]
+    assert row["reads"] == "RD_eta_own" and row["n"] == 1 and row["ours"] == pytest.approx(0.014)
+    assert row["verdict"] == "within" and "predict the majority class" in row["why"]
+    assert rows[(plus, "accuracy")]["n"] == 2
+    row = rows[("Table 6.1, FairGAN+ (DP), privfair, ε=inf (non-private)", "RD_D")]
+    assert row["at_paper_setting"] is False  # shown beside the paper's row, never counted
+    assert "beside the paper's (xu2021) row" in row["why"]
+    row = rows[("Table 6.1, FairGAN, xu2021, ε=1 (DP)", "RD_D")]
+    assert row["at_paper_setting"] is False and "has no number to compare" in row["why"]
+    row = rows[("Table 6.1, FairGAN, xu2021, ε=inf (non-private)", "RD_D")]
+    assert row["verdict"] == "worse" and not row["explained"] and row["paper"] == 0.0411
+    assert rows[("Table 6.2, FairGAN, xu2021, ε=inf (non-private)", "RD_eta")]["reads"] == \
+        "RD_eta_x"
 
 
 def test_pflr_table81_why():

@@ -7,8 +7,13 @@ Privacy (spec §10): only D1, the discriminator that sees real rows, reads priva
 is trained with DP-SGD (Poisson sampling, per-sample clipping, Gaussian noise; optionally
 DPSGD-F's per-group bounds). The generator learns only through D1, and every fairness
 adversary (FairGAN's D2, FairGAN+'s D3 and classifier (the paper's η), CFGAN's D²) is fed generated rows
-only, so they are post-processing and cost no budget. The marginals that condition the
-generator, P(S) and P(Y), come from one Gaussian measurement of the (S, Y) counts.
+only, so they are post-processing and cost no budget. The exception is the paper's own
+setting (``setting="xu2021"``), where FairGAN+'s η and D3 also learn from real rows as the
+paper's L and V3 do (and ACGAN's classifier, a benchmark baseline): their per-row gradients on
+D1's Poisson batch are clipped jointly with D1's and noised in the same charged step. The
+marginals that condition the generator, P(S) and P(Y), come from one Gaussian measurement of
+the (S, Y) counts. :func:`fit_gan_non_private` trains the same GANs without any of this, for
+the benchmarks' ε = ∞ rows only; its generators are marked and the release refuses them.
 
 Anchors: DP-SGD's noise on D1 alone leaves the generator with too weak a signal at ε ≤ 10 on
 Adult (it collapses to a few modes). The generator is therefore also pulled towards noisy
@@ -20,14 +25,16 @@ Discrete outputs are hard Gumbel-softmax samples (straight-through), so no autoe
 pre-trained on real data. Losses are binary/categorical cross-entropy with log(1 − D) for
 fake rows (erratum §9 item 6); the generator uses the non-saturating form −log D1(fake).
 FairGAN+'s classifier loss is the full cross-entropy and its V3 is computed on generated rows
-(erratum §9 item 7, resolved towards privacy).
+(erratum §9 item 7, resolved towards privacy), or on real and generated rows under ``xu2021``.
 """
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import math
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -49,7 +56,13 @@ from privfair.generative.calibration import (
     noise_multiplier_on_ledger,
 )
 from privfair.generative.dag import CausalDAG, CausalGraphError, parse_dag
-from privfair.generative.dpsgd import GroupClipping, clip_factors, ghost_batch, noisy_sum
+from privfair.generative.dpsgd import (
+    GhostBatch,
+    GroupClipping,
+    clip_factors,
+    ghost_batch,
+    noisy_sum,
+)
 from privfair.generative.nets import (
     OneHotLayout,
     gumbel_noise,
@@ -58,9 +71,18 @@ from privfair.generative.nets import (
     torch_generator,
 )
 
-__all__ = ["GAN_METHODS", "FittedGAN", "GANConfig", "fair_attributes", "fit_gan"]
+__all__ = ["BASELINE_GAN_METHODS", "GAN_METHODS", "GAN_SETTINGS", "FittedGAN", "GANConfig",
+           "fair_attributes", "fit_gan", "fit_gan_non_private"]
 
 from privfair.generative import GAN_METHODS
+
+BASELINE_GAN_METHODS: tuple[str, ...] = ("acgan",)
+"""Methods a :class:`GANConfig` takes for comparisons (benchmarks, evaluation) that no release
+offers: ``acgan`` is Xu's fairness-blind baseline of Tables 6.1/6.2 (§6.4.1.1)."""
+
+GAN_SETTINGS: tuple[str, ...] = ("privfair", "xu2021")
+"""Named settings: ``privfair`` (the project's defaults, tuned for few DP steps) and ``xu2021``
+(the dissertation's choices, ch. 6-7: λ = μ = 1 and FairGAN+'s V3 and likelihood on real x)."""
 
 _CLASSIFIER_FAIRNESS = ("dp", "eo", "eop")
 _EFFECTS = ("te", "se", "ce")
@@ -72,7 +94,16 @@ Progress = Callable[[int, int, Mapping[str, float]], None]
 _METHOD_DEFAULTS: dict[str, dict[str, float]] = {
     "fairgan": {"fairness_weight": 16.0, "generator_ema": 0.99},
     "cfgan:te": {"fairness_weight": 16.0}}
-_DEFAULTS: dict[str, float] = {"fairness_weight": 4.0, "generator_ema": 0.0}
+_DEFAULTS: dict[str, float | str] = {"fairness_weight": 4.0, "generator_ema": 0.0,
+                                     "classifier_weight": 1.0, "classifier_rows": "generated",
+                                     "anchor_weight": 2.0}
+# The dissertation's settings (Xu 2021 §6.3 "λ = μ = 1", §7.3 "λ = 1 unless stated"; V3 and
+# L take x from P_data; no anchor marginals), filled before the method defaults when
+# ``setting="xu2021"``.
+_SETTING_DEFAULTS: dict[str, dict[str, float | str]] = {
+    "xu2021": {"fairness_weight": 1.0, "classifier_weight": 1.0, "anchor_weight": 0.0},
+    "xu2021:fairgan-plus": {"classifier_rows": "real_and_generated"}}
+_CLASSIFIER_ROWS = ("generated", "real_and_generated")
 
 
 @dataclass(frozen=True)
@@ -81,15 +112,23 @@ class GANConfig:
 
     Parameters
     ----------
-    method : {"dpgan", "fairgan", "fairgan-plus", "cfgan"}
-        ``dpgan`` is FairGAN without D2 (fairness-blind, conditional on S).
+    method : {"dpgan", "fairgan", "fairgan-plus", "cfgan", "acgan"}
+        ``dpgan`` is FairGAN without D2 (fairness-blind, conditional on S). ``acgan`` (a
+        baseline, not offered by the release) is Xu's ACGAN (§6.4.1.1): G(z | y, s) with y
+        and s drawn *independently* from the noisy P(Y) and P(S), and D1 sees x alone and
+        predicts y and s besides real/fake (its auxiliary heads are trained on real rows
+        inside DP-SGD, like its real/fake head).
+    setting : {"privfair", "xu2021"}
+        Whose choices fill the knobs left as None: ``privfair`` (the defaults below) or
+        ``xu2021``, the dissertation's (λ = μ = 1, no anchor marginals; for FairGAN+
+        ``classifier_rows = "real_and_generated"``). Knobs passed explicitly win over either.
     epochs : int
         Passes over the data in expectation (steps = epochs / q).
     batch_size : int
         Expected Poisson batch size b; the sampling rate is q = b / n̂ with n̂ the noisy count.
     fairness_weight : float, optional
         λ, the weight of D2 (FairGAN, FairGAN+) or D² (CFGAN). By default 16 for FairGAN and
-        CFGAN's total effect, 4 for the others, not the paper's 1. With ~1,200 generator
+        CFGAN's total effect, 4 for the others; 1 under ``setting="xu2021"``. With ~1,200 generator
         steps (the defaults on Adult), λ = 1 leaves the non-private FairGAN at RD(D) = .22,
         λ = 4 at .11 and λ = 16 (with ``generator_ema`` .99) at .02
         (benchmarks/results/gan_fairgan_tuning.jsonl). CFGAN(TE) on the binarised Adult
@@ -107,8 +146,16 @@ class GANConfig:
         Updates of the fairness adversaries (D2, and D3 for FairGAN+; CFGAN's D²) per
         generator step, each on a fresh generated batch. They see generated rows only, so
         extra steps cost no budget; a stronger adversary gives G a truer fairness signal.
-    classifier_weight : float
-        μ, the weight of D3 (FairGAN+).
+    classifier_weight : float, optional
+        μ, the weight of D3 (FairGAN+); 1 in both settings.
+    classifier_rows : {"generated", "real_and_generated"}, optional
+        Which rows FairGAN+'s classifier η and its fairness discriminator D3 learn from.
+        ``generated`` (the privfair default): generated rows only, so η and D3 are
+        post-processing and cost no budget. ``real_and_generated`` (``xu2021``): the paper's
+        V3 takes x from the real data (§6.3) and its likelihood L from both; here η's and
+        D3's gradients on each real Poisson batch are clipped *jointly with D1's* (one per-row
+        norm over D1 ⊕ η ⊕ D3) and noised by the same DP-SGD step, so the charge is D1's,
+        unchanged; the generated-row terms stay as in ``generated``.
     classifier_fairness : {"dp", "eo", "eop"}
         FairGAN+'s notion for its classifier: demographic parity, equalised odds, equal opportunity.
     effect : {"te", "se", "ce"}
@@ -133,8 +180,9 @@ class GANConfig:
     marginal_share : float
         Share of the ledger's remaining ε spent on the anchor counts (the (S, Y) counts and
         the anchor marginals), measured with the Gaussian mechanism before DP-SGD.
-    anchor_weight : float
-        Weight of the anchor loss: the generator's batch marginals against the noisy anchor
+    anchor_weight : float, optional
+        2 by default, 0 under ``xu2021`` (the papers' GANs have no anchors). Weight of the
+        anchor loss: the generator's batch marginals against the noisy anchor
         marginals (mean TVD). 0 measures the (S, Y) counts only. The anchors are every
         (X, Y) pair, and for the fairness-blind ``dpgan`` also every (X, S) pair and
         (S, Y); the fair methods leave S's dependences to their adversaries.
@@ -151,6 +199,7 @@ class GANConfig:
     """
 
     method: str = "fairgan"
+    setting: str = "privfair"
     epochs: int = 15
     batch_size: int = 500
     learning_rate: float = 3e-4
@@ -163,7 +212,8 @@ class GANConfig:
     fairness_weight: float | None = None
     fairness_loss: str = "minimax"
     adversary_steps: int = 1
-    classifier_weight: float = 1.0
+    classifier_weight: float | None = None
+    classifier_rows: str | None = None
     classifier_fairness: str = "dp"
     effect: str = "te"
     redlining: tuple[str, ...] = ()
@@ -173,7 +223,7 @@ class GANConfig:
     node_hidden: int = 64
     temperature: float = 0.5
     marginal_share: float = MARGINAL_SHARE
-    anchor_weight: float = 2.0
+    anchor_weight: float | None = None
     generator_ema: float | None = None
     patience: int = 3
     plateau_tol: float = 0.005
@@ -181,6 +231,13 @@ class GANConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.setting not in GAN_SETTINGS:
+            raise ValueError(f"setting must be one of {list(GAN_SETTINGS)}, "
+                             f"got {self.setting!r}")
+        for key in (self.setting, f"{self.setting}:{self.method}"):
+            for name, value in _SETTING_DEFAULTS.get(key, {}).items():
+                if getattr(self, name) is None:
+                    object.__setattr__(self, name, value)
         for key in (self.method, f"{self.method}:{self.effect}"):
             for name, value in _METHOD_DEFAULTS.get(key, {}).items():
                 if getattr(self, name) is None:
@@ -193,8 +250,12 @@ class GANConfig:
         object.__setattr__(self, "constrained", tuple(self.constrained))
         if len(set(self.constrained)) != len(self.constrained):
             raise ValueError(f"constrained: an attribute is listed twice: {self.constrained}")
-        if self.method not in GAN_METHODS:
-            raise ValueError(f"method must be one of {list(GAN_METHODS)}, got {self.method!r}")
+        if self.method not in GAN_METHODS + BASELINE_GAN_METHODS:
+            raise ValueError(f"method must be one of {list(GAN_METHODS + BASELINE_GAN_METHODS)}"
+                             f", got {self.method!r}")
+        if self.classifier_rows not in _CLASSIFIER_ROWS:
+            raise ValueError(f"classifier_rows must be one of {list(_CLASSIFIER_ROWS)}, "
+                             f"got {self.classifier_rows!r}")
         if self.classifier_fairness not in _CLASSIFIER_FAIRNESS:
             raise ValueError(f"classifier_fairness must be one of {list(_CLASSIFIER_FAIRNESS)}"
                              f", got {self.classifier_fairness!r}")
@@ -366,6 +427,11 @@ class FittedGAN:
     classifier_state: dict[str, np.ndarray] | None = None
     history: list[dict[str, float]] = field(default_factory=list)
 
+    @property
+    def non_private(self) -> bool:
+        """True for :func:`fit_gan_non_private`'s generators: no DP guarantee, never released."""
+        return bool(self.privacy.get("non_private", False))
+
     def _generator(self, device: torch.device) -> nn.Module:
         init = torch.Generator().manual_seed(0)
         net = _build_generator(self.config, OneHotLayout(self.domain), self.dag,
@@ -437,7 +503,8 @@ class FittedGAN:
 
 
 def _conditioned(config: GANConfig, protected: str, outcome: str) -> tuple[str, ...]:
-    if config.method == "fairgan-plus":
+    # FairGAN+ and ACGAN draw s and y independently from the noisy marginals (Xu §6.3, §6.4.1.1)
+    if config.method in ("fairgan-plus", "acgan"):
         return (protected, outcome)
     return (protected,)
 
@@ -508,7 +575,7 @@ def _check_inputs(config: GANConfig, domain: Domain, protected: str, outcome: st
 
 @dataclass
 class _Adversary:
-    net: nn.Module
+    net: nn.Sequential
     optimiser: torch.optim.Optimizer
     outputs: int
 
@@ -539,17 +606,28 @@ class _Trainer:
         self.generator = _build_generator(config, layout, dag, protected, outcome,
                                           init).to(device)
         d = config.discriminator_hidden
-        self.d1 = mlp([layout.width, d, d, 1], generator=init, leaky=True).to(device)
+        s_size, y_size = domain.size(protected), domain.size(outcome)
+        self.x_only = layout.columns([a for a in domain if a not in (protected, outcome)])
+        # ACGAN's D1 sees x alone and predicts s besides real/fake (an auxiliary head); its
+        # auxiliary classifier of y is the logistic regression η (Xu §6.4.1.1), below.
+        self.acgan = config.method == "acgan"
+        self.d1 = mlp([len(self.x_only) if self.acgan else layout.width, d, d,
+                       1 + (s_size if self.acgan else 0)],
+                      generator=init, leaky=True).to(device)
         self.g_opt = _adam(self.generator, config.learning_rate)
         self.ema = ({k: v.detach().clone() for k, v in self.generator.state_dict().items()}
                     if _filled(config.generator_ema, "generator_ema") > 0 else None)
         self.d1_opt = _adam(self.d1, config.learning_rate)
-        s_size, y_size = domain.size(protected), domain.size(outcome)
         self.fair = fair_attributes(config, protected)
         # D2 sees neither protected attribute it constrains: one head per attribute, each
         # asked to find its attribute in the generated (X, Y) alone.
         self.not_s = layout.columns([a for a in domain if a not in self.fair])
-        self.x_only = layout.columns([a for a in domain if a not in (protected, outcome)])
+        # FairGAN+ under xu2021, and ACGAN: η (and FairGAN+'s D3) also learn from real rows,
+        # inside D1's DP-SGD step; their noisy gradients wait here for the next public step.
+        self.classifier_reads_real = self.acgan or (
+            config.method == "fairgan-plus" and config.classifier_rows == "real_and_generated")
+        self.d3_attributes = self.fair if config.method == "fairgan-plus" else ()
+        self.private_grads: dict[str, dict[str, torch.Tensor]] = {}
         self.adversaries: dict[str, _Adversary] = {}
 
         def adversary(name: str, width: int, out: int, hidden: int) -> None:
@@ -558,9 +636,10 @@ class _Trainer:
 
         if config.method in ("fairgan", "fairgan-plus"):
             adversary("D2", len(self.not_s), s_size, d)
-        if config.method == "fairgan-plus":
+        if config.method in ("fairgan-plus", "acgan"):
             self.classifier = seeded_linear(len(self.x_only), y_size, init).to(device)
             self.classifier_opt = _adam(self.classifier, config.learning_rate * 5)
+        if config.method == "fairgan-plus":
             d3_in = y_size + (y_size if config.classifier_fairness != "dp" else 0)
             adversary("D3", d3_in, s_size, 32)
         if config.method == "cfgan":
@@ -582,50 +661,126 @@ class _Trainer:
 
     # -- private side ------------------------------------------------------------------
 
+    def d1_input(self, rows: torch.Tensor) -> torch.Tensor:
+        """What D1 sees of full one-hot rows: all of them, or x alone for ACGAN."""
+        return rows[:, self.x_only] if self.acgan else rows
+
+    def d1_row_loss(self, rows: torch.Tensor, *, real: bool
+                    ) -> Callable[[torch.Tensor], torch.Tensor]:
+        """D1's loss per row of ``rows`` labelled real or fake; for ACGAN plus the
+        cross-entropy of its auxiliary head against the rows' own s."""
+        target = 1.0 if real else 0.0
+        s = rows[:, self.layout.span(self.protected)].argmax(1)
+
+        def loss(logit: torch.Tensor) -> torch.Tensor:
+            out = F.binary_cross_entropy_with_logits(
+                logit[:, 0], torch.full_like(logit[:, 0], target), reduction="none")
+            if self.acgan:
+                out = out + F.cross_entropy(logit[:, 1:], s, reduction="none")
+            return out
+
+        return loss
+
     def d1_private_step(self, real: torch.Tensor, group: torch.Tensor, *, sample_rate: float,
-                        expected_batch: float, noise: SubsampledGaussian,
+                        expected_batch: float, noise: SubsampledGaussian | None,
                         clipping: GroupClipping | None) -> None:
         """One DP-SGD step of D1 on a Poisson batch of ``real``; ``noise`` (the layer's,
         charged for every step) noises its clipped gradient sum and, with ``clipping``,
-        the per-group counts."""
+        the per-group counts. With ``classifier_rows="real_and_generated"`` the same step
+        also gives η's and D3's gradients on the batch: each row's D1 ⊕ η ⊕ D3 gradient is
+        clipped as one vector, so one noisy sum of it is one Gaussian release, the charged one.
+
+        ``noise=None`` is :func:`fit_gan_non_private`'s plain minibatch gradient: no clipping,
+        no noise."""
         cfg = self.config
         mask = torch.rand(real.shape[0], generator=self.gen, device=self.device) < sample_rate
         batch = real[mask]
-
-        def real_loss(logit: torch.Tensor) -> torch.Tensor:
-            return F.binary_cross_entropy_with_logits(logit[:, 0], torch.ones_like(logit[:, 0]),
-                                                      reduction="none")
-
-        def fake_loss(logit: torch.Tensor) -> torch.Tensor:
-            return F.binary_cross_entropy_with_logits(logit[:, 0], torch.zeros_like(logit[:, 0]),
-                                                      reduction="none")
-
-        real_batch = ghost_batch(self.d1, real_loss, batch)
-        norms = real_batch.norms
-        if clipping is None:
-            bounds = torch.full_like(norms, cfg.max_grad_norm)
-            clip = cfg.max_grad_norm
+        parts = {"D1": ghost_batch(self.d1, self.d1_row_loss(batch, real=True),
+                                   self.d1_input(batch))}
+        if self.classifier_reads_real:
+            parts.update(self.classifier_batches(batch))
+        norms = torch.sqrt(functools.reduce(operator.add,
+                                            (part.norms.pow(2) for part in parts.values())))
+        clip = cfg.max_grad_norm
+        if noise is None:
+            factors = torch.ones_like(norms)
         else:
-            batch_group = group[mask]
-            per_group = clipping.bounds(norms, batch_group, expected_batch=expected_batch,
-                                        noise=noise, generator=self.gen)
-            bounds, clip = per_group[batch_group], float(per_group.max())
-        private = noisy_sum(real_batch.weighted_sum(clip_factors(norms, bounds)),
-                            noise=noise, clip_bound=clip,
-                            expected_batch=expected_batch, generator=self.gen)
+            if clipping is None:
+                bounds = torch.full_like(norms, cfg.max_grad_norm)
+            else:
+                batch_group = group[mask]
+                per_group = clipping.bounds(norms, batch_group, expected_batch=expected_batch,
+                                            noise=noise, generator=self.gen)
+                bounds, clip = per_group[batch_group], float(per_group.max())
+            factors = clip_factors(norms, bounds)
+        private: dict[str, dict[str, torch.Tensor]] = {}
+        for key, part in parts.items():
+            total = part.weighted_sum(factors)
+            private[key] = ({k: g / expected_batch for k, g in total.items()} if noise is None
+                            else noisy_sum(total, noise=noise, clip_bound=clip,
+                                           expected_batch=expected_batch, generator=self.gen))
         fake_n = max(1, round(expected_batch))
         with torch.no_grad():
             fake = self.rows(self.generate(fake_n))
         # Generated rows are public, but their gradients are clipped to the same bound as the
         # real ones: with the real side clipped and the fake side not, D1 learns mostly to
         # push every row down and the generator's signal collapses.
-        fake_batch = ghost_batch(self.d1, fake_loss, fake)
+        fake_batch = ghost_batch(self.d1, self.d1_row_loss(fake, real=False),
+                                 self.d1_input(fake))
         fake_sum = fake_batch.weighted_sum(
+            torch.ones_like(fake_batch.norms) if noise is None else
             clip_factors(fake_batch.norms, torch.full_like(fake_batch.norms, clip)))
         self.d1_opt.zero_grad(set_to_none=True)
         for name, p in self.d1.named_parameters():
-            p.grad = private[name] + fake_sum[name] / fake_n
+            p.grad = private["D1"][name] + fake_sum[name] / fake_n
         self.d1_opt.step()
+        self.private_grads = {key: grads for key, grads in private.items() if key != "D1"}
+
+    def classifier_batches(self, batch: torch.Tensor) -> dict[str, GhostBatch]:
+        """Per-row gradients on real rows of η (the paper's L on real x, minus μ·V3 for
+        FairGAN+; ACGAN's auxiliary classifier loss) and of each D3 head (V3), for
+        :meth:`d1_private_step` to clip and noise with D1's."""
+        cfg, span = self.config, self.layout.span
+        x = batch[:, self.x_only]
+        y_onehot = batch[:, span(self.outcome)]
+        y = y_onehot.argmax(1)
+        mode = cfg.classifier_fairness
+        # equal opportunity: V3 on the positive rows only
+        keep = ((y == y_onehot.shape[1] - 1).to(x.dtype) if mode == "eop"
+                else torch.ones_like(x[:, 0]))
+        heads = [(_head("D3", a, self.protected), batch[:, span(a)].argmax(1))
+                 for a in self.d3_attributes]
+        weight = _filled(cfg.classifier_weight, "classifier_weight")
+
+        def d3_input(probs: torch.Tensor) -> torch.Tensor:
+            return probs if mode == "dp" else torch.cat([probs, y_onehot], dim=1)
+
+        def classifier_loss(logits: torch.Tensor) -> torch.Tensor:
+            loss = F.cross_entropy(logits, y, reduction="none")
+            d3_in = d3_input(torch.softmax(logits, dim=1))
+            for name, s in heads:
+                loss = loss - weight * keep * F.cross_entropy(
+                    self.adversaries[name].net(d3_in), s, reduction="none")
+            return loss
+
+        out = {"classifier": ghost_batch(self.classifier, classifier_loss, x)}
+        with torch.no_grad():
+            d3_in = d3_input(torch.softmax(self.classifier(x), dim=1))
+        for name, s in heads:
+            def d3_loss(logit: torch.Tensor, s: torch.Tensor = s) -> torch.Tensor:
+                return keep * F.cross_entropy(logit, s, reduction="none")
+
+            out[name] = ghost_batch(self.adversaries[name].net, d3_loss, d3_in)
+        return out
+
+    def add_private_grads(self, key: str, module: nn.Module) -> bool:
+        """Add the real rows' noisy gradient of ``module`` (left by the last D1 step) to
+        its ``.grad``; False when there is none and no generated-row gradient either."""
+        grads = self.private_grads.pop(key, None)
+        if grads is not None:
+            for name, p in module.named_parameters():
+                p.grad = grads[name] if p.grad is None else p.grad + grads[name]
+        return any(p.grad is not None for p in module.parameters())
 
     # -- generated side only -------------------------------------------------------------
 
@@ -745,30 +900,34 @@ class _Trainer:
             adv.optimiser.step()
         x_hat = self.rows(values)[:, self.x_only]
         y_idx = values[self.outcome].argmax(1)
-        if cfg.method == "fairgan-plus":
+        if cfg.method in ("fairgan-plus", "acgan"):
             self.classifier_opt.zero_grad(set_to_none=True)
             probs = torch.softmax(self.classifier(x_hat.detach()), dim=1)
             classifier_loss = F.nll_loss(torch.log(probs + 1e-12), y_idx)
             fixed = {k: v.detach() for k, v in values.items()}
-            for attribute in self.fair:
+            weight = _filled(cfg.classifier_weight, "classifier_weight")
+            for attribute in self.d3_attributes:
                 d3 = self._d3_terms(fixed, probs, attribute)
                 if d3 is not None:
-                    classifier_loss = classifier_loss - cfg.classifier_weight * self._adversary_loss(
+                    classifier_loss = classifier_loss - weight * self._adversary_loss(
                         _head("D3", attribute, self.protected), *d3)
             classifier_loss.backward()
+            self.add_private_grads("classifier", self.classifier)
             self.classifier_opt.step()
             probs = torch.softmax(self.classifier(x_hat.detach()), dim=1).detach()
-            for attribute in self.fair:
+            for attribute in self.d3_attributes:
                 d3 = self._d3_terms(fixed, probs, attribute)
+                name = _head("D3", attribute, self.protected)
+                adv = self.adversaries[name]
+                adv.optimiser.zero_grad(set_to_none=True)
                 if d3 is not None:
-                    name = _head("D3", attribute, self.protected)
-                    adv = self.adversaries[name]
-                    adv.optimiser.zero_grad(set_to_none=True)
                     self._adversary_loss(name, *d3).backward()
+                if self.add_private_grads(name, adv.net):
                     adv.optimiser.step()
         self.g_opt.zero_grad(set_to_none=True)
-        logit = self.d1(self.rows(values))
-        g_loss = F.binary_cross_entropy_with_logits(logit, torch.ones_like(logit))
+        rows = self.rows(values)
+        # non-saturating −log D1(fake) (and, for ACGAN, its head's cross-entropy on G's s)
+        g_loss = self.d1_row_loss(rows.detach(), real=True)(self.d1(self.d1_input(rows))).mean()
         for name, inputs, target in terms:
             if cfg.fairness_loss == "capped":
                 gain = torch.minimum(self._adversary_loss(name, inputs, target),
@@ -777,10 +936,11 @@ class _Trainer:
             else:
                 g_loss = g_loss - _filled(cfg.fairness_weight, "fairness_weight") * (
                     self._adversary_loss(name, inputs, target))
-        if cfg.method == "fairgan-plus":
+        if cfg.method in ("fairgan-plus", "acgan"):  # η(x̂) should predict G's own y
             g_loss = g_loss + F.cross_entropy(self.classifier(x_hat), y_idx)
-        if self.anchors and cfg.anchor_weight > 0:
-            g_loss = g_loss + cfg.anchor_weight * self.anchor_loss(values)
+        anchor_weight = _filled(cfg.anchor_weight, "anchor_weight")
+        if self.anchors and anchor_weight > 0:
+            g_loss = g_loss + anchor_weight * self.anchor_loss(values)
         g_loss.backward()
         self.g_opt.step()
         if self.ema is not None:
@@ -827,7 +987,7 @@ class _Trainer:
         return rows.mean(0).cpu().numpy()
 
 
-def seeded_linear(width: int, out: int, generator: torch.Generator) -> nn.Module:
+def seeded_linear(width: int, out: int, generator: torch.Generator) -> nn.Sequential:
     return mlp([width, out], generator=generator)
 
 
@@ -836,8 +996,10 @@ def anchor_pairs(domain: Domain, protected: str, outcome: str,
     """The pair marginals the generator is anchored to (public: method and domain only)."""
     others = [x for x in domain if x not in (protected, outcome)]
     pairs = [(x, outcome) for x in others]
-    if method == "dpgan":
-        pairs += [(x, protected) for x in others] + [(protected, outcome)]
+    if method in ("dpgan", "acgan"):
+        pairs += [(x, protected) for x in others]
+    if method == "dpgan":  # ACGAN's y and s are independent by construction: no (S, Y) pair
+        pairs += [(protected, outcome)]
     return tuple(pairs)
 
 
@@ -973,7 +1135,7 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     columns = {a: domain.check_column(a, np.asarray(codes[a]), where="GAN training data")
                for a in domain}
     pairs = anchor_pairs(domain, protected, outcome, config.method) \
-        if config.anchor_weight > 0 else ()
+        if _filled(config.anchor_weight, "anchor_weight") > 0 else ()
     if limit is not None:  # the counts and nothing else must leave DP-SGD some room
         before = ledger.rdp() + count_rho(ledger, config.marginal_share) * np.asarray(RDP_ORDERS)
         if limit(before) >= 1.0:
@@ -989,8 +1151,6 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     else:
         sigma = noise_multiplier
         sample_rate, steps = dpsgd_schedule(config, rows=n_hat)
-    steps_per_epoch = steps // config.epochs
-    expected_batch = sample_rate * n_hat
 
     def charges(sigma: float) -> list[dict[str, Any]]:
         return dpsgd_charges(config, sample_rate=sample_rate, steps=steps, sigma=sigma)
@@ -1005,15 +1165,92 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         count_noise_multiplier=(config.count_noise_ratio * sigma if config.group_clipping
                                 else None))
 
+    fitted = _train(config, domain, protected=protected, outcome=outcome, dag=parsed_dag,
+                    columns=columns, marginals=marginals, anchors=anchors, n_hat=n_hat,
+                    rng=rng, noise=noise, sample_rate=sample_rate, steps=steps,
+                    progress=progress)
+    fitted.privacy["dp_sgd"].update(
+        noise_multiplier=sigma,
+        count_noise_multiplier=(config.count_noise_ratio * sigma if config.group_clipping
+                                else None))
+    fitted.privacy["marginals"] = {
+        "mechanism": "discrete gaussian" if discrete_noise else "gaussian",
+        "sigma": marginal_sigma, "attributes": [protected, outcome],
+        "anchor_pairs": [list(p) for p in pairs]}
+    return fitted
+
+
+def fit_gan_non_private(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str,
+                        outcome: str, rng: np.random.Generator,
+                        config: GANConfig | None = None, dag: Any = None,
+                        progress: Progress | None = None) -> FittedGAN:
+    """Train the same GAN **without differential privacy**, for evaluation only.
+
+    The papers' GANs are not private (Xu 2021 ch. 6-7); a benchmark row at ε = ∞ compares
+    like with like only when nothing is clipped or noised. Here the (S, Y) counts and the
+    anchors are exact, D1 (and, under ``classifier_rows="real_and_generated"``, η and D3)
+    take plain minibatch gradients on the same Poisson batches, and no ledger is touched.
+    The result is marked ``privacy["non_private"] = True`` (:attr:`FittedGAN.non_private`),
+    and the release refuses to sample it.
+    """
+    config = config or GANConfig()
+    parsed_dag = _check_inputs(config, domain, protected, outcome, dag)
+    if config.group_clipping:
+        raise ValueError("group_clipping: DPSGD-F's per-group clipping has no meaning "
+                         "without DP (fit_gan_non_private clips nothing)")
+    columns = {a: domain.check_column(a, np.asarray(codes[a]), where="GAN training data")
+               for a in domain}
+    pairs = anchor_pairs(domain, protected, outcome, config.method) \
+        if _filled(config.anchor_weight, "anchor_weight") > 0 else ()
+
+    def normalise(v: np.ndarray) -> np.ndarray:
+        return v / v.sum() if v.sum() > 0 else np.full(v.shape, 1.0 / v.size)
+
+    def joint(a: str, b: str) -> np.ndarray:
+        out = np.zeros((domain.size(a), domain.size(b)), dtype=np.float64)
+        np.add.at(out, (columns[a], columns[b]), 1.0)
+        return out
+
+    sy = joint(protected, outcome)
+    marginals = {protected: normalise(sy.sum(1)).tolist(),
+                 outcome: normalise(sy.sum(0)).tolist()}
+    anchors = {pair: normalise(joint(*pair)) for pair in pairs}
+    n_hat = max(float(sy.sum()), 1.0)
+    sample_rate, steps = dpsgd_schedule(config, rows=n_hat)
+    fitted = _train(config, domain, protected=protected, outcome=outcome, dag=parsed_dag,
+                    columns=columns, marginals=marginals, anchors=anchors, n_hat=n_hat,
+                    rng=rng, noise=None, sample_rate=sample_rate, steps=steps,
+                    progress=progress)
+    fitted.privacy = {
+        "non_private": True,
+        "warning": "NOT differentially private: trained on exact counts and unclipped, "
+                   "un-noised gradients (evaluation only; no release may use it)",
+        "training": {k: v for k, v in fitted.privacy["dp_sgd"].items()
+                     if k not in ("noise_multiplier", "max_grad_norm", "group_clipping",
+                                  "count_noise_multiplier")},
+        "marginals": {"mechanism": "exact", "attributes": [protected, outcome],
+                      "anchor_pairs": [list(p) for p in pairs]}}
+    return fitted
+
+
+def _train(config: GANConfig, domain: Domain, *, protected: str, outcome: str,
+           dag: CausalDAG | None, columns: Mapping[str, np.ndarray],
+           marginals: dict[str, list[float]], anchors: Mapping[tuple[str, str], np.ndarray],
+           n_hat: float, rng: np.random.Generator, noise: SubsampledGaussian | None,
+           sample_rate: float, steps: int, progress: Progress | None) -> FittedGAN:
+    """The training loop shared by :func:`fit_gan` (``noise``: the charged DP-SGD noise) and
+    :func:`fit_gan_non_private` (``noise=None``)."""
+    steps_per_epoch = steps // config.epochs
+    expected_batch = sample_rate * n_hat
     device = _device(config.device)
     gen = torch_generator(rng, device)
-    trainer = _Trainer(config, domain, protected, outcome, parsed_dag, marginals, gen, device,
+    trainer = _Trainer(config, domain, protected, outcome, dag, marginals, gen, device,
                        expected_batch, anchors)
     layout = trainer.layout
     real = layout.encode(columns).to(device)
     group = torch.from_numpy(np.array(columns[protected], dtype=np.int64)).to(device)
     clipping = (GroupClipping(base=config.max_grad_norm, groups=domain.size(protected))
-                if config.group_clipping else None)
+                if config.group_clipping and noise is not None else None)
     history: list[dict[str, float]] = []
     previous = trainer.marginal_snapshot()
     calm = 0
@@ -1042,25 +1279,23 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
                        else {k: v.detach().cpu().clone() for k, v in trainer.ema.items()})
     classifier = getattr(trainer, "classifier", None)
     classifier_state = _copy_state(classifier) if classifier is not None else None
+    real_readers = ["D1"] + (["classifier", *(_head("D3", a, protected)
+                                              for a in trainer.d3_attributes)]
+                             if trainer.classifier_reads_real else [])
     privacy = {
-        "dp_sgd": {"noise_multiplier": sigma, "max_grad_norm": config.max_grad_norm,
+        "dp_sgd": {"noise_multiplier": None, "max_grad_norm": config.max_grad_norm,
                    "sample_rate": sample_rate, "steps": steps, "steps_run": steps_run,
                    "expected_batch_size": expected_batch,
                    "group_clipping": config.group_clipping,
-                   "count_noise_multiplier": (config.count_noise_ratio * sigma
-                                              if config.group_clipping else None),
-                   "sampling": "Poisson", "trained_on_real_rows": ["D1"],
+                   "count_noise_multiplier": None,
+                   "sampling": "Poisson", "trained_on_real_rows": real_readers,
                    "released_weights": ("moving average (decay "
                                         f"{config.generator_ema})" if trainer.ema is not None
                                         else "last step")},
-        "marginals": {"mechanism": "discrete gaussian" if discrete_noise else "gaussian",
-                      "sigma": marginal_sigma,
-                      "attributes": [protected, outcome],
-                      "anchor_pairs": [list(p) for p in pairs]},
     }
     return FittedGAN(
         config=config, domain=domain, protected=protected, outcome=outcome,
-        marginals=marginals, expected_rows=round(n_hat), privacy=privacy, dag=parsed_dag,
+        marginals=marginals, expected_rows=round(n_hat), privacy=privacy, dag=dag,
         generator_state={k: v.numpy() for k, v in generator_state.items()},
         classifier_state=({k: v.numpy() for k, v in classifier_state.items()}
                           if classifier_state is not None else None),

@@ -234,7 +234,8 @@ def _classifier_encoding(contract: Contract, protected: str, outcome: str) -> An
 
 def classifier_record(fitted: Any, contract: Contract) -> dict[str, Any]:
     """FairGAN+'s η as a model release's weights and encoding (post-processing: η saw only
-    generated rows).
+    generated rows, or real ones inside D1's charged DP-SGD step under ``classifier_rows=
+    "real_and_generated"``).
 
     η is linear on the one-hot blocks of every attribute but S and Y, in domain order, with
     two outputs; its positive-class logit is ``(w₁ − w₀)·x + (b₁ − b₀)``, which is the
@@ -248,7 +249,10 @@ def classifier_record(fitted: Any, contract: Contract) -> dict[str, Any]:
         raise ValueError("release_classifier: η's inputs do not match the contract encoding")
     return {"coef": coef.tolist(), "features": encoding.to_dict()
             | {"names": list(encoding.feature_names)},
-            "model": "fairgan-plus η (linear, trained on generated rows only)",
+            "model": ("fairgan-plus η (linear, trained on generated rows only)"
+                      if fitted.config.classifier_rows == "generated" else
+                      "fairgan-plus η (linear, trained on generated rows and, through "
+                      "DP-SGD, real rows)"),
             "classifier_fairness": fitted.config.classifier_fairness}
 
 
@@ -369,6 +373,10 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     from privfair.generative.gan import FittedGAN, fair_attributes
 
     fitted = FittedGAN.load(generator.open_checked())
+    if fitted.non_private:  # a public fact of the artefact, checked before any row is drawn
+        raise ReleaseInputError(
+            "generator: this GAN was trained by fit_gan_non_private (no differential "
+            "privacy; evaluation only) and cannot be released")
     domain = fitted.domain
     n = fitted.expected_rows if n_rows is None else int(n_rows)
     rng = stage_rng(seed, "sample")

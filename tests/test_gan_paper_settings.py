@@ -1,0 +1,222 @@
+"""The dissertation's GAN settings as settings of the library (issue 40): ``setting="xu2021"``
+(λ = μ = 1, FairGAN+'s η and D3 on real rows through DP-SGD), the ACGAN baseline with
+independent priors, and the non-private path that only evaluation may use (torch, CPU, tiny)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from privfair.core.accounting import PrivacyLedger  # noqa: E402
+from privfair.core.domain import Domain  # noqa: E402
+from privfair.core.errors import ReleaseInputError  # noqa: E402
+from privfair.generative import gan  # noqa: E402
+
+DOMAIN = Domain(("a", "s", "m", "c", "y"), (3, 2, 4, 3, 2))
+
+
+@pytest.fixture(scope="module")
+def table():
+    rng = np.random.default_rng(7)
+    n = 400
+    s = rng.integers(0, 2, n)
+    a = rng.integers(0, 3, n)
+    m = np.where(rng.random(n) < 0.6, s * 2, rng.integers(0, 4, n))
+    c = np.where(rng.random(n) < 0.5, a, rng.integers(0, 3, n))
+    y = (rng.random(n) < 0.2 + 0.4 * s + 0.1 * (m == 3)).astype(np.int64)
+    return {"a": a, "s": s, "m": m, "c": c, "y": y}
+
+
+def tiny(method: str, **kw) -> gan.GANConfig:
+    base = {"method": method, "epochs": 2, "batch_size": 80, "noise_dim": 8, "hidden": 16,
+            "discriminator_hidden": 16, "device": "cpu"}
+    return gan.GANConfig(**{**base, **kw})
+
+
+def fit(table, config, *, seed=0):
+    ledger = PrivacyLedger(epsilon_budget=50.0, delta=1e-6)
+    fitted = gan.fit_gan(table, DOMAIN, protected="s", outcome="y", ledger=ledger,
+                         rng=np.random.default_rng(seed), config=config, noise_multiplier=1.0)
+    return fitted, ledger
+
+
+def test_xu2021_setting_is_the_papers_weights_and_rows():
+    paper = gan.GANConfig(method="fairgan", setting="xu2021")
+    assert (paper.fairness_weight, paper.classifier_rows, paper.anchor_weight) == (
+        1.0, "generated", 0.0)
+    assert gan.GANConfig(method="fairgan").fairness_weight == 16.0
+    plus = gan.GANConfig(method="fairgan-plus", setting="xu2021")
+    assert (plus.fairness_weight, plus.classifier_weight, plus.classifier_rows) == (
+        1.0, 1.0, "real_and_generated")
+    default = gan.GANConfig(method="fairgan-plus")
+    assert (default.fairness_weight, default.classifier_rows, default.anchor_weight) == (
+        4.0, "generated", 2.0)
+    assert gan.GANConfig(method="cfgan", setting="xu2021").fairness_weight == 1.0
+    # an explicit knob wins over the setting
+    assert gan.GANConfig(method="fairgan", setting="xu2021",
+                         fairness_weight=3.0).fairness_weight == 3.0
+    assert gan.GANConfig(method="fairgan-plus", setting="xu2021").to_dict()["setting"] == "xu2021"
+    with pytest.raises(ValueError, match="setting must be one of"):
+        gan.GANConfig(setting="paper")
+    with pytest.raises(ValueError, match="classifier_rows must be one of"):
+        gan.GANConfig(method="fairgan-plus", classifier_rows="real")
+
+
+def _spy_ghost_batches(monkeypatch):
+    """Every (module, input) that a per-row (DP-SGD) gradient is taken of."""
+    calls = []
+    original = gan.ghost_batch
+
+    def spy(module, row_loss, x):
+        calls.append((module, x.detach().clone()))
+        return original(module, row_loss, x)
+
+    monkeypatch.setattr(gan, "ghost_batch", spy)
+    return calls
+
+
+def _spy_trainer(monkeypatch):
+    trainers = []
+    original = gan._Trainer.__init__
+
+    def init(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        trainers.append(self)
+
+    monkeypatch.setattr(gan._Trainer, "__init__", init)
+    return trainers
+
+
+def test_paper_setting_trains_d3_and_the_classifier_on_real_rows_inside_dpsgd(
+        table, monkeypatch):
+    """Under xu2021, η and D3 take per-row gradients on D1's real Poisson batch (the paper's
+    V3 on real x), noised by the same charged step; the default keeps them off real rows."""
+    calls = _spy_ghost_batches(monkeypatch)
+    trainers = _spy_trainer(monkeypatch)
+    noised = []
+    original_sum = gan.noisy_sum
+
+    def noisy_sum(total, **kwargs):
+        noised.append((sorted(total), kwargs["clip_bound"]))
+        return original_sum(total, **kwargs)
+
+    monkeypatch.setattr(gan, "noisy_sum", noisy_sum)
+    paper, paper_ledger = fit(table, tiny("fairgan-plus", setting="xu2021"))
+    trainer = trainers[-1]
+    real_rows = {tuple(r) for r in trainer.layout.encode(table).tolist()}
+    d3 = trainer.adversaries["D3"].net
+    steps = paper.privacy["dp_sgd"]["steps_run"]
+    # per step: D1 on the real batch, then η on its x, then D3 on η's output; then D1's fake side
+    by_module = {"d1": [], "classifier": [], "d3": []}
+    for module, x in calls:
+        key = ("d1" if module is trainer.d1 else "classifier" if module is trainer.classifier
+               else "d3" if module is d3 else None)
+        by_module[key].append(x)
+    assert len(by_module["classifier"]) == len(by_module["d3"]) == steps > 0
+    real_batches = by_module["d1"][0::2]
+    assert len(real_batches) == steps
+    for batch, x, d3_in in zip(real_batches, by_module["classifier"], by_module["d3"],
+                               strict=True):
+        assert {tuple(r) for r in batch.tolist()} <= real_rows
+        assert torch.equal(x, batch[:, trainer.x_only])
+        assert d3_in.shape == (batch.shape[0], 2)  # softmax(η(x)) of the real batch
+    # D1's, η's and D3's sums of one step are noised at one clipping bound
+    assert [keys for keys, _ in noised[:3]] == [
+        sorted(dict(trainer.d1.named_parameters())), ["0.bias", "0.weight"],
+        sorted(dict(d3.named_parameters()))]
+    assert len({bound for _, bound in noised}) == 1
+    assert paper.privacy["dp_sgd"]["trained_on_real_rows"] == ["D1", "classifier", "D3"]
+
+    calls.clear()
+    # (no anchors on either side, so that the D1 charges line up)
+    default, default_ledger = fit(table, tiny("fairgan-plus", anchor_weight=0.0))
+    trainer = trainers[-1]
+    assert all(module is trainer.d1 for module, _ in calls)
+    assert default.privacy["dp_sgd"]["trained_on_real_rows"] == ["D1"]
+    # the joint clipping keeps the charge: the same entries, the same Rényi curve
+    assert [e.name for e in paper_ledger.entries] == [e.name for e in default_ledger.entries]
+    np.testing.assert_allclose(paper_ledger.rdp(), default_ledger.rdp())
+
+
+def test_real_row_classifier_gradient_is_the_papers_l_minus_mu_v3(table):
+    """Without noise (the non-private path), η's step on a real batch is the mean gradient of
+    CE(η(x), y) − μ·CE(D3(η(x)), s), and D3's of CE(D3(η(x)), s)."""
+    config = tiny("fairgan-plus", setting="xu2021", classifier_weight=0.7)
+    trainer = gan._Trainer(config, DOMAIN, "s", "y", None, {"s": [0.5, 0.5], "y": [0.6, 0.4]},
+                           torch.Generator().manual_seed(0), torch.device("cpu"), 80.0)
+    real = trainer.layout.encode(table)
+    state = trainer.gen.get_state()
+    trainer.d1_private_step(real, torch.as_tensor(table["s"]), sample_rate=0.2,
+                            expected_batch=80.0, noise=None, clipping=None)
+    mask = torch.rand(real.shape[0], generator=torch.Generator().set_state(state)) < 0.2
+    batch = real[mask]
+    x = batch[:, trainer.x_only]
+    y = batch[:, trainer.layout.span("y")].argmax(1)
+    s = batch[:, trainer.layout.span("s")].argmax(1)
+    d3 = trainer.adversaries["D3"].net
+    logits = trainer.classifier(x)
+    adversary = torch.nn.functional.cross_entropy(d3(torch.softmax(logits, 1)), s,
+                                                  reduction="sum")
+    loss = torch.nn.functional.cross_entropy(logits, y, reduction="sum") - 0.7 * adversary
+    expected = torch.autograd.grad(loss, list(trainer.classifier.parameters()))
+    for (name, _), want in zip(trainer.classifier.named_parameters(), expected, strict=True):
+        torch.testing.assert_close(trainer.private_grads["classifier"][name], want / 80.0)
+    d3_loss = torch.nn.functional.cross_entropy(
+        d3(torch.softmax(logits.detach(), 1)), s, reduction="sum")
+    expected = torch.autograd.grad(d3_loss, list(d3.parameters()))
+    for (name, _), want in zip(d3.named_parameters(), expected, strict=True):
+        torch.testing.assert_close(trainer.private_grads["D3"][name], want / 80.0)
+
+
+def test_acgan_draws_y_and_s_independently_and_is_no_release_method(table):
+    fitted, _ = fit(table, tiny("acgan"))
+    rows = fitted.sample(6000, rng=np.random.default_rng(1))
+    s, y = rows["s"], rows["y"]
+    rd = y[s == 1].mean() - y[s == 0].mean()
+    real_rd = table["y"][table["s"] == 1].mean() - table["y"][table["s"] == 0].mean()
+    assert real_rd > 0.3 and abs(rd) < 0.05  # independent priors: RD(D) ≈ 0 by construction
+    assert fitted.classifier_state is not None  # its auxiliary classifier of y: an LR η
+    assert fitted.privacy["dp_sgd"]["trained_on_real_rows"] == ["D1", "classifier"]
+    assert "acgan" not in gan.GAN_METHODS and "acgan" in gan.BASELINE_GAN_METHODS
+
+
+def test_non_private_path_draws_no_noise_clips_nothing_and_the_release_refuses_it(
+        table, monkeypatch, tmp_path, toy_contract):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the non-private path called a DP step")
+
+    for name in ("gaussian_mechanism", "subsampled_gaussian", "noisy_sum", "clip_factors"):
+        monkeypatch.setattr(gan, name, forbidden)
+    torch_normal = torch.normal
+
+    def normal(*args, **kwargs):
+        raise AssertionError("noise drawn")
+
+    monkeypatch.setattr(torch, "normal", normal)
+    fitted = gan.fit_gan_non_private(table, DOMAIN, protected="s", outcome="y",
+                                     rng=np.random.default_rng(0),
+                                     config=tiny("fairgan-plus", setting="xu2021"))
+    monkeypatch.setattr(torch, "normal", torch_normal)
+    assert fitted.non_private and fitted.privacy["non_private"] is True
+    assert fitted.privacy["training"]["trained_on_real_rows"] == ["D1", "classifier", "D3"]
+    # the conditioning marginals are the exact ones
+    assert fitted.marginals["s"] == pytest.approx(np.bincount(table["s"]) / len(table["s"]))
+    with pytest.raises(ValueError, match="group_clipping"):
+        gan.fit_gan_non_private(table, DOMAIN, protected="s", outcome="y",
+                                rng=np.random.default_rng(0),
+                                config=tiny("fairgan", group_clipping=True))
+
+    from privfair.contracts.schema import load_contract
+    from privfair.release.kinds.gan.stages import sample_gan
+    from privfair.store.files import write_artefact
+
+    path = tmp_path / "g.npz"
+    fitted.save(path)
+    assert gan.FittedGAN.load(path).non_private
+    ref = write_artefact(tmp_path / "artefacts", "gan-generator", fitted.to_bytes(), "npz")
+    with pytest.raises(ReleaseInputError, match="fit_gan_non_private"):
+        sample_gan(ref, load_contract(toy_contract), tmp_path / "artefacts", n_rows=10,
+                   delta=1e-6, seed=0)
+    assert not list((tmp_path / "artefacts").glob("synthetic-codes*"))
