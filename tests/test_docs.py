@@ -95,3 +95,24 @@ def test_site_builds_strict(tmp_path: Path) -> None:
     reference = (tmp_path / "site" / "reference" / "mechanisms" / "index.html").read_text(
         encoding="utf-8")
     assert "gaussian_mechanism" in reference  # the API reference rendered the docstrings
+
+
+def load_hooks() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts/docs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_hooks_rewrite_readme_links_and_sphinx_roles() -> None:
+    hooks = load_hooks()
+    moved = ("![plot](docs/tradeoff_adult.png) [`benchmarks/a.html`](benchmarks/a.html) "
+             "[PreFair](benchmarks/r/report.html#prefair) [guide](guide/budgets.md)")
+    assert hooks.root_links(moved, 0) == (
+        "![plot](tradeoff_adult.png) `benchmarks/a.html` "
+        "PreFair (`benchmarks/r/report.html#prefair`) [guide](guide/budgets.md)")
+    assert hooks.root_links("![p](docs/x.png)", 2) == "![p](../../x.png)"
+    assert hooks.plain_roles("see :func:<code>~privfair.core.mechanisms.gaussian_mechanism"
+                             "</code> and :class:<code>Budget</code>") == (
+        "see <code>gaussian_mechanism</code> and <code>Budget</code>")
