@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 
-.PHONY: install release test test-slow lint bench
+.PHONY: install release test test-slow lint bench docs
 install: $(STAMP)
 
 release: $(STAMP)
@@ -39,6 +39,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check privfair tasks flows tests benchmarks
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
+
+# The docs site (docs/, mkdocs.yml) into site/; any warning (a broken link, a page missing
+# from the nav, a docstring griffe cannot read) fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_adult.py --out benchmarks/results/engine_adult.json

@@ -1,4 +1,4 @@
-"""Markdown tables from the saved benchmark JSON in benchmarks/results/ (for the README).
+"""Markdown tables from the saved benchmark JSON in benchmarks/results/ (for docs/results.md).
 
     python benchmarks/summarize.py [engine|table3|aim|safes ...]
 """

@@ -4,7 +4,7 @@ Table 3 is Greedy-PreFair as a percentage of MST at ε = 1 with an MLP; its fair
 are Table 2's measures. Each cell fits one synthesizer on the 80 % train split (split seed
 2023), samples ``rows ×`` the train size, and scores it with
 :func:`privfair.evaluation.evaluate.evaluate_synthetic` (reusing
-``benchmarks/prefair_table3.headline``). The 1×/3×/10× rows measure the README's claim that
+``benchmarks/prefair_table3.headline``). The 1×/3×/10× rows measure docs/results.md's claim that
 the conditional disparities left at 1× are sampling noise: sampling is post-processing, so
 more rows cost no privacy, and a fair tree's Bayes classifier has CDP = 0 exactly.
 """

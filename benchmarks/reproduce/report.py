@@ -60,7 +60,7 @@ def summary(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summary_markdown(document: dict[str, Any], *, link: str = "report.html") -> str:
-    """The summary as a Markdown table (``summary.md``; the README quotes it).
+    """The summary as a Markdown table (``summary.md``; docs/results.md quotes it).
 
     Parameters
     ----------
