@@ -75,11 +75,25 @@ from privfair.store.files import FileRef, write_artefact
 if TYPE_CHECKING:
     from privfair.generative.gan import GANConfig
 
-__all__ = ["GAN_METHODS", "GAN_MIN_ROWS", "check_gan_request", "curve_limit", "data_fairness",
-           "declared_curve", "load_causal_graph", "sample_gan", "train_gan"]
+__all__ = ["GAN_METHODS", "GAN_MIN_ROWS", "MIN_PARITY_ROWS", "PARITY_THRESHOLD",
+           "check_gan_request", "curve_limit", "data_fairness", "declared_curve",
+           "load_causal_graph", "parity_excess", "sample_gan", "train_gan"]
 
 #: |RD(D)| at or below this counts as statistical parity of the released table (Xu ch. 6).
 PARITY_THRESHOLD = 0.05
+#: A protected group with fewer released rows than this is too small to judge: its positive
+#: rate is mostly sampling noise (native-country's groups of a handful of rows read |RD| 0.5
+#: on the Adult contract); it is reported, not compared (issue 42.2).
+MIN_PARITY_ROWS = 50
+#: Standard errors of a difference of two groups' rates in the released table allowed beside
+#: PARITY_THRESHOLD: a gap within it is sampling error of the release, not disparity.
+PARITY_SAMPLING_ERRORS = 2.0
+
+
+def parity_excess(fairness: Mapping[str, Any]) -> float:
+    """How far the judged groups' largest gap exceeds its sampling allowance (≤ 0 within
+    it): |RD| − allowance, compared with :data:`PARITY_THRESHOLD` (nan if nothing to judge)."""
+    return abs(float(fairness["rd"])) - float(fairness.get("parity_allowance", 0.0))
 #: The public lower bound on the training rows that a GAN's declared curve assumes (as a
 #: model release's ``min_rows``): fewer rows give a larger Poisson rate and more noise, never
 #: a larger charge.
@@ -314,11 +328,21 @@ def data_fairness(codes: Mapping[str, np.ndarray], domain: Domain, *, protected:
 
     s = np.asarray(codes[protected])
     positive = np.asarray(codes[outcome]) == domain.size(outcome) - 1
-    rates = [float(positive[s == k].mean()) if np.any(s == k) else float("nan")
+    sizes = np.bincount(s, minlength=domain.size(protected))
+    rates = [float(positive[s == k].mean()) if sizes[k] else float("nan")
              for k in range(domain.size(protected))]
-    finite = [r for r in rates if np.isfinite(r)]
-    rd = (rates[-1] - rates[0] if len(rates) == 2
-          else (max(finite) - min(finite) if finite else float("nan")))
+    # only groups with enough released rows are judged (MIN_PARITY_ROWS); the gap of the two
+    # groups farthest apart is allowed the sampling error of their difference
+    judged = [k for k in range(len(rates)) if sizes[k] >= MIN_PARITY_ROWS]
+    rd, allowance = float("nan"), 0.0
+    if len(judged) >= 2:
+        low = min(judged, key=lambda k: rates[k])
+        high = max(judged, key=lambda k: rates[k])
+        rd = (rates[judged[-1]] - rates[judged[0]] if len(judged) == 2 and len(rates) == 2
+              else rates[high] - rates[low])
+        pooled = float(positive[np.isin(s, [low, high])].mean())
+        allowance = PARITY_SAMPLING_ERRORS * float(np.sqrt(
+            pooled * (1 - pooled) * (1 / sizes[low] + 1 / sizes[high])))
     features = [a for a in domain if a not in (protected, outcome)]
     n = len(s)
     x = np.zeros((n, sum(domain.size(a) for a in features)), dtype=np.float32)
@@ -336,7 +360,10 @@ def data_fairness(codes: Mapping[str, np.ndarray], domain: Domain, *, protected:
         clf = LogisticRegression(max_iter=500).fit(x[train], s[train])
         ber = 1.0 - float(balanced_accuracy_score(s[test], clf.predict(x[test])))
     return {"rd": rd, "positive_rate_by_group": rates, "ber": ber,
-            "ber_classifier": "logistic regression on one-hot X, 70/30 split of the release"}
+            "ber_classifier": "logistic regression on one-hot X, 70/30 split of the release",
+            "groups_judged": len(judged), "groups_too_small": int(np.count_nonzero(
+                (sizes > 0) & (sizes < MIN_PARITY_ROWS))),
+            "parity_allowance": allowance}
 
 
 def _causal_effects(fitted: Any, codes: Mapping[str, np.ndarray],
@@ -403,7 +430,7 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     if fitted.dag is not None:
         fairness["causal_effects"] = _causal_effects(fitted, codes, rng)
     # the check covers every attribute the method constrained
-    passed = all(np.isfinite(p["rd"]) and abs(p["rd"]) <= PARITY_THRESHOLD
+    passed = all(np.isfinite(p["rd"]) and parity_excess(p) <= PARITY_THRESHOLD
                  for p in fairness["per_protected"].values() if p["constrained"])
     edges = fitted.dag.to_dict()["edges"] if fitted.dag else []
     record = {
@@ -419,9 +446,11 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
         "fairness_check": {
             "passed": passed,
             "criterion": (f"statistical parity of the released table, |RD(D)| <= "
-                          f"{PARITY_THRESHOLD} for each constrained protected attribute "
-                          f"({', '.join(sorted(constrained))}; measured on the synthetic rows; "
-                          "post-processing)"),
+                          f"{PARITY_THRESHOLD} plus {PARITY_SAMPLING_ERRORS:g} standard errors "
+                          "of the two groups' rates, over the groups with at least "
+                          f"{MIN_PARITY_ROWS} released rows, for each constrained protected "
+                          f"attribute ({', '.join(sorted(constrained))}; measured on the "
+                          "synthetic rows; post-processing)"),
             "violations": [],
             "data_fairness": fairness,
             "protected": fitted.protected, "outcome": fitted.outcome,
