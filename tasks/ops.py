@@ -231,6 +231,34 @@ def free_dead_slot(name: str, *, log: Callable[[str], None]) -> bool:
     return True
 
 
+class SlotWaitTimeoutFilter(logging.Filter):
+    """Drops Prefect's ERROR record of a slot acquisition that timed out (``Service
+    'ConcurrencySlotAcquisitionWithLeaseService' failed to process item ... TimeoutError``):
+    :func:`dataset_slot` waits in steps that time out by design, and says what it waits for
+    in its own line, so the terminal shows no ERROR while a release merely waits."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg == "Service %r failed to process item %r" and len(args) == 2
+                    and str(args[0]).startswith("ConcurrencySlotAcquisition")
+                    and "raised TimeoutError" in str(args[1]))
+
+
+#: Prefect's logger of its concurrency services (slot acquisition among them).
+CONCURRENCY_SERVICE_LOGGER = "prefect._internal.concurrency"
+
+
+@contextlib.contextmanager
+def _quiet_slot_timeouts() -> Iterator[None]:
+    quiet = SlotWaitTimeoutFilter()
+    logger = logging.getLogger(CONCURRENCY_SERVICE_LOGGER)
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
+
+
 @contextlib.contextmanager
 def _recorded_holder(name: str) -> Iterator[None]:
     path = holder_path(name)
@@ -266,28 +294,29 @@ def dataset_slot(dataset: str, *, log: Any = None) -> Iterator[None]:
         say(f"waiting for concurrency slot {name!r}: another release of {dataset!r} holds it"
             f"{_held_by(name)}; waiting up to {wait_s:g} s")
     started = time.monotonic()
-    acquired = False
-    while True:
-        left = wait_s - (time.monotonic() - started)
-        try:
-            with concurrency(name, occupy=1, strict=True, lease_duration=SLOT_LEASE_S,
-                             timeout_seconds=max(1.0, min(SLOT_WAIT_STEP_S, left))):
-                acquired = True
-                with _recorded_holder(name):
-                    yield
-            return
-        except TimeoutError:
-            if acquired:
-                raise  # the body's own timeout, not the wait's
-        if free_dead_slot(name, log=say):
-            continue
-        waited = time.monotonic() - started
-        if waited >= wait_s:
-            raise ReleaseInputError(
-                f"waited {waited:.0f} s for concurrency slot {name!r}{_held_by(name)}; if "
-                "that run is dead, reset the limit's active slots to 0 in the Prefect UI "
-                "(Concurrency) and run again")
-        say(f"still waiting for concurrency slot {name!r} ({waited:.0f} s of {wait_s:g} s)")
+    with _quiet_slot_timeouts():
+        acquired = False
+        while True:
+            left = wait_s - (time.monotonic() - started)
+            try:
+                with concurrency(name, occupy=1, strict=True, lease_duration=SLOT_LEASE_S,
+                                 timeout_seconds=max(1.0, min(SLOT_WAIT_STEP_S, left))):
+                    acquired = True
+                    with _recorded_holder(name):
+                        yield
+                return
+            except TimeoutError:
+                if acquired:
+                    raise  # the body's own timeout, not the wait's
+            if free_dead_slot(name, log=say):
+                continue
+            waited = time.monotonic() - started
+            if waited >= wait_s:
+                raise ReleaseInputError(
+                    f"waited {waited:.0f} s for concurrency slot {name!r}{_held_by(name)}; if "
+                    "that run is dead, reset the limit's active slots to 0 in the Prefect UI "
+                    "(Concurrency) and run again")
+            say(f"still waiting for concurrency slot {name!r} ({waited:.0f} s of {wait_s:g} s)")
 
 
 def _held_by(name: str) -> str:
