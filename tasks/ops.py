@@ -13,7 +13,8 @@
   Nothing waits forever (issue 45.3): the slot is held on a lease a server's repossessor
   takes back from a dead holder; the holder also leaves a record (pid, host) in the client's
   state folder, so a later release on the same machine frees the slot of a killed run at once
-  (a temporary server runs no repossessor and forgets its leases); a wait says every
+  and marks its flow run Crashed (a temporary server runs no repossessor and forgets its
+  leases); a wait says (at WARNING, so on the terminal too) every
   :data:`SLOT_WAIT_STEP_S` what it waits for, and ends after :data:`SLOT_WAIT_S` with one line
   and the fix, before anything is reserved.
 * :func:`orchestrator_record` is the flow run id, name and UI link, recorded in the manifest
@@ -221,13 +222,26 @@ def free_dead_slot(name: str, *, log: Callable[[str], None]) -> bool:
     holder = slot_holder(name)
     if holder is None or pid_alive(holder.get("pid"), holder.get("host")):
         return False
+    from prefect.states import Crashed
+
+    crashed = ""
     with get_client(sync_client=True) as client:
         client.update_global_concurrency_limit(
             name, GlobalConcurrencyLimitUpdate(active_slots=0))
+        run = holder.get("flow_run_id")
+        if run:
+            # the killed process can no longer end its flow run: it would show Running forever
+            try:
+                client.set_flow_run_state(run, Crashed(message=(
+                    f"its process (pid {holder.get('pid')} on {holder.get('host')}) no longer "
+                    "runs; a later release freed its concurrency slot")), force=True)
+                crashed = f"; its flow run {run} is marked Crashed"
+            except Exception:  # noqa: BLE001 - a run deleted from the server: the slot is freed
+                crashed = f"; its flow run {run} could not be marked Crashed"
     with contextlib.suppress(OSError):
         holder_path(name).unlink()
     log(f"freed concurrency slot {name!r}: its holder (pid {holder.get('pid')} on "
-        f"{holder.get('host')}, since {holder.get('since')}) no longer runs")
+        f"{holder.get('host')}, since {holder.get('since')}) no longer runs{crashed}")
     return True
 
 
@@ -263,9 +277,13 @@ def _quiet_slot_timeouts() -> Iterator[None]:
 def _recorded_holder(name: str) -> Iterator[None]:
     path = holder_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    run = context.flow_run if context is not None else None
     atomic_write(path, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                   "since": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                          time.gmtime())}).encode())
+                                   "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                   "flow_run_id": str(run.id) if run else None}).encode())
     try:
         yield
     finally:

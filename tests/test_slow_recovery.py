@@ -83,6 +83,12 @@ def test_a_killed_prefect_release_does_not_block_the_next_one(tmp_path):
         assert f"pid {killed.pid}" in output
         assert (store / "compas" / "v1" / "manifest.json").is_file()
         assert not holder.exists()  # the second run's record is gone with its slot
+        # the killed run's flow run no longer shows Running forever on the server
+        states = {r["id"]: r["state_type"]
+                  for r in server.api("POST", "/flow_runs/filter", json={})}
+        assert sorted(states.values()) == ["COMPLETED", "CRASHED"], states
+        assert any(f"its flow run {run} is marked Crashed" in output
+                   for run, state in states.items() if state == "CRASHED"), output
 
         # the killed run drew noise: it stays charged, shown beside the published release
         book = read_lifetime_ledger(None, load_contract(resolve_contract_name("compas")))
