@@ -13,7 +13,8 @@
   Nothing waits forever (issue 45.3): the slot is held on a lease a server's repossessor
   takes back from a dead holder; the holder also leaves a record (pid, host) in the client's
   state folder, so a later release on the same machine frees the slot of a killed run at once
-  (a temporary server runs no repossessor and forgets its leases); a wait says every
+  and marks its flow run Crashed (a temporary server runs no repossessor and forgets its
+  leases); a wait says (at WARNING, so on the terminal too) every
   :data:`SLOT_WAIT_STEP_S` what it waits for, and ends after :data:`SLOT_WAIT_S` with one line
   and the fix, before anything is reserved.
 * :func:`orchestrator_record` is the flow run id, name and UI link, recorded in the manifest
@@ -221,23 +222,68 @@ def free_dead_slot(name: str, *, log: Callable[[str], None]) -> bool:
     holder = slot_holder(name)
     if holder is None or pid_alive(holder.get("pid"), holder.get("host")):
         return False
+    from prefect.states import Crashed
+
+    crashed = ""
     with get_client(sync_client=True) as client:
         client.update_global_concurrency_limit(
             name, GlobalConcurrencyLimitUpdate(active_slots=0))
+        run = holder.get("flow_run_id")
+        if run:
+            # the killed process can no longer end its flow run: it would show Running forever
+            try:
+                client.set_flow_run_state(run, Crashed(message=(
+                    f"its process (pid {holder.get('pid')} on {holder.get('host')}) no longer "
+                    "runs; a later release freed its concurrency slot")), force=True)
+                crashed = f"; its flow run {run} is marked Crashed"
+            except Exception:  # noqa: BLE001 - a run deleted from the server: the slot is freed
+                crashed = f"; its flow run {run} could not be marked Crashed"
     with contextlib.suppress(OSError):
         holder_path(name).unlink()
     log(f"freed concurrency slot {name!r}: its holder (pid {holder.get('pid')} on "
-        f"{holder.get('host')}, since {holder.get('since')}) no longer runs")
+        f"{holder.get('host')}, since {holder.get('since')}) no longer runs{crashed}")
     return True
+
+
+class SlotWaitTimeoutFilter(logging.Filter):
+    """Drops Prefect's ERROR record of a slot acquisition that timed out (``Service
+    'ConcurrencySlotAcquisitionWithLeaseService' failed to process item ... TimeoutError``):
+    :func:`dataset_slot` waits in steps that time out by design, and says what it waits for
+    in its own line, so the terminal shows no ERROR while a release merely waits."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (record.msg == "Service %r failed to process item %r" and len(args) == 2
+                    and str(args[0]).startswith("ConcurrencySlotAcquisition")
+                    and "raised TimeoutError" in str(args[1]))
+
+
+#: Prefect's logger of its concurrency services (slot acquisition among them).
+CONCURRENCY_SERVICE_LOGGER = "prefect._internal.concurrency"
+
+
+@contextlib.contextmanager
+def _quiet_slot_timeouts() -> Iterator[None]:
+    quiet = SlotWaitTimeoutFilter()
+    logger = logging.getLogger(CONCURRENCY_SERVICE_LOGGER)
+    logger.addFilter(quiet)
+    try:
+        yield
+    finally:
+        logger.removeFilter(quiet)
 
 
 @contextlib.contextmanager
 def _recorded_holder(name: str) -> Iterator[None]:
     path = holder_path(name)
     path.parent.mkdir(parents=True, exist_ok=True)
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    run = context.flow_run if context is not None else None
     atomic_write(path, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                   "since": time.strftime("%Y-%m-%dT%H:%M:%SZ",
-                                                          time.gmtime())}).encode())
+                                   "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                   "flow_run_id": str(run.id) if run else None}).encode())
     try:
         yield
     finally:
@@ -266,28 +312,29 @@ def dataset_slot(dataset: str, *, log: Any = None) -> Iterator[None]:
         say(f"waiting for concurrency slot {name!r}: another release of {dataset!r} holds it"
             f"{_held_by(name)}; waiting up to {wait_s:g} s")
     started = time.monotonic()
-    acquired = False
-    while True:
-        left = wait_s - (time.monotonic() - started)
-        try:
-            with concurrency(name, occupy=1, strict=True, lease_duration=SLOT_LEASE_S,
-                             timeout_seconds=max(1.0, min(SLOT_WAIT_STEP_S, left))):
-                acquired = True
-                with _recorded_holder(name):
-                    yield
-            return
-        except TimeoutError:
-            if acquired:
-                raise  # the body's own timeout, not the wait's
-        if free_dead_slot(name, log=say):
-            continue
-        waited = time.monotonic() - started
-        if waited >= wait_s:
-            raise ReleaseInputError(
-                f"waited {waited:.0f} s for concurrency slot {name!r}{_held_by(name)}; if "
-                "that run is dead, reset the limit's active slots to 0 in the Prefect UI "
-                "(Concurrency) and run again")
-        say(f"still waiting for concurrency slot {name!r} ({waited:.0f} s of {wait_s:g} s)")
+    with _quiet_slot_timeouts():
+        acquired = False
+        while True:
+            left = wait_s - (time.monotonic() - started)
+            try:
+                with concurrency(name, occupy=1, strict=True, lease_duration=SLOT_LEASE_S,
+                                 timeout_seconds=max(1.0, min(SLOT_WAIT_STEP_S, left))):
+                    acquired = True
+                    with _recorded_holder(name):
+                        yield
+                return
+            except TimeoutError:
+                if acquired:
+                    raise  # the body's own timeout, not the wait's
+            if free_dead_slot(name, log=say):
+                continue
+            waited = time.monotonic() - started
+            if waited >= wait_s:
+                raise ReleaseInputError(
+                    f"waited {waited:.0f} s for concurrency slot {name!r}{_held_by(name)}; if "
+                    "that run is dead, reset the limit's active slots to 0 in the Prefect UI "
+                    "(Concurrency) and run again")
+            say(f"still waiting for concurrency slot {name!r} ({waited:.0f} s of {wait_s:g} s)")
 
 
 def _held_by(name: str) -> str:

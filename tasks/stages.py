@@ -80,7 +80,9 @@ class PrefectDriver:
 
     @contextlib.contextmanager
     def slot(self, dataset: str) -> Iterator[None]:
-        with ops.dataset_slot(dataset, log=self.say):
+        # a wait for the slot, and a dead holder's slot freed, reach the terminal too (the
+        # command's console shows WARNING and above): no run waits without saying so
+        with ops.dataset_slot(dataset, log=get_run_logger().warning):
             yield
 
     def run_stage(self, stage: Stage, context: RunContext, state: State) -> Mapping[str, Any]:
