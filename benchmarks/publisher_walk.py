@@ -149,7 +149,9 @@ def review(path: Path, *, protected: list[str], admissible: list[str], outcome: 
     text = path.read_text().replace("reviewed: false", "reviewed: true").replace(
         "  protected: []\n  admissible: []\n  outcome: []",
         f"  protected: {protected}\n  admissible: {admissible}\n  outcome: [{outcome}]"
-    ).replace("epsilon: 1.0\n", "epsilon: 10.0\n")
+    )
+    # the walk's season: the draft's lifetime budget (a stated guess) raised to 10
+    text = re.sub(r"(?m)^(budget:\n  epsilon: )[0-9.]+$", r"\g<1>10.0", text, count=1)
     if tot_features:
         text = adopt_tot(text, features=tot_features, outcome=outcome)
     if per_attribute:
