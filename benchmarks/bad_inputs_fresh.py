@@ -528,6 +528,18 @@ def data_cases() -> list[Case]:
             if base == "contract-draft" and name in ("latin1", "age_words", "missing_column",
                                                      "renamed_column", "dup_header"):
                 expect = "acceptable"  # a draft of whatever schema the file has
+            # The row count is private: a DP release (or a local check, codes, scores) of a
+            # table with no rows is well defined; refusing it would publish "n = 0".
+            # (Revised after the first run, which expected a refusal.)
+            if name == "header_only" and base in ("contract-check", "release", "discover",
+                                                  "discretize", "predict"):
+                expect = "acceptable"
+            # Values never refuse (docs/guide/contracts.md, issue 21.2): a value out of the
+            # domain, also text that is not UTF-8, is dropped/clamped/mapped by the contract's
+            # policy, never a refusal that would depend on a private value. (Also revised.)
+            if name in ("latin1", "age_words") and base in ("release", "discover",
+                                                            "discretize", "predict"):
+                expect = "acceptable"
             cases.append(Case(f"data:{base}:{name}", command_of(full), full, expect,
                               [fname, *words], "data", setup=f"data:{name}",
                               protect=PROTECT))
@@ -570,8 +582,10 @@ def combo_cases() -> list[Case]:
         ("batch-huge", [*replace_opt(T, "--model", "dpsgd"), "--batch-size",
                         "1000000000000000000000000000000", "--epochs", "1", "--min-rows",
                         "100"], "clear", ["--batch-size"], ""),
+        # --min-rows is a public bound; fewer rows get more noise, never more cost (its
+        # help), and a refusal would depend on the private row count. (Revised: acceptable.)
         ("min-rows-over-data", [*replace_opt(T, "--model", "dpsgd"), "--min-rows", "100000",
-                                "--epochs", "1"], "clear", ["--min-rows", "rows"], ""),
+                                "--epochs", "1"], "acceptable", ["--min-rows", "rows"], ""),
         ("embed-non-graph", replace_opt(replace_opt(BASE_ARGS["embed"], "--contract",
                                                     "toy.yaml"), "--data", "toy.csv"),
          "clear", ["source", "target", "edge", "graph", "toyfresh"], ""),
@@ -611,8 +625,10 @@ def combo_cases() -> list[Case]:
          ["toy.csv", "ledger", "json"], ""),
         ("ledger-import-own-registry", ["ledger", "import", "reg"], "clear",
          ["reg", "registry"], ""),
+        # a filter that matches nothing prints "no lifetime ledgers in registry ..." like
+        # releases list's "no releases": a query, not a bad input. (Revised: acceptable.)
         ("ledger-show-unknown-dataset", ["ledger", "show", "--dataset", "nope", "--out",
-                                         "store"], "clear", ["nope"], ""),
+                                         "store"], "acceptable", ["nope"], ""),
         ("releases-list-unknown-dataset", ["releases", "list", "--dataset", "nope", "--out",
                                            "store"], "acceptable", ["nope"], ""),
         ("store-check-not-a-store", ["store", "check", "--out", "work"], "clear",
@@ -758,7 +774,11 @@ def classify(case: Case, rc: int | None, stderr: str, changed: list[str], create
     if new_reservations > 0:
         return "late", f"{new_reservations} new reservation(s)"
     low = stderr.lower()
-    if not any(n.lower() in low for n in case.names if n):
+    # an option is named as --batch-size, batch_size or "batch size"
+    names = {v for n in case.names if n for v in (n, n.lstrip("-").replace("-", "_"),
+                                                  n.lstrip("-").replace("-", " "))
+             if len(v) > 2 or n == v}
+    if not any(n.lower() in low for n in names):
         return "unclear", "names none of " + ", ".join(case.names)
     return "clear", ""
 
