@@ -455,7 +455,8 @@ def path_cases() -> list[Case]:
                     ("onto-contract", "toy.yaml", "", ["toy.yaml"]),
                     ("onto-registry", "reg/registry.sqlite", "", ["registry"]),
                     ("onto-key", "reg/registry.key", "", ["registry"]),
-                    ("onto-catalog", "store/catalog.duckdb", "", ["catalog"])]
+                    ("onto-catalog", "store/catalog.duckdb", "", ["catalog"]),
+                    ("onto-user-file", "graph.yaml", "", ["graph.yaml"])]
         for label, value, setup, extra_names in bad:
             if base == "ledger-import" and label == "empty":
                 continue
