@@ -88,6 +88,7 @@ def test_ledger_show_refuses_a_store_that_is_a_file_or_an_impossible_name(toy, c
       "1e300"], "--scale-noise"),
 ])
 def test_huge_but_finite_numbers_are_refused(toy, capsys, argv, option):
+    (toy / "work" / "artefacts").mkdir(parents=True)  # a working folder gc accepts
     code, err = _cli(capsys, *argv)
     _one_line(code, err, option)
 
