@@ -46,6 +46,7 @@ import json
 import logging
 import math
 import os
+import stat
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -483,6 +484,7 @@ def cmd_discretize(args: argparse.Namespace) -> int:
 
     contract_path = args.contract or default_contract_path()
     contract = load_contract(contract_path)
+    _check_dataset_name(contract, contract_path)
     if open_columns(contract):
         raise ValueError(f"contract {contract.name!r}: open-domain columns "
                          f"{open_columns(contract)} have no categories until a release "
@@ -496,7 +498,8 @@ def cmd_discretize(args: argparse.Namespace) -> int:
     from privfair.store.outputs import check_output
 
     # never the data, the contract, a store, a release or the registry (issue 45.1)
-    check_output(args.out, flag="--out", inputs={"--data": data, "--contract": contract_path})
+    check_output(args.out, flag="--out", new_file=True,
+                 inputs={"--data": data, "--contract": contract_path})
     out = Path(args.out)
     if out.is_dir():
         raise ValueError(f"--out {out} is a folder; expected a file path")
@@ -560,6 +563,16 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
     return _check_data_and_review(args, contract, console, checked)
 
 
+def _check_dataset_name(contract: Any, path: str | Path) -> None:
+    """The contract's name names the dataset's folders and ledger: a name such as
+    ``../x`` is refused by every command that reads a contract, not only by the releases."""
+    from privfair.release.checks import DATASET_NAME
+
+    if not DATASET_NAME.fullmatch(contract.name):
+        raise UsageError(f"contract {path}: name {contract.name!r} cannot name a dataset; "
+                         "expected letters, digits, '.', '_' or '-' (not starting with '.')")
+
+
 def _release_checks(contract: Any) -> str | None:
     """Every data-free check ``release`` runs on a contract: raises what every method
     refuses; returns what only the fair methods refuse (None when they accept it)."""
@@ -587,9 +600,34 @@ def _existing(path: str, flag: str, *, folder: bool = True) -> Path:
         raise UsageError(f"{flag} {path}: no such {'folder' if folder else 'file'}")
     if folder and not p.is_dir():
         raise UsageError(f"{flag} {path} is a file, not a folder")
-    if not folder and not p.is_file():
+    if not folder and p.is_dir():
         raise UsageError(f"{flag} {path} is a folder, not a file")
+    if not folder and not p.is_file():  # reading a FIFO waits forever, a device never ends
+        raise UsageError(f"{flag} {path} is not a regular file (a FIFO, device or socket)")
     return p
+
+
+#: ``store gc --older-than``: a century; more is a typo, not an age.
+MAX_OLDER_THAN_DAYS = 36_500
+#: ``audit --scale-noise``: noise a million times its declared scale is already caught by
+#: every test; larger factors only approach float overflow in the mechanisms.
+MAX_SCALE_NOISE = 1e6
+
+
+def _store_folder_option(path: str, flag: str) -> None:
+    """A store option that may be absent (nothing published yet) but, if there, is a folder:
+    a file, an impossible name or an empty path is refused rather than silently ignored."""
+    if not path.strip():
+        raise UsageError(f"{flag} is empty; expected a release store folder")
+    try:
+        info = Path(path).stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:  # a name too long, a file used as a folder
+        raise UsageError(f"{flag} {path}: {exc.strerror or exc}; expected a release store "
+                         "folder") from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{flag} {path} is a file, not a release store folder")
 
 
 def _check_data_and_review(args: argparse.Namespace, contract: Any, console: Any,
@@ -684,6 +722,7 @@ def cmd_ledger_show(args: argparse.Namespace) -> int:
 
     # Computed from the registry's verified chain, never from a store copy's summary fields.
     # A damaged ledger is reported (stderr, exit 1) and the others are still shown.
+    _store_folder_option(args.store, "--out")
     damaged: list[str] = []
     ledgers = registry_ledgers(args.dataset, damaged=damaged)
     for line in damaged:
@@ -738,6 +777,7 @@ def cmd_ledger_raise(args: argparse.Namespace) -> int:
         check_budget_bounds(1.0 if args.epsilon is None else args.epsilon,
                             1e-9 if args.delta is None else args.delta)
     contract = load_contract(args.contract)
+    _check_dataset_name(contract, args.contract)
     book = raise_budget(
         contract, reason=args.reason,
         epsilon=float(contract.budget.epsilon) if args.epsilon is None else args.epsilon,
@@ -767,7 +807,7 @@ def cmd_ledger_export(args: argparse.Namespace) -> int:
     if args.out:  # never the registry's database or key, a catalog or a store's ledger copy
         from privfair.store.outputs import check_output
 
-        check_output(args.out, flag="--out")
+        check_output(args.out, flag="--out", new_file=True)
     text = json.dumps(export_ledger(args.dataset), indent=2, sort_keys=True) + "\n"
     if args.out:
         from privfair.store.files import atomic_write
@@ -821,6 +861,7 @@ def cmd_store_check(args: argparse.Namespace) -> int:
     from privfair.store.check import check_store
 
     check_catalog_file(_existing(args.out, "--out"))
+    _not_a_store(args.out)
     _work_dir(args.work_dir)
     report = check_store(args.out, repair=args.repair, work_dir=args.work_dir)
     for line in report.repaired:
@@ -829,6 +870,20 @@ def cmd_store_check(args: argparse.Namespace) -> int:
         print(f"problem: {line}")
     print("consistent" if report.consistent else f"{len(report.problems)} problem(s)")
     return 0 if report.consistent else 1
+
+
+def _not_a_store(path: str) -> None:
+    """``store check`` on a folder of other things (a work folder, a project) would say
+    "consistent" about nothing: a folder that holds files but no catalog, no dataset
+    ledger and nothing of privfair's (its names start with '.') is refused."""
+    from privfair.store.outputs import is_release_store
+
+    folder = Path(path)
+    entries = [e.name for e in folder.iterdir()]
+    if entries and not is_release_store(folder) and not any(
+            name.startswith(".") for name in entries):
+        raise UsageError(f"--out {path} is not a release store (no catalog.duckdb, no "
+                         "dataset ledger); expected the folder releases are published to")
 
 
 def _work_dir(path: str) -> None:
@@ -847,8 +902,9 @@ def _work_dir(path: str) -> None:
 def cmd_store_gc(args: argparse.Namespace) -> int:
     from privfair.store.gc import RUN_TIME_LIMIT_S, collect_garbage
 
-    if not args.older_than >= 0:
-        raise UsageError(f"--older-than must be a number of days >= 0, got {args.older_than}")
+    if not 0 <= args.older_than <= MAX_OLDER_THAN_DAYS:
+        raise UsageError(f"--older-than must be a number of days in [0, "
+                         f"{MAX_OLDER_THAN_DAYS}], got {args.older_than:g}")
     _work_dir(args.work_dir)
     report = collect_garbage(args.work_dir, older_than_s=args.older_than * 86_400,
                              stale_staging_s=RUN_TIME_LIMIT_S, dry_run=args.dry_run)
@@ -867,8 +923,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     if not args.scale > 0:
         raise UsageError(f"--scale: expected a number > 0, got {args.scale!r}")
-    if not (math.isfinite(args.scale_noise) and args.scale_noise > 0):
-        raise UsageError(f"--scale-noise: expected a number > 0, got {args.scale_noise!r}")
+    if not (math.isfinite(args.scale_noise) and 0 < args.scale_noise <= MAX_SCALE_NOISE):
+        raise UsageError(f"--scale-noise: expected a number in (0, {MAX_SCALE_NOISE:g}], got "
+                         f"{args.scale_noise:g}")
     known = set(MECHANISMS) | set(NOISE_CASES)
     unknown = sorted(set(args.mechanism or ()) - known)
     if unknown:
@@ -938,6 +995,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from privfair.evaluation.grid import EvaluateParams, cells, check_out, grid_inputs
 
     privileged = _privileged(args.privileged)
+    if args.data and not Path(args.data).is_dir():  # a FIFO or device is read forever
+        _existing(args.data, "--data", folder=False)
     if args.release:
         return _score_release(args, privileged)
     given = {k: getattr(args, k) for k in ("datasets", "methods", "epsilons", "seeds", "etas",
@@ -1005,7 +1064,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if args.out is not None:  # never its rows, its release, a store or the registry
         from privfair.store.outputs import check_output
 
-        check_output(args.out, flag="--out",
+        if not args.out.lower().endswith((".csv", ".parquet", ".pq")):
+            raise UsageError(f"--out {args.out}: expected a .csv or .parquet file name")
+        check_output(args.out, flag="--out", new_file=True,
                      inputs={"--release": args.release, "--data": args.data})
     scored = predict(args.release, args.data)
     if args.out is None:

@@ -258,6 +258,9 @@ def load_own(contract_path: str | Path, data_path: str | Path, *,
         raise DomainError(f"data breaks contract {contract.name!r}: column(s) {dropped} hold "
                           "nulls or values outside the declared domain that their policy "
                           "drops; see `privfair contract check --data`")
+    if not sum(len(b[contract.column_names[0]]) for b in batches):  # local, not a release
+        raise DomainError(f"data {data_path} has no rows; the evaluation splits rows into "
+                          "train and test")
     codes = pd.DataFrame({c: np.concatenate([b[c] for b in batches]) for c in
                           contract.column_names})
     train, test = train_test_split(codes, test_fraction=test_fraction,

@@ -46,7 +46,7 @@ class OutputPathError(StoreError):
 
 def check_output(path: str | Path, *, flag: str,
                  inputs: Mapping[str, str | Path | None] | None = None,
-                 store: bool = False) -> Path:
+                 store: bool = False, new_file: bool = False) -> Path:
     """The resolved output ``path`` of option ``flag``, or :class:`OutputPathError`.
 
     Parameters
@@ -61,6 +61,9 @@ def check_output(path: str | Path, *, flag: str,
     store : bool
         The output is a release store (a publishing command's ``--out``): it may be a store,
         never inside one nor inside a published release.
+    new_file : bool
+        The output is a file the command creates: an existing path (a user's file, which
+        privfair cannot tell from its own) is refused.
     """
     target = _resolved(path, flag)
     for name, given in (inputs or {}).items():
@@ -93,6 +96,11 @@ def check_output(path: str | Path, *, flag: str,
             raise OutputPathError(
                 f"{flag} {path} {where} the release store {folder} (its catalog, ledgers and "
                 f"published releases): choose a {flag} outside it")
+    # after the checks above, whose messages say more (an input, the registry, a store)
+    if new_file and (target.exists() or target.is_symlink()):
+        raise OutputPathError(
+            f"{flag} {path} exists; expected a new file (privfair never writes over a file it "
+            f"did not make): remove it or choose another {flag}")
     return target
 
 
