@@ -879,9 +879,13 @@ def _not_a_store(path: str) -> None:
     from privfair.store.outputs import is_release_store
 
     folder = Path(path)
-    entries = [e.name for e in folder.iterdir()]
-    if entries and not is_release_store(folder) and not any(
-            name.startswith(".") for name in entries):
+    entries = list(folder.iterdir())
+    # privfair's own names start with '.': its locks, and a dataset folder's publication
+    # intents and staging (a store whose first publication stopped holds only those)
+    ours = any(e.name.startswith(".") for e in entries) or any(
+        child.name.startswith(".") for e in entries if e.is_dir() and not e.is_symlink()
+        for child in e.iterdir())
+    if entries and not is_release_store(folder) and not ours:
         raise UsageError(f"--out {path} is not a release store (no catalog.duckdb, no "
                          "dataset ledger); expected the folder releases are published to")
 
