@@ -817,7 +817,12 @@ for kind in ("table", "model"):
 
 def _published(env: Env) -> Path:
     """A store as privfair leaves it: catalog, a dataset's ledger copy, a release."""
-    store = env.out
+    return published_store(env.out)
+
+
+def published_store(store: Path) -> Path:
+    """Make ``store`` look as privfair leaves a release store: a catalog, dataset ``toy``
+    with its ledger copy and a published release ``v1`` with its manifest (no real data)."""
     release = store / "toy" / "v1"
     release.mkdir(parents=True)
     (store / "catalog.duckdb").write_bytes(b"\x00" * 8 + b"DUCK" + b"\x00" * 100)

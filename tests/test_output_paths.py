@@ -11,13 +11,13 @@ line naming the option, exit 2, before anything is read or reserved. ``store gc`
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 from pathlib import Path
 
 import pytest
 
+from benchmarks.bad_inputs import published_store
 from privfair.cli import main
 from privfair.store.backends import KEY_FILE
 
@@ -43,16 +43,7 @@ def _one_refusal(code: int, err: str, *words: str) -> None:
 def _store(root: Path) -> Path:
     """A release store as privfair leaves it: a catalog, a dataset with its ledger copy and
     a published release with its manifest."""
-    store = root / "releases"
-    release = store / "toy" / "v1"
-    release.mkdir(parents=True)
-    (store / "catalog.duckdb").write_bytes(b"\x00" * 8 + b"DUCK" + b"\x00" * 100)
-    (store / "toy" / "lifetime_ledger.json").write_text("{}")
-    (release / "manifest.json").write_text(json.dumps({
-        "dataset": "toy", "version": "v1", "run_id": "20260101T000000-abcdef01",
-        "code_version": {"privfair": "0"}, "seed_policy": "os-entropy"}))
-    (release / "synthetic.parquet").write_bytes(b"published")
-    return store
+    return published_store(root / "releases")
 
 
 def _registry(privacy_registry: Path) -> Path:
