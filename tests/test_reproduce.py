@@ -222,6 +222,47 @@ def test_cells_resume(tmp_path):
     assert calls == ["t|seed=0", "t|seed=1", "t|seed=1"]  # the ok cell is not re-run
 
 
+def test_a_cell_recorded_under_other_code_runs_again_and_the_report_says_which_code(tmp_path):
+    """A results.jsonl kept across commits: a cell of another code version (or of none) is
+    stale and runs again; with ``code=None`` it is reused, and the report's summary counts
+    how many cells ran at the report's own code."""
+    from benchmarks.reproduce.cli import plan, write_report
+    from benchmarks.reproduce.core import code_version
+
+    calls = []
+
+    def runner(c):
+        calls.append(c["seed"])
+        return {"x": c["seed"]}
+
+    cells = [{"section": "t", "id": f"t|seed={s}", "setting": {}, "seed": s} for s in (0, 1, 2)]
+    log = tmp_path / "results.jsonl"
+    with log.open("w") as handle:
+        handle.write(json.dumps({**cells[0], "status": "ok", "metrics": {}, "wall_s": 0.0,
+                                 "code": "old"}) + "\n")
+        handle.write(json.dumps({**cells[1], "status": "ok", "metrics": {}, "wall_s": 0.0})
+                     + "\n")
+    run_cells(cells, runner, log, log=lambda text: None, code=None)
+    assert calls == [2]  # reused whatever their code
+    records = run_cells(cells, runner, log, log=lambda text: None, code="new")
+    assert calls == [2, 0, 1, 2] and {r["code"] for r in records} == {"new"}
+    assert code_version() not in ("", "unknown")  # this checkout is a git checkout
+
+    cells_by_section = plan("quick", ["xu_pflr"])
+    [(_, section_cells)] = cells_by_section
+    here = code_version()
+    metrics = {"accuracy": 0.8, "risk_difference": 0.05, "positive_prediction_rate": 0.2}
+    with (tmp_path / "results.jsonl").open("w") as handle:
+        for i, c in enumerate(section_cells):
+            handle.write(json.dumps({**c, "status": "ok", "error": None, "wall_s": 0.0,
+                                     "metrics": metrics, "code": here if i else "old"})
+                         + "\n")
+    document = write_report("quick", cells_by_section, tmp_path, wall_s=0.0, report_only=True)
+    [row] = document["summary"]
+    assert row["at_report_code"] == len(section_cells) - 1
+    assert document["sections"][0]["cells_code"] == {here: len(section_cells) - 1, "old": 1}
+
+
 def test_cells_in_a_pool_of_two_run_longest_first(tmp_path):
     cells = [{"section": "t", "id": f"t|seed={s}", "setting": {}, "seed": s} for s in range(4)]
     log = tmp_path / "results.jsonl"

@@ -9,9 +9,11 @@ privacy-protected release.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -54,6 +56,32 @@ def load_results(path: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
+def git(*args: str, cwd: Path = ROOT) -> str | None:
+    """``git ARGS`` in ``cwd``: its stripped output, or None (no git, not a checkout)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def code_version() -> str:
+    """The code that runs a cell: the checkout's commit, and a digest of its uncommitted
+    changes to tracked files (the reports under ``results/`` excluded: they are output).
+
+    A cell recorded under another code version is stale: :func:`pending` runs it again, so a
+    report never mixes cells of other code without saying so (``cells_code`` per section).
+    """
+    head = git("rev-parse", "HEAD")
+    if head is None:
+        return "unknown"
+    diff = git("diff", "HEAD", "--", ".", ":(exclude)benchmarks/reproduce/results")
+    if not diff:
+        return head
+    return f"{head}+{hashlib.sha256(diff.encode()).hexdigest()[:12]}"
+
+
 def run_cell(c: Mapping[str, Any], runner: Callable[[Mapping[str, Any]], dict]
              ) -> dict[str, Any]:
     """Run one cell and return its record (never raises: a failure is recorded).
@@ -93,10 +121,21 @@ def append_record(path: Path, record: Mapping[str, Any]) -> None:
 
 
 def pending(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]], *,
-            retry_failed: bool = True) -> list[Mapping[str, Any]]:
-    """The cells still to run: not in ``done``, or failed there when ``retry_failed``."""
+            retry_failed: bool = True, code: str | None = None) -> list[Mapping[str, Any]]:
+    """The cells still to run: not in ``done``, failed there when ``retry_failed``, or, when
+    ``code`` is given, recorded under another code version (a record without one included)."""
     return [c for c in cells if c["id"] not in done
-            or (done[c["id"]]["status"] != "ok" and retry_failed)]
+            or (done[c["id"]]["status"] != "ok" and retry_failed)
+            or (code is not None and done[c["id"]].get("code") != code)]
+
+
+def cells_code(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many of ``records`` ran under each code version ("not recorded" for old ones)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        key = str(record.get("code") or "not recorded")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def describe(record: Mapping[str, Any], *, detail: bool = True) -> str:
@@ -133,7 +172,8 @@ def _one_thread_per_worker() -> None:
 
 def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str, Any]], dict],
               path: Path, *, retry_failed: bool = True, log=print, workers: int = 1,
-              expected_s: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+              expected_s: Mapping[str, float] | None = None, code: str | None = None
+              ) -> list[dict[str, Any]]:
     """Run each cell not yet in ``path`` and append its record; return all records.
 
     A cell that raises is recorded with ``status: failed`` and the error, and is run again
@@ -158,6 +198,10 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
     expected_s : mapping of str to float, optional
         Seconds a cell took before, by id: with ``workers > 1`` cells start in the order of
         :func:`longest_first`.
+    code : str, optional
+        This checkout's :func:`code_version`: stamped on every new record, and a recorded
+        cell of another version runs again. None reuses any recorded cell (a resume across
+        commits, said so in the report by ``cells_code``).
 
     Returns
     -------
@@ -165,12 +209,14 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
         One record per cell, in the order of ``cells``.
     """
     done = load_results(path)
-    todo = pending(cells, done, retry_failed=retry_failed)
+    todo = pending(cells, done, retry_failed=retry_failed, code=code)
 
     def finish(record: dict[str, Any]) -> None:
         if record.get("traceback"):
             log(record["traceback"])
         record = {k: v for k, v in record.items() if k != "traceback"}
+        if code is not None:
+            record["code"] = code
         append_record(path, record)
         log(describe(record))
         done[record["id"]] = record
