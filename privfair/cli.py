@@ -416,6 +416,7 @@ def _start_temporary_server() -> Any:
     # which --no-prefect and --dry-run never need.
     from flows import temporary_server
 
+    temporary_server.startup_timeout_s()  # stated, for Prefect's own server too
     return temporary_server.start()
 
 
@@ -864,12 +865,39 @@ def cmd_store_check(args: argparse.Namespace) -> int:
     _not_a_store(args.out)
     _work_dir(args.work_dir)
     report = check_store(args.out, repair=args.repair, work_dir=args.work_dir)
+    _dead_slots(report, repair=args.repair)
     for line in report.repaired:
         print(f"repaired: {line}")
     for line in report.problems:
         print(f"problem: {line}")
     print("consistent" if report.consistent else f"{len(report.problems)} problem(s)")
     return 0 if report.consistent else 1
+
+
+def _dead_slots(report: Any, *, repair: bool) -> None:
+    """A killed Prefect release leaves its dataset's concurrency slot held, and every later
+    Prefect release of the dataset waits for it (issue 45.3): this client's holder records
+    name the dead holders; ``--repair`` frees their slots on the Prefect API (a temporary
+    server when none is configured: an ephemeral server keeps its slots in its database)."""
+    from tasks.ops import dead_slot_holders, free_dead_slots
+
+    dead = dead_slot_holders()
+    if not dead:
+        return
+    if not repair:
+        report.problems += [f"concurrency slot {name!r} is held by a dead run (pid "
+                            f"{holder.get('pid')} on {holder.get('host')}, since "
+                            f"{holder.get('since')}): later Prefect releases of its dataset "
+                            "wait for it" for name, holder in dead]
+        return
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    server = _start_temporary_server()
+    try:
+        with server.serving() if server is not None else contextlib.nullcontext():
+            free_dead_slots(log=lambda line: report.repaired.append(line))
+    except Exception as exc:  # noqa: BLE001 - no API to free them on: said, not a traceback
+        report.problems.append(f"could not free the concurrency slots of dead runs "
+                               f"({', '.join(name for name, _ in dead)}): {_one_line(exc)}")
 
 
 def _not_a_store(path: str) -> None:
@@ -1041,6 +1069,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
             os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+            from flows.temporary_server import startup_timeout_s
+
+            startup_timeout_s()  # Prefect's own server gets the stated bound, not its 20 s
             from flows.evaluate import run_evaluation  # configures Prefect's logging
             try:
                 with _console_logs_at_warning():  # no Prefect INFO lines inside the bar
@@ -1129,6 +1160,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("privfair: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # one line, never a traceback, for every failure
+        from flows.temporary_server import startup_failure_line
+
+        server = startup_failure_line(exc)  # the machine, not privfair: no "internal error"
+        if server is not None:
+            print(f"privfair: error: {server}", file=sys.stderr, flush=True)
+            return 1
         if _is_bad_input(exc):
             print(f"privfair: error: {_one_line(exc)}", file=sys.stderr, flush=True)
             return 2
