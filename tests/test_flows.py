@@ -526,3 +526,28 @@ def test_store_check_repair_frees_a_dead_runs_slot(prefect_harness, tmp_path, ca
     assert f"repaired: freed concurrency slot {name!r}" in out and "consistent" in out
     assert ops.ensure_dataset_slot("repair-test").active_slots == 0
     assert ops.slot_holder(name) is None
+
+
+@pytest.mark.prefect
+def test_a_full_disk_after_the_reservation_is_one_line_through_prefect(
+        prefect_harness, toy_contract, toy_parquet, tmp_path, monkeypatch, caplog):
+    """Issue 45.5: through Prefect, a full disk printed whole tracebacks; now one ERROR line
+    naming the work folder, no traceback, and the reservation given back."""
+    import errno
+
+    from privfair.release.tabular import stages
+    from privfair.store.registry import read_chain
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(stages, "save_ledger", full_disk)
+    caplog.clear()
+    with pytest.raises(StoreError) as failed:
+        run_local(params(toy_contract, toy_parquet, tmp_path, seed=None, insecure_seed=False),
+                  command="release")
+    assert f"the work folder {tmp_path / 'work'} cannot be written" in str(failed.value)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("No space left on device" in r.getMessage() for r in errors), errors
+    assert not any(r.exc_info or "Traceback" in r.getMessage() for r in errors)
+    assert [e["kind"] for e in read_chain("toy")][-2:] == ["reserve", "cancel"]

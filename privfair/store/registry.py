@@ -16,6 +16,7 @@ registry that was deleted and re-created is refused by the stores it does not ac
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import hmac
 import json
@@ -39,6 +40,7 @@ from privfair.store.catalog import list_releases
 from privfair.store.chain import GENESIS, Entry, NewEntries, finite, verify_chain
 from privfair.store.files import StoreError, atomic_write
 from privfair.store.ledger import LifetimeLedger, charge_curve, fold
+from privfair.store.witness import StateFolderError
 
 log = logging.getLogger(__name__)
 
@@ -417,12 +419,32 @@ def reserve_run(charge: RunCharge) -> RunCharge:
         fixed[:] = [charge]
         return [("reserve", charge.fields())]
 
-    book = _write(dataset_id(charge.contract), charge.contract.name,
-                  _declared(charge.contract), build)
-    # The store records the binding at the first charge, before any private read (45.2).
-    if not ledger_path(Path(charge.store), book.dataset).is_file():
-        write_store_copy(Path(charge.store), book)
+    copy = ledger_path(Path(charge.store), charge.contract.name)
+    try:
+        book = _write(dataset_id(charge.contract), charge.contract.name,
+                      _declared(charge.contract), build)
+        # The store records the binding at the first charge, before any private read (45.2).
+        if not copy.is_file():
+            write_store_copy(Path(charge.store), book)
+    except (StateFolderError, OSError) as exc:
+        # The reservation may have committed before the client's state or the store could be
+        # written (a full disk): it is given back, and the error names the path (45.5).
+        if not fixed:
+            raise
+        _cancel_quietly(charge, reason="the client's state or the store could not be written")
+        what = str(exc) if isinstance(exc, StateFolderError) else (
+            f"{exc.filename or copy} cannot be written ({exc.strerror or type(exc).__name__})")
+        raise StoreError(f"{what}; the run's reservation is cancelled, nothing is "
+                         "charged") from None
     return fixed[0]
+
+
+def _cancel_quietly(charge: RunCharge, *, reason: str) -> None:
+    """Cancel ``charge``'s reservation; a cancel that committed but whose witness could not
+    be written (the same full disk) still counts as done."""
+    with contextlib.suppress(StateFolderError):
+        cancel_reservation(dataset_id(charge.contract), charge.contract.name, charge.run_id,
+                           reason=reason)
 
 
 def mark_noise_drawn(charge: RunCharge) -> LifetimeLedger:
