@@ -367,9 +367,8 @@ def run_release(request: ReleaseKind | Planned, params: Any = None, *, driver: A
             workspace = Workspace.open(plan.work_dir, plan.run_id)
         except BaseException as exc:
             release_unspent(charge)  # no stage ran: the reservation goes back
-            if is_disk_error(exc):
-                raise disk_error(exc, where=f"the work folder {plan.work_dir}").with_traceback(
-                    None) from None
+            if isinstance(exc, OSError) and is_disk_error(exc):
+                raise disk_error(exc, where=f"the work folder {plan.work_dir}") from None
             raise
         context = RunContext(kind=kind, plan=plan, seed=options.seed, workspace=workspace,
                              charge=charge, progress=report, say=driver.say,
