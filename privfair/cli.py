@@ -131,6 +131,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     draft.add_argument("--name", help="contract name (default: the file's stem)")
     draft.add_argument("--out", help="write the YAML here instead of stdout (not overwritten)")
     draft.set_defaults(func=cmd_contract_draft)
+    pin = con_sub.add_parser(
+        "pin", help="copy a contract pinned to this privacy registry (registry_id)",
+        description="Write a copy of a contract (a packaged one by its name, or a file) with "
+                    "registry_id: set to the registry PRIVFAIR_REGISTRY names, so that every "
+                    "other registry refuses its dataset (one dataset, one budget), even one "
+                    "with a new store and a new client.")
+    pin.add_argument("contract", help="a packaged contract's name (e.g. compas) or a YAML file")
+    pin.add_argument("--out", required=True, help="the pinned copy (a new file; never "
+                                                  "overwritten)")
+    pin.set_defaults(func=cmd_contract_pin)
 
     rels = sub.add_parser("releases", help="release catalog commands")
     rels_sub = rels.add_subparsers(dest="releases_command", required=True, parser_class=_Parser)
@@ -686,6 +696,42 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
         print(out, flush=True)
     console.print("draft written: its domains were copied from data and are public in every "
                   "release; review them, declare roles and budget, then set 'reviewed: true'")
+    return 0
+
+
+def cmd_contract_pin(args: argparse.Namespace) -> int:
+    """A copy of the contract with ``registry_id:`` of this registry (issue 45.2): the
+    packaged contracts carry none, so a second registry with its own store and client could
+    start their dataset's budget afresh; the pinned copy is refused by every other one."""
+    from privfair.contracts.datasets import resolve_contract_name
+    from privfair.contracts.schema import load_contract
+    from privfair.store.outputs import check_output
+    from privfair.store.registry_sql import open_registry
+
+    source = resolve_contract_name(args.contract)
+    contract = load_contract(source)  # a contract that does not load is refused as usual
+    check_output(args.out, flag="--out", new_file=True, inputs={"contract": str(source)})
+    ident = open_registry().ident
+    if contract.registry_id and contract.registry_id != ident:
+        raise UsageError(f"contract {args.contract}: already pins registry "
+                         f"{contract.registry_id}, not this one ({ident}); a dataset has one "
+                         "registry")
+    text = source.read_text(encoding="utf-8")
+    if not contract.registry_id:
+        # a top-level key, first: the YAML stays the publisher's, with one line added
+        line = (f"registry_id: '{ident}'  # pinned by `privfair contract pin`: only this "
+                f"registry may charge dataset {contract.name!r}\n")
+        head, marker, body = text.partition("---\n")
+        text = (head + marker + line + body) if marker and not head.strip("\n") else (
+            line + text)
+    out = Path(args.out)
+    with open(out, "x", encoding="utf-8") as fh:  # never over a file it did not make
+        fh.write(text)
+    if load_contract(out).registry_id != ident:  # the copy is read back as releases read it
+        out.unlink()
+        raise UsageError(f"contract {args.contract}: the pinned copy did not read back with "
+                         f"registry_id; add the line `registry_id: {ident}` by hand")
+    print(out, flush=True)
     return 0
 
 
