@@ -257,7 +257,7 @@ def test_a_new_registry_is_refused_by_the_stores_copy(toy_contract, toy_parquet,
     with pytest.raises(StoreError, match="bound to registry"):
         run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / "another-client"))
-    with pytest.raises(StoreError, match="disagree"):
+    with pytest.raises(StoreError, match="binds dataset 'toy' to registry"):
         run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
 
 
