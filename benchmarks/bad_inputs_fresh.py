@@ -412,6 +412,8 @@ EXTRA_BASES = {
                 "--out", "pred.csv"],
     "evaluate-release": ["evaluate", "--release", "store/toyfresh/v1", "--data", "toy.csv",
                          "--contract", "toy.yaml", "--no-prefect", "--out", "evalout"],
+    # issue 45.2, added after run 2: a copy of a contract pinned to this registry
+    "contract-pin": ["contract", "pin", "toy.yaml", "--out", "pinned.yaml"],
 }
 BASE_ARGS.update(EXTRA_BASES)
 PATH_PARAMS += [
@@ -420,6 +422,7 @@ PATH_PARAMS += [
     ("ledger-export", "--out", "outfile"), ("ledger-import", "path", "file"),
     ("predict", "--release", "dir"), ("predict", "--data", "file"),
     ("predict", "--out", "outfile"), ("evaluate-release", "--release", "dir"),
+    ("contract-pin", "path", "file"), ("contract-pin", "--out", "outfile"),
 ]
 
 
