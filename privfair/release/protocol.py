@@ -466,7 +466,9 @@ def disk_error(exc: OSError, *, where: str) -> DiskError:
     refusal on both drivers (no task traceback), never a private value (only a path)."""
     why = exc.strerror or type(exc).__name__
     path = exc.filename if exc.filename is not None else where
-    return DiskError(f"{path} cannot be written ({why}); free space or fix the folder, "
+    verb = "written" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                      errno.EFBIG) else "used"
+    return DiskError(f"{path} cannot be {verb} ({why}); free space or fix the folder, "
                       "then run again")
 
 
