@@ -24,8 +24,8 @@ def test_the_estimate_uses_the_gans_own_shapes():
 
 
 def test_the_estimate_grows_with_the_widest_domain():
-    small = gan_bytes(sizes={"a": 2, "b": 10}, method="fairgan", **GAN_SHAPE)
-    wide = gan_bytes(sizes={"a": 2, "b": 100_000}, method="fairgan", **GAN_SHAPE)
+    small = gan_bytes(sizes={"a": 2, "b": 10}, method="fairgan", heads=2, **GAN_SHAPE)
+    wide = gan_bytes(sizes={"a": 2, "b": 100_000}, method="fairgan", heads=2, **GAN_SHAPE)
     assert small < 50 * 2**20  # the toy contract: tens of MiB at most
     # a 100k-category column: the sampled chunk's probabilities alone are 3 x 8192 x 100k
     # float32 (9.2 GiB)
@@ -36,11 +36,12 @@ def test_the_estimate_grows_with_the_widest_domain():
 def test_a_gan_too_wide_for_this_machine_is_refused(method, monkeypatch):
     monkeypatch.setattr(shared, "physical_memory", lambda: 4 * 2**30)
     with pytest.raises(ResourceError) as refused:
-        check_gan_resources(sizes={"sex": 2, "zip": 100_000, "income": 2}, method=method)
+        check_gan_resources(sizes={"sex": 2, "zip": 100_000, "income": 2}, method=method,
+                            heads=2)
     message = str(refused.value)
     assert "\n" not in message and "--contract" in message and "'zip'" in message
     assert "GiB" in message and "before anything is reserved" in message
-    check_gan_resources(sizes={"sex": 2, "zip": 50, "income": 2}, method=method)
+    check_gan_resources(sizes={"sex": 2, "zip": 50, "income": 2}, method=method, heads=2)
 
 
 def test_the_release_refuses_before_the_reservation(toy_contract, toy_parquet, tmp_path,

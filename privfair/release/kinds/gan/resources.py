@@ -42,10 +42,12 @@ SAMPLE_COPIES = 3
 
 def gan_bytes(*, sizes: Mapping[str, int], method: str, hidden: int, noise_dim: int,
               discriminator_hidden: int, node_hidden: int, node_noise_dim: int,
-              batch_size: int) -> int:
-    """The estimated peak bytes of fitting and sampling a GAN over domains of ``sizes``."""
+              batch_size: int, heads: int | None = None) -> int:
+    """The estimated peak bytes of fitting and sampling a GAN over domains of ``sizes``;
+    ``heads``: the widest output of D2 and the classifier (the largest protected or outcome
+    domain; every domain's largest when not given)."""
     width = sum(sizes.values())
-    largest = max(sizes.values(), default=1)
+    largest = heads if heads is not None else max(sizes.values(), default=1)
     h, d = hidden, discriminator_hidden
     if method == "cfgan":  # one small network per attribute, fed its parents' one-hots
         generator = sum((node_noise_dim + width) * node_hidden + node_hidden * node_hidden
@@ -62,10 +64,11 @@ def gan_bytes(*, sizes: Mapping[str, int], method: str, hidden: int, noise_dim: 
     return 4 * (PARAMETER_COPIES * parameters + ACTIVATION_COPIES * activations + sampling)
 
 
-def check_gan_resources(*, sizes: Mapping[str, int], method: str) -> None:
+def check_gan_resources(*, sizes: Mapping[str, int], method: str,
+                        heads: int | None = None) -> None:
     """Refuse, in one line, a GAN whose estimate exceeds the share of this machine's memory
     a release may plan to use."""
-    need = gan_bytes(sizes=sizes, method=method, **GAN_SHAPE)
+    need = gan_bytes(sizes=sizes, method=method, heads=heads, **GAN_SHAPE)
     widest = max(sizes, key=lambda a: sizes[a]) if sizes else ""
     check_memory(need, flag="--contract",
                  what=(f"GAN {method} over {sum(sizes.values()):,} one-hot columns (the "
