@@ -115,7 +115,7 @@ class GanKind(SyntheticTableKind):
         """Roles, the FairGAN+ classifier's encoding and the CFGAN causal graph (from a
         publisher's file or the contract), checked against the contract before any read."""
         # what the fit and its sampling need of this machine, before anything is reserved
-        roles = [*contract.roles.protected, *contract.roles.outcome]
+        roles = [*contract.roles().protected, *contract.roles().outcome]
         check_gan_resources(sizes={a: domain.size(a) for a in domain}, method=params.method,
                             heads=max((domain.size(a) for a in roles if a in domain),
                                       default=None))
