@@ -291,8 +291,9 @@ def audit_aim_selection(*, trials: int, seed: int = 7, rho: float = GAUSSIAN_RHO
 
     one_way = {a: np.array([0.5, 0.5]) for a in ("a", "b", "c")}
     pairs = [("a", "b"), ("a", "c")]
-    tables = {("a", "b"): np.array([[30, 20], [20, 30]]),  # 20; D' 21
-              ("a", "c"): np.array([[20, 30], [31, 20]])}  # 21; D' 20
+    tables: dict[tuple[str, ...], np.ndarray] = {
+        ("a", "b"): np.array([[30, 20], [20, 30]]),  # 20; D' 21
+        ("a", "c"): np.array([[20, 30], [31, 20]])}  # 21; D' 20
     zeros_row = np.array([[1, 0], [0, 0]])
     weights = {False: edge_weights(tables, one_way, 100.0, pairs),
                True: edge_weights({e: t + zeros_row for e, t in tables.items()}, one_way,
