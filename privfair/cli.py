@@ -23,7 +23,7 @@ Commands::
                    [--no-prefect] [--dry-run]
     privfair predict --release DIR --data FILE [--out FILE]
     privfair audit [--mechanism NAME ...] [--quick] [--scale F] [--scale-noise F]
-                   [--noise-only] [--json]
+                   [--misdeclare KEY=F ...] [--noise-only] [--json]
     privfair store gc [--work-dir DIR] [--older-than DAYS] [--dry-run]
     privfair --version
     privfair discover --contract PATH --epsilon E [--delta D] [--data PATH]
@@ -287,6 +287,11 @@ def _add_predict_and_audit(sub: Any) -> None:
                     help="draw every privacy noise of the real code at F x its declared "
                          "scale (the ledger still claims the declared one): at 0.7 the "
                          "audit must fail and name what it caught")
+    au.add_argument("--misdeclare", action="append", default=[], metavar="KEY=F",
+                    help="run the real code with one declaration at F x its true value "
+                         "(aim-measure, selection, policy-counts: the sensitivity; "
+                         "dpsgd-sample-rate: q), its noise calibrated to it: the noise tests "
+                         "cannot see it, the epsilon audit must fail and name the mechanism")
     au.add_argument("--noise-only", action="store_true",
                     help="only the noise-distribution tests (seconds), not the epsilon "
                          "audits")
@@ -1008,6 +1013,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.mechanism or ()) - known)
     if unknown:
         raise UsageError(f"--mechanism: unknown {unknown}; expected some of {sorted(known)}")
+    misdeclare = _misdeclarations(args.misdeclare)
     console = _stderr_console()
 
     def progress(result: Any) -> None:
@@ -1019,7 +1025,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     report = run_audit(names=args.mechanism or None, quick=args.quick, scale=args.scale,
                        factor=args.scale_noise, noise_only=args.noise_only,
-                       progress=progress)
+                       progress=progress, misdeclare=misdeclare)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.passed else 1
@@ -1043,10 +1049,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
                       r.status)
     if report.noise:
         out.print(noise)
-    audits = Table(title="privacy audit (95% Clopper-Pearson lower bounds on epsilon; the "
-                         "claim is the ledger's)")
+    audits = Table(title="privacy audit (95% lower bounds on epsilon: Clopper-Pearson on an "
+                         "event, or a Gaussian-DP / subsampled-Gaussian fit; the claim is "
+                         "the ledger's)")
     for col in ("key", "mechanism", "claimed eps", "delta", "lower bound", "bound/claim",
-                "trials", "negative control", "its bound", "verdict"):
+                "trials", "fit", "negative control", "its bound", "verdict"):
         audits.add_column(col, justify="left" if col in ("key", "mechanism",
                                                          "negative control") else "right")
     audited = [] if args.noise_only else [k for k in MECHANISMS
@@ -1055,7 +1062,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         audits.add_row(key, audit.mechanism, f"{audit.claimed_epsilon:.3f}", f"{audit.delta:g}",
                        f"{audit.epsilon_lower_bound:.3f}",
                        f"{audit.epsilon_lower_bound / audit.claimed_epsilon:.2f}",
-                       f"{audit.trials:,}", "; ".join(c.label for c in audit.controls) or "-",
+                       f"{audit.trials:,}", audit.fit,
+                       "; ".join(c.label for c in audit.controls) or "-",
                        ", ".join(f"{c.epsilon_lower_bound:.3f}" for c in audit.controls) or "-",
                        audit.verdict)
     if report.results:
@@ -1064,9 +1072,32 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if report.passed:
         out.print("audit: ok", markup=False)
         return 0
-    out.print(f"audit FAILED at --scale-noise {args.scale_noise:g}; caught: "
+    wrong = "".join(f" --misdeclare {k}={f:g}" for k, f in misdeclare.items())
+    out.print(f"audit FAILED at --scale-noise {args.scale_noise:g}{wrong}; caught: "
               + "; ".join(report.caught), markup=False)
     return 1
+
+
+def _misdeclarations(values: list[str]) -> dict[str, float]:
+    """``--misdeclare KEY=F`` values as {key: factor}, refused unless each names a known
+    declaration and a factor in (0, MAX_SCALE_NOISE]."""
+    from privfair.evaluation.audit import MISDECLARATIONS
+
+    out: dict[str, float] = {}
+    for value in values:
+        key, _, factor = value.partition("=")
+        if key not in MISDECLARATIONS:
+            raise UsageError(f"--misdeclare: unknown {key!r} in {value!r}; expected KEY=F with "
+                             f"KEY one of {sorted(MISDECLARATIONS)}")
+        try:
+            f = float(factor)
+        except ValueError:
+            f = math.nan
+        if not (math.isfinite(f) and 0 < f <= MAX_SCALE_NOISE):
+            raise UsageError(f"--misdeclare: expected KEY=F with F a number in (0, "
+                             f"{MAX_SCALE_NOISE:g}], got {value!r}")
+        out[key] = f
+    return out
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
