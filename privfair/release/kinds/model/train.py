@@ -332,7 +332,7 @@ def _train_sgd(context: RunContext, x: np.ndarray, y: np.ndarray, groups: np.nda
     # the layer records is row_count_entry's, which the plan declared).
     count_epsilon = float(planned(budget.count_epsilon, "count_epsilon"))
     count = row_count_entry(count_epsilon)
-    (noisy_rows,) = laplace_mechanism(np.array([float(len(x))]), epsilon=count_epsilon,
+    (noisy_rows,) = laplace_mechanism(np.array([len(x)]), epsilon=count_epsilon,
                                       sensitivity=count.sensitivity, rng=context.rng("count"),
                                       ledger=ledger, name=count.name)
     n_noisy = max(1.0, float(noisy_rows))
