@@ -719,11 +719,15 @@ def test_sparse_histogram_outside_draws_follow_the_scaled_noise():
         draws[factor] = out
     tau = draws[1.0].threshold
     assert tau == pytest.approx(-math.log(0.5) / 0.5)
-    # p = 1/4 at the declared scale; with half the noise ½e^(−τ/(b/2)) = 2p² = 1/8.
-    assert len(draws[1.0].outside) == pytest.approx(10_000, rel=0.05)
-    assert len(draws[0.5].outside) == pytest.approx(5_000, rel=0.05)
-    assert np.mean(draws[1.0].outside_counts - tau) == pytest.approx(2.0, rel=0.05)
-    assert np.mean(draws[0.5].outside_counts - tau) == pytest.approx(1.0, rel=0.05)
+    # Exact noise: an empty bin passes τ when its discrete Laplace noise reaches k = ⌈τ⌉ = 2,
+    # with probability r^k/(1 + r), r = e^(−1/b): b = 2 declared, b = 1 at half the noise;
+    # its count is then k + (Z | Z ≥ 0), of mean k + r/(1 − r).
+    for factor, b in ((1.0, 2.0), (0.5, 1.0)):
+        r = math.exp(-1 / b)
+        assert len(draws[factor].outside) == pytest.approx(40_000 * r**2 / (1 + r), rel=0.05)
+        assert np.mean(draws[factor].outside_counts) == pytest.approx(2 + r / (1 - r),
+                                                                      rel=0.05)
+        assert np.all(draws[factor].outside_counts >= 2)
 
 
 def test_subsampled_gaussian_refuses_a_step_bound_above_the_charged_one():

@@ -569,12 +569,14 @@ def sparse_laplace_histogram(
     sample_outside: Callable[[int], Sequence[Any]],
 ) -> SparseHistogram:
     """Laplace(1/ε) counts of all ``universe_size`` bins, released above a threshold, drawing
-    only the active ones (Rodriguez and Howe 2018, Algorithm 1: CatHist).
+    only the active ones (Rodriguez and Howe 2018, Algorithm 1: CatHist), with exact noise.
 
-    The active counts (L1 sensitivity 1) get Laplace(b = 1/ε) noise and are kept when at
-    least ``τ = −ln(2p)/ε``; then ``k ~ Binomial(n, p)`` and ``sample_outside(k)`` (the
-    caller's uniform draw of k universe values, minus the active ones) stand for the empty
-    bins whose noise would have passed τ, each with count ``τ + Exponential(b)``. The whole
+    The active counts (integers, L1 sensitivity 1) get exact discrete Laplace noise
+    (P(z) ∝ r^|z|, r = e^(−ε)) and are kept when at least ``τ = −ln(2p)/ε``, i.e. at least
+    ``k = ⌈τ⌉``; then ``m ~ Binomial(n, r^k/(1 + r))`` (the exact chance that an empty bin's
+    noise reaches k; ``p`` only sets τ) and ``sample_outside(m)`` (the caller's uniform draw
+    of m universe values, minus the active ones) stand for the empty bins whose noise would
+    have passed, each with count ``k + (Z | Z ≥ 0)``. The whole
     release is ε-DP, charged as one ``"laplace"`` entry of ``universe_size`` queries (the
     active-domain size is private, so it is not logged).
 
@@ -603,25 +605,40 @@ def sparse_laplace_histogram(
         raise ValueError(f"universe_size must be an integer >= 1, got {universe_size!r}")
     counts = np.asarray(counts, dtype=np.float64)
     if counts.ndim != 1 or (counts.size and (not np.all(np.isfinite(counts))
-                                             or np.any(counts < 0))):
-        raise ValueError("counts: expected a 1-D array of finite, non-negative counts")
+                                             or np.any(counts < 0)
+                                             or np.any(counts != np.rint(counts)))):
+        raise ValueError("counts: expected a 1-D array of finite, non-negative integer counts")
     threshold = -math.log(2.0 * outside_probability) / epsilon
     ledger.spend(_laplace_entry(name, epsilon=epsilon, sensitivity=1.0,
                                 queries=int(universe_size)))
     scale = 1.0 / epsilon
     record_query(name=name, mechanism="sparse-laplace", exact=counts, sensitivity=1.0,
                  scale=scale)
-    factor = noise_factor()
-    noisy = counts + rng.laplace(0.0, scale * factor, size=counts.size)
-    kept = noisy >= threshold
-    # Under scaled_noise an empty bin passes τ with the probability of the scaled noise.
-    p = (outside_probability if factor == 1.0
-         else 0.5 * math.exp(-threshold / (scale * factor)))
+    # Exact discrete Laplace, P(z) ∝ r^|z| with r = e^(−1/b), b = 1/ε (times the audit's
+    # factor) as an exact rational: each bin's count is ε-DP, thresholding is post-processing.
+    exact_scale = Fraction(1) / Fraction(epsilon) * Fraction(noise_factor())
+    noisy = counts.astype(np.int64) + sample_discrete_laplace(counts.size, scale=exact_scale,
+                                                              rng=rng)
+    # Integers pass τ exactly when they reach ⌈τ⌉ = k; an empty bin does with probability
+    # P(Z ≥ k) = r^k / (1 + r) (k ≥ 0), which the outside draw must match (not ½e^(−ετ), the
+    # continuous noise's). The binomial's inputs are public (n, ε, p): no data reaches it.
+    first = max(0, math.ceil(threshold))
+    kept = noisy >= first
+    ratio = math.exp(-1.0 / float(exact_scale))
+    p = ratio**first / (1.0 + ratio)
     # numpy's binomial takes int64 n, so n = 2.9e10 is fine.
     outside = tuple(sample_outside(int(rng.binomial(int(universe_size), p))))
-    weights = threshold + rng.exponential(scale * factor, size=len(outside))
-    return SparseHistogram(kept=kept, counts=noisy[kept], outside=outside,
-                           outside_counts=weights, threshold=float(threshold))
+    # An empty bin's count given that it passed: k + (Z | Z ≥ 0), Z | Z ≥ 0 geometric,
+    # P(j) ∝ r^j; drawn exactly by keeping the non-negative draws of Z.
+    above: list[int] = []
+    while len(above) < len(outside):
+        draws = sample_discrete_laplace(2 * (len(outside) - len(above)), scale=exact_scale,
+                                        rng=rng)
+        above.extend(int(z) for z in draws if z >= 0)
+    weights = first + np.asarray(above[:len(outside)], dtype=np.int64)
+    return SparseHistogram(kept=kept, counts=noisy[kept].astype(np.float64), outside=outside,
+                           outside_counts=weights.astype(np.float64),
+                           threshold=float(threshold))
 
 
 # --- DPNE's objective perturbation: per-row L2 Laplace noise --------------------------------
