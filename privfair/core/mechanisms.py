@@ -7,24 +7,32 @@ declared scale from the passed Generator. :data:`MECHANISMS` lists them by the `
 name each records; ``tests/test_mechanism_layer.py`` fails on a noise draw or a ledger
 charge anywhere else in the library.
 
-* :func:`gaussian_mechanism` adds N(0, σ²) to a whole vector at once, or, with
-  ``discrete=True``, exact discrete Gaussian noise (Canonne, Kamath and Steinke 2020), which
-  has no floating-point side channel and is the option for production releases. Its
-  integers come from the operating system's CSPRNG (``random.SystemRandom``) unless a test
-  passes a seeded ``random.Random`` as ``discrete_source``.
+Every noisy value a release publishes is exact (issue 41.2: no floating-point side channel,
+Mironov 2012): integer answers get exact discrete noise, real answers are rounded to a grid
+and get the grid step times exact integer noise; which one is decided by the answers' dtype,
+never by their values. The exact samplers work in integer arithmetic (Canonne, Kamath and
+Steinke 2020) with uniform integers drawn from the passed Generator's own words.
+
+* :func:`gaussian_mechanism`: exact discrete Gaussian noise N_Z(0, σ²) on integer answers,
+  or on the grid of :func:`gaussian_grid` for real ones (same ρ, exactly). ``discrete=False``
+  (floating-point Gaussian) is kept for benchmarks only; no release uses it.
 * :func:`exponential_mechanism` selects one candidate with the Gumbel-max trick;
   :func:`exponential_first_admissible` is the same draw over the candidates a predicate
-  admits (AIM's selection).
-* :func:`laplace_mechanism`: Laplace noise, pure ε-DP (LapMech, PrivPC*, a row count).
+  admits (AIM's selection). They publish an index, never a noisy number.
+* :func:`laplace_mechanism`: pure ε-DP Laplace noise, exact: discrete Laplace of the rational
+  scale Δ/ε on integer answers (LapMech, a row count), the grid otherwise.
 * :func:`grid_laplace_mechanism`: exact discrete Laplace noise on a grid of floats
   (:func:`laplace_grid`), so that the release has no floating-point side channel (the
-  functional mechanism).
-* :func:`sparse_laplace_histogram`: Laplace counts over a huge declared universe, thresholded,
-  with the values outside the active domain drawn as noise would lift them (CatHist).
+  functional mechanism, PrivPC*'s moments).
+* :func:`sparse_laplace_histogram`: exact discrete Laplace counts over a huge declared
+  universe, thresholded, with the values outside the active domain drawn as noise would lift
+  them (CatHist).
 * :func:`row_laplace_mechanism`: per-row noise of density ∝ exp(−‖η_i‖₂ / b), pure ε-DP over
-  the sum of the rows' L2 changes (DPNE's objective perturbation).
+  the sum of the rows' L2 changes (DPNE's objective perturbation; continuous, and the noisy
+  objective is never published, only the optimiser's embedding).
 * :func:`subsampled_gaussian`: DP-SGD's noise, charged once for all its Poisson-subsampled
-  steps; the returned :class:`SubsampledGaussian` adds the noise of each step (torch).
+  steps; the returned :class:`SubsampledGaussian` adds the noise of each step (torch,
+  floating-point: no per-step noisy value is published, only the trained weights).
 
 :func:`sample_discrete_gaussian`, :func:`sample_discrete_laplace` and
 :func:`sample_row_laplace` are the samplers; only the mechanisms here call them.
@@ -189,7 +197,7 @@ def gaussian_grid(*, sensitivity: float, sigma: float, coordinates: int) -> Gaus
                         rounded)
 
 
-def _on_grid(steps: np.ndarray, noise: np.ndarray, granularity: float,
+def _on_grid(steps: np.ndarray, noise: Sequence[int] | np.ndarray, granularity: float,
              shape: tuple[int, ...]) -> np.ndarray:
     # Python integers: exact whatever their size; float() of an integer past 2^53 rounds to a
     # multiple of a larger power of two, still a multiple of g.
@@ -272,12 +280,12 @@ def gaussian_mechanism(
         gauss: npt.NDArray[np.float64] = rng.normal(0.0, sigma * factor, size=values.shape)
         return values.astype(np.float64) + gauss
     if grid is None:
-        noise = sample_discrete_gaussian(values.size, sigma=Fraction(sigma) * Fraction(factor),
-                                         rng=rng, source=discrete_source)
-        return (values.astype(np.int64) + noise.reshape(values.shape)).astype(np.float64)
+        noise = _discrete_gaussian_ints(values.size, sigma=Fraction(sigma) * Fraction(factor),
+                                        rng=rng, source=discrete_source)
+        return _on_grid(values.astype(np.int64), noise, 1.0, values.shape)
     assert steps is not None
-    noise = sample_discrete_gaussian(values.size, sigma=grid.sigma_steps * Fraction(factor),
-                                     rng=rng, source=discrete_source)
+    noise = _discrete_gaussian_ints(values.size, sigma=grid.sigma_steps * Fraction(factor),
+                                    rng=rng, source=discrete_source)
     return _on_grid(steps, noise, grid.granularity, values.shape)
 
 
@@ -523,10 +531,7 @@ def grid_laplace_mechanism(
                  sensitivity=float(grid.sensitivity), scale=grid.scale)
     drawn = grid.steps if noise_factor() == 1.0 else max(1, round(grid.steps * noise_factor()))
     noise = sample_discrete_laplace(values.size, scale=drawn, rng=rng)
-    # Python integers: exact whatever their size; float() of an integer past 2^53 rounds to a
-    # multiple of a larger power of two, still a multiple of g.
-    noisy = np.array([float(int(k) + int(n)) for k, n in zip(steps.ravel(), noise, strict=True)])
-    return (noisy * grid.granularity).reshape(values.shape)
+    return _on_grid(steps, noise, grid.granularity, values.shape)
 
 
 # --- CatHist's thresholded histogram over a declared universe ------------------------------
@@ -912,14 +917,24 @@ def sample_discrete_gaussian(
     The uniform integers come from ``rng`` (every bit of it, :class:`_GeneratorBits`), or
     from ``source`` (tests and audits: a seeded ``random.Random``); one of them is needed.
     """
+    draws = _discrete_gaussian_ints(size, sigma=sigma, rng=rng, source=source)
+    if any(abs(z) >= 2**63 for z in draws):
+        raise OverflowError("sigma: draws beyond int64 (use the mechanism, which keeps them "
+                            "as Python integers)")
+    return np.array(draws, dtype=np.int64).reshape(size)
+
+
+def _discrete_gaussian_ints(size: int, *, sigma: float | Fraction,
+                            rng: np.random.Generator | None,
+                            source: random.Random | None) -> list[int]:
+    """:func:`sample_discrete_gaussian` as Python integers (exact whatever their size)."""
     variance = _rational(sigma, "sigma") ** 2
     if source is None:
         if not isinstance(rng, np.random.Generator):
             raise TypeError("rng: expected a numpy.random.Generator")
         source = _GeneratorBits(rng)
     num, den = variance.numerator, variance.denominator
-    return np.fromiter((_discrete_gaussian_one(num, den, source) for _ in range(size)),
-                       dtype=np.int64, count=size)
+    return [_discrete_gaussian_one(num, den, source) for _ in range(size)]
 
 
 def sample_discrete_laplace(size: int, *, scale: int | Fraction,
