@@ -76,7 +76,6 @@ def main() -> None:
                 "model_size_mb": round(synth.aim_rounds_[-1].model_size_mb, 2)
                 if getattr(synth, "aim_rounds_", None) else None,
                 "max_model_size_mb": args.max_model_size_mb,
-                "aim_rounds_stopped_by_time": estimation["aim_rounds_stopped_by_time"],
                 "iterations": estimation["iterations"], "converged": estimation["converged"],
                 "stopped_by": estimation["stopped_by"],
                 "tvd2": round(marginal_tvd(codes, synthetic, domain, 2), 4)})

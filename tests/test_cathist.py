@@ -153,15 +153,22 @@ def test_outside_categories_follow_binomial_and_shifted_exponential() -> None:
         result = _run({"a": 500, "b": 200}, n=n, rho=rho, eps=eps, rng=rng)
         outside_counts[i] = result.n_outside
         weights += [w for c, w in result.as_dict().items() if c.startswith("~")]
-    mean, var = n * p, n * p * (1 - p)  # 4.595, 4.574
+    # Exact noise (issue 41.2): an empty bin's discrete Laplace noise reaches k = ⌈τ⌉ with
+    # probability r^k/(1 + r), r = e^(−ε), rather than the continuous noise's p = ½e^(−ετ)
+    # (so P(no outside category) is (1 − p_exact)^n, near the tolerance rho = 0.01).
+    k = math.ceil(tau)
+    r = math.exp(-eps)
+    p_exact = r**k / (1 + r)
+    assert p_exact == pytest.approx(p, rel=0.6)
+    mean, var = n * p_exact, n * p_exact * (1 - p_exact)
     assert abs(outside_counts.mean() - mean) < 4 * math.sqrt(var / reps)
     assert outside_counts.var() == pytest.approx(var, rel=0.15)
-    # P(no outside category) is the tolerance rho = 0.01 by construction.
-    assert np.mean(outside_counts == 0) == pytest.approx(rho, abs=4 * math.sqrt(rho / reps))
+    none = (1 - p_exact) ** n
+    assert np.mean(outside_counts == 0) == pytest.approx(none, abs=4 * math.sqrt(none / reps))
     w = np.asarray(weights)
-    assert w.min() >= tau
-    excess_mean = (w - tau).mean()  # Exponential(rate eps): mean 1/eps, sd 1/eps
-    assert abs(excess_mean - 1 / eps) < 4 / (eps * math.sqrt(w.size))
+    assert w.min() >= k and np.all(w == np.round(w))  # integers: exact noise
+    excess_mean = (w - k).mean()  # Z | Z ≥ 0: geometric, mean r/(1 − r)
+    assert abs(excess_mean - r / (1 - r)) < 4 * math.sqrt(r) / ((1 - r) * math.sqrt(w.size))
 
 
 def test_word_universe_enumerates_shortlex_and_tests_membership() -> None:

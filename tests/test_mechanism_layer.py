@@ -22,6 +22,7 @@ from privfair.core.mechanisms import (
     MECHANISMS,
     exponential_first_admissible,
     exponential_mechanism,
+    gaussian_grid,
     gaussian_mechanism,
     grid_laplace_mechanism,
     laplace_grid,
@@ -536,15 +537,20 @@ class Case:
     torch: bool = False
 
 
-ZEROS = np.zeros(20_000)
+COUNTS = np.zeros(20_000, dtype=np.int64)
 SPARSE = np.full(5_000, 1_000.0)
 ROWS = np.zeros((4_000, 3))
 
 
-def _gaussian(discrete: bool) -> Case:
-    exact = np.zeros(3_000 if discrete else 20_000, dtype=np.int64 if discrete else float)
+def _gaussian(discrete: bool, *, grid: bool = False) -> Case:
+    exact = np.zeros(3_000 if discrete else 20_000,
+                     dtype=np.int64 if discrete and not grid else float)
+    # Real answers on the grid: the declared sensitivity and σ grow by the same 1 + 2^-22-ish
+    # factor (Δ' = Δ + g⌈√m⌉, σ' = σΔ'/Δ), so ρ is the declared one.
+    sizes = gaussian_grid(sensitivity=2.0, sigma=3.0, coordinates=exact.size)
+    sensitivity, sigma = ((float(sizes.sensitivity), sizes.sigma) if grid else (2.0, 3.0))
     return Case(
-        "gaussian", exact, 2.0, 3.0,
+        "gaussian", exact, sensitivity, sigma,
         lambda ledger, rng: gaussian_mechanism(
             exact, sigma=3.0, sensitivity=2.0, rng=rng, ledger=ledger, name="g",
             discrete=discrete,
@@ -602,11 +608,12 @@ GRID = laplace_grid(sensitivity=1.0, epsilon=1.0, coordinates=4_000)
 CASES: dict[str, Case] = {
     "gaussian": _gaussian(False),
     "discrete gaussian": _gaussian(True),
+    "grid gaussian": _gaussian(True, grid=True),
     "exponential": _exponential(False),
     "exponential first admissible": _exponential(True),
     "laplace": Case(
-        "laplace", ZEROS, 2.0, 4.0,
-        lambda ledger, rng: laplace_mechanism(ZEROS, epsilon=0.5, sensitivity=2.0, rng=rng,
+        "laplace", COUNTS, 2.0, 4.0,
+        lambda ledger, rng: laplace_mechanism(COUNTS, epsilon=0.5, sensitivity=2.0, rng=rng,
                                               ledger=ledger, name="l"),
         lambda out: float(np.std(out)), lambda e: e.sensitivity / e.epsilon),
     "grid laplace": Case(
@@ -712,11 +719,15 @@ def test_sparse_histogram_outside_draws_follow_the_scaled_noise():
         draws[factor] = out
     tau = draws[1.0].threshold
     assert tau == pytest.approx(-math.log(0.5) / 0.5)
-    # p = 1/4 at the declared scale; with half the noise ½e^(−τ/(b/2)) = 2p² = 1/8.
-    assert len(draws[1.0].outside) == pytest.approx(10_000, rel=0.05)
-    assert len(draws[0.5].outside) == pytest.approx(5_000, rel=0.05)
-    assert np.mean(draws[1.0].outside_counts - tau) == pytest.approx(2.0, rel=0.05)
-    assert np.mean(draws[0.5].outside_counts - tau) == pytest.approx(1.0, rel=0.05)
+    # Exact noise: an empty bin passes τ when its discrete Laplace noise reaches k = ⌈τ⌉ = 2,
+    # with probability r^k/(1 + r), r = e^(−1/b): b = 2 declared, b = 1 at half the noise;
+    # its count is then k + (Z | Z ≥ 0), of mean k + r/(1 − r).
+    for factor, b in ((1.0, 2.0), (0.5, 1.0)):
+        r = math.exp(-1 / b)
+        assert len(draws[factor].outside) == pytest.approx(40_000 * r**2 / (1 + r), rel=0.05)
+        assert np.mean(draws[factor].outside_counts) == pytest.approx(2 + r / (1 - r),
+                                                                      rel=0.05)
+        assert np.all(draws[factor].outside_counts >= 2)
 
 
 def test_subsampled_gaussian_refuses_a_step_bound_above_the_charged_one():

@@ -195,15 +195,26 @@ def test_a_time_budget_stop_is_reported_as_not_converged_and_why():
     assert fit_stop({"estimation": {"converged": True, "stopped_by": "tolerance"}}) is None
 
 
-def test_aim_says_when_its_time_budget_ended_the_rounds():
-    frame, domain, roles = _credit(n=3000)
-    synth = FairSynthesizer(domain=domain, roles=roles, epsilon=8.0, delta=1e-6,
-                            method="aim", require_fair=False, max_iters=200, max_time_s=0.0)
-    synth.fit(frame, rng=np.random.default_rng(0))
-    estimation = synth.manifest()["method"]["estimation"]
-    assert estimation["aim_rounds_stopped_by_time"] is True
-    assert synth.ledger_.spent == pytest.approx(zcdp_rho(epsilon=8.0, delta=1e-6))
+def test_aim_past_its_time_budget_logs_an_alarm_and_publishes_the_same(caplog):
+    """Issue 41.5: a zero time budget used to end AIM's rounds early; now it only logs an
+    operator warning and the manifest is the one without a budget."""
+    import logging
 
+    frame, domain, roles = _credit(n=3000)
+
+    def run(budget):
+        synth = FairSynthesizer(domain=domain, roles=roles, epsilon=8.0, delta=1e-6,
+                                method="aim", require_fair=False, max_iters=200,
+                                max_time_s=budget)
+        synth.fit(frame, rng=np.random.default_rng(0))
+        assert synth.ledger_.spent == pytest.approx(zcdp_rho(epsilon=8.0, delta=1e-6))
+        return [(e.name, e.rho) for e in synth.ledger_.entries], synth.manifest()["method"]
+
+    with caplog.at_level(logging.WARNING, logger="privfair.synth.synthesizer"):
+        alarmed = run(1e-9)
+    assert "past the 1e-09 s time budget" in caplog.text
+    assert "aim_rounds_stopped_by_time" not in alarmed[1]["estimation"]
+    assert alarmed == run(None)
 
 def test_the_dry_run_states_the_rule_and_what_expected_rows_lets_through(
         toy_contract, toy_parquet, tmp_path, capsys):

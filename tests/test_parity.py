@@ -127,13 +127,19 @@ def content_hash(frame: pd.DataFrame) -> str:
 #: descent gave 74613d923fc35501). mst's and prefair-greedy's since a tree's selection at
 #: small n spends only the ρ it needs and the unchosen edges' ρ goes to the one-way marginals
 #: (issue 34.1; both were d03f840cebff6fc7 before, f7df83ab01bad8df without the policy counts).
-COMPAS_TABLES = {"mst": "e1f9bd3d759ef000", "prefair-greedy": "70eb6ac0475d2f14",
-                 "independent": "c673d75e20b4bad9", "aim": "6c6976fdb813533e"}
-#: The same tables without the policy counts of issue 21.2 (independent's and AIM's are
-#: main's at commit a326d28 and earlier): what the release protocol gives when that share
-#: is (all but) zero.
-MAIN_BEFORE_POLICY_COUNTS = {"mst": "e002a95c7d15f427", "prefair-greedy": "0a94caa331d49f5d",
-                             "independent": "01fdd31e1e86a448", "aim": "09ff338281d39ce1"}
+#: Since issue 41.2 every measurement draws exact discrete noise (mst e1f9bd3d759ef000,
+#: prefair-greedy 70eb6ac0475d2f14, independent c673d75e20b4bad9, aim 6c6976fdb813533e with
+#: the floating-point Gaussian).
+COMPAS_TABLES = {"mst": "1e99f58bd5ef7977", "prefair-greedy": "1ed1134e2189ec49",
+                 "independent": "1d9ffcf181f7504c", "aim": "c262fdc2a25ef39d"}
+#: The same tables without the policy counts of issue 21.2: what the release protocol gives
+#: when that share is (all but) zero. Exact noise since issue 41.2 (with the floating-point
+#: Gaussian, main's at a326d28: mst e002a95c7d15f427, prefair-greedy 0a94caa331d49f5d,
+#: independent 01fdd31e1e86a448, aim 09ff338281d39ce1). independent's equals its table with
+#: the policy counts: the exact sampler, fed the same words, draws the same integers at the
+#: one-way σ's 1 % apart (ρ 2 % apart).
+MAIN_BEFORE_POLICY_COUNTS = {"mst": "5735e7b802a9a20b", "prefair-greedy": "df6772196345f36f",
+                             "independent": "1d9ffcf181f7504c", "aim": "2a49d83a9d3ebae9"}
 
 
 def compas_table(method: str, tmp_path: Path) -> pd.DataFrame:

@@ -109,24 +109,35 @@ def test_dp_bins_ledger_does_not_record_the_row_count(rows: int) -> None:
 # --- item 13: discrete Gaussian noise from a cryptographically secure source -----------------
 
 
-def test_discrete_gaussian_ignores_seeded_generators_and_accepts_a_test_source() -> None:
-    """Item 13: production discrete noise comes from the OS CSPRNG, so two mechanisms given
-    identically seeded numpy Generators draw different noise; a test may pass a seeded
-    ``random.Random`` to reproduce it."""
+def test_discrete_gaussian_draws_every_bit_from_the_passed_generator() -> None:
+    """Item 13, as issue 41.2 made exact noise the default: the exact sampler's uniform
+    integers are words of the passed Generator itself (OS-seeded in production), never a
+    Mersenne Twister reseeded from a few bits of it: equal Generators give equal noise (a
+    test seed reproduces a release), Generators that differ in their state give different
+    noise, and a test or an audit may still pass a seeded ``random.Random``."""
     import random
 
     from privfair.core.mechanisms import gaussian_mechanism, sample_discrete_gaussian
 
-    def noisy(**kw) -> np.ndarray:
+    def noisy(seed: int, **kw) -> np.ndarray:
         return gaussian_mechanism(np.zeros(64, dtype=np.int64), sigma=5.0, sensitivity=1.0,
-                                  rng=np.random.default_rng(7), ledger=PrivacyLedger(
-                                      rho_budget=1.0), name="d", discrete=True, **kw)
+                                  rng=np.random.default_rng(seed), ledger=PrivacyLedger(
+                                      rho_budget=1.0), name="d", **kw)
 
-    assert not np.array_equal(noisy(), noisy())  # P(equal) < 1e-60
-    np.testing.assert_array_equal(noisy(discrete_source=random.Random(1)),
-                                  noisy(discrete_source=random.Random(1)))
-    draws = sample_discrete_gaussian(64, sigma=5.0)
+    np.testing.assert_array_equal(noisy(7), noisy(7))
+    assert not np.array_equal(noisy(7), noisy(8))  # P(equal) < 1e-60
+    # the Generator's words, not its 63-bit seed: one advanced by a draw gives other noise
+    advanced = np.random.default_rng(7)
+    advanced.integers(2)
+    moved = gaussian_mechanism(np.zeros(64, dtype=np.int64), sigma=5.0, sensitivity=1.0,
+                               rng=advanced, ledger=PrivacyLedger(rho_budget=1.0), name="d")
+    assert not np.array_equal(moved, noisy(7))
+    np.testing.assert_array_equal(noisy(1, discrete_source=random.Random(1)),
+                                  noisy(2, discrete_source=random.Random(1)))
+    draws = sample_discrete_gaussian(64, sigma=5.0, rng=np.random.default_rng(3))
     assert draws.dtype == np.int64 and np.all(np.abs(draws) < 60)
+    with pytest.raises(TypeError, match="rng"):
+        sample_discrete_gaussian(4, sigma=5.0)
 
 
 # --- item 3: a fixed seed is an explicit, recorded test mode ----------------------------------

@@ -7,24 +7,32 @@ declared scale from the passed Generator. :data:`MECHANISMS` lists them by the `
 name each records; ``tests/test_mechanism_layer.py`` fails on a noise draw or a ledger
 charge anywhere else in the library.
 
-* :func:`gaussian_mechanism` adds N(0, σ²) to a whole vector at once, or, with
-  ``discrete=True``, exact discrete Gaussian noise (Canonne, Kamath and Steinke 2020), which
-  has no floating-point side channel and is the option for production releases. Its
-  integers come from the operating system's CSPRNG (``random.SystemRandom``) unless a test
-  passes a seeded ``random.Random`` as ``discrete_source``.
+Every noisy value a release publishes is exact (issue 41.2: no floating-point side channel,
+Mironov 2012): integer answers get exact discrete noise, real answers are rounded to a grid
+and get the grid step times exact integer noise; which one is decided by the answers' dtype,
+never by their values. The exact samplers work in integer arithmetic (Canonne, Kamath and
+Steinke 2020) with uniform integers drawn from the passed Generator's own words.
+
+* :func:`gaussian_mechanism`: exact discrete Gaussian noise N_Z(0, σ²) on integer answers,
+  or on the grid of :func:`gaussian_grid` for real ones (same ρ, exactly). ``discrete=False``
+  (floating-point Gaussian) is kept for benchmarks only; no release uses it.
 * :func:`exponential_mechanism` selects one candidate with the Gumbel-max trick;
   :func:`exponential_first_admissible` is the same draw over the candidates a predicate
-  admits (AIM's selection).
-* :func:`laplace_mechanism`: Laplace noise, pure ε-DP (LapMech, PrivPC*, a row count).
+  admits (AIM's selection). They publish an index, never a noisy number.
+* :func:`laplace_mechanism`: pure ε-DP Laplace noise, exact: discrete Laplace of the rational
+  scale Δ/ε on integer answers (LapMech, a row count), the grid otherwise.
 * :func:`grid_laplace_mechanism`: exact discrete Laplace noise on a grid of floats
   (:func:`laplace_grid`), so that the release has no floating-point side channel (the
-  functional mechanism).
-* :func:`sparse_laplace_histogram`: Laplace counts over a huge declared universe, thresholded,
-  with the values outside the active domain drawn as noise would lift them (CatHist).
+  functional mechanism, PrivPC*'s moments).
+* :func:`sparse_laplace_histogram`: exact discrete Laplace counts over a huge declared
+  universe, thresholded, with the values outside the active domain drawn as noise would lift
+  them (CatHist).
 * :func:`row_laplace_mechanism`: per-row noise of density ∝ exp(−‖η_i‖₂ / b), pure ε-DP over
-  the sum of the rows' L2 changes (DPNE's objective perturbation).
+  the sum of the rows' L2 changes (DPNE's objective perturbation; continuous, and the noisy
+  objective is never published, only the optimiser's embedding).
 * :func:`subsampled_gaussian`: DP-SGD's noise, charged once for all its Poisson-subsampled
-  steps; the returned :class:`SubsampledGaussian` adds the noise of each step (torch).
+  steps; the returned :class:`SubsampledGaussian` adds the noise of each step (torch,
+  floating-point: no per-step noisy value is published, only the trained weights).
 
 :func:`sample_discrete_gaussian`, :func:`sample_discrete_laplace` and
 :func:`sample_row_laplace` are the samplers; only the mechanisms here call them.
@@ -171,6 +179,73 @@ def record_query(*, name: str, mechanism: str, exact: np.ndarray | float,
                              sensitivity=float(sensitivity), scale=float(scale)))
 
 
+#: A grid's granularity is at most 2^-GRID_BITS of the noise scale and of the sensitivity per
+#: coordinate (Δ/m for Laplace, Δ/⌈√m⌉ for Gaussian noise).
+GRID_BITS = 22
+
+
+@dataclass(frozen=True)
+class GaussianGrid:
+    """Exact discrete Gaussian noise on the multiples of ``granularity`` for real answers.
+
+    ``sensitivity`` is Δ' = Δ + g⌈√m⌉, the L2 bound of the rounded vector, and ``sigma_steps``
+    the exact rational σ' / g with σ' = σ Δ'/Δ, so the rounded release's ρ = Δ'²/(2σ'²) is
+    Δ²/(2σ²) exactly. See :func:`gaussian_grid`.
+    """
+
+    granularity: float
+    sigma_steps: Fraction
+    sensitivity: Fraction
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of the noise ``g · Z`` (σ' = σ Δ'/Δ)."""
+        return float(self.sigma_steps * Fraction(self.granularity))
+
+
+def gaussian_grid(*, sensitivity: float, sigma: float, coordinates: int) -> GaussianGrid:
+    """The grid and integer-noise scale for ``coordinates`` real answers of L2 sensitivity
+    ``sensitivity`` released with Gaussian noise ``sigma``.
+
+    The granularity is a power of two ``g ≤ 2^−22 min(Δ/⌈√m⌉, σ)`` (its multiples are exact
+    floats). Rounding each answer to the nearest multiple moves it by at most g/2, so rounded
+    neighbours differ by at most ``Δ' = Δ + g⌈√m⌉`` in L2. The discrete Gaussian
+    N_Z(0, (σ'/g)²) added to the integers ``x/g`` is ρ = (Δ'/g)²/(2(σ'/g)²)-zCDP
+    (Canonne, Kamath and Steinke 2020, Theorem 14), and σ' = σΔ'/Δ (exact rationals) makes
+    that ρ = Δ²/(2σ²): the declared cost, at a noise larger by a factor ≤ 1 + 2^−22.
+    """
+    if not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise ValueError(f"sensitivity must be a finite number > 0, got {sensitivity!r}")
+    if not (math.isfinite(sigma) and sigma > 0):
+        raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
+    if coordinates < 1:
+        raise ValueError(f"coordinates must be >= 1, got {coordinates!r}")
+    root = math.isqrt(coordinates - 1) + 1  # ⌈√m⌉
+    bound = min(sensitivity / root, sigma)
+    granularity = math.ldexp(1.0, math.frexp(bound)[1] - 1 - GRID_BITS)
+    if not granularity >= 2.0**-1000:
+        raise ValueError("sensitivity/sigma: the grid would leave the normal floats")
+    g = Fraction(granularity)
+    rounded = Fraction(sensitivity) + root * g
+    return GaussianGrid(granularity, Fraction(sigma) * rounded / (Fraction(sensitivity) * g),
+                        rounded)
+
+
+def _on_grid(steps: np.ndarray, noise: Sequence[int] | np.ndarray, granularity: float,
+             shape: tuple[int, ...]) -> np.ndarray:
+    # Python integers: exact whatever their size; float() of an integer past 2^53 rounds to a
+    # multiple of a larger power of two, still a multiple of g.
+    noisy = np.array([float(int(k) + int(n)) for k, n in zip(steps.ravel(), noise, strict=True)])
+    return (noisy * granularity).reshape(shape)
+
+
+def _grid_steps(values: np.ndarray, granularity: float) -> np.ndarray:
+    steps = np.rint(np.asarray(values, dtype=np.float64) / granularity)
+    if not np.all(np.isfinite(steps)):
+        raise ValueError("values: expected finite numbers")
+    return steps
+
+
 def gaussian_mechanism(
     values: np.ndarray,
     *,
@@ -179,58 +254,75 @@ def gaussian_mechanism(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     name: str,
-    discrete: bool = False,
+    discrete: bool = True,
     discrete_source: random.Random | None = None,
 ) -> np.ndarray:
     """Release ``values + noise`` with noise of scale ``sigma`` in every entry.
 
+    By default the noise is exact (no floating-point side channel, Mironov 2012): integer
+    answers (an integer dtype: counts) get exact discrete Gaussian noise N_Z(0, σ²)
+    (Canonne, Kamath and Steinke 2020); real answers (a float dtype) are rounded to the grid
+    of :func:`gaussian_grid` and get ``g`` × exact discrete Gaussian noise at the same ρ.
+    Which of the two is decided by the dtype, never by the values.
+
     Parameters
     ----------
     values : ndarray
-        The exact answers; any shape. With ``discrete=True`` they must be integers.
+        The exact answers; any shape.
     sigma : float
         Noise scale.
     sensitivity : float
         L2 sensitivity of the whole ``values`` vector under add/remove-one-row neighbours.
     rng : numpy.random.Generator
-        Source of randomness.
+        Source of randomness (every bit of the exact samplers' uniform integers).
     ledger : PrivacyLedger
         Charged ``sensitivity² / (2 σ²)`` before any noise is drawn.
     name : str
         What is being measured, for the ledger.
     discrete : bool
-        Draw exact discrete Gaussian noise instead of floating-point Gaussian noise.
+        Exact noise (the default). ``False``: floating-point Gaussian noise, kept only for
+        the benchmarks that compare the two; no release uses it.
     discrete_source : random.Random, optional
-        Tests only: a seeded source for the discrete noise. Default: the OS CSPRNG (``rng``
-        is not used for discrete noise, so a seeded Generator cannot make it predictable).
+        Tests and audits only: a seeded source for the exact noise instead of ``rng``.
 
     Returns
     -------
-    ndarray of float64, same shape as ``values``.
+    ndarray of float64, same shape as ``values``: integers, or multiples of the grid's ``g``.
     """
     if not (math.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
     values = np.asarray(values)
     declared = declaration_factor(name)  # 1 outside an audit's misdeclared()
     sigma, sensitivity = sigma * declared, sensitivity * declared
+    rho = gaussian_rho(sigma=sigma, sensitivity=sensitivity)
+    integers = np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_
+    grid = (gaussian_grid(sensitivity=sensitivity, sigma=sigma, coordinates=max(values.size, 1))
+            if discrete and not integers else None)
+    steps = _grid_steps(values, grid.granularity) if grid is not None else None
+    declared_sens, declared_sigma = ((float(grid.sensitivity), grid.sigma) if grid is not None
+                                     else (float(sensitivity), float(sigma)))
     ledger.spend(LedgerEntry(
         name=name,
         mechanism="discrete-gaussian" if discrete else "gaussian",
-        sensitivity=float(sensitivity),
-        rho=gaussian_rho(sigma=sigma, sensitivity=sensitivity),
-        sigma=float(sigma),
+        sensitivity=declared_sens,
+        rho=rho,
+        sigma=declared_sigma,
         queries=int(values.size),
     ))
-    record_query(name=name, mechanism="gaussian", exact=values, sensitivity=sensitivity,
-                 scale=sigma)
-    drawn = sigma * noise_factor()
-    if discrete:
-        if not np.issubdtype(values.dtype, np.integer):
-            raise ValueError("discrete Gaussian noise needs integer values (counts)")
-        noise = sample_discrete_gaussian(values.size, sigma=drawn, source=discrete_source)
-        return (values.astype(np.int64) + noise.reshape(values.shape)).astype(np.float64)
-    gauss: npt.NDArray[np.float64] = rng.normal(0.0, drawn, size=values.shape)
-    return values.astype(np.float64) + gauss
+    record_query(name=name, mechanism="gaussian", exact=values, sensitivity=declared_sens,
+                 scale=declared_sigma)
+    factor = noise_factor()
+    if not discrete:
+        gauss: npt.NDArray[np.float64] = rng.normal(0.0, sigma * factor, size=values.shape)
+        return values.astype(np.float64) + gauss
+    if grid is None:
+        noise = _discrete_gaussian_ints(values.size, sigma=Fraction(sigma) * Fraction(factor),
+                                        rng=rng, source=discrete_source)
+        return _on_grid(values.astype(np.int64), noise, 1.0, values.shape)
+    assert steps is not None
+    noise = _discrete_gaussian_ints(values.size, sigma=grid.sigma_steps * Fraction(factor),
+                                    rng=rng, source=discrete_source)
+    return _on_grid(steps, noise, grid.granularity, values.shape)
 
 
 def exponential_mechanism(
@@ -337,7 +429,12 @@ def laplace_mechanism(
     name: str,
     queries: int | None = None,
 ) -> np.ndarray:
-    """Release ``values + Laplace(0, b)`` in every entry, ``b = sensitivity / epsilon``.
+    """Release ``values`` plus exact Laplace noise of scale ``b = sensitivity / epsilon``.
+
+    Integer answers (an integer dtype: counts) get exact discrete Laplace noise,
+    P(k) ∝ exp(−|k|/b) with b the exact rational Δ/ε; real answers (a float dtype) go
+    through :func:`grid_laplace_mechanism` (rounded to a grid, discrete Laplace steps).
+    Which of the two is decided by the dtype, never by the values. No floating-point noise.
 
     Parameters
     ----------
@@ -359,21 +456,31 @@ def laplace_mechanism(
 
     Returns
     -------
-    ndarray of float64, same shape as ``values``.
+    ndarray of float64, same shape as ``values``: integers, or multiples of the grid's g.
     """
     _check_epsilon(epsilon, sensitivity)
-    values = np.asarray(values, dtype=np.float64)
+    values = np.asarray(values)
+    if not (np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_):
+        if queries is not None and queries != values.size:
+            raise ValueError("queries: real answers are released on a grid sized for "
+                             "values.size; pass integer answers to record another count")
+        return grid_laplace_mechanism(values, epsilon=epsilon, sensitivity=sensitivity,
+                                      rng=rng, ledger=ledger, name=name)
     ledger.spend(_laplace_entry(name, epsilon=epsilon, sensitivity=sensitivity,
                                 queries=values.size if queries is None else queries))
     scale = sensitivity / epsilon
     record_query(name=name, mechanism="laplace", exact=values, sensitivity=sensitivity,
                  scale=scale)
-    return values + rng.laplace(0.0, scale * noise_factor(), size=values.shape)
+    # b = Δ/ε as an exact rational: neighbours' integer answers differ by at most Δ in L1,
+    # so P(k)/P(k') ≤ exp(Δ/b) = exp(ε) exactly.
+    exact_scale = Fraction(sensitivity) / Fraction(epsilon) * Fraction(noise_factor())
+    noise = sample_discrete_laplace(values.size, scale=exact_scale, rng=rng)
+    noisy: npt.NDArray[np.float64] = (values.astype(np.int64)
+                                      + noise.reshape(values.shape)).astype(np.float64)
+    return noisy
 
 
 # --- discrete Laplace on a grid of floats ------------------------------------------------
-#: The grid's granularity is at most 2^-GRID_BITS of the noise scale and of Δ/m.
-GRID_BITS = 22
 
 
 @dataclass(frozen=True)
@@ -462,10 +569,7 @@ def grid_laplace_mechanism(
                  sensitivity=float(grid.sensitivity), scale=grid.scale)
     drawn = grid.steps if noise_factor() == 1.0 else max(1, round(grid.steps * noise_factor()))
     noise = sample_discrete_laplace(values.size, scale=drawn, rng=rng)
-    # Python integers: exact whatever their size; float() of an integer past 2^53 rounds to a
-    # multiple of a larger power of two, still a multiple of g.
-    noisy = np.array([float(int(k) + int(n)) for k, n in zip(steps.ravel(), noise, strict=True)])
-    return (noisy * grid.granularity).reshape(values.shape)
+    return _on_grid(steps, noise, grid.granularity, values.shape)
 
 
 # --- CatHist's thresholded histogram over a declared universe ------------------------------
@@ -508,12 +612,14 @@ def sparse_laplace_histogram(
     sample_outside: Callable[[int], Sequence[Any]],
 ) -> SparseHistogram:
     """Laplace(1/ε) counts of all ``universe_size`` bins, released above a threshold, drawing
-    only the active ones (Rodriguez and Howe 2018, Algorithm 1: CatHist).
+    only the active ones (Rodriguez and Howe 2018, Algorithm 1: CatHist), with exact noise.
 
-    The active counts (L1 sensitivity 1) get Laplace(b = 1/ε) noise and are kept when at
-    least ``τ = −ln(2p)/ε``; then ``k ~ Binomial(n, p)`` and ``sample_outside(k)`` (the
-    caller's uniform draw of k universe values, minus the active ones) stand for the empty
-    bins whose noise would have passed τ, each with count ``τ + Exponential(b)``. The whole
+    The active counts (integers, L1 sensitivity 1) get exact discrete Laplace noise
+    (P(z) ∝ r^|z|, r = e^(−ε)) and are kept when at least ``τ = −ln(2p)/ε``, i.e. at least
+    ``k = ⌈τ⌉``; then ``m ~ Binomial(n, r^k/(1 + r))`` (the exact chance that an empty bin's
+    noise reaches k; ``p`` only sets τ) and ``sample_outside(m)`` (the caller's uniform draw
+    of m universe values, minus the active ones) stand for the empty bins whose noise would
+    have passed, each with count ``k + (Z | Z ≥ 0)``. The whole
     release is ε-DP, charged as one ``"laplace"`` entry of ``universe_size`` queries (the
     active-domain size is private, so it is not logged).
 
@@ -542,25 +648,40 @@ def sparse_laplace_histogram(
         raise ValueError(f"universe_size must be an integer >= 1, got {universe_size!r}")
     counts = np.asarray(counts, dtype=np.float64)
     if counts.ndim != 1 or (counts.size and (not np.all(np.isfinite(counts))
-                                             or np.any(counts < 0))):
-        raise ValueError("counts: expected a 1-D array of finite, non-negative counts")
+                                             or np.any(counts < 0)
+                                             or np.any(counts != np.rint(counts)))):
+        raise ValueError("counts: expected a 1-D array of finite, non-negative integer counts")
     threshold = -math.log(2.0 * outside_probability) / epsilon
     ledger.spend(_laplace_entry(name, epsilon=epsilon, sensitivity=1.0,
                                 queries=int(universe_size)))
     scale = 1.0 / epsilon
     record_query(name=name, mechanism="sparse-laplace", exact=counts, sensitivity=1.0,
                  scale=scale)
-    factor = noise_factor()
-    noisy = counts + rng.laplace(0.0, scale * factor, size=counts.size)
-    kept = noisy >= threshold
-    # Under scaled_noise an empty bin passes τ with the probability of the scaled noise.
-    p = (outside_probability if factor == 1.0
-         else 0.5 * math.exp(-threshold / (scale * factor)))
+    # Exact discrete Laplace, P(z) ∝ r^|z| with r = e^(−1/b), b = 1/ε (times the audit's
+    # factor) as an exact rational: each bin's count is ε-DP, thresholding is post-processing.
+    exact_scale = Fraction(1) / Fraction(epsilon) * Fraction(noise_factor())
+    noisy = counts.astype(np.int64) + sample_discrete_laplace(counts.size, scale=exact_scale,
+                                                              rng=rng)
+    # Integers pass τ exactly when they reach ⌈τ⌉ = k; an empty bin does with probability
+    # P(Z ≥ k) = r^k / (1 + r) (k ≥ 0), which the outside draw must match (not ½e^(−ετ), the
+    # continuous noise's). The binomial's inputs are public (n, ε, p): no data reaches it.
+    first = max(0, math.ceil(threshold))
+    kept = noisy >= first
+    ratio = math.exp(-1.0 / float(exact_scale))
+    p = ratio**first / (1.0 + ratio)
     # numpy's binomial takes int64 n, so n = 2.9e10 is fine.
     outside = tuple(sample_outside(int(rng.binomial(int(universe_size), p))))
-    weights = threshold + rng.exponential(scale * factor, size=len(outside))
-    return SparseHistogram(kept=kept, counts=noisy[kept], outside=outside,
-                           outside_counts=weights, threshold=float(threshold))
+    # An empty bin's count given that it passed: k + (Z | Z ≥ 0), Z | Z ≥ 0 geometric,
+    # P(j) ∝ r^j; drawn exactly by keeping the non-negative draws of Z.
+    above: list[int] = []
+    while len(above) < len(outside):
+        draws = sample_discrete_laplace(2 * (len(outside) - len(above)), scale=exact_scale,
+                                        rng=rng)
+        above.extend(int(z) for z in draws if z >= 0)
+    weights = first + np.asarray(above[:len(outside)], dtype=np.int64)
+    return SparseHistogram(kept=kept, counts=noisy[kept].astype(np.float64), outside=outside,
+                           outside_counts=weights.astype(np.float64),
+                           threshold=float(threshold))
 
 
 # --- DPNE's objective perturbation: per-row L2 Laplace noise --------------------------------
@@ -746,72 +867,13 @@ def subsampled_gaussian(
                               entry=entry)
 
 
-# --- exact discrete Gaussian (Canonne, Kamath, Steinke 2020, Algorithms 1-3) ---------------
-# Integer and rational arithmetic only, so the output distribution is exact. The uniform
-# integers come from the OS CSPRNG (random.SystemRandom): a Mersenne Twister seeded with 63
-# bits of a numpy Generator would make "exact" noise predictable from 63 bits of state.
-
-
-def _bernoulli(p: Fraction, source: random.Random) -> bool:
-    return source.randrange(p.denominator) < p.numerator
-
-
-def _bernoulli_exp_neg(gamma: Fraction, source: random.Random) -> bool:
-    """Bernoulli(exp(−γ)) for rational γ ≥ 0, without floating point."""
-    while gamma > 1:
-        if not _bernoulli_exp_neg(Fraction(1), source):
-            return False
-        gamma -= 1
-    k = 1
-    while _bernoulli(gamma / k, source):
-        k += 1
-    return k % 2 == 1
-
-
-def _discrete_laplace(scale: int, source: random.Random) -> int:
-    """Discrete Laplace with parameter t (P(x) ∝ exp(−|x|/t))."""
-    while True:
-        u = source.randrange(scale)
-        if not _bernoulli_exp_neg(Fraction(u, scale), source):
-            continue
-        v = 0
-        while _bernoulli_exp_neg(Fraction(1), source):
-            v += 1
-        magnitude = u + scale * v
-        negative = source.randrange(2) == 1
-        if negative and magnitude == 0:
-            continue
-        return -magnitude if negative else magnitude
-
-
-def _discrete_gaussian_one(sigma2: Fraction, source: random.Random) -> int:
-    t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
-    while True:
-        y = _discrete_laplace(t, source)
-        gamma = (abs(y) - sigma2 / t) ** 2 / (2 * sigma2)
-        if _bernoulli_exp_neg(gamma, source):
-            return y
-
-
-def sample_discrete_gaussian(
-    size: int, *, sigma: float, source: random.Random | None = None
-) -> npt.NDArray[np.int64]:
-    """Draw ``size`` exact samples of the discrete Gaussian N_Z(0, σ²).
-
-    σ² is taken as the exact rational value of the float ``sigma**2``. ``source`` supplies
-    the uniform integers: ``random.SystemRandom()`` (the OS CSPRNG) by default; tests may pass
-    a seeded ``random.Random`` to reproduce draws.
-    """
-    source = random.SystemRandom() if source is None else source
-    sigma2 = Fraction(sigma) ** 2
-    return np.fromiter((_discrete_gaussian_one(sigma2, source) for _ in range(size)),
-                       dtype=np.int64, count=size)
-
-
-# --- exact discrete Laplace from a numpy Generator -----------------------------------------
-# The same exact sampler (CKS Algorithm 2), fed with the bits of the Generator the caller
-# passes: every bit is drawn from that Generator (its whole state, OS-seeded in production),
-# never from a Mersenne Twister reseeded from it, and a seeded Generator reproduces the draws.
+# --- exact samplers (Canonne, Kamath, Steinke 2020, Algorithms 1-3) -------------------------
+# Integer arithmetic only (every rational is kept as a numerator and a denominator), so the
+# output distribution is exact. The uniform integers come from a random.Random whose bits all
+# come from the numpy Generator the caller passed (_GeneratorBits): the Generator is seeded
+# from the OS in production (release/seeds.py), every bit of it is used, and a Mersenne
+# Twister reseeded from 63 bits of it is never involved, so a test seed reproduces the draws
+# and a production run's draws are as unpredictable as its Generator.
 
 
 class _GeneratorBits(random.Random):
@@ -840,17 +902,95 @@ class _GeneratorBits(random.Random):
         return self.getrandbits(53) * 2.0**-53
 
 
-def sample_discrete_laplace(size: int, *, scale: int, rng: np.random.Generator) -> np.ndarray:
+def _bernoulli_exp_neg(num: int, den: int, source: random.Random) -> bool:
+    """Bernoulli(exp(−num/den)) for integers num ≥ 0, den ≥ 1 (CKS Algorithm 1)."""
+    while num > den:  # exp(−γ) = exp(−1)^⌊γ⌋ · exp(−(γ − ⌊γ⌋))
+        if not _bernoulli_exp_neg(1, 1, source):
+            return False
+        num -= den
+    k = 1  # γ ≤ 1: draw Bernoulli(γ/k) for k = 1, 2, ... until one fails; odd k: success
+    while source.randrange(den * k) < num:
+        k += 1
+    return k % 2 == 1
+
+
+def _discrete_laplace(t: int, source: random.Random, s: int = 1) -> int:
+    """Discrete Laplace with scale t/s, P(x) ∝ exp(−|x| s/t) (CKS Algorithm 2)."""
+    while True:
+        u = source.randrange(t)
+        if not _bernoulli_exp_neg(u, t, source):
+            continue
+        v = 0
+        while _bernoulli_exp_neg(1, 1, source):
+            v += 1
+        magnitude = (u + t * v) // s
+        negative = source.randrange(2) == 1
+        if negative and magnitude == 0:
+            continue
+        return -magnitude if negative else magnitude
+
+
+def _discrete_gaussian_one(num: int, den: int, source: random.Random) -> int:
+    """One draw of N_Z(0, σ²), σ² = num/den (CKS Algorithm 3)."""
+    t = math.isqrt(num // den) + 1
+    while True:
+        y = _discrete_laplace(t, source)
+        # γ = (|y| − σ²/t)² / (2σ²) = (|y|·den·t − num)² / (2·num·den·t²)
+        if _bernoulli_exp_neg((abs(y) * den * t - num) ** 2, 2 * num * den * t * t, source):
+            return y
+
+
+def _rational(value: float | Fraction, what: str) -> Fraction:
+    exact = Fraction(value)
+    if not (exact > 0 and math.isfinite(float(exact))):
+        raise ValueError(f"{what} must be a finite number > 0, got {value!r}")
+    return exact
+
+
+def sample_discrete_gaussian(
+    size: int, *, sigma: float | Fraction, rng: np.random.Generator | None = None,
+    source: random.Random | None = None,
+) -> npt.NDArray[np.int64]:
+    """Draw ``size`` exact samples of the discrete Gaussian N_Z(0, σ²).
+
+    σ² is the exact square of the rational ``sigma`` (a float is the rational it holds).
+    The uniform integers come from ``rng`` (every bit of it, :class:`_GeneratorBits`), or
+    from ``source`` (tests and audits: a seeded ``random.Random``); one of them is needed.
+    """
+    draws = _discrete_gaussian_ints(size, sigma=sigma, rng=rng, source=source)
+    if any(abs(z) >= 2**63 for z in draws):
+        raise OverflowError("sigma: draws beyond int64 (use the mechanism, which keeps them "
+                            "as Python integers)")
+    return np.array(draws, dtype=np.int64).reshape(size)
+
+
+def _discrete_gaussian_ints(size: int, *, sigma: float | Fraction,
+                            rng: np.random.Generator | None,
+                            source: random.Random | None) -> list[int]:
+    """:func:`sample_discrete_gaussian` as Python integers (exact whatever their size)."""
+    variance = _rational(sigma, "sigma") ** 2
+    if source is None:
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("rng: expected a numpy.random.Generator")
+        source = _GeneratorBits(rng)
+    num, den = variance.numerator, variance.denominator
+    return [_discrete_gaussian_one(num, den, source) for _ in range(size)]
+
+
+def sample_discrete_laplace(size: int, *, scale: int | Fraction,
+                            rng: np.random.Generator) -> np.ndarray:
     """Draw ``size`` exact samples of the discrete Laplace, P(k) ∝ exp(−|k| / ``scale``).
 
-    Integer arithmetic only (Canonne, Kamath and Steinke 2020, Algorithm 2 with an integer
-    scale), with the uniform integers taken from ``rng``. ``scale`` must be a positive integer
-    below 2^56 (so the draws fit in int64 but for a tail of probability < e^−128).
+    Integer arithmetic only (Canonne, Kamath and Steinke 2020, Algorithm 2; a rational
+    ``scale`` = t/s is exact), with the uniform integers taken from ``rng``. ``scale`` must
+    be below 2^56 (so the draws fit in int64 but for a tail of probability < e^−128).
     """
-    if not isinstance(scale, int) or not 0 < scale < 2**56:
-        raise ValueError(f"scale must be an integer in [1, 2^56), got {scale!r}")
+    if isinstance(scale, bool) or not isinstance(scale, int | Fraction) \
+            or not 0 < scale < 2**56:
+        raise ValueError(f"scale must be an integer or a Fraction in (0, 2^56), got {scale!r}")
     if not isinstance(rng, np.random.Generator):
         raise TypeError("rng: expected a numpy.random.Generator")
+    exact = Fraction(scale)
     source = _GeneratorBits(rng)
-    return np.fromiter((_discrete_laplace(scale, source) for _ in range(size)),
-                       dtype=np.int64, count=size)
+    return np.fromiter((_discrete_laplace(exact.numerator, source, exact.denominator)
+                        for _ in range(size)), dtype=np.int64, count=size)

@@ -1086,7 +1086,7 @@ def dpsgd_calibration(ledger: Any, config: GANConfig, *, rows: float,
 def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, outcome: str,
             ledger: Any, rng: np.random.Generator, config: GANConfig | None = None,
             dag: Any = None, noise_multiplier: float | None = None,
-            discrete_noise: bool = False, progress: Progress | None = None,
+            discrete_noise: bool = True, progress: Progress | None = None,
             limit: Limit | None = None) -> FittedGAN:
     """Train a DP GAN on integer codes and return the post-noise generator.
 

@@ -7,10 +7,10 @@ go in: the plan's (never the seed), the code version and the orchestrator's run 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from privfair.core.accounting import PrivacyLedger
+from privfair.core.accounting import PrivacyLedger, rdp_epsilon
 from privfair.release.protocol import RequestPlan
 from privfair.store.catalog import code_version
 from privfair.store.files import utc_now
@@ -69,3 +69,26 @@ def accounting_fields(plan: RequestPlan, *, ledger: PrivacyLedger,
             "lifetime_rho_spent_after": rho_after,
             "lifetime_epsilon_spent_after": epsilon_after,
             "data_source": data_source(plan)}
+
+
+def charged_guarantee(ledger: PrivacyLedger, *, rdp: Sequence[float] | None,
+                      delta: float) -> dict[str, Any]:
+    """``guarantee.spent`` of a release: what the lifetime ledger charged (issue 41.2).
+
+    A release charged its declared Rényi curve ``rdp`` (a GAN, a DP-SGD model: issue 41.3)
+    states that curve's ε and optimal order at ``delta``, not the run's own curve's: the
+    own curve follows the noisy row count and sits at or below the declared one, so its
+    smaller ε is neither what was charged nor a bound that holds whatever the count drew.
+    Without a curve (a zCDP ρ) it is the run ledger's guarantee, which is the charge.
+    """
+    own = ledger.guarantee()
+    if rdp is None:
+        return own
+    epsilon, order = rdp_epsilon(rdp=list(rdp), delta=delta,
+                                 conversion=own.get("conversion", "balle2020"))
+    out = {key: value for key, value in own.items() if key != "rho_unamplified_bound"}
+    out.update(epsilon=epsilon, optimal_order=order, delta=delta,
+               charged="the declared Renyi curve, reserved before any read and charged "
+                       "to the lifetime ledger; the run's own curve is at or below it at "
+                       "every order")
+    return out

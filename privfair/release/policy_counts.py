@@ -36,7 +36,7 @@ LEDGER_NAME = "rows touched by the contract's policies"
 
 
 def measure_policy_counts(tally: PolicyTally, contract: Contract, ledger: PrivacyLedger, *,
-                          rho: float, rng: np.random.Generator, discrete: bool = False
+                          rho: float, rng: np.random.Generator, discrete: bool = True
                           ) -> dict[str, Any]:
     """Charge ``rho`` to ``ledger`` and release the tally's counts with Gaussian noise.
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -125,9 +124,6 @@ class AIMResult:
     model: GraphicalModel
     rounds: list[AIMRound] = field(default_factory=list)
     n_initial: int = 0  # the first n_initial measurements are the initial one-way marginals
-    #: Whether the time budget ended the rounds early (the last round spent what more rounds
-    #: would have spent).
-    stopped_by_time: bool = False
 
     @property
     def cliques(self) -> list[Clique]:
@@ -149,10 +145,9 @@ def run_aim(
     max_iters: int = 50,
     final_max_iters: int = 10_000,
     refit: bool = True,
-    discrete: bool = False,
+    discrete: bool = True,
     tol: float = 1e-6,
     progress: Callable[[float], None] | None = None,
-    max_time_s: float | None = None,
     stop_after_initial: Callable[[Sequence[Measurement], float], bool] | None = None,
     workload_after_initial: Callable[[Sequence[Measurement], float],
                                      tuple[Sequence[Clique], float, int | None]] | None = None,
@@ -160,9 +155,13 @@ def run_aim(
     initial_scale: float = 1.0,
     initial_allocation: str = "uniform",
     penalty_scale: float = 1.0,
-    time_started: float | None = None,
 ) -> AIMResult:
     """Run AIM at privacy cost ``rho``.
+
+    No clock: the rounds, their σ and ε, which round is the last and every fit's iteration
+    cap follow from public inputs (the domain, ρ, ``rounds``, the caps) and the noisy
+    measurements only, so a run is the same whatever the machine's speed (issue 41.5). An
+    operator's time budget is the caller's alarm, never an input here.
 
     Parameters
     ----------
@@ -186,17 +185,6 @@ def run_aim(
         Finish with a full fit (skip it when the caller refits from the measurements).
     discrete : bool
         Exact discrete Gaussian noise for every measurement.
-    max_time_s : float, optional
-        Time budget of the whole run, the final fit included: a round is the final one
-        (spending all the remaining ρ) when what is left would not cover one more round and
-        the share :data:`FINAL_FIT_SHARE` kept for the final fit; every fit is capped by the
-        time left, so the run ends within about ``max_time_s`` with a valid model that used
-        its whole budget. The ρ spent and the mechanisms do not depend on it, only when the
-        rounds stop.
-    time_started : float, optional
-        ``time.monotonic()`` at which ``max_time_s`` started (default: now). Never before the
-        candidate tables were counted: counting takes time that grows with n, and the round
-        count (published in the ledger) must follow from public inputs and noise only.
     stop_after_initial : callable, optional
         ``stop_after_initial(initial_one_way, rho_left)``, post-processing of the initial
         noisy one-way marginals: when it returns True the run stops there, having spent only
@@ -213,8 +201,7 @@ def run_aim(
         the qualifying pairs). An empty workload stops the run after the initial
         measurement, as ``stop_after_initial`` does.
     progress : callable, optional
-        ``progress(fraction)`` after every round: the larger of the ρ and the time budget
-        used, so it moves steadily whichever ends the run.
+        ``progress(fraction)`` after every round: the share of ρ spent.
     select_share : float
         Share of each round's ρ spent on selection (AIM's 0.1); the rest measures.
     initial_scale : float
@@ -250,7 +237,6 @@ def run_aim(
     report = progress or (lambda fraction: None)
 
     start = ledger.spent
-    clock = _Clock(max_time_s, started=time_started)
     oneway = [(a,) for a in domain]
     initial_rho = initial_scale * d / (2 * sigma**2)
     if not 0 < initial_rho < rho:  # public: ρ, d, the round count and the scale
@@ -263,8 +249,7 @@ def run_aim(
     measurements = measure_initial(
         {c: tables[c] for c in oneway}, oneway, rho=initial_rho, rng=rng,
         ledger=ledger, name="AIM initial one-way marginals", discrete=discrete)
-    model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
-                     max_time_s=clock.fit_time())
+    model = estimate(domain, measurements, max_iters=max_iters, tol=tol)
     if stop_after_initial is not None and stop_after_initial(
             list(measurements), rho - (ledger.spent - start)):
         return AIMResult(measurements, model, [], n_initial=d)
@@ -280,8 +265,7 @@ def run_aim(
                 ledger=ledger, name="AIM one-way marginals (rho of the pairs too noisy to "
                 "measure)", discrete=discrete)
             measurements = combine_measurements(measurements, extra)
-            model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
-                             max_time_s=clock.fit_time())
+            model = estimate(domain, measurements, max_iters=max_iters, tol=tol)
         candidates = [domain.canonical(c) for c in downward_closure(workload)]
         weights = {c: float(sum(len(set(c) & set(w)) for w in workload)) for c in candidates}
         max_weight = max(weights.values())
@@ -290,7 +274,6 @@ def run_aim(
             sigma = math.sqrt(rounds_left / (2 * measure_share * remaining))
             epsilon = math.sqrt(8 * select_share * remaining / rounds_left)
     log: list[AIMRound] = []
-    stopped_by_time = False
     t = 0
     while True:
         used = ledger.spent - start
@@ -298,12 +281,7 @@ def run_aim(
         if remaining <= rho * 1e-9:
             break
         t += 1
-        clock.round_started()
-        out_of_time = clock.last_round()
-        final = out_of_time or remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8)
-        # the clock, not the budget, ended the rounds
-        stopped_by_time = stopped_by_time or (
-            out_of_time and remaining >= 2 * (1 / (2 * sigma**2) + epsilon**2 / 8))
+        final = remaining < 2 * (1 / (2 * sigma**2) + epsilon**2 / 8)
         if final:
             sigma = math.sqrt(1 / (2 * measure_share * remaining))
             epsilon = math.sqrt(8 * select_share * remaining)
@@ -331,7 +309,7 @@ def run_aim(
         measurements.append(Measurement(pick, noisy, np.full(noisy.shape, sigma)))
         before = estimates[pick]
         model = estimate(domain, measurements, max_iters=max_iters, tol=tol,
-                         warm_start=model.potentials, max_time_s=clock.fit_time())
+                         warm_start=model.potentials)
         moved = np.abs(model_marginals(model, [pick])[pick] - before).sum()
         annealed = bool(moved <= math.sqrt(2 / math.pi) * sigma * domain.cells(pick))
         log.append(AIMRound(t, pick, sigma, epsilon, annealed,
@@ -339,8 +317,7 @@ def run_aim(
                             examined))
         if annealed:
             sigma, epsilon = sigma / 2, epsilon * 2
-        clock.round_ended()
-        report(min(1.0, max((ledger.spent - start) / rho, clock.fraction())))
+        report(min(1.0, (ledger.spent - start) / rho))
         if final:
             break
     if refit:
@@ -348,14 +325,14 @@ def run_aim(
         # fit, from the uniform start rather than the last round's model (which converges
         # more slowly, see synthesizer.fit_model), with that model kept should it be better.
         model = estimate(domain, measurements, max_iters=final_max_iters, tol=tol,
-                         fallback=model.potentials, max_time_s=clock.fit_time(final=True))
-    return AIMResult(measurements, model, log, n_initial=d, stopped_by_time=stopped_by_time)
+                         fallback=model.potentials)
+    return AIMResult(measurements, model, log, n_initial=d)
 
 
 def measure_one_way_by_cells(
     tables: Mapping[Clique, np.ndarray], cliques: Sequence[Clique], *, domain: Domain,
     rho: float, rng: np.random.Generator, ledger: PrivacyLedger, name: str,
-    discrete: bool = False,
+    discrete: bool = True,
 ) -> list[Measurement]:
     """One-way marginals at total cost ``rho``, attribute ``a`` getting ``ρ_a ∝ k_a^(2/3)``.
 
@@ -386,60 +363,6 @@ def measure_one_way_by_cells(
                                np.full(shape, float(s))))
         start += size
     return out
-
-
-#: Share of AIM's time budget kept for the final fit of the release (warm-started from the
-#: last round's model, so it usually needs far less).
-FINAL_FIT_SHARE = 0.15
-#: Least time any fit gets (a fraction of the budget), so a fit past the deadline still
-#: takes a few steps from its warm start rather than none.
-MIN_FIT_SHARE = 0.01
-
-
-class _Clock:
-    """AIM's time budget: when to make a round the final one, and how long a fit may run.
-
-    Rounds may use the budget less :data:`FINAL_FIT_SHARE`; a round is the last one when
-    the time left for rounds would not cover another round as long as the longest so far.
-    Without a budget every answer is "no limit".
-    """
-
-    def __init__(self, budget_s: float | None, *, started: float | None = None) -> None:
-        self.budget = budget_s
-        self.started = time.monotonic() if started is None else started
-        self.round_start = time.monotonic()
-        self.longest_round = 0.0
-
-    def _rounds_left(self) -> float:
-        assert self.budget is not None
-        return (self.started + self.budget * (1 - FINAL_FIT_SHARE)) - time.monotonic()
-
-    def round_started(self) -> None:
-        self.round_start = time.monotonic()
-
-    def round_ended(self) -> None:
-        self.longest_round = max(self.longest_round, time.monotonic() - self.round_start)
-
-    def last_round(self) -> bool:
-        """Whether the round starting now must spend the rest of ρ (the next would not fit)."""
-        if self.budget is None:
-            return False
-        return self._rounds_left() <= self.longest_round
-
-    def fit_time(self, *, final: bool = False) -> float | None:
-        """Seconds a fit may take now: the time left for rounds, or for the final fit all
-        the time left; never less than :data:`MIN_FIT_SHARE` of the budget."""
-        if self.budget is None:
-            return None
-        left = (self.started + self.budget - time.monotonic() if final
-                else self._rounds_left())
-        return max(left, MIN_FIT_SHARE * self.budget)
-
-    def fraction(self) -> float:
-        """Share of the budget used (0 without one)."""
-        if self.budget is None or self.budget <= 0:
-            return 0.0 if self.budget is None else 1.0
-        return min(1.0, (time.monotonic() - self.started) / self.budget)
 
 
 def candidate_cliques(domain: Domain, workload: Sequence[Clique] | None = None) -> list[Clique]:

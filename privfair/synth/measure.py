@@ -268,7 +268,7 @@ def measure_marginals(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     name: str,
-    discrete: bool = False,
+    discrete: bool = True,
 ) -> list[Measurement]:
     """Measure several marginals with one Gaussian mechanism of total cost ``rho``.
 

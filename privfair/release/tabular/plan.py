@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from dataclasses import fields as dataclass_fields
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from privfair.contracts.fields import Delta, Eta
 from privfair.contracts.schema import Contract
@@ -83,7 +83,8 @@ class ReleaseParams(ReleaseOptions):
         None, ge=1, description="Synthetic rows. Empty: the noisy estimated total.")
     sample_mode: Literal["iid", "round"] = Field("iid", description="Sampling mode.")
     discrete_noise: bool = Field(
-        False, description="Exact discrete Gaussian noise (recommended for production).")
+        True, description="Exact discrete Gaussian noise: always on (issue 41.2); the flag is "
+        "kept so that older commands still run.")
     fairness_transform: Literal["none", "tot"] = Field(
         "none", json_schema_extra={"cli": "--fairness"}, description="Post-processing fairness transform of the synthetic table: 'tot' "
                             "is Calmon et al.'s optimised pre-processing (SAFES); no privacy "
@@ -118,9 +119,9 @@ class ReleaseParams(ReleaseOptions):
         "either way.")
     max_time_s: float | None = Field(
         None, gt=0, json_schema_extra={"cli": "--max-time"},
-        description=f"AIM methods: time budget in seconds (empty: {DEFAULT_AIM_TIME_S:g}); when "
-        "it has passed, a final round spends the rest of the budget, so the run still ends "
-        "with a release.")
+        description=f"AIM methods: time budget in seconds (empty: {DEFAULT_AIM_TIME_S:g}), an "
+        "alarm: a run past it logs a warning; it never changes the rounds, the noise or "
+        "the release (issue 41.5).")
     causal_graph: str | None = Field(
         None, description="cfgan: YAML/JSON file declaring the causal DAG over the contract's "
                           "attributes (nodes, edges; undirected edges oriented by the roles).")
@@ -134,6 +135,15 @@ class ReleaseParams(ReleaseOptions):
     allow_unfair: bool = Field(
         False, description="Publish a fair method's table even when it fails its own fairness "
         "check (recorded in the manifest); without it such a run publishes nothing.")
+
+    @field_validator("discrete_noise")
+    @classmethod
+    def _exact_noise_only(cls, value: bool) -> bool:
+        # Floating-point noise has a side channel (Mironov 2012): no release publishes it.
+        if not value:
+            raise ValueError("discrete_noise: floating-point noise is no longer offered; every "
+                             "release draws exact discrete noise (issue 41.2)")
+        return value
 
     def idle_fields(self) -> dict[str, str]:
         gan = self.method in GAN_METHODS

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from privfair.core.errors import BudgetExceededError
+from privfair.release.manifest import charged_guarantee
 from privfair.release.protocol import Written
 from privfair.release.tabular.manifest import build_manifest
 from privfair.release.tabular.plan import ReleasePlan
@@ -32,12 +33,16 @@ PARITY_METHODS = ("fairgan", "fairgan-plus")
 def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any], *,
                         version: str, lifetime: Any,
                         orchestrator: Mapping[str, Any] | None = None,
-                        kind: str = "table") -> Written:
+                        kind: str = "table",
+                        charged_rdp: Sequence[float] | None = None) -> Written:
     """Write a table (or GAN) release into the staged ``folder``: the synthetic table with
     its released column names, the manifest and the HTML report (and, for FairGAN+ with
     ``release_classifier``, the classifier as a model release in ``classifier/``).
 
     ``state`` holds the run's post-noise artefacts (see :mod:`privfair.release.tabular.stages`).
+    ``charged_rdp``: the declared Rényi curve the lifetime was charged (a GAN); the
+    manifest's ``guarantee.spent`` states it (:func:`~privfair.release.manifest.
+    charged_guarantee`).
     ``orchestrator`` (public: e.g. the Prefect flow run id and UI link) goes into the manifest.
     """
     from privfair.reporting.report import build_report
@@ -101,6 +106,9 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         output_validation=state["output_validation"], lifetime=lifetime,
         fairness_transform=state.get("fairness_transform"), orchestrator=orchestrator,
         generative=generative, kind=kind)
+    if book.uses_rdp and charged_rdp is not None:
+        manifest["guarantee"]["spent"] = charged_guarantee(book, rdp=charged_rdp,
+                                                           delta=plan.delta)
     if tables != ["synthetic.parquet"]:
         manifest["sampling"].update(manifest_record(tables, plan.part_rows),
                                     report_rows=len(labelled))

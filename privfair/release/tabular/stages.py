@@ -193,4 +193,5 @@ class SyntheticTableKind(ReleaseKind):
               lifetime: Any) -> Written:
         return write_table_release(folder, current_plan(context, state), state,
                                    version=version, lifetime=lifetime,
-                                   orchestrator=context.orchestrator, kind=self.name)
+                                   orchestrator=context.orchestrator, kind=self.name,
+                                   charged_rdp=context.charge.rdp)

@@ -282,7 +282,7 @@ def _read_codes(codes: FileRef, domain: Domain, batch_size: int) -> dict[str, np
 def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: str | Path, *,
               method: str, causal_graph: Mapping[str, Any] | None, epochs: int | None,
               group_clipping: bool, seed: int | None, batch_size: int = 200_000,
-              discrete: bool = False, progress: Callable[[int, int], None] | None = None,
+              discrete: bool = True, progress: Callable[[int, int], None] | None = None,
               limit: Callable[[np.ndarray], float] | None = None) -> tuple[FileRef, FileRef]:
     """Train the GAN's D1 with DP-SGD on the codes; returns (generator artefact, ledger).
 

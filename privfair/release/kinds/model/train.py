@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -62,7 +62,7 @@ from privfair.contracts.encoding import (
 )
 from privfair.contracts.model_features import FeatureEncoding
 from privfair.contracts.schema import Contract
-from privfair.core.accounting import PrivacyLedger
+from privfair.core.accounting import PrivacyLedger, rdp_epsilon
 from privfair.core.errors import DomainError
 from privfair.core.mechanisms import laplace_mechanism
 from privfair.release.ingest import read_policy_tally, stage_policy_tally
@@ -95,7 +95,7 @@ from privfair.release.kinds.model.predict import (  # noqa: F401  (re-exported)
     probe_prediction,
 )
 from privfair.release.kinds.model.resources import check_model_resources
-from privfair.release.manifest import data_source
+from privfair.release.manifest import charged_guarantee, data_source
 from privfair.release.manifest import manifest as common_manifest
 from privfair.release.options import ReleaseOptions
 from privfair.release.policy_counts import measure_policy_counts
@@ -332,7 +332,7 @@ def _train_sgd(context: RunContext, x: np.ndarray, y: np.ndarray, groups: np.nda
     # the layer records is row_count_entry's, which the plan declared).
     count_epsilon = float(planned(budget.count_epsilon, "count_epsilon"))
     count = row_count_entry(count_epsilon)
-    (noisy_rows,) = laplace_mechanism(np.array([float(len(x))]), epsilon=count_epsilon,
+    (noisy_rows,) = laplace_mechanism(np.array([len(x)]), epsilon=count_epsilon,
                                       sensitivity=count.sensitivity, rng=context.rng("count"),
                                       ledger=ledger, name=count.name)
     n_noisy = max(1.0, float(noisy_rows))
@@ -397,8 +397,9 @@ def evaluate_stage(context: RunContext, state: State) -> dict[str, Any]:
 # --- the kind -------------------------------------------------------------------------------
 
 
-def _epsilon_curve(ledger: PrivacyLedger) -> list[dict[str, float]]:
-    return [{"delta": d, "epsilon": ledger.epsilon_spent(d)}
+def _epsilon_curve(curve: Sequence[float]) -> list[dict[str, float]]:
+    """ε of the charged curve at a few δ (the model card's table)."""
+    return [{"delta": d, "epsilon": rdp_epsilon(rdp=list(curve), delta=d)[0]}
             for d in (1e-3, 1e-4, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9)]
 
 
@@ -480,13 +481,16 @@ class ModelKind(ReleaseKind):
                                     epsilon=plan.epsilon, delta=plan.delta, constant=constant)
         # decided from the model (weights or a public probe), never from noisy counts
         trivial = constant is not None
+        # What the lifetime was charged: the declared curve (cost(), issue 41.3)
+        charged = [float(v) for v in plan.budget.curve]
         manifest = common_manifest(plan, kind=self.name, fmt=FORMAT, version=version,
                                    orchestrator=context.orchestrator, body={
             "model": p.model,
             "guarantee": {
-                "epsilon": plan.epsilon, "delta": plan.delta, "spent": ledger.guarantee(),
-                "epsilon_curve": _epsilon_curve(ledger),
-                "rdp_spent": [float(v) for v in ledger.rdp()],
+                "epsilon": plan.epsilon, "delta": plan.delta,
+                "spent": charged_guarantee(ledger, rdp=charged, delta=plan.delta),
+                "epsilon_curve": _epsilon_curve(charged),
+                "rdp_spent": [float(v) for v in charged],
                 "declared": plan.budget.to_dict(),
                 "note": "the lifetime ledger holds the declared curve (reserved before any "
                         "read); the run's own curve is at or below it at every order"},
@@ -495,13 +499,12 @@ class ModelKind(ReleaseKind):
             "lifetime": {"epsilon_budget": lifetime.epsilon_budget,
                          "delta_budget": lifetime.delta_budget,
                          "epsilon_spent_after": lifetime.epsilon_spent(),
-                         "charge_epsilon": charge_epsilon(
-                             {"rdp": [float(v) for v in ledger.rdp()]},
-                             lifetime.delta_budget),
-                         "accounting": "the lifetime is charged this release's own Renyi "
-                                       "curve (its declared one while it runs), composed "
-                                       "with every other charge (a table release of rho as "
-                                       "rho*alpha) and converted once at the lifetime delta"},
+                         "charge_epsilon": charge_epsilon({"rdp": charged},
+                                                          lifetime.delta_budget),
+                         "accounting": "the lifetime is charged this release's declared "
+                                       "Renyi curve (issue 41.3), composed with every other "
+                                       "charge (a table release of rho as rho*alpha) and "
+                                       "converted once at the lifetime delta"},
             "hyper_parameters": dict(state.get("hyper", {})),
             "validation": {"input": state["input_validation"]},
             "features": plan.encoding.to_dict() | {"names": list(plan.encoding.feature_names)},
