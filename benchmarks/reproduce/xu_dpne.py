@@ -341,5 +341,5 @@ def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     return {"name": NAME, "title": TITLE,
             "source": "Xu 2021, Tables 5.1 (p. 69), 5.2 (p. 70), 5.3 (p. 71), 5.4 (p. 72)",
             "rows": rows, "notes": notes,
-            "accounting_label": "private H, Δ = √2 (the paper's setting)",
+            "accounting_label": "private H, Δ = √2, linear term (the paper's theorem)",
             "plots": [], "failed": failed_rows(records)}
