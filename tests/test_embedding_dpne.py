@@ -252,3 +252,36 @@ def test_a_neighbour_is_told_apart_under_the_absolute_term_and_not_under_the_lin
 
     assert accuracy("absolute") == 1.0
     assert accuracy("linear") < 0.73
+
+
+def test_dpm_charges_its_sensitivity_and_factorises_the_noisy_matrix():
+    from privfair.embedding.dpne import (
+        DPM_SENSITIVITY,
+        PAPER_DPM_SENSITIVITY,
+        dpm,
+        subspace_svd,
+    )
+
+    graph = _graph(nx.karate_club_graph())
+    for accounting, declared in (("proven", DPM_SENSITIVITY),
+                                 ("paper", PAPER_DPM_SENSITIVITY)):
+        ledger = PrivacyLedger(rho_budget=1e9)
+        w = dpm(graph, dim=4, epsilon=1e4, ledger=ledger, rng=np.random.default_rng(0),
+                accounting=accounting)
+        (entry,) = ledger.entries
+        assert entry.sensitivity == declared and entry.queries == 34 * 34
+        # At ε = 10⁴ the noise is tiny: the same subspace as the non-private factor.
+        exact = spectral_embedding(graph, 4)
+        overlap = np.linalg.svd(np.linalg.qr(w)[0].T @ np.linalg.qr(exact)[0])[1]
+        assert overlap.min() > 0.99
+    assert deepwalk_sensitivity() == DPM_SENSITIVITY
+    # The subspace iteration finds the singular values of a matrix with a spectral gap.
+    rng = np.random.default_rng(1)
+    q1, _ = np.linalg.qr(rng.normal(size=(60, 60)))
+    q2, _ = np.linalg.qr(rng.normal(size=(60, 60)))
+    spectrum = np.concatenate([[9.0, 7.0, 5.0], np.linspace(1.0, 0.1, 57)])
+    _, s = subspace_svd(q1 @ np.diag(spectrum) @ q2.T, 3)
+    np.testing.assert_allclose(s, [9.0, 7.0, 5.0], rtol=1e-8)
+    with pytest.raises(ValueError, match="dim"):
+        dpm(graph, dim=34, epsilon=1.0, ledger=PrivacyLedger(rho_budget=10.0),
+            rng=np.random.default_rng(0))

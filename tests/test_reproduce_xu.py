@@ -271,6 +271,9 @@ def _dpne_records(proven, paper, non_private=(0.70, 0.70), implementation=None):
     for eps in xu_dpne.EPSILONS + xu_dpne.BEYOND_EPSILONS:
         metrics[f"proven eps={eps:g}"] = proven(eps)
         metrics[f"paper eps={eps:g}"] = paper(eps)
+        if eps in xu_dpne.EPSILONS:
+            metrics[f"dpm proven eps={eps:g}"] = proven(eps)
+            metrics[f"dpm paper eps={eps:g}"] = paper(eps)
         if implementation is not None:
             metrics[f"paper-absolute eps={eps:g}"] = implementation(eps)
             metrics[f"paper-absolute shift eps={eps:g}"] = 0.0017
@@ -293,8 +296,9 @@ def test_dpne_rows_compare_accuracy_with_the_papers_cora_cells():
         _dpne_records(lambda e: (0.17, 0.50), lambda e: (0.17, 0.50)), "full")
     rows = summary["rows"]
     compared = [r for r in rows if r["setting"].startswith("Cora-matched")]
-    assert len(compared) == 14 and {r["metric"] for r in compared} == {"node_accuracy",
+    assert len(compared) == 26 and {r["metric"] for r in compared} == {"node_accuracy",
                                                                         "link_accuracy"}
+    assert sum(", dpm, " in r["setting"] for r in compared) == 12
     base = _row(rows, "Cora-matched stand-in, non-private", "node_accuracy")
     assert base["paper"] == 0.700 and base["verdict"] == "within"
     # At chance, a row within the paper's (also at chance) number is uninformative.
@@ -310,7 +314,7 @@ def test_dpne_rows_compare_accuracy_with_the_papers_cora_cells():
     (beyond,) = [n for n in summary["notes"] if n.startswith("Beyond the paper's grid")]
     assert "ε = 100000: ours 0.172 ± 0.001, the paper's setting 0.172 ± 0.001" in beyond
     missing = [r for r in rows if r["setting"].startswith(("wiki", "citeseer", "cora, "))]
-    assert len(missing) == 64 and {r["verdict"] for r in missing} == {"not comparable"}
+    assert len(missing) == 52 and {r["verdict"] for r in missing} == {"not comparable"}
     assert any("dataset not shipped (citeseer" in r["why"] for r in missing)
 
 
@@ -322,6 +326,11 @@ def test_dpne_worse_row_is_explained_only_by_a_counter_run_within():
     one = _row(rows, "Cora-matched stand-in, dpne, ε=1", "node_accuracy")
     assert one["verdict"] == "worse" and one["paper_accounting_verdict"] == "within"
     assert one["explained"] and "lands within" in one["why"]
+    top = _row(rows, "Cora-matched stand-in, dpm, ε=1000", "node_accuracy")
+    assert top["verdict"] == "worse" and top["explained"] and "(3 against √2)" in top["why"]
+    # dpM at ε = 1 on Cora (0.190) and ours are both under the majority share: uninformative.
+    assert _row(rows, "Cora-matched stand-in, dpm, ε=1", "node_accuracy")["verdict"] \
+        == "uninformative"
 
 
 def test_cfgan_real_cell_measures_effects_and_the_sampling_floor():

@@ -73,13 +73,18 @@ from scipy.sparse.linalg import svds
 
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import DomainError
-from privfair.core.mechanisms import row_laplace_mechanism
+from privfair.core.mechanisms import laplace_mechanism, row_laplace_mechanism
 
 #: Bound on Σ_i ‖η_i − η'_i‖₂ between edge-neighbouring graphs (2 · 3, see the module notes).
 SENSITIVITY = 6.0
 #: The dissertation's row sensitivity: Theorem 7's density exp(−ε‖η‖/(2Δ)) with Lemma 1's
 #: Δ = √2 (unproven; ``accounting="paper"`` only).
 PAPER_SENSITIVITY = 2 * math.sqrt(2)
+#: dpM's per-entry Laplace: the entrywise L1 sensitivity of M (:func:`deepwalk_sensitivity`).
+DPM_SENSITIVITY = 3.0
+#: The dissertation's dpM: Lap(√2/ε) per entry, Lemma 1's L2 bound used as an L1
+#: sensitivity (spec §4.4 (e); ``accounting="paper"`` only, no guarantee).
+PAPER_DPM_SENSITIVITY = math.sqrt(2)
 #: How DPNE is accounted: ``"proven"`` (public H, :data:`SENSITIVITY`) or ``"paper"``.
 Accounting = Literal["proven", "paper"]
 #: The noise term of the perturbed objective: ``"linear"`` Σ_i w_i η_iᵀ (Theorem 7) or
@@ -261,6 +266,66 @@ def absolute_minimiser(data: np.ndarray, noise: np.ndarray, gram: np.ndarray) ->
         return best
     c = a / b if abs(a) <= b else math.copysign(1.0, a)
     return best - c * shift / 2
+
+
+def dpm(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
+        rng: np.random.Generator, accounting: Accounting = "proven") -> np.ndarray:
+    """The dissertation's naive baseline dpM (§5.4.2): M + Laplace noise in every entry, then
+    the rank-``dim`` factorisation of the noisy M (:func:`spectral_embedding`'s U_k S_k^{1/2}).
+
+    Proof (``accounting="proven"``): adding or removing one edge moves M by at most 3 in the
+    entrywise L1 norm (:func:`deepwalk_sensitivity`), so i.i.d. Lap(3/ε) on the n² entries
+    is ε-edge-DP, and the factorisation is post-processing. ``accounting="paper"``:
+    Lap(√2/ε), the dissertation's scale (Lemma 1's L2 bound where the Laplace mechanism needs
+    an L1 one; the L1 change reaches 2.5 on five nodes), for reproduction counter-runs only.
+
+    Parameters
+    ----------
+    graph : EdgeList
+        The private graph on a public node domain.
+    dim : int
+        Embedding size k (< n_nodes).
+    epsilon : float
+        Pure ε of the release, charged before the draw.
+    ledger : PrivacyLedger
+        The run's ledger.
+    rng : numpy.random.Generator
+        Source of the noise.
+    accounting : {"proven", "paper"}
+        ``"proven"``: :data:`DPM_SENSITIVITY`; ``"paper"``: :data:`PAPER_DPM_SENSITIVITY`.
+    """
+    if not (isinstance(dim, int) and 1 <= dim < graph.n_nodes):
+        raise ValueError(f"dim must be an integer in 1..n_nodes - 1, got {dim!r}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if accounting not in ("proven", "paper"):
+        raise ValueError(f"accounting must be 'proven' or 'paper', got {accounting!r}")
+    paper = accounting == "paper"
+    noisy = laplace_mechanism(
+        deepwalk_matrix(graph), epsilon=epsilon,
+        sensitivity=PAPER_DPM_SENSITIVITY if paper else DPM_SENSITIVITY, rng=rng,
+        ledger=ledger,
+        name="dpM: Laplace on M" + (" (paper accounting, no guarantee)" if paper else ""))
+    u, s = subspace_svd(noisy, dim)
+    return u * np.sqrt(s)
+
+
+def subspace_svd(matrix: np.ndarray, dim: int, *, iterations: int = 12
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Approximate ``dim`` largest singular pairs (U, s) of a dense square matrix by block
+    subspace iteration from a fixed cosine basis (deterministic, data-free).
+
+    ARPACK on a dense noisy n × n M took 100 s per call on a Cora-sized graph (its spectrum is
+    flat); ``iterations`` rounds of two n × n × dim products and a QR take seconds.
+    """
+    n = matrix.shape[0]
+    block = min(n, dim + 10)
+    grid = np.arange(n)[:, None] + 0.5
+    q, _ = np.linalg.qr(np.cos(np.pi * grid * np.arange(block)[None, :] / n))
+    for _ in range(iterations):
+        q, _ = np.linalg.qr(matrix @ (matrix.T @ q))
+    u, s, _ = np.linalg.svd(q.T @ matrix, full_matrices=False)
+    return (q @ u)[:, :dim], s[:dim]
 
 
 def truncated_svd(matrix: sp.csr_array | np.ndarray, dim: int
