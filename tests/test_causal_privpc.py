@@ -11,6 +11,7 @@ from scipy import stats
 
 from privfair.causal.citests import (
     CodeTables,
+    NoisyFullTable,
     fisher_z_independent,
     g2_sensitivity,
     g2_statistic,
@@ -149,6 +150,19 @@ def test_lapmech_refuses_a_table_too_large_for_it(categorical):
     with pytest.raises(DomainError, match="max_cells=10$"):
         lap_mech(codes, domain, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
                  rng=np.random.default_rng(0), max_cells=10)
+
+
+def test_noisy_full_table_marginals_from_its_cache_equal_direct_sums():
+    domain = Domain(("a", "b", "c", "d"), (2, 3, 4, 2))
+    noisy = np.random.default_rng(4).laplace(size=domain.sizes)
+    source = NoisyFullTable(noisy, domain)
+    # Supersets first, so later tables are summed from cached marginals, in any axis order.
+    for axes in ((0, 1, 2), (2, 0, 1), (1, 2), (2, 1), (0, 3, 2), (3, 0), (2,), (1, 3)):
+        drop = tuple(a for a in range(4) if a not in axes)
+        direct = np.moveaxis(noisy.sum(axis=drop), [sorted(axes).index(a) for a in axes],
+                             range(len(axes)))
+        np.testing.assert_allclose(source.table(axes), np.maximum(direct, 0.0), atol=1e-12)
+    assert (1, 2) in source.marginals and (0, 1, 2) in source.marginals
 
 
 def test_privpc_star_clips_and_its_sensitivity_covers_any_row():
