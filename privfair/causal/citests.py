@@ -173,3 +173,31 @@ def fisher_z_independent(corr: np.ndarray, i: int, j: int, cond: Sequence[int], 
     r = partial_correlation(corr, i, j, cond)
     scale = math.sqrt(max(n - len(cond) - 3.0, 1.0))
     return scale * abs(math.atanh(r)) <= float(stats.norm.isf(alpha / 2))
+
+
+def fisher_z_first_independent(corr: np.ndarray, i: int, j: int,
+                               conds: Sequence[Sequence[int]], *, n: float,
+                               alpha: float) -> int | None:
+    """Position of the first ``cond`` in ``conds`` (all of one size) under which
+    :func:`fisher_z_independent` finds i ⫫ j, or None: the same decisions, batched.
+
+    The sub-correlation matrices of one chunk are inverted in one stacked ``pinv`` call, so
+    PC at p = 100 runs ~10⁶ tests in numpy rather than one Python call each.
+    """
+    if not conds:
+        return None
+    order = len(conds[0])
+    threshold = float(stats.norm.isf(alpha / 2))
+    scale = math.sqrt(max(n - order - 3.0, 1.0))
+    chunk = 256
+    for start in range(0, len(conds), chunk):
+        part = conds[start:start + chunk]
+        idx = np.array([[i, j, *cond] for cond in part], dtype=np.intp)
+        prec = np.linalg.pinv(corr[idx[:, :, None], idx[:, None, :]])
+        denom = np.sqrt(np.maximum(prec[:, 0, 0] * prec[:, 1, 1], 1e-300))
+        r = np.clip(-prec[:, 0, 1] / denom, -1 + 1e-6, 1 - 1e-6)
+        independent = np.flatnonzero(scale * np.abs(np.arctanh(r)) <= threshold)
+        if independent.size:
+            return start + int(independent[0])
+    return None
+
