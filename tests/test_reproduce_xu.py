@@ -93,6 +93,41 @@ def test_small_causal_cell_runs(module, setting):
     assert all(r["paper"] is not None for r in rows)
 
 
+def test_causal_rows_run_the_papers_settings_with_the_defaults_beside(monkeypatch):
+    """PrivPC at the paper's public n (max_rows = n), PrivPC* with §4.5's Fisher z at the
+    released count (noise_aware=False, row norm √p); the library defaults run beside."""
+    import math
+
+    import privfair.causal.privpc as privpc
+    from benchmarks.reproduce.core import cell
+
+    calls: list[dict] = []
+    for name in ("priv_pc", "priv_pc_star"):
+        real = getattr(privpc, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            calls.append({"function": _name, **kwargs})
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(privpc, name, spy)
+    setting = {"epsilon": 5.0, "n": 5_000, "p": 5, "s": 0.2}
+    out = xu_causal.run(cell(xu_causal.NAME, setting, 0))
+    assert [c["max_rows"] for c in calls if c["function"] == "priv_pc"] == [5_000, 10**6]
+    assert set(out["privpc_default"]) >= {"tpr", "fpr", "tdr"}
+    record = {"status": "ok", "setting": setting, "metrics": out, "id": "x", "seed": 0}
+    rows = xu_causal.summarize([record], "full")["rows"]
+    privpc_rows = [r for r in rows if r["setting"].endswith("privpc")]
+    assert privpc_rows and all("default bound 10⁶ beside" in r["detail"] for r in privpc_rows)
+
+    calls.clear()
+    setting = {"epsilon": 1.0, "n": 1_000, "p": 10, "s": 0.4}
+    out = xu_causal_numeric.run_generator(cell(xu_causal_numeric.NAME, setting, 0), "xu2021")
+    stars = [(c["row_norm"], c["noise_aware"]) for c in calls]
+    assert stars[0] == (math.sqrt(10), False)  # the compared row: the paper's test
+    assert (math.sqrt(10), True) in stars and (None, True) in stars
+    assert {"privpc_star", "privpc_star_noise_aware", "privpc_star_coordinate"} <= set(out)
+
+
 def test_chapter_9_tables_transcribed():
     from benchmarks.reproduce.core import paper_table
 
