@@ -157,7 +157,7 @@ MECHANISMS: dict[str, Entry] = {
     "dpsgd-subsampled": Entry(partial(audit_dpsgd, sample_rate=0.5, noise_multiplier=1.5,
                                       steps=1), 80_000, 20_000),
     "dpsgd-f": Entry(audit_dpsgd_f, 10_000, 1_500),
-    "d1": Entry(audit_d1_step, 4_000, 1_000),
+    "d1": Entry(audit_d1_step, 10_000, 1_000),
     "privpc": Entry(audit_privpc, 10_000, 2_000),
     "lapmech": Entry(audit_lapmech, 10_000, 2_000),
     "dpne": Entry(audit_dpne, 20_000, 2_000),
