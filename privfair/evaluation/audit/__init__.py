@@ -130,9 +130,9 @@ class Entry:
         return iter((self.function, self.trials))
 
 
-#: Name -> audit and trial counts. The full counts take about 200 CPU seconds (500 s on 2
-#: cores shared at load 7), the quick ones (``--quick``, CI) about 55; every negative
-#: control exceeds its claim at both.
+#: Name -> audit and trial counts. The quick ones (``--quick``, CI) took 105 CPU seconds at
+#: issue 41 (118 before it; 15 min wall on 2 cores at load 20); every negative control
+#: exceeds its claim at both counts.
 MECHANISMS: dict[str, Entry] = {
     "gaussian": Entry(audit_gaussian_marginals, 100_000, 2_000),
     "gaussian-discrete": Entry(audit_discrete_gaussian_marginals, 20_000, 3_000),
