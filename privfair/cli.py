@@ -1090,8 +1090,8 @@ def _misdeclarations(values: list[str]) -> dict[str, float]:
             raise UsageError(f"--misdeclare: unknown {key!r} in {value!r}; expected KEY=F with "
                              f"KEY one of {sorted(MISDECLARATIONS)}")
         try:
-            f = float(factor)
-        except ValueError:
+            f = _decimal(factor)  # the strict parser: no 1_0, nan, inf
+        except argparse.ArgumentTypeError:
             f = math.nan
         if not (math.isfinite(f) and 0 < f <= MAX_SCALE_NOISE):
             raise UsageError(f"--misdeclare: expected KEY=F with F a number in (0, "

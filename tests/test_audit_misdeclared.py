@@ -188,7 +188,8 @@ def test_audit_command_misdeclared_policy_counts_exits_1(capsys) -> None:
     assert "audit: ok" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("value", ["nope=0.5", "selection", "selection=0", "selection=x"])
+@pytest.mark.parametrize("value", ["nope=0.5", "selection", "selection=0", "selection=x",
+                                   "selection=1_0", "selection=nan", "selection=1e300"])
 def test_audit_command_refuses_a_bad_misdeclare(value: str, capsys) -> None:
     from privfair.cli import main
 

@@ -130,9 +130,9 @@ class Entry:
         return iter((self.function, self.trials))
 
 
-#: Name -> audit and trial counts. The full counts take about 200 CPU seconds (500 s on 2
-#: cores shared at load 7), the quick ones (``--quick``, CI) about 55; every negative
-#: control exceeds its claim at both.
+#: Name -> audit and trial counts. The quick ones (``--quick``, CI) took 105 CPU seconds at
+#: issue 41 (118 before it; 15 min wall on 2 cores at load 20); every negative control
+#: exceeds its claim at both counts.
 MECHANISMS: dict[str, Entry] = {
     "gaussian": Entry(audit_gaussian_marginals, 100_000, 2_000),
     "gaussian-discrete": Entry(audit_discrete_gaussian_marginals, 20_000, 3_000),
@@ -157,7 +157,7 @@ MECHANISMS: dict[str, Entry] = {
     "dpsgd-subsampled": Entry(partial(audit_dpsgd, sample_rate=0.5, noise_multiplier=1.5,
                                       steps=1), 80_000, 20_000),
     "dpsgd-f": Entry(audit_dpsgd_f, 10_000, 1_500),
-    "d1": Entry(audit_d1_step, 4_000, 1_000),
+    "d1": Entry(audit_d1_step, 10_000, 1_000),
     "privpc": Entry(audit_privpc, 10_000, 2_000),
     "lapmech": Entry(audit_lapmech, 10_000, 2_000),
     "dpne": Entry(audit_dpne, 20_000, 2_000),
