@@ -24,7 +24,7 @@ def test_dpsgd_rows_carry_no_fixed_explanation_and_show_the_default_beside():
         return out
 
     # The paper's inputs far off the paper (SGD .90 against .809); the default on it.
-    records = [_rec("xu_dpsgd", {"setting": "unbalanced", "epochs": 20, "features": "xu2021"},
+    records = [_rec("xu_dpsgd", {"setting": "unbalanced", "epochs": 20, "features": xu_dpsgd.PAPER_FEATURES},
                     0, metrics(0.90, -0.082)),
                _rec("xu_dpsgd", {"setting": "unbalanced", "epochs": 20, "features": "one-hot"},
                     0, metrics(0.809, -0.059))]
@@ -167,3 +167,47 @@ def test_without_s_domain_drops_only_iteration():
 
     view = xu_gan._WithoutS(Domain(), "sex")
     assert list(view) == ["age", "income"] and view.size("sex") == 2
+
+
+def test_dpsgd_rows_of_a_majority_class_method_are_uninformative():
+    # DPSGD and Naive predict no positive in every run (their accuracy is the base rate);
+    # DPSGD-F predicts some in one run of two. Issue 40's rule: the former rows test
+    # nothing, whatever their number; the latter are compared.
+    def metrics(dpsgd_rate: float, dpsgd_f_rate: float) -> dict:
+        out = {"SGD": {"total": 0.81, "male": 0.76, "female": 0.91, "epsilon": None,
+                       "positive_rate": 0.14}}
+        for label, rate in (("DPSGD", dpsgd_rate), ("Naive", dpsgd_rate),
+                            ("DPSGD-F", dpsgd_f_rate)):
+            out[label] = {"total": -0.3, "male": -0.3, "female": -0.3, "epsilon": 3.1,
+                          "gap": 0.3, "positive_rate": rate, "total_accuracy": 0.51,
+                          "male_accuracy": 0.46, "female_accuracy": 0.61}
+        return out
+
+    records = [_rec("xu_dpsgd", {"setting": "unbalanced", "epochs": 20, "features": f}, seed,
+                    metrics(0.0, 0.05 * seed))
+               for f in xu_dpsgd.FEATURES for seed in range(2)]
+    rows = {(r["setting"], r["metric"]): r
+            for r in xu_dpsgd.summarize(records, "full")["rows"]}
+    for key in (("unbalanced, DPSGD − SGD", "total"), ("unbalanced, Naive − SGD", "male"),
+                ("unbalanced, DPSGD", "|Δ_M − Δ_F|"), ("Table 9.1 Adult, DPSGD", "female")):
+        assert rows[key]["verdict"] == "uninformative", key
+        assert rows[key]["default_verdict"] == "uninformative", key
+        assert "majority class" in rows[key]["why"]
+    for key in (("unbalanced, DPSGD-F − SGD", "total"), ("unbalanced, DPSGD-F", "|Δ_M − Δ_F|"),
+                ("unbalanced, SGD", "total")):
+        assert rows[key]["verdict"] in ("worse", "within"), key
+    assert rows[("unbalanced, DPSGD-F − SGD", "total")]["verdict"] == "worse"
+
+
+def test_pflr_dutch_cells_are_each_a_not_comparable_row_naming_the_missing_census():
+    rows = [r for r in xu_pflr.summarize([], "quick")["rows"] if "Dutch" in r["setting"]]
+    # Table 8.1: 5 methods × (accuracy, RD); Table 8.2: 3 methods × 4 ε × 2 metrics.
+    assert len(rows) == 10 + 24
+    assert {r["verdict"] for r in rows} == {"not comparable"}
+    assert all(r["why"] == xu_dpsgd.DUTCH_WHY and r["paper"] is not None for r in rows)
+    by = {(r["setting"], r["metric"]): r["paper"] for r in rows}
+    # Spec errata: PFLR* Dutch RD at ε = 1 is .0430 in Table 8.1 and .0460 in Table 8.2.
+    assert by[("Table 8.1 Dutch, PFLR*, ε=1", "rd")] == 0.0430
+    assert by[("Table 8.2 Dutch, PFLR*, ε=1", "rd")] == 0.0460
+    assert by[("Table 8.1 Dutch, LR, non-private", "accuracy")] == 0.8164
+    assert len(set(by)) == len(rows)
