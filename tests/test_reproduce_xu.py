@@ -166,7 +166,7 @@ def test_dpsgd_small_cell_runs_the_papers_inputs_with_the_default_beside():
     from benchmarks.reproduce import xu_dpsgd
     from benchmarks.reproduce.core import cell
 
-    assert {c["setting"]["features"] for c in xu_dpsgd.cells("quick")} == {"xu2021", "one-hot"}
+    assert {c["setting"]["features"] for c in xu_dpsgd.cells("quick")} == {"xu2021-sorted", "one-hot"}
     records = []
     for features in xu_dpsgd.FEATURES:
         c = cell(xu_dpsgd.NAME, {"setting": "balanced", "epochs": 1, "features": features}, 0)
@@ -380,14 +380,23 @@ def test_cfgan_real_cell_measures_effects_and_the_sampling_floor():
 
 
 def test_dpsgd_majority_class_rows_are_marked_uninformative():
-    from benchmarks.reproduce.xu_dpsgd import majority_only, mark_uninformative
+    from benchmarks.reproduce.xu_dpsgd import majority_flags, row_with_default
 
     silent = [{"DPSGD": {"positive_rate": 0.0}}, {"DPSGD": {"positive_rate": 0.0}}]
     mixed = [{"DPSGD": {"positive_rate": 0.0}}, {"DPSGD": {"positive_rate": 0.02}}]
-    assert "majority class (no positive) in all 2 seeds" in majority_only(silent, "DPSGD")
-    assert majority_only(mixed, "DPSGD") is None and majority_only([], "DPSGD") is None
-    row = mark_uninformative({}, silent, mixed, "DPSGD")
-    assert "uninformative" in row and "default_uninformative" not in row
+    assert majority_flags(silent, "DPSGD") == [True, True]
+    assert majority_flags(mixed, "DPSGD") == [True, False] and majority_flags([], "DPSGD") == []
+    assert majority_flags([{"DPSGD": {}}], "DPSGD") == [None]
+    paper = {"value": 0.75, "sd": None, "source": "T9.1"}
+    row = row_with_default("Adult, DPSGD", "total", [0.75, 0.75], [0.75, 0.75], paper,
+                           method="DPSGD", ours_runs=silent, default_runs=mixed,
+                           rel_tol=0.0, abs_tol=0.015)
+    assert row["verdict"] == "uninformative" and "majority class" in row["why"]
+    assert row["default_verdict"] == "within"
+    swapped = row_with_default("Adult, DPSGD", "total", [0.75, 0.75], [0.75, 0.75], paper,
+                               method="DPSGD", ours_runs=mixed, default_runs=silent,
+                               rel_tol=0.0, abs_tol=0.015)
+    assert swapped["verdict"] == "within" and swapped["default_verdict"] == "uninformative"
 
 
 def test_dpne_rows_are_explained_by_the_papers_absolute_term_only_when_it_lands_within():
