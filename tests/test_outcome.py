@@ -61,6 +61,9 @@ def _failing_parity(real):
         ref, record = real(*args, **kwargs)
         record["fairness_check"]["passed"] = False
         record["fairness_check"]["data_fairness"]["rd"] = 0.078
+        record["fairness_check"]["violations"] = [
+            {"protected": "sex", "outcome": "income", "rd": 0.078, "allowance": 0.0,
+             "why": "|RD(D)| = 0.078 is above 0.05 plus its sampling allowance 0.000"}]
         return ref, record
     return sample
 

@@ -412,7 +412,10 @@ class FittedGAN:
     """A trained generator and what is needed to sample from it (all post-noise).
 
     ``privacy`` holds the DP-SGD parameters (σ, C, q, steps, steps run) and the marginal
-    measurement's σ; ``marginals`` the noisy P(S) and P(Y) that condition sampling.
+    measurement's σ; ``marginals`` the noisy P(S) and P(Y) that condition sampling;
+    ``anchors`` the noisy pair marginals (normalised) the generator was pulled towards, kept
+    so that the release can score the generator against the independence model of the same
+    DP outputs (issue 42.1).
     """
 
     config: GANConfig
@@ -426,6 +429,7 @@ class FittedGAN:
     generator_state: dict[str, np.ndarray]
     classifier_state: dict[str, np.ndarray] | None = None
     history: list[dict[str, float]] = field(default_factory=list)
+    anchors: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
 
     @property
     def non_private(self) -> bool:
@@ -470,7 +474,11 @@ class FittedGAN:
         arrays = {f"g/{k}": v for k, v in self.generator_state.items()}
         if self.classifier_state is not None:
             arrays.update({f"classifier/{k}": v for k, v in self.classifier_state.items()})
-        arrays["meta"] = np.array(json.dumps(self.to_dict()))
+        pairs = list(self.anchors)
+        arrays.update({f"anchor/{k}": np.asarray(self.anchors[p], dtype=float)
+                       for k, p in enumerate(pairs)})
+        arrays["meta"] = np.array(json.dumps({**self.to_dict(),
+                                              "anchor_order": [list(p) for p in pairs]}))
         buffer = io.BytesIO()
         # mypy matches **arrays against savez's `allow_pickle: bool`; the keys are g/…,
         # classifier/…
@@ -488,6 +496,8 @@ class FittedGAN:
             # "eta/": files written before the classifier's rename (issue 33.5)
             classifier = {k.partition("/")[2]: data[k] for k in data.files
                           if k.startswith(("classifier/", "eta/"))} or None
+            anchors = {(str(a), str(b)): np.asarray(data[f"anchor/{k}"])
+                       for k, (a, b) in enumerate(meta.get("anchor_order", []))}
         dag = meta["dag"]
         return cls(config=GANConfig(**meta["config"]), domain=Domain.from_dict(meta["domain"]),
                    protected=meta["protected"], outcome=meta["outcome"],
@@ -499,7 +509,7 @@ class FittedGAN:
                                                 for e in dag["oriented_from_undirected"]))
                    if dag else None,
                    generator_state=gen, classifier_state=classifier,
-                   history=meta["history"])
+                   history=meta["history"], anchors=anchors)
 
 
 def _conditioned(config: GANConfig, protected: str, outcome: str) -> tuple[str, ...]:
@@ -1299,7 +1309,7 @@ def _train(config: GANConfig, domain: Domain, *, protected: str, outcome: str,
         generator_state={k: v.numpy() for k, v in generator_state.items()},
         classifier_state=({k: v.numpy() for k, v in classifier_state.items()}
                           if classifier_state is not None else None),
-        history=history)
+        history=history, anchors={p: np.asarray(v, dtype=float) for p, v in anchors.items()})
 
 
 def _copy_state(module: nn.Module) -> dict[str, torch.Tensor]:

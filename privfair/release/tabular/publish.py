@@ -107,6 +107,9 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
     # whether the method promises the checked criterion: the report and the catalog say
     # "not claimed" rather than a bare FAIL or yes (issue 35.2)
     manifest["fairness_claimed"] = bool(fairness_claimed)
+    if generative is not None and generative.get("versus_independence"):
+        # which table was published: the GAN's or independence of its noisy marginals
+        manifest["versus_independence"] = generative["versus_independence"]
     labels = {c: contract.labels(c) for c in contract.column_names}
     (folder / "report.html").write_text(build_report(manifest, labelled, labels=labels),
                                         encoding="utf-8")

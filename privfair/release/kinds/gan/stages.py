@@ -76,8 +76,8 @@ if TYPE_CHECKING:
     from privfair.generative.gan import GANConfig
 
 __all__ = ["GAN_METHODS", "GAN_MIN_ROWS", "MIN_PARITY_ROWS", "PARITY_THRESHOLD",
-           "check_gan_request", "curve_limit", "data_fairness", "declared_curve",
-           "load_causal_graph", "parity_excess", "sample_gan", "train_gan"]
+           "check_gan_request", "constrained_attributes", "curve_limit", "data_fairness",
+           "declared_curve", "load_causal_graph", "parity_check", "parity_excess", "sample_gan", "train_gan"]
 
 #: |RD(D)| at or below this counts as statistical parity of the released table (Xu ch. 6).
 PARITY_THRESHOLD = 0.05
@@ -141,6 +141,11 @@ def _constrained(contract: Contract, method: str) -> tuple[str, ...]:
         binary = tuple(a for a in constrained if domain.size(a) == 2)
         return binary or constrained
     return constrained
+
+
+def constrained_attributes(contract: Contract, method: str) -> tuple[str, ...]:
+    """The protected attributes a GAN method's fairness terms constrain (public)."""
+    return _constrained(contract, method)
 
 
 def check_gan_request(contract: Contract, domain: Domain, method: str,
@@ -386,18 +391,67 @@ def _causal_effects(fitted: Any, codes: Mapping[str, np.ndarray],
     return out
 
 
+def parity_check(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str,
+                 outcome: str, checked: tuple[str, ...], reported: tuple[str, ...],
+                 constrained: tuple[str, ...], rng: np.random.Generator,
+                 measured_on: str) -> dict[str, Any]:
+    """The release's one fairness verdict: statistical parity of ``codes`` (the rows to be
+    published) for every ``checked`` protected attribute (the contract's
+    ``fairness.protected``, by default every protected role), whichever the method
+    constrains (``constrained``; dpgan constrains none, and says so). ``reported``
+    attributes are measured and shown, not judged. Post-processing of DP output."""
+    fairness = data_fairness(codes, domain, protected=protected, outcome=outcome, rng=rng)
+    attributes = list(dict.fromkeys([protected, *checked, *reported]))
+    fairness["per_protected"] = {
+        a: {**data_fairness(codes, domain, protected=a, outcome=outcome, rng=rng),
+            "constrained": a in constrained, "checked": a in checked}
+        for a in attributes}
+    judged = {a: p for a, p in fairness["per_protected"].items() if p["checked"]}
+    violations = [
+        {"protected": a, "outcome": outcome, "rd": p["rd"],
+         "allowance": p.get("parity_allowance", 0.0),
+         "why": f"|RD(D)| = {abs(float(p['rd'])):.3f} is above {PARITY_THRESHOLD} plus its "
+                f"sampling allowance {float(p.get('parity_allowance', 0.0)):.3f}"}
+        for a, p in judged.items()
+        if np.isfinite(p["rd"]) and parity_excess(p) > PARITY_THRESHOLD]
+    # fewer than two groups large enough to judge: no evidence either way, stated, not failed
+    unjudged = [a for a, p in judged.items() if not np.isfinite(p["rd"])]
+    return {
+        "passed": not violations,
+        "criterion": (f"statistical parity of the released table, |RD(D)| <= "
+                      f"{PARITY_THRESHOLD} plus {PARITY_SAMPLING_ERRORS:g} standard errors "
+                      "of the two groups' rates, over the groups with at least "
+                      f"{MIN_PARITY_ROWS} released rows (an attribute with fewer than two "
+                      "such groups is not judged), for each protected attribute of the "
+                      f"contract's fairness.protected ({', '.join(checked)}; measured on "
+                      f"{measured_on}; post-processing)"),
+        "violations": violations,
+        "not_judged": unjudged,
+        "data_fairness": fairness,
+        "protected": protected, "outcome": outcome,
+        "checked": list(checked),
+        "constrained": list(constrained),
+        "measured_on": measured_on,
+    }
+
+
 def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
                n_rows: int | None, delta: float, seed: int | None,
                release_classifier: bool = False) -> tuple[FileRef, dict[str, Any]]:
-    """Sample synthetic codes from the trained generator (post-processing).
+    """Sample synthetic codes from the trained generator (post-processing), and publish the
+    better of them and the independence model of the run's own noisy marginals
+    (:mod:`privfair.release.kinds.gan.independence`).
 
     Returns the codes artefact and the manifest record: DP-SGD parameters, the accountant's
-    ε for them alone, the DAG (CFGAN) and the data-fairness measures of the released table.
+    ε for them alone, the DAG (CFGAN), the comparison with independence and the
+    data-fairness measures of the released table.
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from privfair.contracts.tot_settings import constrained_protected
     from privfair.generative.gan import FittedGAN, fair_attributes
+    from privfair.release.kinds.gan.independence import compare_with_independence
 
     fitted = FittedGAN.load(generator.open_checked())
     if fitted.non_private:  # a public fact of the artefact, checked before any row is drawn
@@ -407,31 +461,30 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     domain = fitted.domain
     n = fitted.expected_rows if n_rows is None else int(n_rows)
     rng = stage_rng(seed, "sample")
-    codes = fitted.sample(n, rng=rng)
+    codes, versus = compare_with_independence(
+        fitted.sample(n, rng=rng), domain, anchors=fitted.anchors, marginals=fitted.marginals,
+        rng=stage_rng(seed, "independence"))
     # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them
     table = pa.table({a: codes[a].astype(np.int64) for a in domain})  # type: ignore[misc]
     buffer = io.BytesIO()
     pq.write_table(table, buffer, compression="zstd")
     ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
-    fairness = data_fairness(codes, domain, protected=fitted.protected, outcome=fitted.outcome,
-                             rng=rng)
-    # parity per protected attribute of the contract, on the synthetic rows (no privacy cost)
-    declared = list(dict.fromkeys([fitted.protected, *contract.roles().protected]))
-    constrained = set(fair_attributes(fitted.config, fitted.protected))
-    fairness["per_protected"] = {
-        a: {**data_fairness(codes, domain, protected=a, outcome=fitted.outcome, rng=rng),
-            "constrained": a in constrained}
-        for a in declared}
+    # dpgan has no fairness term: it constrains nothing, its check is shown, not claimed
+    constrained = (() if fitted.config.method == "dpgan"
+                   else fair_attributes(fitted.config, fitted.protected))
+    check = parity_check(
+        codes, domain, protected=fitted.protected, outcome=fitted.outcome,
+        checked=tuple(constrained_protected(contract)[0]),
+        reported=tuple(contract.roles().protected), constrained=tuple(constrained), rng=rng,
+        measured_on=("the GAN's synthetic rows" if versus["published"] == "gan" else
+                     "the independence model's rows, published instead of the GAN's"))
     dp = dict(fitted.privacy["dp_sgd"])
     dp["epsilon_dp_sgd_alone"] = subsampled_gaussian_epsilon(
         noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"],
         steps=dp["steps"], delta=delta)
     dp["epsilon_dp_sgd_alone_delta"] = delta
     if fitted.dag is not None:
-        fairness["causal_effects"] = _causal_effects(fitted, codes, rng)
-    # the check covers every attribute the method constrained
-    passed = all(np.isfinite(p["rd"]) and parity_excess(p) <= PARITY_THRESHOLD
-                 for p in fairness["per_protected"].values() if p["constrained"])
+        check["data_fairness"]["causal_effects"] = _causal_effects(fitted, codes, rng)
     edges = fitted.dag.to_dict()["edges"] if fitted.dag else []
     record = {
         "method": {"gan": fitted.config.to_dict(), "dp_sgd": dp,
@@ -443,19 +496,8 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
                                         "causal_graph_source", "declared by the publisher"),
                                         "cost_budget": False}
                                        if fitted.dag else None)},
-        "fairness_check": {
-            "passed": passed,
-            "criterion": (f"statistical parity of the released table, |RD(D)| <= "
-                          f"{PARITY_THRESHOLD} plus {PARITY_SAMPLING_ERRORS:g} standard errors "
-                          "of the two groups' rates, over the groups with at least "
-                          f"{MIN_PARITY_ROWS} released rows, for each constrained protected "
-                          f"attribute ({', '.join(sorted(constrained))}; measured on the "
-                          "synthetic rows; post-processing)"),
-            "violations": [],
-            "data_fairness": fairness,
-            "protected": fitted.protected, "outcome": fitted.outcome,
-            "constrained": list(fair_attributes(fitted.config, fitted.protected)),
-        },
+        "versus_independence": versus,
+        "fairness_check": check,
     }
     if release_classifier and fitted.classifier_state is not None:
         record["classifier"] = classifier_record(fitted, contract)
