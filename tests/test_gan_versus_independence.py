@@ -213,3 +213,36 @@ def test_resume_with_tot_publishes_a_run_its_parity_check_stopped(toy_contract, 
     assert check["passed"] and check["violations"] == []
     report = (folder / "report.html").read_text()
     assert report.count("class=\"fail\"") + report.count("class='fail'") == 0
+
+
+def test_the_gan_small_n_rule_publishes_independence_at_a_gan_that_would_learn_noise(
+        toy_contract, tmp_path):
+    """Few rows at a small ε: the run's noisy pairs would carry noise TVD above the limit, so
+    no GAN is trained; the rest of the budget measures the one-way marginals (charged, within
+    the declared curve) and the independence model is published, stated."""
+    from conftest import make_toy_frame
+
+    from privfair.generative.calibration import GAN_NOISE_TVD_LIMIT
+    from privfair.release.kinds.gan.kind import GAN
+    from privfair.release.run import release_table
+
+    small = tmp_path / "small.parquet"
+    make_toy_frame(n=300, seed=4).to_parquet(small, index=False)
+    folder = release_table(_request(toy_contract, small, tmp_path, method="dpgan",
+                                    epsilon=1.0))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    versus = manifest["versus_independence"]
+    assert versus["published"] == "independence" and not versus["compared"]
+    assert versus["small_n"]["fallback"]
+    assert versus["small_n"]["pair_noise_tvd"] > GAN_NOISE_TVD_LIMIT
+    names = [e["name"] for e in manifest["ledger"]]
+    assert not any("DP-SGD" in n for n in names)
+    assert sum("independence (GAN small-n rule)" in n for n in names) == 6
+    assert manifest["guarantee"]["spent"]["epsilon"] <= 1.0 * (1 + 1e-9)
+    # most of the budget went to the one-way marginals, not left unspent (a Gaussian's
+    # linear curve under the declared DP-SGD curve at every order: 0.85 of ε here)
+    assert manifest["guarantee"]["spent"]["epsilon"] > 0.75
+    assert "INDEPENDENCE" in GAN.outcome(manifest)
+    assert "Published the independence model" in (folder / "report.html").read_text()
+    synthetic = pd.read_parquet(folder / "synthetic.parquet")
+    assert len(synthetic) == manifest["sampling"]["n_rows"]

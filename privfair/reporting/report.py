@@ -153,8 +153,8 @@ def _gan_section(manifest: Mapping[str, Any]) -> str:
     """DP-SGD, data fairness and training history of a GAN release (post-noise only)."""
     method = manifest["method"]
     dp = method.get("dp_sgd")
-    if dp is None:
-        return ""
+    if dp is None:  # the GAN's small-n rule published independence: no training to show
+        return versus_section(manifest) if method.get("gan") is not None else ""
     data = manifest["fairness_check"].get("data_fairness", {})
     effects = data.get("causal_effects", {})
     return "\n".join([
@@ -185,7 +185,9 @@ def versus_section(manifest: Mapping[str, Any]) -> str:
     if not versus:
         return ""
     if not versus.get("compared"):
-        return ("<h2>Against independence</h2><p class='note'>Not compared: "
+        said = ("Published the independence model" if versus.get("published") ==
+                "independence" else "Not compared")
+        return (f"<h2>Against independence</h2><p class='note'>{said}: "
                 f"{html.escape(str(versus.get('reason', '')))}</p>")
     scores = versus["scores"]
     published = ("the independence model of the noisy one-way marginals (it beat the GAN's "
@@ -554,6 +556,30 @@ def tot_section(manifest: Mapping[str, Any], synthetic: pd.DataFrame) -> str:
     ])
 
 
+def verdict_line(manifest: Mapping[str, Any], violations: str) -> str:
+    """The release's one fairness verdict (issue 42.2). A table release whose TOT ran claims
+    TOT's bound (issue 35.2): the model graph's check is then shown as what it was, a check
+    before the transform, not a second verdict. A GAN's check is measured on the rows it
+    publishes (after TOT when it ran)."""
+    fairness = manifest["fairness_check"]
+    transform = manifest.get("fairness_transform") or {}
+    tot_check = transform.get("fairness_check") if transform.get("applied") else None
+    is_gan = (manifest.get("method") or {}).get("gan") is not None
+    listed = f"<ul>{violations}</ul>" if violations else ""
+    if tot_check and not is_gan:
+        return (f"<p>Fairness verdict (TOT's bound, {html.escape(str(tot_check.get('criterion', '')))}"
+                f" with η = {_fmt(tot_check.get('eta'))}): {_badge(tot_check.get('passed'))}</p>"
+                f"<p class='note'>The model graph's own check before the transform "
+                f"({html.escape(fairness.get('criterion', ''))}) read "
+                f"{'pass' if fairness.get('passed') else 'fail'}; the transform is what the "
+                "release claims.</p>" + listed)
+    return (f"<p>Fairness verdict ({html.escape(fairness.get('criterion', ''))}): "
+            f"{_badge(fairness.get('passed'))}"
+            + ("" if manifest.get("fairness_claimed", True) else
+               " <span class='note'>(not claimed by this method: checked and shown, not "
+               "promised)</span>") + "</p>" + listed)
+
+
 def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
                  labels: Mapping[str, Sequence[Any]] | None = None) -> str:
     """Render the release report as one self-contained HTML page.
@@ -584,7 +610,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
     )
     edges = ", ".join(f"{a}–{b}" for a, b in structure.get("edges", []))
     names = column_names(manifest)
-    if (manifest.get("method") or {}).get("dp_sgd") is not None:
+    if (manifest.get("method") or {}).get("gan") is not None:
         # a GAN selects no structure: no diagram of one (issue 35.6)
         structure_part = ["<h2>Fairness check</h2>",
                           "<p class='note'>A GAN learns the joint distribution directly; it "
@@ -623,12 +649,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         tot_section(manifest, synthetic),
         _gan_section(manifest),
         *structure_part,
-        f"<p>Fairness ({html.escape(fairness.get('criterion', ''))}): "
-        f"{_badge(fairness.get('passed'))}"
-        + ("" if manifest.get("fairness_claimed", True) else
-           " <span class='note'>(not claimed by this method: checked and shown, not "
-           "promised)</span>") + "</p>",
-        f"<ul>{violations}</ul>" if violations else "",
+        verdict_line(manifest, violations),
         structure_drawing,
         "<h2>Validation</h2>",
         kv_table({

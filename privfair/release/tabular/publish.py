@@ -93,7 +93,10 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         tables, n_rows = ["synthetic.parquet"], len(labelled)
     # DP-SGD (a GAN): the lifetime is charged the run's own Rényi curve (at or below the
     # declared one it reserved; the protocol checks it), not a ρ it does not have.
-    charge = {"rdp": [float(v) for v in book.rdp()]} if book.uses_rdp else {}
+    # (a GAN whose small-n rule measured one-way marginals instead of DP-SGD has Gaussian
+    # entries only: its curve is still checked against the declared one)
+    charge = ({"rdp": [float(v) for v in book.rdp()]}
+              if book.uses_rdp or generative is not None else {})
     manifest = build_manifest(
         plan, version=version, ledger=book, one_way=one_way_model, structure=tree,
         model=meta, contract=contract, n_rows=n_rows,

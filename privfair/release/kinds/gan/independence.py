@@ -70,8 +70,9 @@ def independence_sample(one_way: Mapping[str, np.ndarray], n: int, *,
 def _distribution(codes: Mapping[str, np.ndarray], domain: Domain, *attrs: str) -> np.ndarray:
     sizes = [domain.size(a) for a in attrs]
     flat = np.ravel_multi_index([np.asarray(codes[a], dtype=np.int64) for a in attrs], sizes)
-    counts = np.bincount(flat, minlength=int(np.prod(sizes))).astype(float)
-    return counts / max(counts.sum(), 1.0)
+    counts: np.ndarray = np.bincount(flat, minlength=int(np.prod(sizes))).astype(float)
+    total = max(float(counts.sum()), 1.0)
+    return np.asarray(counts / total, dtype=float)
 
 
 def scores(codes: Mapping[str, np.ndarray], domain: Domain,

@@ -27,6 +27,7 @@ from privfair.release.kinds.gan.stages import (
     load_causal_graph,
     parity_check,
     sample_gan,
+    small_n_line,
     train_gan,
 )
 from privfair.release.protocol import Cost, RunContext, Stage, State
@@ -102,7 +103,8 @@ def versus_line(manifest: Mapping[str, Any]) -> str:
     """What the terminal says of the comparison with independence (issue 42.1)."""
     versus = manifest.get("versus_independence") or {}
     if not versus.get("compared"):
-        return ""
+        return (f"\npublished the INDEPENDENCE model: {versus.get('reason')}"
+                if versus.get("published") == "independence" else "")
     gan, independent = (versus["scores"][k]["two_way"] for k in ("gan", "independence"))
     if versus["published"] == "independence":
         return (f"\npublished the INDEPENDENCE model of the run's noisy marginals, not the "
@@ -147,7 +149,7 @@ class GanKind(SyntheticTableKind):
         checked = constrained_protected(plan.contract)[0]
         constrained = ("none (dpgan has no fairness term)" if plan.method == "dpgan"
                        else ", ".join(_constrained_names(plan)))
-        return (super().summary(plan)
+        return (super().summary(plan) + "\n" + small_n_line(plan)
                 + "\nthe GAN's table is compared with the independence model of the run's own "
                 "noisy marginals (same charged measurements, no further cost); the better "
                 "of the two is published and named"

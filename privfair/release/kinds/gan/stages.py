@@ -77,7 +77,7 @@ if TYPE_CHECKING:
 
 __all__ = ["GAN_METHODS", "GAN_MIN_ROWS", "MIN_PARITY_ROWS", "PARITY_THRESHOLD",
            "check_gan_request", "constrained_attributes", "curve_limit", "data_fairness",
-           "declared_curve", "load_causal_graph", "parity_check", "parity_excess", "sample_gan", "train_gan"]
+           "declared_curve", "load_causal_graph", "small_n_line", "parity_check", "parity_excess", "sample_gan", "train_gan"]
 
 #: |RD(D)| at or below this counts as statistical parity of the released table (Xu ch. 6).
 PARITY_THRESHOLD = 0.05
@@ -223,6 +223,44 @@ def _declared_curve(*, rho: float, delta: float, domains: float, policies: float
     return tuple(float(v) for v in book.rdp())
 
 
+def small_n_line(plan: Any) -> str:
+    """The GAN's small-n rule as the plan and ``--dry-run`` state it (issue 42.1): from the
+    public domain, roles, method and ρ, the row count below which the run publishes the
+    independence model instead of training, and, with the contract's ``expected_rows`` (a
+    stated guess), which of the two it will be."""
+    from privfair.core.accounting import LedgerEntry, PrivacyLedger, gaussian_sigma
+    from privfair.generative.calibration import GAN_NOISE_TVD_LIMIT, anchor_pairs
+
+    contract = plan.contract
+    if contract.unresolved_columns:
+        return ("GAN small-n rule: domains are published by a DP step, so whether the GAN "
+                "trains or the release is the independence model is decided then")
+    domain = contract.domain()
+    protected, outcome = _roles(contract, plan.method)
+    config = gan_config(plan.method, group_clipping=bool(plan.group_clipping),
+                        epochs=plan.gan_epochs)
+    pairs = anchor_pairs(domain, protected, outcome, plan.method)
+    measured = tuple(dict.fromkeys([(protected, outcome), *pairs]))
+    book = PrivacyLedger(rho_budget=float(plan.rho), delta=float(plan.delta))
+    for name in ("policies", "domains"):
+        if float(plan.split.get(name, 0.0)) > 0:
+            book.spend(LedgerEntry(name, "gaussian", 1.0, rho=float(plan.split[name])))
+    sigma = gaussian_sigma(rho=count_rho(book, config.marginal_share) / len(measured),
+                           sensitivity=1.0)
+    cells = float(np.mean([domain.size(a) * domain.size(b) for a, b in measured]))
+    rows = sigma * float(np.sqrt(2 / np.pi)) * cells / (2 * GAN_NOISE_TVD_LIMIT)
+    line = (f"GAN small-n rule: the GAN trains only where its noisy pair marginals carry "
+            f"signal (expected noise TVD <= {GAN_NOISE_TVD_LIMIT:g} a pair, at the noisy row "
+            f"count); at this ε that needs about {int(np.ceil(rows)):,} rows; below, no GAN "
+            "is trained: the rest of the budget measures every one-way marginal and the "
+            "release is the independence model")
+    expected = getattr(contract, "expected_rows", None)
+    if expected is not None:
+        line += (f". At expected_rows = {int(expected):,} this release will be "
+                 + ("the independence model" if expected < rows else "a trained GAN"))
+    return line
+
+
 def curve_limit(declared: Any) -> Callable[[np.ndarray], float]:
     """``curve ↦`` the largest ratio, over the orders, of ``curve`` to the ``declared`` one:
     ≤ 1 when the run stays at or below what it reserved at every order."""
@@ -311,7 +349,7 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
     book = load_ledger(ledger)
     fitted = fit_gan(_read_codes(codes, domain, batch_size), domain, protected=protected,
                      outcome=outcome, ledger=book, rng=stage_rng(seed, "gan"), config=config,
-                     dag=dag, discrete_noise=discrete, limit=limit,
+                     dag=dag, discrete_noise=discrete, limit=limit, small_n_rule=True,
                      progress=(lambda e, n, info: progress(e, n)) if progress else None)
     if causal_graph is not None and method == "cfgan":
         fitted.privacy["causal_graph_source"] = causal_graph.get("source", "declared")
@@ -461,9 +499,20 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     domain = fitted.domain
     n = fitted.expected_rows if n_rows is None else int(n_rows)
     rng = stage_rng(seed, "sample")
-    codes, versus = compare_with_independence(
-        fitted.sample(n, rng=rng), domain, anchors=fitted.anchors, marginals=fitted.marginals,
-        rng=stage_rng(seed, "independence"))
+    small_n = fitted.privacy.get("small_n")
+    if fitted.independence is not None:  # the small-n rule chose independence; stated
+        codes = fitted.sample(n, rng=rng)
+        versus = {"compared": False, "published": "independence", "small_n": small_n,
+                  "reason": (f"GAN small-n rule: the run's noisy pair marginals would carry an "
+                             f"expected noise TVD of {small_n['pair_noise_tvd']:.3f} per pair "
+                             f"at its noisy row count (limit {small_n['limit']:g}); no GAN "
+                             "was trained and the rest of the budget measured every one-way "
+                             "marginal")}
+    else:
+        codes, versus = compare_with_independence(
+            fitted.sample(n, rng=rng), domain, anchors=fitted.anchors,
+            marginals=fitted.marginals, rng=stage_rng(seed, "independence"))
+        versus["small_n"] = small_n
     # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them
     table = pa.table({a: codes[a].astype(np.int64) for a in domain})  # type: ignore[misc]
     buffer = io.BytesIO()
@@ -478,12 +527,14 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
         reported=tuple(contract.roles().protected), constrained=tuple(constrained), rng=rng,
         measured_on=("the GAN's synthetic rows" if versus["published"] == "gan" else
                      "the independence model's rows, published instead of the GAN's"))
-    dp = dict(fitted.privacy["dp_sgd"])
-    dp["epsilon_dp_sgd_alone"] = subsampled_gaussian_epsilon(
-        noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"],
-        steps=dp["steps"], delta=delta)
-    dp["epsilon_dp_sgd_alone_delta"] = delta
-    if fitted.dag is not None:
+    dp: dict[str, Any] | None = None
+    if fitted.privacy.get("dp_sgd") is not None:
+        dp = dict(fitted.privacy["dp_sgd"])
+        dp["epsilon_dp_sgd_alone"] = subsampled_gaussian_epsilon(
+            noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"],
+            steps=dp["steps"], delta=delta)
+        dp["epsilon_dp_sgd_alone_delta"] = delta
+    if fitted.dag is not None and fitted.independence is None:
         check["data_fairness"]["causal_effects"] = _causal_effects(fitted, codes, rng)
     edges = fitted.dag.to_dict()["edges"] if fitted.dag else []
     record = {
