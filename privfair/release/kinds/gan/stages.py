@@ -501,11 +501,12 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     rng = stage_rng(seed, "sample")
     small_n = fitted.privacy.get("small_n")
     if fitted.independence is not None:  # the small-n rule chose independence; stated
+        rule: dict[str, Any] = fitted.privacy["small_n"]
         codes = fitted.sample(n, rng=rng)
-        versus = {"compared": False, "published": "independence", "small_n": small_n,
+        versus = {"compared": False, "published": "independence", "small_n": rule,
                   "reason": (f"GAN small-n rule: the run's noisy pair marginals would carry an "
-                             f"expected noise TVD of {small_n['pair_noise_tvd']:.3f} per pair "
-                             f"at its noisy row count (limit {small_n['limit']:g}); no GAN "
+                             f"expected noise TVD of {rule['pair_noise_tvd']:.3f} per pair "
+                             f"at its noisy row count (limit {rule['limit']:g}); no GAN "
                              "was trained and the rest of the budget measured every one-way "
                              "marginal")}
     else:
