@@ -246,3 +246,24 @@ def test_the_gan_small_n_rule_publishes_independence_at_a_gan_that_would_learn_n
     assert "Published the independence model" in (folder / "report.html").read_text()
     synthetic = pd.read_parquet(folder / "synthetic.parquet")
     assert len(synthetic) == manifest["sampling"]["n_rows"]
+
+
+def test_a_report_page_gives_one_fairness_verdict():
+    """A table release whose TOT ran claims TOT's bound: the model graph's failed check is
+    shown as a check before the transform, not a second FAIL beside TOT's pass; a GAN's
+    FAIL lists what failed (it read ``violations: []`` beside TOT "passed")."""
+    from privfair.reporting.report import verdict_line
+
+    tot = {"applied": True, "fairness_check": {"passed": True, "eta": 0.05,
+                                               "criterion": "max gap <= eta"}}
+    table = {"method": {"name": "mst"}, "fairness_check": {"passed": False, "criterion": "c"},
+             "fairness_transform": tot, "fairness_claimed": True}
+    line = verdict_line(table, "")
+    assert line.count("class='pass'") + line.count('class="pass"') == 1
+    assert "class='fail'" not in line and 'class="fail"' not in line
+    gan = {"method": {"name": "fairgan", "gan": {}}, "fairness_transform": tot,
+           "fairness_check": {"passed": False, "criterion": "parity"}, "fairness_claimed": True}
+    line = verdict_line(gan, "<li>sex → income : |RD(D)| = 0.083</li>")
+    assert 'class="fail"' in line or "class='fail'" in line
+    assert "class='pass'" not in line and 'class="pass"' not in line
+    assert "0.083" in line
