@@ -190,8 +190,9 @@ def versus_section(manifest: Mapping[str, Any]) -> str:
         return (f"<h2>Against independence</h2><p class='note'>{said}: "
                 f"{html.escape(str(versus.get('reason', '')))}</p>")
     scores = versus["scores"]
-    published = ("the independence model of the noisy one-way marginals (it beat the GAN's "
-                 "table)" if versus["published"] == "independence" else "the GAN's table")
+    published = (f"the independence model of the noisy one-way marginals ("
+                 f"{versus.get('why') or 'it beat the GANs table on the DP pair marginals'})"
+                 if versus["published"] == "independence" else "the GAN's table")
     names = column_names(manifest)
     shift = versus.get("marginal_shift") or {}
     worst = sorted(shift.items(), key=lambda kv: -kv[1])
