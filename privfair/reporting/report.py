@@ -557,6 +557,13 @@ def tot_section(manifest: Mapping[str, Any], synthetic: pd.DataFrame) -> str:
     ])
 
 
+def is_gan_release(manifest: Mapping[str, Any]) -> bool:
+    """A GAN release: its GAN config, or DP-SGD (manifests before issue 42.1's small-n rule
+    always trained)."""
+    method = manifest.get("method") or {}
+    return method.get("gan") is not None or method.get("dp_sgd") is not None
+
+
 def verdict_line(manifest: Mapping[str, Any], violations: str) -> str:
     """The release's one fairness verdict (issue 42.2). A table release whose TOT ran claims
     TOT's bound (issue 35.2): the model graph's check is then shown as what it was, a check
@@ -565,7 +572,7 @@ def verdict_line(manifest: Mapping[str, Any], violations: str) -> str:
     fairness = manifest["fairness_check"]
     transform = manifest.get("fairness_transform") or {}
     tot_check = transform.get("fairness_check") if transform.get("applied") else None
-    is_gan = (manifest.get("method") or {}).get("gan") is not None
+    is_gan = is_gan_release(manifest)
     listed = f"<ul>{violations}</ul>" if violations else ""
     if tot_check and not is_gan:
         return (f"<p>Fairness verdict (TOT's bound, {html.escape(str(tot_check.get('criterion', '')))}"
@@ -611,7 +618,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
     )
     edges = ", ".join(f"{a}–{b}" for a, b in structure.get("edges", []))
     names = column_names(manifest)
-    if (manifest.get("method") or {}).get("gan") is not None:
+    if is_gan_release(manifest):
         # a GAN selects no structure: no diagram of one (issue 35.6)
         structure_part = ["<h2>Fairness check</h2>",
                           "<p class='note'>A GAN learns the joint distribution directly; it "
