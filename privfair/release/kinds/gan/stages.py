@@ -31,6 +31,11 @@ its δ (:func:`declared_curve` calibrates it so). The lifetime is charged c too
 (:mod:`privfair.release.protocol`): the run's own curve a + b_n̂ is smaller but depends on
 n̂, and admitting later runs against it would compose less than the run may cost.
 
+The GAN small-n rule (issue 42.1) is one more choice of M₂ from n̂: when the noisy pairs
+cannot carry signal at n̂, M₂ is a Gaussian measurement of every one-way marginal, its ρ the
+largest whose curve ρα keeps a + ρα at or below c at every order (and the run's ledger
+accepts), so the same bound holds whichever branch n̂ picked.
+
 What is not a proof, and was coded until issue 41.3: once n̂ fixed q, take the σ the run's
 ledger alone allows, i.e. the smallest whose own curve a + b_n̂ converts to at most ε at *its*
 best order, and settle the reservation to that curve. Each such curve converts to ε, but
