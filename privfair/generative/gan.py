@@ -52,7 +52,9 @@ from privfair.core.mechanisms import SubsampledGaussian, gaussian_mechanism, sub
 from privfair.generative.calibration import (
     MARGINAL_SHARE,
     Limit,
+    anchor_pairs,
     count_rho,
+    gan_small_n,
     noise_multiplier_on_ledger,
 )
 from privfair.generative.dag import CausalDAG, CausalGraphError, parse_dag
@@ -412,7 +414,10 @@ class FittedGAN:
     """A trained generator and what is needed to sample from it (all post-noise).
 
     ``privacy`` holds the DP-SGD parameters (σ, C, q, steps, steps run) and the marginal
-    measurement's σ; ``marginals`` the noisy P(S) and P(Y) that condition sampling.
+    measurement's σ; ``marginals`` the noisy P(S) and P(Y) that condition sampling;
+    ``anchors`` the noisy pair marginals (normalised) the generator was pulled towards, kept
+    so that the release can score the generator against the independence model of the same
+    DP outputs (issue 42.1).
     """
 
     config: GANConfig
@@ -426,6 +431,10 @@ class FittedGAN:
     generator_state: dict[str, np.ndarray]
     classifier_state: dict[str, np.ndarray] | None = None
     history: list[dict[str, float]] = field(default_factory=list)
+    anchors: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)
+    #: Set when the small-n rule chose the independence model instead of training
+    #: (:func:`gan_small_n`): each attribute's noisy one-way marginal; no generator.
+    independence: dict[str, list[float]] | None = None
 
     @property
     def non_private(self) -> bool:
@@ -443,6 +452,10 @@ class FittedGAN:
         """``n`` synthetic rows as integer code columns (domain order)."""
         if not (isinstance(n, int | np.integer) and n >= 0):
             raise ValueError(f"n must be an integer >= 0, got {n!r}")
+        if self.independence is not None:  # the small-n rule's model: columns on their own
+            return {a: rng.choice(self.domain.size(a), size=int(n),
+                                  p=np.asarray(self.independence[a])).astype(np.int64)
+                    for a in self.domain}
         device = _device(self.config.device)
         gen = torch_generator(rng, device)
         net = self._generator(device)
@@ -463,14 +476,18 @@ class FittedGAN:
                 "protected": self.protected, "outcome": self.outcome,
                 "marginals": self.marginals, "expected_rows": self.expected_rows,
                 "privacy": self.privacy, "dag": self.dag.to_dict() if self.dag else None,
-                "history": self.history}
+                "history": self.history, "independence": self.independence}
 
     def to_bytes(self) -> bytes:
         """One ``.npz`` (weights, and the rest as a JSON string entry); no pickle."""
         arrays = {f"g/{k}": v for k, v in self.generator_state.items()}
         if self.classifier_state is not None:
             arrays.update({f"classifier/{k}": v for k, v in self.classifier_state.items()})
-        arrays["meta"] = np.array(json.dumps(self.to_dict()))
+        pairs = list(self.anchors)
+        arrays.update({f"anchor/{k}": np.asarray(self.anchors[p], dtype=float)
+                       for k, p in enumerate(pairs)})
+        arrays["meta"] = np.array(json.dumps({**self.to_dict(),
+                                              "anchor_order": [list(p) for p in pairs]}))
         buffer = io.BytesIO()
         # mypy matches **arrays against savez's `allow_pickle: bool`; the keys are g/…,
         # classifier/…
@@ -488,6 +505,8 @@ class FittedGAN:
             # "eta/": files written before the classifier's rename (issue 33.5)
             classifier = {k.partition("/")[2]: data[k] for k in data.files
                           if k.startswith(("classifier/", "eta/"))} or None
+            anchors = {(str(a), str(b)): np.asarray(data[f"anchor/{k}"])
+                       for k, (a, b) in enumerate(meta.get("anchor_order", []))}
         dag = meta["dag"]
         return cls(config=GANConfig(**meta["config"]), domain=Domain.from_dict(meta["domain"]),
                    protected=meta["protected"], outcome=meta["outcome"],
@@ -499,7 +518,8 @@ class FittedGAN:
                                                 for e in dag["oriented_from_undirected"]))
                    if dag else None,
                    generator_state=gen, classifier_state=classifier,
-                   history=meta["history"])
+                   history=meta["history"], anchors=anchors,
+                   independence=meta.get("independence"))
 
 
 def _conditioned(config: GANConfig, protected: str, outcome: str) -> tuple[str, ...]:
@@ -991,18 +1011,6 @@ def seeded_linear(width: int, out: int, generator: torch.Generator) -> nn.Sequen
     return mlp([width, out], generator=generator)
 
 
-def anchor_pairs(domain: Domain, protected: str, outcome: str,
-                 method: str) -> tuple[tuple[str, str], ...]:
-    """The pair marginals the generator is anchored to (public: method and domain only)."""
-    others = [x for x in domain if x not in (protected, outcome)]
-    pairs = [(x, outcome) for x in others]
-    if method in ("dpgan", "acgan"):
-        pairs += [(x, protected) for x in others]
-    if method == "dpgan":  # ACGAN's y and s are independent by construction: no (S, Y) pair
-        pairs += [(protected, outcome)]
-    return tuple(pairs)
-
-
 def _measure_counts(codes: Mapping[str, np.ndarray], domain: Domain, *, ledger: Any,
                     rng: np.random.Generator, share: float, discrete: bool,
                     protected: str, outcome: str, pairs: tuple[tuple[str, str], ...]
@@ -1083,11 +1091,69 @@ def dpsgd_calibration(ledger: Any, config: GANConfig, *, rows: float,
     return noise_multiplier_on_ledger(ledger, charges=charges, limit=limit), sample_rate, steps
 
 
+def _fallback_rho(ledger: Any, limit: Limit | None) -> float:
+    """The largest ρ (to 0.1%) a Gaussian measurement may still spend: the ledger accepts it
+    and, with ``limit``, the run's curve stays at or below the declared one at every order."""
+    from privfair.core.accounting import LedgerEntry
+
+    state = ledger.state_dict()
+
+    def fits(rho: float) -> bool:
+        book = type(ledger).from_state_dict(state)
+        try:
+            book.spend(LedgerEntry("trial", "gaussian", 1.0, rho=rho))
+        except BudgetExceededError:
+            return False
+        return limit is None or limit(book.rdp()) <= 1.0
+
+    lo, hi = 0.0, 1.0
+    while fits(hi) and hi < 1e6:
+        lo, hi = hi, hi * 4
+    for _ in range(60):
+        if hi - lo <= 1e-3 * hi:
+            break
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    if lo <= 0:
+        raise BudgetExceededError("the GAN's small-n fallback: nothing left for the one-way "
+                                  "marginals; raise epsilon")
+    return lo
+
+
+def _independence_fallback(columns: Mapping[str, np.ndarray], domain: Domain, *,
+                           config: GANConfig, protected: str, outcome: str, ledger: Any,
+                           rng: np.random.Generator, limit: Limit | None, discrete: bool,
+                           marginals: dict[str, list[float]],
+                           anchors: Mapping[tuple[str, str], np.ndarray], n_hat: float,
+                           dag: CausalDAG | None, rule: dict[str, Any]) -> FittedGAN:
+    """The rest of the run's budget on every attribute's one-way counts (the Gaussian
+    mechanism, one σ for all), instead of DP-SGD: the independence model of the same charged
+    run. Its curve stays under the declared one (``limit``) like DP-SGD's would."""
+    from privfair.core.accounting import gaussian_sigma
+
+    rho = _fallback_rho(ledger, limit) * (1 - 1e-6)
+    sigma = gaussian_sigma(rho=rho / len(domain), sensitivity=1.0)
+    one_way: dict[str, list[float]] = {}
+    for a in domain:
+        counts = np.bincount(columns[a], minlength=domain.size(a)).astype(float)
+        noisy = np.clip(gaussian_mechanism(
+            counts, sigma=sigma, sensitivity=1.0, rng=rng, ledger=ledger, discrete=discrete,
+            name=f"independence (GAN small-n rule): counts of {a}"), 0.0, None)
+        one_way[a] = (noisy / noisy.sum() if noisy.sum() > 0
+                      else np.full(domain.size(a), 1.0 / domain.size(a))).tolist()
+    privacy = {"dp_sgd": None, "small_n": {**rule, "one_way_sigma": sigma, "one_way_rho": rho}}
+    return FittedGAN(config=config, domain=domain, protected=protected, outcome=outcome,
+                     marginals=marginals, expected_rows=round(n_hat), privacy=privacy, dag=dag,
+                     generator_state={}, anchors={p: np.asarray(v, dtype=float)
+                                                  for p, v in anchors.items()},
+                     independence=one_way)
+
+
 def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, outcome: str,
             ledger: Any, rng: np.random.Generator, config: GANConfig | None = None,
             dag: Any = None, noise_multiplier: float | None = None,
             discrete_noise: bool = True, progress: Progress | None = None,
-            limit: Limit | None = None) -> FittedGAN:
+            limit: Limit | None = None, small_n_rule: bool = False) -> FittedGAN:
     """Train a DP GAN on integer codes and return the post-noise generator.
 
     Parameters
@@ -1127,6 +1193,11 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         bound of the whole run (the proof is in :mod:`privfair.release.kinds.gan.stages`).
         Checked for the counts before they are drawn (refused with nothing drawn), then σ is
         calibrated to it.
+    small_n_rule : bool
+        Apply :func:`gan_small_n` once the counts are drawn: when the noisy pair marginals
+        cannot carry signal at the noisy row count, spend the rest of the budget on the
+        one-way marginals and return the independence model (``independence`` set, no
+        generator) instead of training (a release's default; issue 42.1).
     """
     config = config or GANConfig()
     parsed_dag = _check_inputs(config, domain, protected, outcome, dag)
@@ -1146,6 +1217,19 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
     marginals, anchors, n_hat, marginal_sigma = _measure_counts(
         columns, domain, ledger=ledger, rng=rng, share=config.marginal_share,
         discrete=discrete_noise, protected=protected, outcome=outcome, pairs=pairs)
+    if small_n_rule:
+        measured = tuple(dict.fromkeys([(protected, outcome), *pairs]))
+        rule = gan_small_n(n_hat, domain, measured, marginal_sigma)
+        if rule["fallback"]:
+            fitted = _independence_fallback(
+                columns, domain, config=config, protected=protected, outcome=outcome,
+                ledger=ledger, rng=rng, limit=limit, discrete=discrete_noise,
+                marginals=marginals, anchors=anchors, n_hat=n_hat, dag=parsed_dag, rule=rule)
+            fitted.privacy["marginals"] = {
+                "mechanism": "discrete gaussian" if discrete_noise else "gaussian",
+                "sigma": marginal_sigma, "attributes": [protected, outcome],
+                "anchor_pairs": [list(p) for p in pairs]}
+            return fitted
     if noise_multiplier is None:
         sigma, sample_rate, steps = dpsgd_calibration(ledger, config, rows=n_hat, limit=limit)
     else:
@@ -1177,6 +1261,8 @@ def fit_gan(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str, 
         "mechanism": "discrete gaussian" if discrete_noise else "gaussian",
         "sigma": marginal_sigma, "attributes": [protected, outcome],
         "anchor_pairs": [list(p) for p in pairs]}
+    if small_n_rule:
+        fitted.privacy["small_n"] = rule
     return fitted
 
 
@@ -1299,7 +1385,7 @@ def _train(config: GANConfig, domain: Domain, *, protected: str, outcome: str,
         generator_state={k: v.numpy() for k, v in generator_state.items()},
         classifier_state=({k: v.numpy() for k, v in classifier_state.items()}
                           if classifier_state is not None else None),
-        history=history)
+        history=history, anchors={p: np.asarray(v, dtype=float) for p, v in anchors.items()})
 
 
 def _copy_state(module: nn.Module) -> dict[str, torch.Tensor]:

@@ -28,7 +28,7 @@ __all__ = ["KIND_KEYS", "STAGE_KEYS", "check_seed_given", "check_seed_policy", "
 
 #: Spawn keys of the table and gan kinds' stages.
 STAGE_KEYS = {"one-way": 1, "select": 2, "measure": 3, "sample": 4, "aim": 5, "tot": 6,
-              "domains": 7, "gan": 8, "policies": 9}
+              "domains": 7, "gan": 8, "policies": 9, "independence": 10}
 #: The kinds whose stages keep those one-element keys (older than the protocol).
 TABLE_KINDS = ("table", "gan")
 #: First spawn-key element of the other kinds, from their position in the registry (10 × it:

@@ -106,7 +106,8 @@ def training_svg(history: Sequence[Mapping[str, float]]) -> str:
     epochs = [float(h["epoch"]) for h in history]
     first, last = (min(epochs), max(epochs)) if epochs else (1.0, 2.0)
     series = (("generator_loss", "generator loss (left axis)", 0, left, "end", -5),
-              ("marginal_shift", "marginal shift, TVD (right axis)", 1, left + plot_w,
+              ("marginal_shift", "change since the previous epoch, TVD (right axis)", 1,
+               left + plot_w,
                "start", 5))
     legend_x = left
     for key, label, k, axis_x, anchor, dx in series:
@@ -152,8 +153,8 @@ def _gan_section(manifest: Mapping[str, Any]) -> str:
     """DP-SGD, data fairness and training history of a GAN release (post-noise only)."""
     method = manifest["method"]
     dp = method.get("dp_sgd")
-    if dp is None:
-        return ""
+    if dp is None:  # the GAN's small-n rule published independence: no training to show
+        return versus_section(manifest) if method.get("gan") is not None else ""
     data = manifest["fairness_check"].get("data_fairness", {})
     effects = data.get("causal_effects", {})
     return "\n".join([
@@ -168,7 +169,48 @@ def _gan_section(manifest: Mapping[str, Any]) -> str:
                    "BER of predicting S from X": data.get("ber"),
                    "total effect (CFGAN)": effects.get("total_effect"),
                    "path-specific effect (CFGAN)": effects.get("path_specific_effect")}),
+        "<p class='note'>The right axis is how much the generated one-way marginals moved "
+        "from one epoch to the next (the plateau test), not their distance to the data: that "
+        "is in the next section.</p>",
         training_svg(method.get("training_history", [])),
+        versus_section(manifest),
+    ])
+
+
+def versus_section(manifest: Mapping[str, Any]) -> str:
+    """Which table was published, the GAN's or the independence model of the run's noisy
+    marginals, and the published table's shift from the noisy one-way marginals per
+    attribute (issue 42.1). DP outputs only."""
+    versus = manifest.get("versus_independence") or {}
+    if not versus:
+        return ""
+    if not versus.get("compared"):
+        said = ("Published the independence model" if versus.get("published") ==
+                "independence" else "Not compared")
+        return (f"<h2>Against independence</h2><p class='note'>{said}: "
+                f"{html.escape(str(versus.get('reason', '')))}</p>")
+    scores = versus["scores"]
+    published = (f"the independence model of the noisy one-way marginals ("
+                 f"{versus.get('why') or 'it beat the GANs table on the DP pair marginals'})"
+                 if versus["published"] == "independence" else "the GAN's table")
+    names = column_names(manifest)
+    shift = versus.get("marginal_shift") or {}
+    worst = sorted(shift.items(), key=lambda kv: -kv[1])
+    return "\n".join([
+        "<h2>Against independence</h2>",
+        f"<p class='note'>Compared on {html.escape(versus['criterion'])}.</p>",
+        kv_table({
+            "published": published,
+            "2-way TVD to the noisy pair marginals: GAN": scores["gan"]["two_way"],
+            "2-way TVD to the noisy pair marginals: independence":
+                scores["independence"]["two_way"],
+            "1-way TVD to the noisy one-way marginals: GAN": scores["gan"]["one_way"],
+            "1-way TVD to the noisy one-way marginals: independence":
+                scores["independence"]["one_way"],
+        }),
+        "<h3>Marginal shift of the published table (1-way TVD to the noisy one-way "
+        "marginals, per column)</h3>",
+        kv_table({names.get(a, a): v for a, v in worst}),
     ])
 
 
@@ -495,8 +537,10 @@ def tot_section(manifest: Mapping[str, Any], synthetic: pd.DataFrame) -> str:
                 achieved.get(f"input_{key}"),
             "discrimination after, the fitted map (expected)": achieved.get(key),
             "discrimination after, the released synthetic rows": after_rows,
-            "check": "passed" if check.get("passed") else
-                     ("FAILED" if check else None),
+            # the map's own bound, not the release's verdict (one verdict a page: the
+            # fairness check below, on the released rows; issue 42.2)
+            "η met by the fitted map (expected discrimination)": "yes" if check.get("passed")
+                else ("no" if check else None),
             "cost: TVD of (protected, outcome), before vs after (expected)":
                 tot_outcome_tvd(record, (manifest.get("domain") or {}).get("labels") or {},
                                 synthetic),
@@ -511,6 +555,37 @@ def tot_section(manifest: Mapping[str, Any], synthetic: pd.DataFrame) -> str:
              "distortion reached (largest over records)"): distortion or None,
         }),
     ])
+
+
+def is_gan_release(manifest: Mapping[str, Any]) -> bool:
+    """A GAN release: its GAN config, or DP-SGD (manifests before issue 42.1's small-n rule
+    always trained)."""
+    method = manifest.get("method") or {}
+    return method.get("gan") is not None or method.get("dp_sgd") is not None
+
+
+def verdict_line(manifest: Mapping[str, Any], violations: str) -> str:
+    """The release's one fairness verdict (issue 42.2). A table release whose TOT ran claims
+    TOT's bound (issue 35.2): the model graph's check is then shown as what it was, a check
+    before the transform, not a second verdict. A GAN's check is measured on the rows it
+    publishes (after TOT when it ran)."""
+    fairness = manifest["fairness_check"]
+    transform = manifest.get("fairness_transform") or {}
+    tot_check = transform.get("fairness_check") if transform.get("applied") else None
+    is_gan = is_gan_release(manifest)
+    listed = f"<ul>{violations}</ul>" if violations else ""
+    if tot_check and not is_gan:
+        return (f"<p>Fairness verdict (TOT's bound, {html.escape(str(tot_check.get('criterion', '')))}"
+                f" with η = {_fmt(tot_check.get('eta'))}): {_badge(tot_check.get('passed'))}</p>"
+                f"<p class='note'>The model graph's own check before the transform "
+                f"({html.escape(fairness.get('criterion', ''))}) read "
+                f"{'pass' if fairness.get('passed') else 'fail'}; the transform is what the "
+                "release claims.</p>" + listed)
+    return (f"<p>Fairness verdict ({html.escape(fairness.get('criterion', ''))}): "
+            f"{_badge(fairness.get('passed'))}"
+            + ("" if manifest.get("fairness_claimed", True) else
+               " <span class='note'>(not claimed by this method: checked and shown, not "
+               "promised)</span>") + "</p>" + listed)
 
 
 def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
@@ -536,12 +611,14 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
     title = f"{manifest['dataset']} {manifest['version']}"
 
     violations = "".join(
-        f"<li>{html.escape(v['protected'])} → {html.escape(v['outcome'])} via "
-        f"{html.escape(' – '.join(v['path']))}</li>" for v in fairness.get("violations", [])
+        f"<li>{html.escape(v['protected'])} → {html.escape(v['outcome'])} "
+        + (f"via {html.escape(' – '.join(v['path']))}" if "path" in v
+           else f": {html.escape(str(v.get('why', '')))}")
+        + "</li>" for v in fairness.get("violations", [])
     )
     edges = ", ".join(f"{a}–{b}" for a, b in structure.get("edges", []))
     names = column_names(manifest)
-    if (manifest.get("method") or {}).get("dp_sgd") is not None:
+    if is_gan_release(manifest):
         # a GAN selects no structure: no diagram of one (issue 35.6)
         structure_part = ["<h2>Fairness check</h2>",
                           "<p class='note'>A GAN learns the joint distribution directly; it "
@@ -580,12 +657,7 @@ def build_report(manifest: Mapping[str, Any], synthetic: pd.DataFrame, *,
         tot_section(manifest, synthetic),
         _gan_section(manifest),
         *structure_part,
-        f"<p>Fairness ({html.escape(fairness.get('criterion', ''))}): "
-        f"{_badge(fairness.get('passed'))}"
-        + ("" if manifest.get("fairness_claimed", True) else
-           " <span class='note'>(not claimed by this method: checked and shown, not "
-           "promised)</span>") + "</p>",
-        f"<ul>{violations}</ul>" if violations else "",
+        verdict_line(manifest, violations),
         structure_drawing,
         "<h2>Validation</h2>",
         kv_table({

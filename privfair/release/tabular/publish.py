@@ -98,7 +98,10 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         tables, n_rows = ["synthetic.parquet"], len(labelled)
     # DP-SGD (a GAN): the lifetime is charged the run's own Rényi curve (at or below the
     # declared one it reserved; the protocol checks it), not a ρ it does not have.
-    charge = {"rdp": [float(v) for v in book.rdp()]} if book.uses_rdp else {}
+    # (a GAN whose small-n rule measured one-way marginals instead of DP-SGD has Gaussian
+    # entries only: its curve is still checked against the declared one)
+    charge = ({"rdp": [float(v) for v in book.rdp()]}
+              if book.uses_rdp or generative is not None else {})
     manifest = build_manifest(
         plan, version=version, ledger=book, one_way=one_way_model, structure=tree,
         model=meta, contract=contract, n_rows=n_rows,
@@ -115,6 +118,9 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
     # whether the method promises the checked criterion: the report and the catalog say
     # "not claimed" rather than a bare FAIL or yes (issue 35.2)
     manifest["fairness_claimed"] = bool(fairness_claimed)
+    if generative is not None and generative.get("versus_independence"):
+        # which table was published: the GAN's or independence of its noisy marginals
+        manifest["versus_independence"] = generative["versus_independence"]
     labels = {c: contract.labels(c) for c in contract.column_names}
     (folder / "report.html").write_text(build_report(manifest, labelled, labels=labels),
                                         encoding="utf-8")

@@ -31,6 +31,11 @@ its δ (:func:`declared_curve` calibrates it so). The lifetime is charged c too
 (:mod:`privfair.release.protocol`): the run's own curve a + b_n̂ is smaller but depends on
 n̂, and admitting later runs against it would compose less than the run may cost.
 
+The GAN small-n rule (issue 42.1) is one more choice of M₂ from n̂: when the noisy pairs
+cannot carry signal at n̂, M₂ is a Gaussian measurement of every one-way marginal, its ρ the
+largest whose curve ρα keeps a + ρα at or below c at every order (and the run's ledger
+accepts), so the same bound holds whichever branch n̂ picked.
+
 What is not a proof, and was coded until issue 41.3: once n̂ fixed q, take the σ the run's
 ledger alone allows, i.e. the smallest whose own curve a + b_n̂ converts to at most ε at *its*
 best order, and settle the reservation to that curve. Each such curve converts to ε, but
@@ -76,8 +81,8 @@ if TYPE_CHECKING:
     from privfair.generative.gan import GANConfig
 
 __all__ = ["GAN_METHODS", "GAN_MIN_ROWS", "MIN_PARITY_ROWS", "PARITY_THRESHOLD",
-           "check_gan_request", "curve_limit", "data_fairness", "declared_curve",
-           "load_causal_graph", "parity_excess", "sample_gan", "train_gan"]
+           "check_gan_request", "constrained_attributes", "curve_limit", "data_fairness",
+           "declared_curve", "independence_instead", "load_causal_graph", "small_n_line", "parity_check", "parity_excess", "sample_gan", "train_gan"]
 
 #: |RD(D)| at or below this counts as statistical parity of the released table (Xu ch. 6).
 PARITY_THRESHOLD = 0.05
@@ -141,6 +146,11 @@ def _constrained(contract: Contract, method: str) -> tuple[str, ...]:
         binary = tuple(a for a in constrained if domain.size(a) == 2)
         return binary or constrained
     return constrained
+
+
+def constrained_attributes(contract: Contract, method: str) -> tuple[str, ...]:
+    """The protected attributes a GAN method's fairness terms constrain (public)."""
+    return _constrained(contract, method)
 
 
 def check_gan_request(contract: Contract, domain: Domain, method: str,
@@ -216,6 +226,44 @@ def _declared_curve(*, rho: float, delta: float, domains: float, policies: float
     for kwargs in charges(noise_multiplier_on_ledger(book, charges=charges)):
         book.spend_subsampled_gaussian(**kwargs)
     return tuple(float(v) for v in book.rdp())
+
+
+def small_n_line(plan: Any) -> str:
+    """The GAN's small-n rule as the plan and ``--dry-run`` state it (issue 42.1): from the
+    public domain, roles, method and ρ, the row count below which the run publishes the
+    independence model instead of training, and, with the contract's ``expected_rows`` (a
+    stated guess), which of the two it will be."""
+    from privfair.core.accounting import LedgerEntry, PrivacyLedger, gaussian_sigma
+    from privfair.generative.calibration import GAN_NOISE_TVD_LIMIT, anchor_pairs
+
+    contract = plan.contract
+    if contract.unresolved_columns:
+        return ("GAN small-n rule: domains are published by a DP step, so whether the GAN "
+                "trains or the release is the independence model is decided then")
+    domain = contract.domain()
+    protected, outcome = _roles(contract, plan.method)
+    config = gan_config(plan.method, group_clipping=bool(plan.group_clipping),
+                        epochs=plan.gan_epochs)
+    pairs = anchor_pairs(domain, protected, outcome, plan.method)
+    measured = tuple(dict.fromkeys([(protected, outcome), *pairs]))
+    book = PrivacyLedger(rho_budget=float(plan.rho), delta=float(plan.delta))
+    for name in ("policies", "domains"):
+        if float(plan.split.get(name, 0.0)) > 0:
+            book.spend(LedgerEntry(name, "gaussian", 1.0, rho=float(plan.split[name])))
+    sigma = gaussian_sigma(rho=count_rho(book, config.marginal_share) / len(measured),
+                           sensitivity=1.0)
+    cells = float(np.mean([domain.size(a) * domain.size(b) for a, b in measured]))
+    rows = sigma * float(np.sqrt(2 / np.pi)) * cells / (2 * GAN_NOISE_TVD_LIMIT)
+    line = (f"GAN small-n rule: the GAN trains only where its noisy pair marginals carry "
+            f"signal (expected noise TVD <= {GAN_NOISE_TVD_LIMIT:g} a pair, at the noisy row "
+            f"count); at this ε that needs about {int(np.ceil(rows)):,} rows; below, no GAN "
+            "is trained: the rest of the budget measures every one-way marginal and the "
+            "release is the independence model")
+    expected = getattr(contract, "expected_rows", None)
+    if expected is not None:
+        line += (f". At expected_rows = {int(expected):,} this release will be "
+                 + ("the independence model" if expected < rows else "a trained GAN"))
+    return line
 
 
 def curve_limit(declared: Any) -> Callable[[np.ndarray], float]:
@@ -306,7 +354,7 @@ def train_gan(codes: FileRef, contract: Contract, ledger: FileRef, artefacts: st
     book = load_ledger(ledger)
     fitted = fit_gan(_read_codes(codes, domain, batch_size), domain, protected=protected,
                      outcome=outcome, ledger=book, rng=stage_rng(seed, "gan"), config=config,
-                     dag=dag, discrete_noise=discrete, limit=limit,
+                     dag=dag, discrete_noise=discrete, limit=limit, small_n_rule=True,
                      progress=(lambda e, n, info: progress(e, n)) if progress else None)
     if causal_graph is not None and method == "cfgan":
         fitted.privacy["causal_graph_source"] = causal_graph.get("source", "declared")
@@ -386,18 +434,112 @@ def _causal_effects(fitted: Any, codes: Mapping[str, np.ndarray],
     return out
 
 
-def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
-               n_rows: int | None, delta: float, seed: int | None,
-               release_classifier: bool = False) -> tuple[FileRef, dict[str, Any]]:
-    """Sample synthetic codes from the trained generator (post-processing).
+def parity_check(codes: Mapping[str, np.ndarray], domain: Domain, *, protected: str,
+                 outcome: str, checked: tuple[str, ...], reported: tuple[str, ...],
+                 constrained: tuple[str, ...], rng: np.random.Generator,
+                 measured_on: str) -> dict[str, Any]:
+    """The release's one fairness verdict: statistical parity of ``codes`` (the rows to be
+    published) for every ``checked`` protected attribute (the contract's
+    ``fairness.protected``, by default every protected role), whichever the method
+    constrains (``constrained``; dpgan constrains none, and says so). ``reported``
+    attributes are measured and shown, not judged. Post-processing of DP output."""
+    fairness = data_fairness(codes, domain, protected=protected, outcome=outcome, rng=rng)
+    attributes = list(dict.fromkeys([protected, *checked, *reported]))
+    fairness["per_protected"] = {
+        a: {**data_fairness(codes, domain, protected=a, outcome=outcome, rng=rng),
+            "constrained": a in constrained, "checked": a in checked}
+        for a in attributes}
+    judged = {a: p for a, p in fairness["per_protected"].items() if p["checked"]}
+    violations = [
+        {"protected": a, "outcome": outcome, "rd": p["rd"],
+         "allowance": p.get("parity_allowance", 0.0),
+         "why": f"|RD(D)| = {abs(float(p['rd'])):.3f} is above {PARITY_THRESHOLD} plus its "
+                f"sampling allowance {float(p.get('parity_allowance', 0.0)):.3f}"}
+        for a, p in judged.items()
+        if np.isfinite(p["rd"]) and parity_excess(p) > PARITY_THRESHOLD]
+    # fewer than two groups large enough to judge: no evidence either way, stated, not failed
+    unjudged = [a for a, p in judged.items() if not np.isfinite(p["rd"])]
+    return {
+        "passed": not violations,
+        "criterion": (f"statistical parity of the released table, |RD(D)| <= "
+                      f"{PARITY_THRESHOLD} plus {PARITY_SAMPLING_ERRORS:g} standard errors "
+                      "of the two groups' rates, over the groups with at least "
+                      f"{MIN_PARITY_ROWS} released rows (an attribute with fewer than two "
+                      "such groups is not judged), for each protected attribute of the "
+                      f"contract's fairness.protected ({', '.join(checked)}; measured on "
+                      f"{measured_on}; post-processing)"),
+        "violations": violations,
+        "not_judged": unjudged,
+        "data_fairness": fairness,
+        "protected": protected, "outcome": outcome,
+        "checked": list(checked),
+        "constrained": list(constrained),
+        "measured_on": measured_on,
+    }
 
-    Returns the codes artefact and the manifest record: DP-SGD parameters, the accountant's
-    ε for them alone, the DAG (CFGAN) and the data-fairness measures of the released table.
-    """
+
+def _write_codes(codes: Mapping[str, np.ndarray], domain: Domain,
+                 artefacts: str | Path) -> FileRef:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them
+    table = pa.table({a: np.asarray(codes[a]).astype(np.int64)  # type: ignore[misc]
+                      for a in domain})
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    return write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
+
+
+def independence_instead(generative: Mapping[str, Any], contract: Contract,
+                         artefacts: str | Path, *, n_rows: int, seed: int | None
+                         ) -> tuple[FileRef, dict[str, Any]] | None:
+    """A fair GAN whose table fails the parity its method promises publishes the
+    independence model of the run's own noisy marginals instead (issue 42.2): outcome and
+    protected attributes drawn apart, so parity holds up to sampling, stated in the record.
+    None when the run kept no noisy one-way marginals (nothing of its own to fall back on).
+    Post-processing of DP output: the same draw as the candidate the comparison scored."""
+    from privfair.release.kinds.gan.independence import independence_sample, scores
+
+    versus = dict(generative.get("versus_independence") or {})
+    if not versus.get("noisy_one_way"):
+        return None
+    domain = contract.domain()
+    one_way = {a: np.asarray(versus["noisy_one_way"][a], dtype=float) for a in domain}
+    codes = independence_sample(one_way, n_rows, rng=stage_rng(seed, "independence"))
+    failed = generative["fairness_check"]
+    check = parity_check(
+        codes, domain, protected=failed["protected"], outcome=failed["outcome"],
+        checked=tuple(failed["checked"]),
+        reported=tuple(failed["data_fairness"]["per_protected"]),
+        constrained=tuple(failed["constrained"]), rng=stage_rng(seed, "independence"),
+        measured_on="the independence model's rows, published because the GAN's table "
+                    "failed this check")
+    check["gan_table"] = {"passed": False, "violations": failed["violations"]}
+    shift = scores(codes, domain, {}, one_way)["per_attribute"]
+    versus.update(published="independence", marginal_shift=shift,
+                  why=("the GAN's table failed the parity its method promises ("
+                       + "; ".join(f"{v['protected']}: {v['why']}" for v in failed["violations"])
+                       + "); the independence model of the run's noisy marginals draws the "
+                       "outcome apart from the protected attributes"))
+    return _write_codes(codes, domain, artefacts), {
+        **generative, "fairness_check": check, "versus_independence": versus}
+
+
+def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
+               n_rows: int | None, delta: float, seed: int | None,
+               release_classifier: bool = False) -> tuple[FileRef, dict[str, Any]]:
+    """Sample synthetic codes from the trained generator (post-processing), and publish the
+    better of them and the independence model of the run's own noisy marginals
+    (:mod:`privfair.release.kinds.gan.independence`).
+
+    Returns the codes artefact and the manifest record: DP-SGD parameters, the accountant's
+    ε for them alone, the DAG (CFGAN), the comparison with independence and the
+    data-fairness measures of the released table.
+    """
+    from privfair.contracts.tot_settings import constrained_protected
     from privfair.generative.gan import FittedGAN, fair_attributes
+    from privfair.release.kinds.gan.independence import compare_with_independence
 
     fitted = FittedGAN.load(generator.open_checked())
     if fitted.non_private:  # a public fact of the artefact, checked before any row is drawn
@@ -407,31 +549,40 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
     domain = fitted.domain
     n = fitted.expected_rows if n_rows is None else int(n_rows)
     rng = stage_rng(seed, "sample")
-    codes = fitted.sample(n, rng=rng)
-    # pyarrow-stubs 20 rejects numpy columns; pyarrow takes them
-    table = pa.table({a: codes[a].astype(np.int64) for a in domain})  # type: ignore[misc]
-    buffer = io.BytesIO()
-    pq.write_table(table, buffer, compression="zstd")
-    ref = write_artefact(artefacts, "synthetic-codes", buffer.getvalue(), "parquet")
-    fairness = data_fairness(codes, domain, protected=fitted.protected, outcome=fitted.outcome,
-                             rng=rng)
-    # parity per protected attribute of the contract, on the synthetic rows (no privacy cost)
-    declared = list(dict.fromkeys([fitted.protected, *contract.roles().protected]))
-    constrained = set(fair_attributes(fitted.config, fitted.protected))
-    fairness["per_protected"] = {
-        a: {**data_fairness(codes, domain, protected=a, outcome=fitted.outcome, rng=rng),
-            "constrained": a in constrained}
-        for a in declared}
-    dp = dict(fitted.privacy["dp_sgd"])
-    dp["epsilon_dp_sgd_alone"] = subsampled_gaussian_epsilon(
-        noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"],
-        steps=dp["steps"], delta=delta)
-    dp["epsilon_dp_sgd_alone_delta"] = delta
-    if fitted.dag is not None:
-        fairness["causal_effects"] = _causal_effects(fitted, codes, rng)
-    # the check covers every attribute the method constrained
-    passed = all(np.isfinite(p["rd"]) and parity_excess(p) <= PARITY_THRESHOLD
-                 for p in fairness["per_protected"].values() if p["constrained"])
+    small_n = fitted.privacy.get("small_n")
+    if fitted.independence is not None:  # the small-n rule chose independence; stated
+        rule: dict[str, Any] = fitted.privacy["small_n"]
+        codes = fitted.sample(n, rng=rng)
+        versus = {"compared": False, "published": "independence", "small_n": rule,
+                  "reason": (f"GAN small-n rule: the run's noisy pair marginals would carry an "
+                             f"expected noise TVD of {rule['pair_noise_tvd']:.3f} per pair "
+                             f"at its noisy row count (limit {rule['limit']:g}); no GAN "
+                             "was trained and the rest of the budget measured every one-way "
+                             "marginal")}
+    else:
+        codes, versus = compare_with_independence(
+            fitted.sample(n, rng=rng), domain, anchors=fitted.anchors,
+            marginals=fitted.marginals, rng=stage_rng(seed, "independence"))
+        versus["small_n"] = small_n
+    ref = _write_codes(codes, domain, artefacts)
+    # dpgan has no fairness term: it constrains nothing, its check is shown, not claimed
+    constrained = (() if fitted.config.method == "dpgan"
+                   else fair_attributes(fitted.config, fitted.protected))
+    check = parity_check(
+        codes, domain, protected=fitted.protected, outcome=fitted.outcome,
+        checked=tuple(constrained_protected(contract)[0]),
+        reported=tuple(contract.roles().protected), constrained=tuple(constrained), rng=rng,
+        measured_on=("the GAN's synthetic rows" if versus["published"] == "gan" else
+                     "the independence model's rows, published instead of the GAN's"))
+    dp: dict[str, Any] | None = None
+    if fitted.privacy.get("dp_sgd") is not None:
+        dp = dict(fitted.privacy["dp_sgd"])
+        dp["epsilon_dp_sgd_alone"] = subsampled_gaussian_epsilon(
+            noise_multiplier=dp["noise_multiplier"], sample_rate=dp["sample_rate"],
+            steps=dp["steps"], delta=delta)
+        dp["epsilon_dp_sgd_alone_delta"] = delta
+    if fitted.dag is not None and fitted.independence is None:
+        check["data_fairness"]["causal_effects"] = _causal_effects(fitted, codes, rng)
     edges = fitted.dag.to_dict()["edges"] if fitted.dag else []
     record = {
         "method": {"gan": fitted.config.to_dict(), "dp_sgd": dp,
@@ -443,19 +594,8 @@ def sample_gan(generator: FileRef, contract: Contract, artefacts: str | Path, *,
                                         "causal_graph_source", "declared by the publisher"),
                                         "cost_budget": False}
                                        if fitted.dag else None)},
-        "fairness_check": {
-            "passed": passed,
-            "criterion": (f"statistical parity of the released table, |RD(D)| <= "
-                          f"{PARITY_THRESHOLD} plus {PARITY_SAMPLING_ERRORS:g} standard errors "
-                          "of the two groups' rates, over the groups with at least "
-                          f"{MIN_PARITY_ROWS} released rows, for each constrained protected "
-                          f"attribute ({', '.join(sorted(constrained))}; measured on the "
-                          "synthetic rows; post-processing)"),
-            "violations": [],
-            "data_fairness": fairness,
-            "protected": fitted.protected, "outcome": fitted.outcome,
-            "constrained": list(fair_attributes(fitted.config, fitted.protected)),
-        },
+        "versus_independence": versus,
+        "fairness_check": check,
     }
     if release_classifier and fitted.classifier_state is not None:
         record["classifier"] = classifier_record(fitted, contract)
