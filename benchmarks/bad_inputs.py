@@ -1157,7 +1157,11 @@ def run_case(c: Case, base: Path, *, subprocess_env: dict[str, str]) -> Outcome:
     root = Path(tempfile.mkdtemp(prefix="case-", dir=base))
     registry = root / "registry"
     old_cwd, old_reg = os.getcwd(), os.environ.get("PRIVFAIR_REGISTRY")
+    old_state = os.environ.get("PRIVFAIR_STATE_HOME")
     os.environ["PRIVFAIR_REGISTRY"] = str(registry)
+    # each case its own client: a witness that saw another case's registry binds its
+    # datasets there (issue 45.2) and would refuse this case's registry
+    os.environ["PRIVFAIR_STATE_HOME"] = str(root / "state")
     t0 = time.perf_counter()
     try:
         os.chdir(root)
@@ -1170,9 +1174,9 @@ def run_case(c: Case, base: Path, *, subprocess_env: dict[str, str]) -> Outcome:
         before = _ledger(registry)
         kept = {rel: _digest(root / rel) for rel in c.keep}
         if c.prefect or c.isolated:
-            code, out, err = _run_subprocess(argv, root, {**subprocess_env,
-                                                          "PRIVFAIR_REGISTRY": str(registry)},
-                                             limited=c.isolated)
+            code, out, err = _run_subprocess(argv, root, {
+                **subprocess_env, "PRIVFAIR_REGISTRY": str(registry),
+                "PRIVFAIR_STATE_HOME": str(root / "state")}, limited=c.isolated)
         else:
             code, out, err = _run_in_process(argv)
         verdict, why = classify(c, code, out, err, _ledger(registry) - before)
@@ -1185,10 +1189,11 @@ def run_case(c: Case, base: Path, *, subprocess_env: dict[str, str]) -> Outcome:
         return Outcome(c.name, verdict, code, line[:300], time.perf_counter() - t0, why)
     finally:
         os.chdir(old_cwd)
-        if old_reg is None:
-            os.environ.pop("PRIVFAIR_REGISTRY", None)
-        else:
-            os.environ["PRIVFAIR_REGISTRY"] = old_reg
+        for name, old in (("PRIVFAIR_REGISTRY", old_reg), ("PRIVFAIR_STATE_HOME", old_state)):
+            if old is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = old
         for p in root.rglob("*"):
             with contextlib.suppress(OSError):
                 if not p.is_symlink():

@@ -136,3 +136,16 @@ def test_store_check_finds_an_edited_ledger_copy(where, toy_contract, toy_parque
     assert any("rewrote the ledger copy" in line for line in repaired.repaired)
     assert check_store(store, work_dir=work).consistent
     assert json.loads(copy.read_bytes()) == json.loads(original)
+
+
+def test_an_unreadable_ledger_copy_is_reported_and_rewritten(toy_contract, toy_parquet,
+                                                             tmp_path):
+    run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
+    store, work = tmp_path / "releases", tmp_path / "work"
+    copy = store / "toy" / "lifetime_ledger.json"
+    copy.write_text("{not json")
+    report = check_store(store, work_dir=work)
+    assert any("unreadable" in p for p in report.problems), report.problems
+    assert any("rewrote the ledger copy" in line
+               for line in check_store(store, work_dir=work, repair=True).repaired)
+    assert check_store(store, work_dir=work).consistent

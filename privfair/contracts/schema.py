@@ -1185,7 +1185,56 @@ else:  # pragma: no cover - PyYAML built without libyaml
     _FAST_LOADER = None
 
 
+#: The most values a contract's YAML may hold once its aliases are expanded: a contract of
+#: a few thousand columns holds well under this; an alias bomb (each anchor nine times the
+#: one before) holds billions and took 17 s of CPU to refuse (issue 45, fresh battery).
+MAX_EXPANDED_VALUES = 1_000_000
+
+
+class _AliasBomb(Exception):
+    def __init__(self, count: int) -> None:
+        super().__init__(count)
+        self.count = count
+
+
+def _expanded_values(root: yaml.Node) -> int:
+    """How many nodes ``root`` holds with every alias expanded (each shared node counted as
+    often as it is reached), computed once per node, capped far above the limit."""
+    memo: dict[int, int] = {}
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if id(node) in memo:
+            continue
+        kids: list[yaml.Node] = (
+            [k for pair in node.value for k in pair] if isinstance(node, yaml.MappingNode)
+            else list(node.value) if isinstance(node, yaml.SequenceNode) else [])
+        if ready:
+            memo[id(node)] = min(1 + sum(memo[id(k)] for k in kids), 10**15)
+        else:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in memo)
+    return memo[id(root)]
+
+
+def _check_aliases(text: str) -> None:
+    """Refuse a document whose aliases expand past :data:`MAX_EXPANDED_VALUES`, before any
+    object is built (an alias bomb)."""
+    if "*" not in text:
+        return
+    loader = _FAST_LOADER or _ContractLoader
+    try:
+        root = yaml.compose(text, Loader=loader)  # noqa: S506 - nodes only, nothing built
+    except yaml.YAMLError:
+        return  # the loader reports it in its usual words
+    if root is not None:
+        count = _expanded_values(root)
+        if count > MAX_EXPANDED_VALUES:
+            raise _AliasBomb(count)
+
+
 def _load_yaml(text: str) -> Any:
+    _check_aliases(text)
     if _FAST_LOADER is not None:
         try:
             return yaml.load(text, Loader=_FAST_LOADER)  # noqa: S506 - a SafeLoader subclass
@@ -1266,6 +1315,11 @@ def parse_contract(text: str, *, source: str = "<string>") -> Contract:
     """
     try:
         data = _load_yaml(text)
+    except _AliasBomb as bomb:
+        raise ContractError(
+            f"contract {source}: its YAML aliases (*name) expand to more than "
+            f"{MAX_EXPANDED_VALUES:,} values ({bomb.count:,}); write the contract out without "
+            "anchors and aliases") from None
     except _DuplicateKey as dup:
         raise ContractError(
             f"contract {source}: duplicate key {dup.key!r} at line {dup.line}"

@@ -208,7 +208,10 @@ def check_store_binding(store: Path, name: str, ident: str) -> None:
     a second registry pointed at the same store cannot start the dataset's budget afresh.
     """
     copy = ledger_path(store, name)
-    raw = _read_copy(copy)
+    try:
+        raw = _read_copy(copy)
+    except StoreError:  # an unreadable copy binds nothing; copy_problems reports it
+        return
     bound = bound_registry(raw) if raw else None
     here = registry_id()
     if bound and not hmac.compare_digest(bound, here):
