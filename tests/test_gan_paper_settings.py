@@ -272,3 +272,28 @@ def test_per_group_expectation_weights_each_group_by_its_inverse_share(table):
         gan.fit_gan_non_private(table, DOMAIN, protected="s", outcome="y",
                                 rng=np.random.default_rng(0),
                                 config=tiny("fairgan", setting="xu2021", constrained=("a",)))
+
+
+def test_paper_v3_is_played_on_real_rows_only(table, monkeypatch):
+    """xu2021's FairGAN+ plays V3 on the real batch (x ~ P(X | Y, S)) alone: D3 and η's
+    −μ·V3 term take no generated-row step; η's likelihood L still reads both."""
+    config = tiny("fairgan-plus", setting="xu2021")
+    assert (config.classifier_rows, config.v3_rows) == ("real_and_generated", "real")
+    assert gan.GANConfig(method="fairgan-plus").v3_rows == "generated"
+    trainers = _spy_trainer(monkeypatch)
+    seen = []
+    original = gan._Trainer._d3_terms
+
+    def spy(self, *args, **kwargs):
+        seen.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(gan._Trainer, "_d3_terms", spy)
+    fitted, _ = fit(table, config)
+    assert trainers[-1].v3_real and not trainers[-1].v3_generated
+    assert seen == []  # no V3 term on generated rows
+    assert fitted.privacy["dp_sgd"]["trained_on_real_rows"] == ["D1", "classifier", "D3"]
+    fit(table, tiny("fairgan-plus", setting="xu2021", v3_rows="real_and_generated"))
+    assert seen  # both: the generated-row terms are back
+    with pytest.raises(ValueError, match="v3_rows"):
+        gan.GANConfig(method="fairgan-plus", v3_rows="real")

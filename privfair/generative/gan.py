@@ -82,7 +82,8 @@ offers: ``acgan`` is Xu's fairness-blind baseline of Tables 6.1/6.2 (§6.4.1.1).
 
 GAN_SETTINGS: tuple[str, ...] = ("privfair", "xu2021")
 """Named settings: ``privfair`` (the project's defaults, tuned for few DP steps) and ``xu2021``
-(the dissertation's choices, ch. 6-7: λ = μ = 1 and FairGAN+'s V3 and likelihood on real x)."""
+(the dissertation's choices, ch. 6-7: λ = μ = 1, the adversaries' V2/V3/J2 as sums of one
+expectation per group, no anchors, and FairGAN+'s V3 and likelihood on real x)."""
 
 _CLASSIFIER_FAIRNESS = ("dp", "eo", "eop")
 _EFFECTS = ("te", "se", "ce")
@@ -104,9 +105,10 @@ _DEFAULTS: dict[str, float | str] = {"fairness_weight": 4.0, "generator_ema": 0.
 _SETTING_DEFAULTS: dict[str, dict[str, float | str]] = {
     "xu2021": {"fairness_weight": 1.0, "classifier_weight": 1.0, "anchor_weight": 0.0,
                "fairness_expectation": "per_group"},
-    "xu2021:fairgan-plus": {"classifier_rows": "real_and_generated"}}
+    "xu2021:fairgan-plus": {"classifier_rows": "real_and_generated", "v3_rows": "real"}}
 _CLASSIFIER_ROWS = ("generated", "real_and_generated")
 _FAIRNESS_EXPECTATIONS = ("pooled", "per_group")
+_V3_ROWS = ("generated", "real", "real_and_generated")
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,13 @@ class GANConfig:
         D3's gradients on each real Poisson batch are clipped *jointly with D1's* (one per-row
         norm over D1 ⊕ η ⊕ D3) and noised by the same DP-SGD step, so the charge is D1's,
         unchanged; the generated-row terms stay as in ``generated``.
+    v3_rows : {"generated", "real", "real_and_generated"}, optional
+        Which rows FairGAN+'s V3 (D3's game with η) is played on; by default those of
+        ``classifier_rows``. ``real`` under ``xu2021``: the paper's V3 takes x ~ P(X | Y, S),
+        the data (where its L names P_data and P_G apart), so D3 and η's −μ·V3 term see the
+        real batch alone (inside D1's DP-SGD step). On generated rows, whose ŷ is drawn
+        independently of s, D3 finds nothing and is pulled towards the prior, which dilutes
+        its game on real rows. Reading real rows needs ``classifier_rows="real_and_generated"``.
     classifier_fairness : {"dp", "eo", "eop"}
         FairGAN+'s notion for its classifier: demographic parity, equalised odds, equal opportunity.
     effect : {"te", "se", "ce"}
@@ -231,6 +240,7 @@ class GANConfig:
     adversary_steps: int = 1
     classifier_weight: float | None = None
     classifier_rows: str | None = None
+    v3_rows: str | None = None
     classifier_fairness: str = "dp"
     effect: str = "te"
     redlining: tuple[str, ...] = ()
@@ -273,6 +283,13 @@ class GANConfig:
         if self.classifier_rows not in _CLASSIFIER_ROWS:
             raise ValueError(f"classifier_rows must be one of {list(_CLASSIFIER_ROWS)}, "
                              f"got {self.classifier_rows!r}")
+        if self.v3_rows is None:
+            object.__setattr__(self, "v3_rows", self.classifier_rows)
+        if self.v3_rows not in _V3_ROWS:
+            raise ValueError(f"v3_rows must be one of {list(_V3_ROWS)}, got {self.v3_rows!r}")
+        if self.v3_rows != "generated" and self.classifier_rows != "real_and_generated":
+            raise ValueError(f"v3_rows={self.v3_rows!r} reads real rows: it needs "
+                             "classifier_rows='real_and_generated'")
         if self.classifier_fairness not in _CLASSIFIER_FAIRNESS:
             raise ValueError(f"classifier_fairness must be one of {list(_CLASSIFIER_FAIRNESS)}"
                              f", got {self.classifier_fairness!r}")
@@ -652,6 +669,9 @@ class _Trainer:
         self.classifier_reads_real = self.acgan or (
             config.method == "fairgan-plus" and config.classifier_rows == "real_and_generated")
         self.d3_attributes = self.fair if config.method == "fairgan-plus" else ()
+        # where FairGAN+'s V3 is played: the real batch (inside DP-SGD), generated rows, both
+        self.v3_real = self.classifier_reads_real and config.v3_rows != "generated"
+        self.v3_generated = config.v3_rows != "real"
         self.private_grads: dict[str, dict[str, torch.Tensor]] = {}
         self.adversaries: dict[str, _Adversary] = {}
 
@@ -763,7 +783,7 @@ class _Trainer:
         keep = ((y == y_onehot.shape[1] - 1).to(x.dtype) if mode == "eop"
                 else torch.ones_like(x[:, 0]))
         heads = [(_head("D3", a, self.protected), batch[:, span(a)].argmax(1))
-                 for a in self.d3_attributes]
+                 for a in (self.d3_attributes if self.v3_real else ())]
         weight = _filled(cfg.classifier_weight, "classifier_weight")
 
         def d3_input(probs: torch.Tensor) -> torch.Tensor:
@@ -937,7 +957,7 @@ class _Trainer:
             classifier_loss = F.nll_loss(torch.log(probs + 1e-12), y_idx)
             fixed = {k: v.detach() for k, v in values.items()}
             weight = _filled(cfg.classifier_weight, "classifier_weight")
-            for attribute in self.d3_attributes:
+            for attribute in (self.d3_attributes if self.v3_generated else ()):
                 d3 = self._d3_terms(fixed, probs, attribute)
                 if d3 is not None:
                     classifier_loss = classifier_loss - weight * self._adversary_loss(
@@ -947,7 +967,7 @@ class _Trainer:
             self.classifier_opt.step()
             probs = torch.softmax(self.classifier(x_hat.detach()), dim=1).detach()
             for attribute in self.d3_attributes:
-                d3 = self._d3_terms(fixed, probs, attribute)
+                d3 = self._d3_terms(fixed, probs, attribute) if self.v3_generated else None
                 name = _head("D3", attribute, self.protected)
                 adv = self.adversaries[name]
                 adv.optimiser.zero_grad(set_to_none=True)
@@ -1311,7 +1331,8 @@ def _train(config: GANConfig, domain: Domain, *, protected: str, outcome: str,
     classifier = getattr(trainer, "classifier", None)
     classifier_state = _copy_state(classifier) if classifier is not None else None
     real_readers = ["D1"] + (["classifier", *(_head("D3", a, protected)
-                                              for a in trainer.d3_attributes)]
+                                              for a in trainer.d3_attributes
+                                              if trainer.v3_real)]
                              if trainer.classifier_reads_real else [])
     privacy = {
         "dp_sgd": {"noise_multiplier": None, "max_grad_norm": config.max_grad_norm,
