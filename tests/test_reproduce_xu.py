@@ -381,3 +381,20 @@ def test_dpsgd_majority_class_rows_are_marked_uninformative():
     assert majority_only(mixed, "DPSGD") is None and majority_only([], "DPSGD") is None
     row = mark_uninformative({}, silent, mixed, "DPSGD")
     assert "uninformative" in row and "default_uninformative" not in row
+
+
+def test_gan_own_classifier_scores_its_tpr_and_fpr_gaps():
+    """Table 6.2's DTPR and DFPR of a GAN's own η: TPR and FPR of the privileged group minus
+    the other's, on the test rows."""
+    from benchmarks.reproduce.xu_gan import own_classifier_scores
+    from privfair.core.domain import Domain
+
+    domain = Domain(("a", "sex", "income"), (2, 2, 2))
+    # η predicts income = 1 exactly when a = 1
+    state = {"0.weight": np.array([[1.0, -1.0], [-1.0, 1.0]]), "0.bias": np.zeros(2)}
+    test = {"a": np.array([1, 1, 0, 0, 1, 0, 1, 0]), "sex": np.array([1, 1, 1, 1, 0, 0, 0, 0]),
+            "income": np.array([1, 1, 0, 0, 1, 1, 0, 0])}
+    out = own_classifier_scores(state, test, domain, protected="sex", outcome="income")
+    # men: TPR 1, FPR 0; women: TPR 1/2, FPR 1/2
+    assert out["dtpr"] == pytest.approx(0.5) and out["dfpr"] == pytest.approx(-0.5)
+    assert out["rd_eta"] == pytest.approx(0.0) and out["accuracy"] == pytest.approx(0.75)
