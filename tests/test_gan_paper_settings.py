@@ -142,7 +142,8 @@ def test_paper_setting_trains_d3_and_the_classifier_on_real_rows_inside_dpsgd(
 
 def test_real_row_classifier_gradient_is_the_papers_l_minus_mu_v3(table):
     """Without noise (the non-private path), η's step on a real batch is the mean gradient of
-    CE(η(x), y) − μ·CE(D3(η(x)), s), and D3's of CE(D3(η(x)), s)."""
+    CE(η(x), y) − μ·w(s)·CE(D3(η(x)), s), and D3's of w(s)·CE(D3(η(x)), s), with the
+    per-group weight w(s) = 1/P(S = s)."""
     config = tiny("fairgan-plus", setting="xu2021", classifier_weight=0.7)
     trainer = gan._Trainer(config, DOMAIN, "s", "y", None, {"s": [0.5, 0.5], "y": [0.6, 0.4]},
                            torch.Generator().manual_seed(0), torch.device("cpu"), 80.0)
@@ -157,14 +158,15 @@ def test_real_row_classifier_gradient_is_the_papers_l_minus_mu_v3(table):
     s = batch[:, trainer.layout.span("s")].argmax(1)
     d3 = trainer.adversaries["D3"].net
     logits = trainer.classifier(x)
-    adversary = torch.nn.functional.cross_entropy(d3(torch.softmax(logits, 1)), s,
-                                                  reduction="sum")
+    # xu2021's V3 is per group: each row weighted by 1/P(S = s), here 1/0.5
+    adversary = (2.0 * torch.nn.functional.cross_entropy(d3(torch.softmax(logits, 1)), s,
+                                                         reduction="none")).sum()
     loss = torch.nn.functional.cross_entropy(logits, y, reduction="sum") - 0.7 * adversary
     expected = torch.autograd.grad(loss, list(trainer.classifier.parameters()))
     for (name, _), want in zip(trainer.classifier.named_parameters(), expected, strict=True):
         torch.testing.assert_close(trainer.private_grads["classifier"][name], want / 80.0)
-    d3_loss = torch.nn.functional.cross_entropy(
-        d3(torch.softmax(logits.detach(), 1)), s, reduction="sum")
+    d3_loss = (2.0 * torch.nn.functional.cross_entropy(
+        d3(torch.softmax(logits.detach(), 1)), s, reduction="none")).sum()
     expected = torch.autograd.grad(d3_loss, list(d3.parameters()))
     for (name, _), want in zip(d3.named_parameters(), expected, strict=True):
         torch.testing.assert_close(trainer.private_grads["D3"][name], want / 80.0)
@@ -220,3 +222,78 @@ def test_non_private_path_draws_no_noise_clips_nothing_and_the_release_refuses_i
         sample_gan(ref, load_contract(toy_contract), tmp_path / "artefacts", n_rows=10,
                    delta=1e-6, seed=0)
     assert not list((tmp_path / "artefacts").glob("synthetic-codes*"))
+
+
+def test_acgan_discriminator_sees_x_y_and_s_and_has_no_head_for_s(table):
+    """Xu's ACGAN matches P_G(X | Y, S) to P_data(X | Y, S): D1 is the conditional one (the
+    full row in, one real/fake logit out); an auxiliary head predicting s from x alone would
+    make G maximise how well x tells s (Adult: BER .013 against the paper's .196)."""
+    config = tiny("acgan", setting="xu2021")
+    trainer = gan._Trainer(config, DOMAIN, "s", "y", None, {"s": [0.5, 0.5], "y": [0.6, 0.4]},
+                           torch.Generator().manual_seed(0), torch.device("cpu"), 80.0)
+    linears = [m for m in trainer.d1 if isinstance(m, torch.nn.Linear)]
+    assert linears[0].in_features == trainer.layout.width
+    assert linears[-1].out_features == 1
+    # D1's verdict on a row changes with its s alone (it sees s)
+    rows = trainer.layout.encode(table)[:50]
+    flipped = rows.clone()
+    span = trainer.layout.span("s")
+    flipped[:, span] = rows[:, span].flip(1)
+    assert not torch.allclose(trainer.d1(rows), trainer.d1(flipped))
+
+
+def test_per_group_expectation_weights_each_group_by_its_inverse_share(table):
+    """xu2021's V2/V3 are sums of one expectation per group of S (Xu Eq. 6.2): each row's
+    log-likelihood weighted by 1/P(S = s), so a group with a quarter of the rows counts as
+    much as the rest; CFGAN's two equal streams are summed (weight 2). The default pools."""
+    assert gan.GANConfig(method="fairgan", setting="xu2021").fairness_expectation == "per_group"
+    assert gan.GANConfig(method="fairgan").fairness_expectation == "pooled"
+    marginals = {"s": [0.25, 0.75], "y": [0.6, 0.4]}
+
+    def trainer(setting):
+        return gan._Trainer(tiny("fairgan-plus", setting=setting), DOMAIN, "s", "y", None,
+                            marginals, torch.Generator().manual_seed(0), torch.device("cpu"),
+                            80.0)
+
+    paper, default = trainer("xu2021"), trainer("privfair")
+    target = torch.tensor([0, 0, 1, 1, 1, 1, 1, 1])
+    inputs = torch.randn(8, len(paper.not_s), generator=torch.Generator().manual_seed(1))
+    default.adversaries["D2"].net.load_state_dict(paper.adversaries["D2"].net.state_dict())
+    rows = torch.nn.functional.cross_entropy(paper.adversaries["D2"].net(inputs), target,
+                                             reduction="none")
+    per_group = (rows[:2].sum() / 0.25 + rows[2:].sum() / 0.75) / 8
+    torch.testing.assert_close(paper._adversary_loss("D2", inputs, target), per_group)
+    torch.testing.assert_close(default._adversary_loss("D2", inputs, target), rows.mean())
+    # with the batch's shares equal to P(S) the weighted mean is the sum of the group means
+    torch.testing.assert_close(per_group, rows[:2].mean() + rows[2:].mean())
+    with pytest.raises(ValueError, match="per_group"):
+        gan.GANConfig(method="fairgan", setting="xu2021", fairness_loss="capped")
+    with pytest.raises(ValueError, match="per_group"):
+        gan.fit_gan_non_private(table, DOMAIN, protected="s", outcome="y",
+                                rng=np.random.default_rng(0),
+                                config=tiny("fairgan", setting="xu2021", constrained=("a",)))
+
+
+def test_paper_v3_is_played_on_real_rows_only(table, monkeypatch):
+    """xu2021's FairGAN+ plays V3 on the real batch (x ~ P(X | Y, S)) alone: D3 and η's
+    −μ·V3 term take no generated-row step; η's likelihood L still reads both."""
+    config = tiny("fairgan-plus", setting="xu2021")
+    assert (config.classifier_rows, config.v3_rows) == ("real_and_generated", "real")
+    assert gan.GANConfig(method="fairgan-plus").v3_rows == "generated"
+    trainers = _spy_trainer(monkeypatch)
+    seen = []
+    original = gan._Trainer._d3_terms
+
+    def spy(self, *args, **kwargs):
+        seen.append(args)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(gan._Trainer, "_d3_terms", spy)
+    fitted, _ = fit(table, config)
+    assert trainers[-1].v3_real and not trainers[-1].v3_generated
+    assert seen == []  # no V3 term on generated rows
+    assert fitted.privacy["dp_sgd"]["trained_on_real_rows"] == ["D1", "classifier", "D3"]
+    fit(table, tiny("fairgan-plus", setting="xu2021", v3_rows="real_and_generated"))
+    assert seen  # both: the generated-row terms are back
+    with pytest.raises(ValueError, match="v3_rows"):
+        gan.GANConfig(method="fairgan-plus", v3_rows="real")

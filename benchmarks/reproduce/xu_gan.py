@@ -2,14 +2,17 @@
 
 The paper's GANs are not private. Its cells are compared with our runs at ``epsilon = inf``,
 which train with ``fit_gan_non_private`` (exact counts, no clipping, no noise: like with like),
-under the library's ``setting="xu2021"`` (λ = μ = 1, no anchor marginals; FairGAN+'s η and D3
-also learn from the real rows, the paper's L and V3). privfair's default setting (λ = 16 for
-FairGAN, 4 for FairGAN+, anchors, D3 on generated rows only) runs beside it, not compared (one
+under the library's ``setting="xu2021"`` (λ = μ = 1, V2 and V3 as the paper's sums of one
+expectation per group of S, no anchor marginals; FairGAN+'s η and D3 also learn from the real
+rows, the paper's L and V3). privfair's default setting (λ = 16 for FairGAN, 4 for FairGAN+,
+pooled adversary losses, anchors, D3 on generated rows only) runs beside it, not compared (one
 row per paper cell).
 ``epsilon = 1`` rows are the DP versions (D1, and under xu2021 η and D3, by DP-SGD): the paper
 has no DP number, so they are reported, never compared. ``acgan`` is the paper's fairness-blind
-baseline (y and s drawn independently, §6.4.1.1); its C2 and FairGAN+'s C5 are the GANs' own
-logistic regressions η, C3 an LR on η(X) trained on FairGAN's rows (Xu §6.4.1.3).
+baseline (y and s drawn independently, D1 on (x, y, s) so that P_G(X|Y,S) = P_data(X|Y,S),
+§6.4.1.1); its C2 and FairGAN+'s C5 are the GANs' own logistic regressions η, C3 an LR on η(X)
+trained on FairGAN's rows (Xu §6.4.1.3). Table 6.2's DTPR and DFPR are read from the same
+classifiers (C5's are NA in the paper).
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ CONFIGS = (("acgan", "xu2021"), ("fairgan", "xu2021"), ("fairgan", "privfair"),
 #: Which of our scores is each Table 6.2 classifier: the GAN's own η (C2, C5), or an LR on
 #: η(X) trained on the generated rows (C3)
 CLASSIFIER = {"acgan": "_own", "fairgan": "_x", "fairgan-plus": "_own"}
-METRICS = ("RD_D", "BER", "RD_eta", "accuracy")
+METRICS = ("RD_D", "BER", "RD_eta", "DTPR", "DFPR", "accuracy")
+#: Table 6.2's classifier metrics (read from the row's classifier, ``CLASSIFIER``)
+CLASSIFIER_METRICS = ("RD_eta", "DTPR", "DFPR", "accuracy")
 
 
 def cells(mode: str) -> list[dict[str, Any]]:
@@ -84,7 +89,9 @@ def own_classifier_scores(state, test, domain, *, protected: str, outcome: str
     y = np.asarray(test[outcome]) == domain.size(outcome) - 1
     s = np.asarray(test[protected]) == domain.size(protected) - 1
     return {"accuracy": float((pred == y).mean()),
-            "rd_eta": float(pred[s].mean() - pred[~s].mean())}
+            "rd_eta": float(pred[s].mean() - pred[~s].mean()),
+            "dtpr": float(pred[s & y].mean() - pred[~s & y].mean()),
+            "dfpr": float(pred[s & ~y].mean() - pred[~s & ~y].mean())}
 
 
 @functools.lru_cache(maxsize=1)
@@ -135,18 +142,20 @@ def run(c: dict[str, Any]) -> dict[str, Any]:
     out = {"RD_D": fair["rd"], "BER": fair["ber"], "RD_eta": scores.get("rd_eta"),
            "accuracy": scores["accuracy"],
            "RD_eta_x": x_only.get("rd_eta"), "accuracy_x": x_only["accuracy"],
+           "DTPR_x": x_only.get("dtpr"), "DFPR_x": x_only.get("dfpr"),
            "majority": majority, "non_private": fitted.non_private,
            "trained_on_real_rows": (fitted.privacy.get("dp_sgd")
                                     or fitted.privacy["training"])["trained_on_real_rows"],
            "real": _real_scores()}
     if fitted.classifier_state is not None:
         own = own_classifier_scores(fitted.classifier_state, test, domain, **roles)
-        out.update(RD_eta_own=own["rd_eta"], accuracy_own=own["accuracy"])
+        out.update(RD_eta_own=own["rd_eta"], accuracy_own=own["accuracy"],
+                   DTPR_own=own["dtpr"], DFPR_own=own["dfpr"])
     return out
 
 
 def _classifier_key(method: str, metric: str) -> str:
-    return metric + CLASSIFIER[method] if metric in ("RD_eta", "accuracy") else metric
+    return metric + CLASSIFIER[method] if metric in CLASSIFIER_METRICS else metric
 
 
 def _trivial(m: dict[str, Any], method: str) -> bool:
@@ -166,7 +175,7 @@ def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     paper = {(r["dataset"], r["metric"]): r
              for name in ("xu_table6_1", "xu_table6_2") for r in paper_table(name)}
     better = {"RD_D": "abs_lower", "RD_eta": "abs_lower", "BER": "higher",
-              "accuracy": "higher"}
+              "accuracy": "higher", "DTPR": "abs_lower", "DFPR": "abs_lower"}
     names = {"acgan": "ACGAN", "fairgan": "FairGAN", "fairgan-plus": "FairGAN+ (DP)"}
     rows = []
     for eps in sorted({r["setting"]["epsilon"] for r in records}):
@@ -176,7 +185,7 @@ def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
                 continue
             useful = [m for m in runs if not _trivial(m, method)]
             for metric in METRICS:
-                table = "6.1" if metric in ("RD_D", "BER") else "6.2"
+                table = "6.2" if metric in CLASSIFIER_METRICS else "6.1"
                 key = _classifier_key(method, metric)
                 # every run trivial: the fairness row has only trivial runs to show
                 chosen = runs if metric == "accuracy" or not useful else useful

@@ -84,7 +84,8 @@ offers: ``acgan`` is Xu's fairness-blind baseline of Tables 6.1/6.2 (§6.4.1.1).
 
 GAN_SETTINGS: tuple[str, ...] = ("privfair", "xu2021")
 """Named settings: ``privfair`` (the project's defaults, tuned for few DP steps) and ``xu2021``
-(the dissertation's choices, ch. 6-7: λ = μ = 1 and FairGAN+'s V3 and likelihood on real x)."""
+(the dissertation's choices, ch. 6-7: λ = μ = 1, the adversaries' V2/V3/J2 as sums of one
+expectation per group, no anchors, and FairGAN+'s V3 and likelihood on real x)."""
 
 _CLASSIFIER_FAIRNESS = ("dp", "eo", "eop")
 _EFFECTS = ("te", "se", "ce")
@@ -97,15 +98,19 @@ _METHOD_DEFAULTS: dict[str, dict[str, float]] = {
     "fairgan": {"fairness_weight": 16.0, "generator_ema": 0.99},
     "cfgan:te": {"fairness_weight": 16.0}}
 _DEFAULTS: dict[str, float | str] = {"fairness_weight": 4.0, "generator_ema": 0.0,
+                                     "fairness_expectation": "pooled",
                                      "classifier_weight": 1.0, "classifier_rows": "generated",
                                      "anchor_weight": 2.0}
 # The dissertation's settings (Xu 2021 §6.3 "λ = μ = 1", §7.3 "λ = 1 unless stated"; V3 and
 # L take x from P_data; no anchor marginals), filled before the method defaults when
 # ``setting="xu2021"``.
 _SETTING_DEFAULTS: dict[str, dict[str, float | str]] = {
-    "xu2021": {"fairness_weight": 1.0, "classifier_weight": 1.0, "anchor_weight": 0.0},
-    "xu2021:fairgan-plus": {"classifier_rows": "real_and_generated"}}
+    "xu2021": {"fairness_weight": 1.0, "classifier_weight": 1.0, "anchor_weight": 0.0,
+               "fairness_expectation": "per_group"},
+    "xu2021:fairgan-plus": {"classifier_rows": "real_and_generated", "v3_rows": "real"}}
 _CLASSIFIER_ROWS = ("generated", "real_and_generated")
+_FAIRNESS_EXPECTATIONS = ("pooled", "per_group")
+_V3_ROWS = ("generated", "real", "real_and_generated")
 
 
 @dataclass(frozen=True)
@@ -117,9 +122,13 @@ class GANConfig:
     method : {"dpgan", "fairgan", "fairgan-plus", "cfgan", "acgan"}
         ``dpgan`` is FairGAN without D2 (fairness-blind, conditional on S). ``acgan`` (a
         baseline, not offered by the release) is Xu's ACGAN (§6.4.1.1): G(z | y, s) with y
-        and s drawn *independently* from the noisy P(Y) and P(S), and D1 sees x alone and
-        predicts y and s besides real/fake (its auxiliary heads are trained on real rows
-        inside DP-SGD, like its real/fake head).
+        and s drawn *independently* from the noisy P(Y) and P(S), aiming at
+        P_G(X | Y, S) = P_data(X | Y, S) (the paper's words): D1 sees (x, y, s) as
+        FairGAN+'s does, and the auxiliary classifier is the logistic regression η of y
+        from x, trained on real rows (inside D1's DP-SGD step) and generated ones. It is
+        FairGAN+ without D2 and D3. (An auxiliary head for s on x alone, an earlier reading,
+        makes G maximise how well x predicts s: its Adult rows had BER .013 against the
+        paper's .196 and the real rows' .154.)
     setting : {"privfair", "xu2021"}
         Whose choices fill the knobs left as None: ``privfair`` (the defaults below) or
         ``xu2021``, the dissertation's (λ = μ = 1, no anchor marginals; for FairGAN+
@@ -144,6 +153,15 @@ class GANConfig:
         once the adversary does no better than the prior, fooling it further earns nothing.
         Same fair fixed point; on Adult it kept utility but left RD(D) higher at equal λ
         (benchmarks/results/gan_fairgan_tuning.jsonl), so it is not the default.
+    fairness_expectation : {"pooled", "per_group"}, optional
+        How the fairness adversaries' log-likelihoods (FairGAN's and FairGAN+'s V2, FairGAN+'s
+        V3, CFGAN's J2) average over the groups of S. ``pooled`` (the privfair default): one
+        mean over the batch, so each group counts by its share (a third for Adult's women).
+        ``per_group`` (``xu2021``): the papers' sum of one expectation per group,
+        E_{S=1}[log D] + E_{S=0}[log(1 − D)] (Xu Eq. 6.2, 6.5-6.7, 7.x), each row weighted
+        by 1/P(S = its s) with the (noisy) P(S) that conditions the generator, or 1 per
+        interventional stream for CFGAN: every group counts fully, and the sum is about twice
+        the pooled mean. One protected attribute only.
     adversary_steps : int
         Updates of the fairness adversaries (D2, and D3 for FairGAN+; CFGAN's D²) per
         generator step, each on a fresh generated batch. They see generated rows only, so
@@ -158,6 +176,13 @@ class GANConfig:
         D3's gradients on each real Poisson batch are clipped *jointly with D1's* (one per-row
         norm over D1 ⊕ η ⊕ D3) and noised by the same DP-SGD step, so the charge is D1's,
         unchanged; the generated-row terms stay as in ``generated``.
+    v3_rows : {"generated", "real", "real_and_generated"}, optional
+        Which rows FairGAN+'s V3 (D3's game with η) is played on; by default those of
+        ``classifier_rows``. ``real`` under ``xu2021``: the paper's V3 takes x ~ P(X | Y, S),
+        the data (where its L names P_data and P_G apart), so D3 and η's −μ·V3 term see the
+        real batch alone (inside D1's DP-SGD step). On generated rows, whose ŷ is drawn
+        independently of s, D3 finds nothing and is pulled towards the prior, which dilutes
+        its game on real rows. Reading real rows needs ``classifier_rows="real_and_generated"``.
     classifier_fairness : {"dp", "eo", "eop"}
         FairGAN+'s notion for its classifier: demographic parity, equalised odds, equal opportunity.
     effect : {"te", "se", "ce"}
@@ -213,9 +238,11 @@ class GANConfig:
     count_noise_ratio: float = 10.0
     fairness_weight: float | None = None
     fairness_loss: str = "minimax"
+    fairness_expectation: str | None = None
     adversary_steps: int = 1
     classifier_weight: float | None = None
     classifier_rows: str | None = None
+    v3_rows: str | None = None
     classifier_fairness: str = "dp"
     effect: str = "te"
     redlining: tuple[str, ...] = ()
@@ -258,12 +285,25 @@ class GANConfig:
         if self.classifier_rows not in _CLASSIFIER_ROWS:
             raise ValueError(f"classifier_rows must be one of {list(_CLASSIFIER_ROWS)}, "
                              f"got {self.classifier_rows!r}")
+        if self.v3_rows is None:
+            object.__setattr__(self, "v3_rows", self.classifier_rows)
+        if self.v3_rows not in _V3_ROWS:
+            raise ValueError(f"v3_rows must be one of {list(_V3_ROWS)}, got {self.v3_rows!r}")
+        if self.v3_rows != "generated" and self.classifier_rows != "real_and_generated":
+            raise ValueError(f"v3_rows={self.v3_rows!r} reads real rows: it needs "
+                             "classifier_rows='real_and_generated'")
         if self.classifier_fairness not in _CLASSIFIER_FAIRNESS:
             raise ValueError(f"classifier_fairness must be one of {list(_CLASSIFIER_FAIRNESS)}"
                              f", got {self.classifier_fairness!r}")
         if self.fairness_loss not in ("minimax", "capped"):
             raise ValueError(f"fairness_loss must be 'minimax' or 'capped', "
                              f"got {self.fairness_loss!r}")
+        if self.fairness_expectation not in _FAIRNESS_EXPECTATIONS:
+            raise ValueError(f"fairness_expectation must be one of "
+                             f"{list(_FAIRNESS_EXPECTATIONS)}, got {self.fairness_expectation!r}")
+        if self.fairness_expectation == "per_group" and self.fairness_loss == "capped":
+            raise ValueError("fairness_expectation='per_group' takes fairness_loss='minimax' "
+                             "(the cap is the pooled prior's entropy)")
         if self.effect not in _EFFECTS:
             raise ValueError(f"effect must be one of {list(_EFFECTS)}, got {self.effect!r}")
         for name in ("epochs", "batch_size", "noise_dim", "hidden", "discriminator_hidden",
@@ -576,6 +616,10 @@ def _check_inputs(config: GANConfig, domain: Domain, protected: str, outcome: st
             raise ValueError(f"{name}: attributes {unknown} are not in the declared domain")
     if outcome in config.constrained:
         raise ValueError(f"constrained: the outcome {outcome!r} is not a protected attribute")
+    if config.fairness_expectation == "per_group" and len(fair_attributes(config,
+                                                                          protected)) > 1:
+        raise ValueError("constrained: fairness_expectation='per_group' weights the groups of "
+                         f"the protected attribute {protected!r} alone; constrain no other")
     if config.method != "cfgan":
         return None
     if dag is None:
@@ -628,12 +672,10 @@ class _Trainer:
         d = config.discriminator_hidden
         s_size, y_size = domain.size(protected), domain.size(outcome)
         self.x_only = layout.columns([a for a in domain if a not in (protected, outcome)])
-        # ACGAN's D1 sees x alone and predicts s besides real/fake (an auxiliary head); its
-        # auxiliary classifier of y is the logistic regression η (Xu §6.4.1.1), below.
+        # ACGAN's auxiliary classifier of y is the logistic regression η (Xu §6.4.1.1), below;
+        # its D1 is the conditional one of the other methods (P_G(X|Y,S) = P_data(X|Y,S)).
         self.acgan = config.method == "acgan"
-        self.d1 = mlp([len(self.x_only) if self.acgan else layout.width, d, d,
-                       1 + (s_size if self.acgan else 0)],
-                      generator=init, leaky=True).to(device)
+        self.d1 = mlp([layout.width, d, d, 1], generator=init, leaky=True).to(device)
         self.g_opt = _adam(self.generator, config.learning_rate)
         self.ema = ({k: v.detach().clone() for k, v in self.generator.state_dict().items()}
                     if _filled(config.generator_ema, "generator_ema") > 0 else None)
@@ -647,6 +689,9 @@ class _Trainer:
         self.classifier_reads_real = self.acgan or (
             config.method == "fairgan-plus" and config.classifier_rows == "real_and_generated")
         self.d3_attributes = self.fair if config.method == "fairgan-plus" else ()
+        # where FairGAN+'s V3 is played: the real batch (inside DP-SGD), generated rows, both
+        self.v3_real = self.classifier_reads_real and config.v3_rows != "generated"
+        self.v3_generated = config.v3_rows != "real"
         self.private_grads: dict[str, dict[str, torch.Tensor]] = {}
         self.adversaries: dict[str, _Adversary] = {}
 
@@ -681,23 +726,14 @@ class _Trainer:
 
     # -- private side ------------------------------------------------------------------
 
-    def d1_input(self, rows: torch.Tensor) -> torch.Tensor:
-        """What D1 sees of full one-hot rows: all of them, or x alone for ACGAN."""
-        return rows[:, self.x_only] if self.acgan else rows
-
-    def d1_row_loss(self, rows: torch.Tensor, *, real: bool
-                    ) -> Callable[[torch.Tensor], torch.Tensor]:
-        """D1's loss per row of ``rows`` labelled real or fake; for ACGAN plus the
-        cross-entropy of its auxiliary head against the rows' own s."""
+    @staticmethod
+    def d1_row_loss(*, real: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+        """D1's loss per row, the rows labelled real or fake."""
         target = 1.0 if real else 0.0
-        s = rows[:, self.layout.span(self.protected)].argmax(1)
 
         def loss(logit: torch.Tensor) -> torch.Tensor:
-            out = F.binary_cross_entropy_with_logits(
+            return F.binary_cross_entropy_with_logits(
                 logit[:, 0], torch.full_like(logit[:, 0], target), reduction="none")
-            if self.acgan:
-                out = out + F.cross_entropy(logit[:, 1:], s, reduction="none")
-            return out
 
         return loss
 
@@ -715,8 +751,7 @@ class _Trainer:
         cfg = self.config
         mask = torch.rand(real.shape[0], generator=self.gen, device=self.device) < sample_rate
         batch = real[mask]
-        parts = {"D1": ghost_batch(self.d1, self.d1_row_loss(batch, real=True),
-                                   self.d1_input(batch))}
+        parts = {"D1": ghost_batch(self.d1, self.d1_row_loss(real=True), batch)}
         if self.classifier_reads_real:
             parts.update(self.classifier_batches(batch))
         norms = torch.sqrt(functools.reduce(operator.add,
@@ -745,8 +780,7 @@ class _Trainer:
         # Generated rows are public, but their gradients are clipped to the same bound as the
         # real ones: with the real side clipped and the fake side not, D1 learns mostly to
         # push every row down and the generator's signal collapses.
-        fake_batch = ghost_batch(self.d1, self.d1_row_loss(fake, real=False),
-                                 self.d1_input(fake))
+        fake_batch = ghost_batch(self.d1, self.d1_row_loss(real=False), fake)
         fake_sum = fake_batch.weighted_sum(
             torch.ones_like(fake_batch.norms) if noise is None else
             clip_factors(fake_batch.norms, torch.full_like(fake_batch.norms, clip)))
@@ -769,7 +803,7 @@ class _Trainer:
         keep = ((y == y_onehot.shape[1] - 1).to(x.dtype) if mode == "eop"
                 else torch.ones_like(x[:, 0]))
         heads = [(_head("D3", a, self.protected), batch[:, span(a)].argmax(1))
-                 for a in self.d3_attributes]
+                 for a in (self.d3_attributes if self.v3_real else ())]
         weight = _filled(cfg.classifier_weight, "classifier_weight")
 
         def d3_input(probs: torch.Tensor) -> torch.Tensor:
@@ -779,7 +813,7 @@ class _Trainer:
             loss = F.cross_entropy(logits, y, reduction="none")
             d3_in = d3_input(torch.softmax(logits, dim=1))
             for name, s in heads:
-                loss = loss - weight * keep * F.cross_entropy(
+                loss = loss - weight * keep * self.group_weights(s) * F.cross_entropy(
                     self.adversaries[name].net(d3_in), s, reduction="none")
             return loss
 
@@ -788,7 +822,8 @@ class _Trainer:
             d3_in = d3_input(torch.softmax(self.classifier(x), dim=1))
         for name, s in heads:
             def d3_loss(logit: torch.Tensor, s: torch.Tensor = s) -> torch.Tensor:
-                return keep * F.cross_entropy(logit, s, reduction="none")
+                return keep * self.group_weights(s) * F.cross_entropy(logit, s,
+                                                                      reduction="none")
 
             out[name] = ghost_batch(self.adversaries[name].net, d3_loss, d3_in)
         return out
@@ -864,12 +899,28 @@ class _Trainer:
             terms.append((_head("D2", attribute, self.protected), inputs, target))
         return observed, terms
 
+    def group_weights(self, target: torch.Tensor, *, streams: bool = False) -> torch.Tensor:
+        """Per-row weights of an adversary's log-likelihood: 1 (``pooled``), or under
+        ``per_group`` 1/P(S = s) with the conditioning P(S) (public: noisy or generator
+        input), 2 for CFGAN's two equal interventional ``streams``, so that the batch mean is
+        the sum of the groups' own means."""
+        if self.config.fairness_expectation != "per_group":
+            return torch.ones(target.shape[0], device=target.device)
+        if streams:
+            return torch.full((target.shape[0],), 2.0, device=target.device)
+        prior = torch.as_tensor(self.marginals[self.protected], dtype=torch.float32,
+                                device=target.device)
+        return 1.0 / prior.clamp_min(1e-3)[target]
+
     def _adversary_loss(self, name: str, inputs: torch.Tensor,
                         target: torch.Tensor) -> torch.Tensor:
         out = self.adversaries[name].net(inputs)
         if out.shape[1] == 1:
-            return F.binary_cross_entropy_with_logits(out[:, 0], target.to(out.dtype))
-        return F.cross_entropy(out, target)
+            rows = F.binary_cross_entropy_with_logits(out[:, 0], target.to(out.dtype),
+                                                      reduction="none")
+            return (rows * self.group_weights(target, streams=True)).mean()
+        rows = F.cross_entropy(out, target, reduction="none")
+        return (rows * self.group_weights(target)).mean()
 
     def _prior_entropy(self, name: str, target: torch.Tensor | None = None) -> torch.Tensor:
         """Cross-entropy of an adversary that can only say the prior."""
@@ -926,7 +977,7 @@ class _Trainer:
             classifier_loss = F.nll_loss(torch.log(probs + 1e-12), y_idx)
             fixed = {k: v.detach() for k, v in values.items()}
             weight = _filled(cfg.classifier_weight, "classifier_weight")
-            for attribute in self.d3_attributes:
+            for attribute in (self.d3_attributes if self.v3_generated else ()):
                 d3 = self._d3_terms(fixed, probs, attribute)
                 if d3 is not None:
                     classifier_loss = classifier_loss - weight * self._adversary_loss(
@@ -936,7 +987,7 @@ class _Trainer:
             self.classifier_opt.step()
             probs = torch.softmax(self.classifier(x_hat.detach()), dim=1).detach()
             for attribute in self.d3_attributes:
-                d3 = self._d3_terms(fixed, probs, attribute)
+                d3 = self._d3_terms(fixed, probs, attribute) if self.v3_generated else None
                 name = _head("D3", attribute, self.protected)
                 adv = self.adversaries[name]
                 adv.optimiser.zero_grad(set_to_none=True)
@@ -946,8 +997,8 @@ class _Trainer:
                     adv.optimiser.step()
         self.g_opt.zero_grad(set_to_none=True)
         rows = self.rows(values)
-        # non-saturating −log D1(fake) (and, for ACGAN, its head's cross-entropy on G's s)
-        g_loss = self.d1_row_loss(rows.detach(), real=True)(self.d1(self.d1_input(rows))).mean()
+        # non-saturating −log D1(fake)
+        g_loss = self.d1_row_loss(real=True)(self.d1(rows)).mean()
         for name, inputs, target in terms:
             if cfg.fairness_loss == "capped":
                 gain = torch.minimum(self._adversary_loss(name, inputs, target),
@@ -1366,7 +1417,8 @@ def _train(config: GANConfig, domain: Domain, *, protected: str, outcome: str,
     classifier = getattr(trainer, "classifier", None)
     classifier_state = _copy_state(classifier) if classifier is not None else None
     real_readers = ["D1"] + (["classifier", *(_head("D3", a, protected)
-                                              for a in trainer.d3_attributes)]
+                                              for a in trainer.d3_attributes
+                                              if trainer.v3_real)]
                              if trainer.classifier_reads_real else [])
     privacy = {
         "dp_sgd": {"noise_multiplier": None, "max_grad_norm": config.max_grad_norm,
