@@ -96,6 +96,21 @@ def make_toy_frame(n: int = 1500, seed: int = 7) -> pd.DataFrame:
     })
 
 
+#: The toy GAN tests' columns and sizes: a, s (protected), m (s's mediator), c, y (outcome).
+GAN_TOY_DOMAIN = {"a": 3, "s": 2, "m": 4, "c": 3, "y": 2}
+
+
+def gan_toy_table(n: int = 400, seed: int = 7) -> dict[str, np.ndarray]:
+    """Integer codes over :data:`GAN_TOY_DOMAIN` where s drives m and y, and a drives c."""
+    rng = np.random.default_rng(seed)
+    s = rng.integers(0, 2, n)
+    a = rng.integers(0, 3, n)
+    m = np.where(rng.random(n) < 0.6, s * 2, rng.integers(0, 4, n))
+    c = np.where(rng.random(n) < 0.5, a, rng.integers(0, 3, n))
+    y = (rng.random(n) < 0.2 + 0.4 * s + 0.1 * (m == 3)).astype(np.int64)
+    return {"a": a, "s": s, "m": m, "c": c, "y": y}
+
+
 @pytest.fixture
 def toy_contract(tmp_path: Path) -> Path:
     path = tmp_path / "toy.yaml"

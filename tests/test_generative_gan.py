@@ -7,6 +7,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import GAN_TOY_DOMAIN, gan_toy_table  # noqa: E402
+
 from privfair.core.accounting import PrivacyLedger  # noqa: E402
 from privfair.core.domain import Domain  # noqa: E402
 from privfair.core.errors import BudgetExceededError  # noqa: E402
@@ -25,20 +27,13 @@ from privfair.generative.dpsgd import (  # noqa: E402
 )
 from privfair.generative.nets import mlp  # noqa: E402
 
-DOMAIN = Domain(("a", "s", "m", "c", "y"), (3, 2, 4, 3, 2))
+DOMAIN = Domain(tuple(GAN_TOY_DOMAIN), tuple(GAN_TOY_DOMAIN.values()))
 DAG = {"edges": [["s", "m"], ["m", "y"], ["s", "y"], ["a", "y"], ["a", "c"]]}
 
 
 @pytest.fixture(scope="module")
 def table():
-    rng = np.random.default_rng(7)
-    n = 400
-    s = rng.integers(0, 2, n)
-    a = rng.integers(0, 3, n)
-    m = np.where(rng.random(n) < 0.6, s * 2, rng.integers(0, 4, n))
-    c = np.where(rng.random(n) < 0.5, a, rng.integers(0, 3, n))
-    y = (rng.random(n) < 0.2 + 0.4 * s + 0.1 * (m == 3)).astype(np.int64)
-    return {"a": a, "s": s, "m": m, "c": c, "y": y}
+    return gan_toy_table()
 
 
 def tiny(method: str, **kw) -> gan.GANConfig:
