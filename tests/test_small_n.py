@@ -84,10 +84,10 @@ def test_no_method_is_worse_than_independent_at_small_n(method):
     # the smallest pair's noise, so its stop is less sure: one seed of three may still
     # choose a whole tree (mst here: 2, 1 and 6 edges), each edge measured at its full-forest
     # ρ and the unchosen edges' ρ on the one-way marginals; at most two thirds of the edges
-    # of three full trees in all (12 of 18). Measured over 12 seeds (/tmp script of issue
-    # 41.2, measure only): edges per seed 2.1 ± 0.6 (prefair-greedy) and 2.75 ± 0.4
-    # (prefair-exact) of 6 with exact noise, 1.4 ± 0.3 and 2.6 ± 0.5 with the float Gaussian:
-    # within the seed noise, and these three seeds draw 12 and 10 (half was 9).
+    # of three full trees in all (12 of 18). Over 12 seeds (benchmarks/exact_noise.py,
+    # results/exact_noise.json) the edges per seed are 2.1 ± 0.6 (prefair-greedy) and
+    # 2.75 ± 0.4 (prefair-exact) of 6 with exact noise, 1.4 ± 0.3 and 2.6 ± 0.5 with the float
+    # Gaussian: within the seed noise; these three seeds draw 12 and 10 (half was 9).
     sizes = dict(zip(domain.attributes, domain.sizes, strict=True))
     limit = 10 if method in TREE_METHODS else 8
     kept = {"mst": 11, "prefair-greedy": 7, "prefair-exact": 10, "aim": 3, "aim-fair": 3}
