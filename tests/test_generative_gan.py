@@ -334,7 +334,9 @@ def test_fairness_adversaries_receive_generated_rows_only(table, monkeypatch, me
     monkeypatch.setattr(gan._Trainer, "__init__", init)
     monkeypatch.setattr(gan.CausalGenerator, "run", run)
     fit(table, method)
-    assert seen["checked"] > 20
+    # enough checked passes to mean something; their number follows the noisy row count
+    # (q and the step count), so it moved with the exact noise of issue 41.2 (20 here)
+    assert seen["checked"] >= 10
 
 
 def test_adversary_steps_train_the_adversary_more_often(table, monkeypatch):
