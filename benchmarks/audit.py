@@ -3,8 +3,9 @@ benchmarks/results/audit.json (``--quick``: benchmarks/results/audit_quick.json)
 
     python benchmarks/audit.py [--quick] [--scale F] [--mechanism NAME ...] [--out FILE]
 
-Per mechanism: claimed ε (at δ), the 95 % Clopper–Pearson lower bound from fresh runs on
-worst-case neighbours, the trial count, each negative control's bound (the same library
+Per mechanism: claimed ε (at δ, from the ledger), the 95 % lower bound from runs on
+worst-case neighbours (Clopper–Pearson on an event, or a Gaussian-DP / subsampled-Gaussian
+fit: the result's ``fit``), the trial count, each negative control's bound (the same library
 mechanism with less noise, which must exceed the claim) and the wall time; see
 privfair.evaluation.audit. Budget: under 10 minutes on 2 cores for the full audit.
 """

@@ -24,6 +24,12 @@ Prints the counts per class as JSON (and each non-``refused`` case) and writes
 ``--no-prefect-cases`` skips the subprocesses through Prefect. About 4-6 minutes on one core.
 
     python benchmarks/bad_inputs.py [--quick] [--only SUBSTRING] [--no-prefect-cases]
+        [--no-fresh | --only-fresh]
+
+It then runs the fresh battery's cases (``benchmarks/bad_inputs_fresh.py``, issue 45: its own
+toy contract and data, chosen by parameter class without looking at the cases here) and
+reports both, with ``failures_both`` the sum of every unclear, late, wrongly accepted and
+crashed case of the two (``--no-fresh`` skips them, ``--only-fresh`` runs only them).
 
 Run against another checkout's library with ``PYTHONPATH=<checkout>`` (how the counts of
 ``main`` were taken): the script imports whatever ``privfair`` the path gives.
@@ -1196,8 +1202,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="cases whose name holds this")
     parser.add_argument("--no-prefect-cases", action="store_true")
     parser.add_argument("--out", default=str(HERE / "results" / "bad_inputs.json"))
+    parser.add_argument("--no-fresh", action="store_true",
+                        help="skip the fresh battery's cases (benchmarks/bad_inputs_fresh.py)")
+    parser.add_argument("--only-fresh", action="store_true",
+                        help="run the fresh battery's cases only")
     args = parser.parse_args(argv)
-    cases = [c for c in CASES if not (args.no_prefect_cases and c.prefect)]
+    cases = [] if args.only_fresh else [c for c in CASES
+                                        if not (args.no_prefect_cases and c.prefect)]
     if args.only:
         cases = [c for c in cases if args.only in c.name]
     if args.quick:
@@ -1223,6 +1234,9 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(base, ignore_errors=True)
     counts = Counter(o.verdict for o in outcomes)
+    fresh = None if args.no_fresh else run_fresh(
+        only=args.only or "", prefect=not args.no_prefect_cases, quick=args.quick,
+        out=None if (args.quick or args.only) else HERE / "results" / "bad_inputs_fresh.json")
     import privfair
 
     result = {
@@ -1235,12 +1249,36 @@ def main(argv: list[str] | None = None) -> int:
         "slowest": sorted(([o.name, round(o.seconds, 2)] for o in outcomes),
                           key=lambda x: -x[1])[:10],
     }
+    if fresh is not None:  # the fresh battery's own classes; "clear" is its "refused"
+        result["fresh"] = {k: fresh[k] for k in ("cases", "totals", "prefect_cases",
+                                                 "wall_s", "not_clear")}
+        result["failures_both"] = (
+            sum(result["counts"][k] for k in ("unclear or late", "wrongly accepted", "crash"))
+            + sum(fresh["totals"][k] for k in ("unclear", "late", "wrongly accepted",
+                                               "crash")))
     if not (args.quick or args.only):
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    print(json.dumps({k: result[k] for k in ("cases", "counts", "seconds", "library")},
-                     indent=1))
+    print(json.dumps({k: result[k] for k in ("cases", "counts", "seconds", "library", "fresh",
+                                             "failures_both") if k in result}, indent=1,
+                     ensure_ascii=False))
     return 0
+
+
+def fresh_cases(*, prefect: bool = True) -> list:
+    """The fresh battery's cases (issue 45: written without looking at the ones above), run
+    by this battery after its own: one battery, two independently chosen sets."""
+    from benchmarks import bad_inputs_fresh
+
+    return bad_inputs_fresh.all_cases(prefect=prefect)
+
+
+def run_fresh(*, only: str, prefect: bool, quick: bool, out: Path | None) -> dict:
+    """Run the fresh battery's cases (``--quick``: every 7th) and return its summary."""
+    from benchmarks import bad_inputs_fresh
+
+    return bad_inputs_fresh.run_battery(only=only, prefect=prefect, jobs=2, out=out,
+                                        every=7 if quick else 1)
 
 
 if __name__ == "__main__":

@@ -412,6 +412,8 @@ EXTRA_BASES = {
                 "--out", "pred.csv"],
     "evaluate-release": ["evaluate", "--release", "store/toyfresh/v1", "--data", "toy.csv",
                          "--contract", "toy.yaml", "--no-prefect", "--out", "evalout"],
+    # issue 45.2, added after run 2: a copy of a contract pinned to this registry
+    "contract-pin": ["contract", "pin", "toy.yaml", "--out", "pinned.yaml"],
 }
 BASE_ARGS.update(EXTRA_BASES)
 PATH_PARAMS += [
@@ -420,6 +422,7 @@ PATH_PARAMS += [
     ("ledger-export", "--out", "outfile"), ("ledger-import", "path", "file"),
     ("predict", "--release", "dir"), ("predict", "--data", "file"),
     ("predict", "--out", "outfile"), ("evaluate-release", "--release", "dir"),
+    ("contract-pin", "path", "file"), ("contract-pin", "--out", "outfile"),
 ]
 
 
@@ -833,27 +836,45 @@ def run_in_slot(case: Case, pristine: Path, case_dir: Path, base_reservations: i
             else "", "stderr_lines": len(lines), "stdout_tail": stdout[-200:]}
 
 
-def main() -> None:
+#: The classes of this battery's outcomes, best first.
+CLASSES = ("clear", "acceptable", "unclear", "late", "wrongly accepted", "crash")
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="run only cases whose id has this")
     parser.add_argument("--no-prefect-cases", action="store_true")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--out", default=str(ROOT / "benchmarks/results/bad_inputs_fresh.json"))
-    args = parser.parse_args()
-    cases = [c for c in all_cases(prefect=not args.no_prefect_cases) if args.only in
-             c.case_id]
+    args = parser.parse_args(argv)
+    summary = run_battery(only=args.only, prefect=not args.no_prefect_cases, jobs=args.jobs,
+                          out=Path(args.out))
+    print(json.dumps({k: v for k, v in summary.items() if k != "not_clear"}, indent=1,
+                     ensure_ascii=False))
+
+
+def run_battery(*, only: str = "", prefect: bool = True, jobs: int = 2,
+                out: Path | None = None, every: int = 1) -> dict:
+    """Run the cases whose id holds ``only`` (every ``every``-th of them); returns the
+    summary (and writes the rows to ``out``). ``benchmarks/bad_inputs.py`` runs it after its
+    own cases: one battery."""
+    cases = [c for c in all_cases(prefect=prefect) if only in c.case_id][::every]
     ids = [c.case_id for c in cases]
     assert len(ids) == len(set(ids)), "duplicate case ids"
+    if not cases:  # nothing to run: no base state to build
+        return {"cases": 0, "totals": dict.fromkeys(CLASSES, 0), "per_command": {},
+                "prefect_cases": 0, "per_class": {}, "expected_acceptable_but_refused": [],
+                "not_clear": [], "wall_s": 0.0, "root": os.geteuid() == 0}
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="bad_fresh_") as tmp:
-        for slot in range(args.jobs):
+        for slot in range(jobs):
             make_base(Path(tmp) / f"slot{slot}")
             shutil.copytree(Path(tmp) / f"slot{slot}", Path(tmp) / f"pristine{slot}",
                             symlinks=True)
             SLOTS.put(slot)
         base_reservations = reservations(Path(tmp) / "slot0")
         rows: list[dict] = []
-        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             futures = {pool.submit(run_case, c, Path(tmp), base_reservations): c
                        for c in cases}
             for fut in concurrent.futures.as_completed(futures):
@@ -863,7 +884,7 @@ def main() -> None:
                     print(f"{row['result']:>16}  {row['id']}  {row['why']}  "
                           f"{row['stderr_last'][:160]}", file=sys.stderr, flush=True)
     rows.sort(key=lambda r: r["id"])
-    classes = ["clear", "acceptable", "unclear", "late", "wrongly accepted", "crash"]
+    classes = list(CLASSES)
     totals = {k: sum(r["result"] == k for r in rows) for k in classes}
     per_command: dict[str, dict[str, int]] = {}
     for r in rows:
@@ -877,11 +898,11 @@ def main() -> None:
                "not_clear": [{k: r[k] for k in ("id", "result", "why", "rc", "stderr_last")}
                              for r in rows if r["result"] not in ("clear", "acceptable")],
                "wall_s": round(time.monotonic() - t0, 1), "root": os.geteuid() == 0}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"summary": summary, "rows": rows}, indent=1,
-                                         ensure_ascii=False))
-    print(json.dumps({k: v for k, v in summary.items() if k != "not_clear"}, indent=1,
-                     ensure_ascii=False))
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=1,
+                                  ensure_ascii=False))
+    return summary
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ import atexit
 import contextlib
 import ctypes
 import importlib.util
+import math
 import os
 import signal
 import socket
@@ -45,8 +46,58 @@ from pathlib import Path
 from typing import IO, Any
 
 #: Seconds to wait for the server when ``PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS`` is
-#: unset (Prefect's own default, 20 s, is short for a first start on a loaded machine).
-DEFAULT_STARTUP_TIMEOUT_S = 60.0
+#: unset (Prefect's own default, 20 s, timed out on a 2-core machine at load 8: issue 45.3).
+DEFAULT_STARTUP_TIMEOUT_S = 120.0
+#: The setting both servers read: this module's, and the one Prefect starts itself.
+STARTUP_TIMEOUT_SETTING = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+#: A wait for the server longer than this many seconds is said on stderr, with its bound.
+SAY_WAIT_AFTER_S = 5.0
+#: How Prefect's own temporary server says it did not start (prefect/server/api/server.py).
+PREFECT_STARTUP_TIMEOUT = "Timed out while attempting to connect to ephemeral Prefect API server"
+
+
+class ServerStartError(RuntimeError):
+    """The temporary Prefect API server did not start (exited, or did not answer in time)."""
+
+
+def startup_timeout_s() -> float:
+    """The stated bound on a temporary server's start: the setting, else the default.
+
+    Also sets the default in the environment, so a server Prefect starts itself (a process
+    that imported Prefect first) gets the same bound instead of Prefect's 20 s.
+    """
+    text = os.environ.get(STARTUP_TIMEOUT_SETTING, "").strip()
+    try:
+        value = float(text) if text else DEFAULT_STARTUP_TIMEOUT_S
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 1e6:  # NaN included
+        raise ServerStartError(f"{STARTUP_TIMEOUT_SETTING} must be a number of seconds in "
+                               f"(0, 1e6), got {text!r}")
+    os.environ.setdefault(STARTUP_TIMEOUT_SETTING, f"{value:g}")
+    return value
+
+
+def startup_failure_line(exc: BaseException) -> str | None:
+    """One line for a temporary server that did not start (this module's or Prefect's own),
+    found anywhere in ``exc``'s chain; None for any other error."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        text = str(current)
+        if isinstance(current, ServerStartError):
+            return " ".join(text.split())
+        if PREFECT_STARTUP_TIMEOUT in text:
+            bound = os.environ.get(STARTUP_TIMEOUT_SETTING) or "20"
+            return (f"the temporary Prefect API server did not answer within {bound} s "
+                    f"({STARTUP_TIMEOUT_SETTING}; the machine may be busy): {_FIX}")
+        current = current.__cause__ or current.__context__
+    return None
+
+
+_FIX = (f"run again, raise {STARTUP_TIMEOUT_SETTING}, set PREFECT_API_URL to a running "
+        "server (`prefect server start`), or use --no-prefect")
 
 
 
@@ -61,25 +112,29 @@ class TemporaryServer:
     def wait(self, *, timeout: float | None = None) -> None:
         """Block until the API answers ``/health``; one clear error if it never does."""
         if timeout is None:
-            timeout = float(os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS")
-                            or DEFAULT_STARTUP_TIMEOUT_S)
-        deadline = time.monotonic() + timeout
+            timeout = startup_timeout_s()
+        started = time.monotonic()
+        deadline, said = started + timeout, False
         while self.process.poll() is None:
             with contextlib.suppress(OSError, urllib.error.URLError), \
                     urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as response:
                 if response.status == 200:
                     return
-            if time.monotonic() >= deadline:
+            now = time.monotonic()
+            if now >= deadline:
                 break
+            if not said and now - started >= SAY_WAIT_AFTER_S:
+                said = True  # every wait says what it waits for, and for how long at most
+                print(f"privfair: waiting for the temporary Prefect API server to start (up "
+                      f"to {timeout:g} s, {STARTUP_TIMEOUT_SETTING})", file=sys.stderr,
+                      flush=True)
             time.sleep(0.05)
         code = self.process.poll()
         self.stop()
-        what = (f"exited with code {code}" if code is not None
-                else f"did not answer within {timeout:g} s")
-        raise RuntimeError(f"the temporary Prefect API server {what}: {self._log_tail()!r}; "
-                           "set PREFECT_API_URL to a running server, raise "
-                           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, or use "
-                           "--no-prefect")
+        what = (f"exited with code {code} ({self._log_tail()})" if code is not None
+                else f"did not answer within {timeout:g} s ({STARTUP_TIMEOUT_SETTING}; the "
+                     "machine may be busy)")
+        raise ServerStartError(f"the temporary Prefect API server {what}: {_FIX}")
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:

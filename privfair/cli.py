@@ -23,7 +23,7 @@ Commands::
                    [--no-prefect] [--dry-run]
     privfair predict --release DIR --data FILE [--out FILE]
     privfair audit [--mechanism NAME ...] [--quick] [--scale F] [--scale-noise F]
-                   [--noise-only] [--json]
+                   [--misdeclare KEY=F ...] [--noise-only] [--json]
     privfair store gc [--work-dir DIR] [--older-than DAYS] [--dry-run]
     privfair --version
     privfair discover --contract PATH --epsilon E [--delta D] [--data PATH]
@@ -131,6 +131,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     draft.add_argument("--name", help="contract name (default: the file's stem)")
     draft.add_argument("--out", help="write the YAML here instead of stdout (not overwritten)")
     draft.set_defaults(func=cmd_contract_draft)
+    pin = con_sub.add_parser(
+        "pin", help="copy a contract pinned to this privacy registry (registry_id)",
+        description="Write a copy of a contract (a packaged one by its name, or a file) with "
+                    "registry_id: set to the registry PRIVFAIR_REGISTRY names, so that every "
+                    "other registry refuses its dataset (one dataset, one budget), even one "
+                    "with a new store and a new client.")
+    pin.add_argument("contract", help="a packaged contract's name (e.g. compas) or a YAML file")
+    pin.add_argument("--out", required=True, help="the pinned copy (a new file; never "
+                                                  "overwritten)")
+    pin.set_defaults(func=cmd_contract_pin)
 
     rels = sub.add_parser("releases", help="release catalog commands")
     rels_sub = rels.add_subparsers(dest="releases_command", required=True, parser_class=_Parser)
@@ -277,6 +287,11 @@ def _add_predict_and_audit(sub: Any) -> None:
                     help="draw every privacy noise of the real code at F x its declared "
                          "scale (the ledger still claims the declared one): at 0.7 the "
                          "audit must fail and name what it caught")
+    au.add_argument("--misdeclare", action="append", default=[], metavar="KEY=F",
+                    help="run the real code with one declaration at F x its true value "
+                         "(aim-measure, selection, policy-counts: the sensitivity; "
+                         "dpsgd-sample-rate: q), its noise calibrated to it: the noise tests "
+                         "cannot see it, the epsilon audit must fail and name the mechanism")
     au.add_argument("--noise-only", action="store_true",
                     help="only the noise-distribution tests (seconds), not the epsilon "
                          "audits")
@@ -416,6 +431,7 @@ def _start_temporary_server() -> Any:
     # which --no-prefect and --dry-run never need.
     from flows import temporary_server
 
+    temporary_server.startup_timeout_s()  # stated, for Prefect's own server too
     return temporary_server.start()
 
 
@@ -688,6 +704,42 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_contract_pin(args: argparse.Namespace) -> int:
+    """A copy of the contract with ``registry_id:`` of this registry (issue 45.2): the
+    packaged contracts carry none, so a second registry with its own store and client could
+    start their dataset's budget afresh; the pinned copy is refused by every other one."""
+    from privfair.contracts.datasets import resolve_contract_name
+    from privfair.contracts.schema import load_contract
+    from privfair.store.outputs import check_output
+    from privfair.store.registry_sql import open_registry
+
+    source = resolve_contract_name(args.contract)
+    contract = load_contract(source)  # a contract that does not load is refused as usual
+    check_output(args.out, flag="--out", new_file=True, inputs={"contract": str(source)})
+    ident = open_registry().ident
+    if contract.registry_id and contract.registry_id != ident:
+        raise UsageError(f"contract {args.contract}: already pins registry "
+                         f"{contract.registry_id}, not this one ({ident}); a dataset has one "
+                         "registry")
+    text = source.read_text(encoding="utf-8")
+    if not contract.registry_id:
+        # a top-level key, first: the YAML stays the publisher's, with one line added
+        line = (f"registry_id: '{ident}'  # pinned by `privfair contract pin`: only this "
+                f"registry may charge dataset {contract.name!r}\n")
+        head, marker, body = text.partition("---\n")
+        text = (head + marker + line + body) if marker and not head.strip("\n") else (
+            line + text)
+    out = Path(args.out)
+    with open(out, "x", encoding="utf-8") as fh:  # never over a file it did not make
+        fh.write(text)
+    if load_contract(out).registry_id != ident:  # the copy is read back as releases read it
+        out.unlink()
+        raise UsageError(f"contract {args.contract}: the pinned copy did not read back with "
+                         f"registry_id; add the line `registry_id: {ident}` by hand")
+    print(out, flush=True)
+    return 0
+
+
 def cmd_releases_list(args: argparse.Namespace) -> int:
     from privfair.release.checks import check_catalog_file
     from privfair.store.catalog import fairness_label, list_releases, rows_label
@@ -864,12 +916,39 @@ def cmd_store_check(args: argparse.Namespace) -> int:
     _not_a_store(args.out)
     _work_dir(args.work_dir)
     report = check_store(args.out, repair=args.repair, work_dir=args.work_dir)
+    _dead_slots(report, repair=args.repair)
     for line in report.repaired:
         print(f"repaired: {line}")
     for line in report.problems:
         print(f"problem: {line}")
     print("consistent" if report.consistent else f"{len(report.problems)} problem(s)")
     return 0 if report.consistent else 1
+
+
+def _dead_slots(report: Any, *, repair: bool) -> None:
+    """A killed Prefect release leaves its dataset's concurrency slot held, and every later
+    Prefect release of the dataset waits for it (issue 45.3): this client's holder records
+    name the dead holders; ``--repair`` frees their slots on the Prefect API (a temporary
+    server when none is configured: an ephemeral server keeps its slots in its database)."""
+    from tasks.ops import dead_slot_holders, free_dead_slots
+
+    dead = dead_slot_holders()
+    if not dead:
+        return
+    if not repair:
+        report.problems += [f"concurrency slot {name!r} is held by a dead run (pid "
+                            f"{holder.get('pid')} on {holder.get('host')}, since "
+                            f"{holder.get('since')}): later Prefect releases of its dataset "
+                            "wait for it" for name, holder in dead]
+        return
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    server = _start_temporary_server()
+    try:
+        with server.serving() if server is not None else contextlib.nullcontext():
+            free_dead_slots(log=lambda line: report.repaired.append(line))
+    except Exception as exc:  # noqa: BLE001 - no API to free them on: said, not a traceback
+        report.problems.append(f"could not free the concurrency slots of dead runs "
+                               f"({', '.join(name for name, _ in dead)}): {_one_line(exc)}")
 
 
 def _not_a_store(path: str) -> None:
@@ -934,6 +1013,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.mechanism or ()) - known)
     if unknown:
         raise UsageError(f"--mechanism: unknown {unknown}; expected some of {sorted(known)}")
+    misdeclare = _misdeclarations(args.misdeclare)
     console = _stderr_console()
 
     def progress(result: Any) -> None:
@@ -945,7 +1025,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     report = run_audit(names=args.mechanism or None, quick=args.quick, scale=args.scale,
                        factor=args.scale_noise, noise_only=args.noise_only,
-                       progress=progress)
+                       progress=progress, misdeclare=misdeclare)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
         return 0 if report.passed else 1
@@ -969,10 +1049,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
                       r.status)
     if report.noise:
         out.print(noise)
-    audits = Table(title="privacy audit (95% Clopper-Pearson lower bounds on epsilon; the "
-                         "claim is the ledger's)")
+    audits = Table(title="privacy audit (95% lower bounds on epsilon: Clopper-Pearson on an "
+                         "event, or a Gaussian-DP / subsampled-Gaussian fit; the claim is "
+                         "the ledger's)")
     for col in ("key", "mechanism", "claimed eps", "delta", "lower bound", "bound/claim",
-                "trials", "negative control", "its bound", "verdict"):
+                "trials", "fit", "negative control", "its bound", "verdict"):
         audits.add_column(col, justify="left" if col in ("key", "mechanism",
                                                          "negative control") else "right")
     audited = [] if args.noise_only else [k for k in MECHANISMS
@@ -981,7 +1062,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         audits.add_row(key, audit.mechanism, f"{audit.claimed_epsilon:.3f}", f"{audit.delta:g}",
                        f"{audit.epsilon_lower_bound:.3f}",
                        f"{audit.epsilon_lower_bound / audit.claimed_epsilon:.2f}",
-                       f"{audit.trials:,}", "; ".join(c.label for c in audit.controls) or "-",
+                       f"{audit.trials:,}", audit.fit,
+                       "; ".join(c.label for c in audit.controls) or "-",
                        ", ".join(f"{c.epsilon_lower_bound:.3f}" for c in audit.controls) or "-",
                        audit.verdict)
     if report.results:
@@ -990,9 +1072,32 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if report.passed:
         out.print("audit: ok", markup=False)
         return 0
-    out.print(f"audit FAILED at --scale-noise {args.scale_noise:g}; caught: "
+    wrong = "".join(f" --misdeclare {k}={f:g}" for k, f in misdeclare.items())
+    out.print(f"audit FAILED at --scale-noise {args.scale_noise:g}{wrong}; caught: "
               + "; ".join(report.caught), markup=False)
     return 1
+
+
+def _misdeclarations(values: list[str]) -> dict[str, float]:
+    """``--misdeclare KEY=F`` values as {key: factor}, refused unless each names a known
+    declaration and a factor in (0, MAX_SCALE_NOISE]."""
+    from privfair.evaluation.audit import MISDECLARATIONS
+
+    out: dict[str, float] = {}
+    for value in values:
+        key, _, factor = value.partition("=")
+        if key not in MISDECLARATIONS:
+            raise UsageError(f"--misdeclare: unknown {key!r} in {value!r}; expected KEY=F with "
+                             f"KEY one of {sorted(MISDECLARATIONS)}")
+        try:
+            f = _decimal(factor)  # the strict parser: no 1_0, nan, inf
+        except argparse.ArgumentTypeError:
+            f = math.nan
+        if not (math.isfinite(f) and 0 < f <= MAX_SCALE_NOISE):
+            raise UsageError(f"--misdeclare: expected KEY=F with F a number in (0, "
+                             f"{MAX_SCALE_NOISE:g}], got {value!r}")
+        out[key] = f
+    return out
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -1041,6 +1146,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         else:
             os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
             os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+            from flows.temporary_server import startup_timeout_s
+
+            startup_timeout_s()  # Prefect's own server gets the stated bound, not its 20 s
             from flows.evaluate import run_evaluation  # configures Prefect's logging
             try:
                 with _console_logs_at_warning():  # no Prefect INFO lines inside the bar
@@ -1129,6 +1237,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("privfair: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # one line, never a traceback, for every failure
+        from flows.temporary_server import startup_failure_line
+
+        server = startup_failure_line(exc)  # the machine, not privfair: no "internal error"
+        if server is not None:
+            print(f"privfair: error: {server}", file=sys.stderr, flush=True)
+            return 1
         if _is_bad_input(exc):
             print(f"privfair: error: {_one_line(exc)}", file=sys.stderr, flush=True)
             return 2

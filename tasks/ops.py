@@ -245,6 +245,25 @@ def free_dead_slot(name: str, *, log: Callable[[str], None]) -> bool:
     return True
 
 
+def dead_slot_holders() -> list[tuple[str, dict[str, Any]]]:
+    """(slot name, holder record) of every slot this client's records show held by a run
+    that ran on this host and no longer runs (a killed release): ``store check`` reports
+    them and ``--repair`` frees them (:func:`free_dead_slots`)."""
+    folder = state_folder() / "slots"
+    out = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        holder = slot_holder(path.stem)
+        if holder is not None and not pid_alive(holder.get("pid"), holder.get("host")):
+            out.append((path.stem, holder))
+    return out
+
+
+def free_dead_slots(*, log: Callable[[str], None]) -> list[str]:
+    """Free every dead holder's slot (:func:`dead_slot_holders`) on the Prefect API this
+    process uses; returns the slot names freed."""
+    return [name for name, _ in dead_slot_holders() if free_dead_slot(name, log=log)]
+
+
 class SlotWaitTimeoutFilter(logging.Filter):
     """Drops Prefect's ERROR record of a slot acquisition that timed out (``Service
     'ConcurrencySlotAcquisitionWithLeaseService' failed to process item ... TimeoutError``):

@@ -156,3 +156,33 @@ def test_store_check_refuses_a_folder_that_is_not_a_store(toy, capsys):
     _one_line(code, err, "--out work", "not a release store")
     (toy / "empty").mkdir()  # nothing published yet: consistent
     assert _cli(capsys, "store", "check", "--out", "empty")[0] == 0
+
+
+def test_one_battery_runs_both_sets_of_cases(monkeypatch, capsys):
+    """Issue 45.6: ``benchmarks/bad_inputs.py`` runs the fresh battery's cases after its own
+    (same filters) and counts the failures of both in one figure."""
+    import json
+
+    from benchmarks import bad_inputs
+
+    fresh_ids = [c.case_id for c in bad_inputs.fresh_cases()]
+    assert len(fresh_ids) >= 490 and len(set(fresh_ids)) == len(fresh_ids)
+    assert len(bad_inputs.CASES) >= 800
+    calls = []
+
+    def fake_run(**kw):
+        calls.append(kw)
+        return {"cases": 3, "totals": dict(zip(battery.CLASSES, [1, 0, 0, 0, 1, 1],
+                                               strict=True)),
+                "prefect_cases": 0, "wall_s": 0.1, "not_clear": ["x", "y"]}
+
+    monkeypatch.setattr(battery, "run_battery", fake_run)
+    assert bad_inputs.main(["--only", "no-case-has-this-name", "--no-prefect-cases"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert calls == [{"only": "no-case-has-this-name", "prefect": False, "jobs": 2,
+                      "out": None, "every": 1}]
+    assert printed["cases"] == 0 and printed["fresh"]["cases"] == 3
+    assert printed["failures_both"] == 2  # the fresh set's wrongly accepted and crash
+    calls.clear()
+    bad_inputs.main(["--only", "no-case-has-this-name", "--no-fresh"])
+    assert calls == [] and "fresh" not in json.loads(capsys.readouterr().out)

@@ -11,12 +11,13 @@ from scipy import stats
 
 from privfair.causal.citests import (
     CodeTables,
+    NoisyFullTable,
     fisher_z_independent,
     g2_sensitivity,
     g2_statistic,
     g2_test,
 )
-from privfair.causal.pc import pc, pc_gaussian
+from privfair.causal.pc import pc, pc_gaussian, pc_skeleton
 from privfair.causal.privpc import (
     clip_standardised,
     count_quality,
@@ -150,6 +151,37 @@ def test_lapmech_refuses_a_table_too_large_for_it(categorical):
     with pytest.raises(DomainError, match="max_cells=10$"):
         lap_mech(codes, domain, rho=1.0, ledger=PrivacyLedger(rho_budget=1.0),
                  rng=np.random.default_rng(0), max_cells=10)
+
+
+def test_noisy_full_table_marginals_from_its_cache_equal_direct_sums():
+    domain = Domain(("a", "b", "c", "d"), (2, 3, 4, 2))
+    noisy = np.random.default_rng(4).laplace(size=domain.sizes)
+    source = NoisyFullTable(noisy, domain)
+    # Supersets first, so later tables are summed from cached marginals, in any axis order.
+    for axes in ((0, 1, 2), (2, 0, 1), (1, 2), (2, 1), (0, 3, 2), (3, 0), (2,), (1, 3)):
+        drop = tuple(a for a in range(4) if a not in axes)
+        direct = np.moveaxis(noisy.sum(axis=drop), [sorted(axes).index(a) for a in axes],
+                             range(len(axes)))
+        np.testing.assert_allclose(source.table(axes), np.maximum(direct, 0.0), atol=1e-12)
+    assert (1, 2) in source.marginals and (0, 1, 2) in source.marginals
+
+
+@pytest.mark.parametrize(("p", "sparseness", "order"), [(9, 0.4, 3), (14, 0.3, 2)])
+def test_batched_fisher_z_pc_equals_one_test_per_call(p, sparseness, order):
+    rng = np.random.default_rng(p)
+    dag = random_dag(p, sparseness, rng=rng)
+    values, _ = sample_linear_gaussian(dag, 3000, rng=rng, generator="xu2021")
+    corr = np.corrcoef(values.T)
+    _, batched = pc_gaussian(corr, 3000, dag.nodes, alpha=0.01, max_order=order)
+    one_by_one = pc_skeleton(
+        p, lambda i, j, c: fisher_z_independent(corr, i, j, c, n=3000, alpha=0.01),
+        max_order=order)
+    assert batched.adjacency == one_by_one.adjacency
+    assert batched.sepsets == one_by_one.sepsets  # the first separating set, not any
+    assert batched.tests == one_by_one.tests
+    assert any(len(cond) >= 1 for cond in batched.sepsets.values())
+    with pytest.raises(ValueError, match="exactly one of"):
+        pc_skeleton(p, max_order=1)
 
 
 def test_privpc_star_clips_and_its_sensitivity_covers_any_row():

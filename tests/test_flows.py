@@ -491,3 +491,63 @@ def test_a_wait_for_a_live_holder_is_bounded_and_says_what_it_waits_for(prefect_
     assert "held by pid" in message and "Prefect UI" in message
     assert lines[0].startswith("waiting for concurrency slot") and "up to 3 s" in lines[0]
     assert any(line.startswith("still waiting") for line in lines)
+
+
+@pytest.mark.prefect
+def test_store_check_repair_frees_a_dead_runs_slot(prefect_harness, tmp_path, capsys):
+    """Issue 45.3: ``store check`` reports the slot a killed Prefect release still holds, and
+    ``--repair`` frees it (before, it said "consistent" and the next release waited)."""
+    import subprocess
+    import sys
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import GlobalConcurrencyLimitUpdate
+
+    name = ops.slot_name("repair-test")
+    ops.ensure_dataset_slot("repair-test")
+    with get_client(sync_client=True) as client:  # what a kill -9 of the holder leaves
+        client.update_global_concurrency_limit(name, GlobalConcurrencyLimitUpdate(
+            active_slots=1))
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    ops.holder_path(name).parent.mkdir(parents=True, exist_ok=True)
+    ops.holder_path(name).write_text(json.dumps({
+        "pid": dead.pid, "host": ops.socket.gethostname(), "since": "2026-01-01T00:00:00Z",
+        "flow_run_id": None}))
+    store, work = tmp_path / "releases", tmp_path / "work"
+    store.mkdir()
+    assert main(["store", "check", "--out", str(store), "--work-dir", str(work)]) == 1
+    out = capsys.readouterr().out
+    assert f"concurrency slot {name!r} is held by a dead run (pid {dead.pid}" in out
+    assert ops.ensure_dataset_slot("repair-test").active_slots == 1
+    assert main(["store", "check", "--out", str(store), "--work-dir", str(work),
+                 "--repair"]) == 0
+    out = capsys.readouterr().out
+    assert f"repaired: freed concurrency slot {name!r}" in out and "consistent" in out
+    assert ops.ensure_dataset_slot("repair-test").active_slots == 0
+    assert ops.slot_holder(name) is None
+
+
+@pytest.mark.prefect
+def test_a_full_disk_after_the_reservation_is_one_line_through_prefect(
+        prefect_harness, toy_contract, toy_parquet, tmp_path, monkeypatch, caplog):
+    """Issue 45.5: through Prefect, a full disk printed whole tracebacks; now one ERROR line
+    naming the work folder, no traceback, and the reservation given back."""
+    import errno
+
+    from privfair.release.tabular import stages
+    from privfair.store.registry import read_chain
+
+    def full_disk(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(stages, "save_ledger", full_disk)
+    caplog.clear()
+    with pytest.raises(StoreError) as failed:
+        run_local(params(toy_contract, toy_parquet, tmp_path, seed=None, insecure_seed=False),
+                  command="release")
+    assert f"the work folder {tmp_path / 'work'} cannot be written" in str(failed.value)
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("No space left on device" in r.getMessage() for r in errors), errors
+    assert not any(r.exc_info or "Traceback" in r.getMessage() for r in errors)
+    assert [e["kind"] for e in read_chain("toy")][-2:] == ["reserve", "cancel"]

@@ -35,7 +35,9 @@ def test_hidden_layers_too_big_for_this_machine_are_refused_by_the_plan(
 def test_a_functional_model_over_a_wide_domain_is_refused_by_the_plan(
         toy_contract, toy_parquet, tmp_path, monkeypatch):
     # d one-hot inputs give a d x d coefficient matrix: 8 d^2 bytes per copy
-    monkeypatch.setattr(resources, "physical_memory", lambda: 2 * 2**30)
+    from privfair.release import resources as shared
+
+    monkeypatch.setattr(shared, "physical_memory", lambda: 2 * 2**30)
     with pytest.raises(resources.ResourceError) as refused:
         resources.check_model_resources(model="pflr", dimension=20_001, hidden=[],
                                         batch_size=256, flag="--contract")

@@ -362,7 +362,41 @@ def test_dpne_within_sensitivity(monkeypatch) -> None:
         assert violations(pairs) == [], name
 
 
+#: The exhaustive search's worst edge neighbours (two isolated edges joined by one more):
+#: ‖M' − M‖₁ = 2.5, the largest over every graph on up to five nodes.
+WORST_EDGES = np.array([[0, 2], [0, 4], [1, 3]])
+
+
+def _dpm_run(frame: pd.DataFrame, rng: np.random.Generator) -> None:
+    from privfair.embedding.dpne import EdgeList, dpm
+
+    dpm(EdgeList(5, frame.to_numpy()), dim=2, epsilon=1.0, ledger=PrivacyLedger(rho_budget=1e9),
+        rng=rng)
+
+
+def test_dpm_within_sensitivity(monkeypatch) -> None:
+    """dpM: the worst pair moves M by 2.5 in L1, inside the declared 3."""
+    joined = np.vstack([WORST_EDGES, [[0, 1]]])
+    pairs = paired_queries(monkeypatch, _dpm_run, pd.DataFrame(WORST_EDGES),
+                           pd.DataFrame(joined))
+    assert violations(pairs) == []
+    (pair,) = pairs
+    assert np.abs(pair[1].exact - pair[0].exact).sum() == pytest.approx(2.5)
+
+
 # --- the suite fails on broken declarations -----------------------------------------------------
+
+
+def test_fails_when_dpm_declares_half_its_sensitivity(monkeypatch) -> None:
+    """dpM at half its bound (1.5), or at the paper's √2: the worst pair's 2.5 passes both."""
+    import privfair.embedding.dpne as dpne_module
+
+    joined = pd.DataFrame(np.vstack([WORST_EDGES, [[0, 1]]]))
+    for declared in (dpne_module.DPM_SENSITIVITY / 2, dpne_module.PAPER_DPM_SENSITIVITY):
+        monkeypatch.setattr(dpne_module, "DPM_SENSITIVITY", declared)
+        found = violations(paired_queries(monkeypatch, _dpm_run, pd.DataFrame(WORST_EDGES),
+                                          joined))
+        assert found == [f"dpM: Laplace on M (laplace): moved 2.5 > declared {declared:.6g}"]
 
 
 def test_fails_when_aim_declares_half_its_sensitivity(monkeypatch) -> None:

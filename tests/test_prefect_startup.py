@@ -117,3 +117,65 @@ def test_an_api_configured_in_the_environment_or_active_profile_gets_no_temporar
     monkeypatch.setenv("PREFECT_API_URL", "http://env:4200/api")
     assert temporary_server.configured_api_url() == "http://env:4200/api"
     assert temporary_server.start() is None
+
+
+# --- a temporary server slow to start (issue 45.3) ------------------------------------------
+
+
+def test_a_server_that_never_answers_ends_in_one_stated_line(monkeypatch, capsys):
+    """The temporary server's wait is bounded by a stated timeout, says what it waits for,
+    and ends in one line naming the setting and the fixes (simulated: a process that never
+    listens, on a port nobody serves)."""
+    from flows import temporary_server as temporary
+
+    assert temporary.DEFAULT_STARTUP_TIMEOUT_S >= 120  # Prefect's 20 s timed out at load 8
+    monkeypatch.setattr(temporary, "SAY_WAIT_AFTER_S", 0.2)
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    with __import__("socket").socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = temporary.TemporaryServer(silent, f"http://127.0.0.1:{port}/api",
+                                       __import__("tempfile").TemporaryFile())
+    started = time.monotonic()
+    with pytest.raises(temporary.ServerStartError) as failed:
+        server.wait(timeout=1.0)
+    assert 1.0 <= time.monotonic() - started < 10
+    assert silent.poll() is not None  # stopped, not left behind
+    line = str(failed.value)
+    assert "did not answer within 1 s" in line and temporary.STARTUP_TIMEOUT_SETTING in line
+    assert "--no-prefect" in line and "\n" not in line
+    assert "waiting for the temporary Prefect API server to start (up to 1 s" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("source", ["ours", "prefect"])
+def test_a_server_start_timeout_is_one_clear_line_not_an_internal_error(source, monkeypatch,
+                                                                       capsys):
+    """``privfair evaluate`` under load ended with ``internal error: RuntimeError: Timed out
+    while attempting to connect to ephemeral Prefect API server`` (and the server's output):
+    the failure, raised where the command runs its flow (simulated), is one line that names
+    the stated timeout and the fixes."""
+    from flows import temporary_server as temporary
+    from privfair import cli
+
+    monkeypatch.delenv(temporary.STARTUP_TIMEOUT_SETTING, raising=False)
+
+    def slow_server(args):
+        bound = temporary.startup_timeout_s()
+        if source == "ours":
+            raise temporary.ServerStartError(
+                f"the temporary Prefect API server did not answer within {bound:g} s")
+        try:  # what Prefect's own server raises, wrapped as a flow engine may wrap it
+            raise RuntimeError(f"{temporary.PREFECT_STARTUP_TIMEOUT}. stderr: b'INFO:\\n"
+                               "Started server process [123]\\nWaiting for application'")
+        except RuntimeError as exc:
+            raise ValueError("could not create the flow run") from exc
+
+    monkeypatch.setattr(cli, "cmd_store_check", slow_server)
+    code = cli.main(["store", "check", "--out", "somewhere"])
+    err = capsys.readouterr().err.strip()
+    assert code == 1 and "internal error" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("privfair: error: the temporary Prefect API server did not answer "
+                          "within 120 s"), err
+    assert "--no-prefect" in err or source == "ours"
+    assert os.environ[temporary.STARTUP_TIMEOUT_SETTING] == "120"

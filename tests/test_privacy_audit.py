@@ -102,10 +102,10 @@ def test_cathist_audit_catches_random_word_outside_draws_and_passes_the_fix() ->
 def test_run_all_refuses_unknown_names_and_scales_trials() -> None:
     with pytest.raises(ValueError, match="unknown"):
         run_all(names=["nope"])
-    (result,) = run_all(names=["selection"], quick=True, scale=0.5)
-    assert result.trials == MECHANISMS["selection"].quick // 2
-    function, trials = MECHANISMS["selection"]  # the old (function, trials) unpacking
-    assert trials == MECHANISMS["selection"].trials and callable(function)
+    (result,) = run_all(names=["cathist"], quick=True, scale=0.5)
+    assert result.trials == MECHANISMS["cathist"].quick // 2
+    function, trials = MECHANISMS["cathist"]  # the old (function, trials) unpacking
+    assert trials == MECHANISMS["cathist"].trials and callable(function)
 
 
 def test_audit_command_prints_the_table(capsys) -> None:
@@ -113,8 +113,8 @@ def test_audit_command_prints_the_table(capsys) -> None:
 
     assert main(["audit", "--mechanism", "selection", "cathist", "--quick"]) == 0
     out = capsys.readouterr().out
-    for column in ("claimed eps", "lower bound", "trials", "negative control", "its bound",
-                   "verdict", "selection exponential mechanism", "CatHist"):
+    for column in ("claimed eps", "lower bound", "trials", "fit", "negative control",
+                   "its bound", "verdict", "structure selection", "CatHist", "gdp"):
         assert column in out
 
 

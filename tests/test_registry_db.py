@@ -202,7 +202,7 @@ def test_an_edited_head_or_summary_is_refused_or_ignored(backend, contract_path,
     book = read_lifetime_ledger(None, load_contract(contract_path))
     from privfair.store.registry import write_store_copy
 
-    (store / "toy").mkdir(parents=True)
+    (store / "toy").mkdir(parents=True, exist_ok=True)  # the reservation wrote a copy
     write_store_copy(store, book)
     copy = store / "toy" / "lifetime_ledger.json"
     raw = json.loads(copy.read_text())
@@ -257,7 +257,7 @@ def test_a_new_registry_is_refused_by_the_stores_copy(toy_contract, toy_parquet,
     with pytest.raises(StoreError, match="bound to registry"):
         run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
     monkeypatch.setenv("PRIVFAIR_STATE_HOME", str(tmp_path / "another-client"))
-    with pytest.raises(StoreError, match="disagree"):
+    with pytest.raises(StoreError, match="binds dataset 'toy' to registry"):
         run_release(params(toy_contract, toy_parquet, tmp_path, seed=None))
 
 

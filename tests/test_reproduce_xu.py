@@ -93,6 +93,41 @@ def test_small_causal_cell_runs(module, setting):
     assert all(r["paper"] is not None for r in rows)
 
 
+def test_causal_rows_run_the_papers_settings_with_the_defaults_beside(monkeypatch):
+    """PrivPC at the paper's public n (max_rows = n), PrivPC* with §4.5's Fisher z at the
+    released count (noise_aware=False, row norm √p); the library defaults run beside."""
+    import math
+
+    import privfair.causal.privpc as privpc
+    from benchmarks.reproduce.core import cell
+
+    calls: list[dict] = []
+    for name in ("priv_pc", "priv_pc_star"):
+        real = getattr(privpc, name)
+
+        def spy(*args, _real=real, _name=name, **kwargs):
+            calls.append({"function": _name, **kwargs})
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(privpc, name, spy)
+    setting = {"epsilon": 5.0, "n": 5_000, "p": 5, "s": 0.2}
+    out = xu_causal.run(cell(xu_causal.NAME, setting, 0))
+    assert [c["max_rows"] for c in calls if c["function"] == "priv_pc"] == [5_000, 10**6]
+    assert set(out["privpc_default"]) >= {"tpr", "fpr", "tdr"}
+    record = {"status": "ok", "setting": setting, "metrics": out, "id": "x", "seed": 0}
+    rows = xu_causal.summarize([record], "full")["rows"]
+    privpc_rows = [r for r in rows if r["setting"].endswith("privpc")]
+    assert privpc_rows and all("default bound 10⁶ beside" in r["detail"] for r in privpc_rows)
+
+    calls.clear()
+    setting = {"epsilon": 1.0, "n": 1_000, "p": 10, "s": 0.4}
+    out = xu_causal_numeric.run_generator(cell(xu_causal_numeric.NAME, setting, 0), "xu2021")
+    stars = [(c["row_norm"], c["noise_aware"]) for c in calls]
+    assert stars[0] == (math.sqrt(10), False)  # the compared row: the paper's test
+    assert (math.sqrt(10), True) in stars and (None, True) in stars
+    assert {"privpc_star", "privpc_star_noise_aware", "privpc_star_coordinate"} <= set(out)
+
+
 def test_chapter_9_tables_transcribed():
     from benchmarks.reproduce.core import paper_table
 
@@ -131,7 +166,7 @@ def test_dpsgd_small_cell_runs_the_papers_inputs_with_the_default_beside():
     from benchmarks.reproduce import xu_dpsgd
     from benchmarks.reproduce.core import cell
 
-    assert {c["setting"]["features"] for c in xu_dpsgd.cells("quick")} == {"xu2021", "one-hot"}
+    assert {c["setting"]["features"] for c in xu_dpsgd.cells("quick")} == {"xu2021-sorted", "one-hot"}
     records = []
     for features in xu_dpsgd.FEATURES:
         c = cell(xu_dpsgd.NAME, {"setting": "balanced", "epochs": 1, "features": features}, 0)
@@ -263,7 +298,7 @@ def test_dpne_standin_has_coras_public_shape():
     assert np.mean(labels[edges[:, 0]] == labels[edges[:, 1]]) > 0.7  # Cora: 0.81
 
 
-def _dpne_records(proven, paper, non_private=(0.70, 0.70)):
+def _dpne_records(proven, paper, non_private=(0.70, 0.70), implementation=None):
     from benchmarks.reproduce import xu_dpne
 
     metrics = {"non-private": non_private, "majority_share": 0.302,
@@ -271,6 +306,12 @@ def _dpne_records(proven, paper, non_private=(0.70, 0.70)):
     for eps in xu_dpne.EPSILONS + xu_dpne.BEYOND_EPSILONS:
         metrics[f"proven eps={eps:g}"] = proven(eps)
         metrics[f"paper eps={eps:g}"] = paper(eps)
+        if eps in xu_dpne.EPSILONS:
+            metrics[f"dpm proven eps={eps:g}"] = proven(eps)
+            metrics[f"dpm paper eps={eps:g}"] = paper(eps)
+        if implementation is not None:
+            metrics[f"paper-absolute eps={eps:g}"] = implementation(eps)
+            metrics[f"paper-absolute shift eps={eps:g}"] = 0.0017
     return [{"status": "ok", "id": f"s{seed}", "seed": seed, "wall_s": 1.0,
              "setting": {"graph": xu_dpne.STANDIN},
              "metrics": {k: tuple(x + 0.001 * seed for x in v) if isinstance(v, tuple) else v
@@ -290,8 +331,9 @@ def test_dpne_rows_compare_accuracy_with_the_papers_cora_cells():
         _dpne_records(lambda e: (0.17, 0.50), lambda e: (0.17, 0.50)), "full")
     rows = summary["rows"]
     compared = [r for r in rows if r["setting"].startswith("Cora-matched")]
-    assert len(compared) == 14 and {r["metric"] for r in compared} == {"node_accuracy",
+    assert len(compared) == 26 and {r["metric"] for r in compared} == {"node_accuracy",
                                                                         "link_accuracy"}
+    assert sum(", dpm, " in r["setting"] for r in compared) == 12
     base = _row(rows, "Cora-matched stand-in, non-private", "node_accuracy")
     assert base["paper"] == 0.700 and base["verdict"] == "within"
     # At chance, a row within the paper's (also at chance) number is uninformative.
@@ -307,7 +349,7 @@ def test_dpne_rows_compare_accuracy_with_the_papers_cora_cells():
     (beyond,) = [n for n in summary["notes"] if n.startswith("Beyond the paper's grid")]
     assert "ε = 100000: ours 0.172 ± 0.001, the paper's setting 0.172 ± 0.001" in beyond
     missing = [r for r in rows if r["setting"].startswith(("wiki", "citeseer", "cora, "))]
-    assert len(missing) == 64 and {r["verdict"] for r in missing} == {"not comparable"}
+    assert len(missing) == 52 and {r["verdict"] for r in missing} == {"not comparable"}
     assert any("dataset not shipped (citeseer" in r["why"] for r in missing)
 
 
@@ -319,6 +361,11 @@ def test_dpne_worse_row_is_explained_only_by_a_counter_run_within():
     one = _row(rows, "Cora-matched stand-in, dpne, ε=1", "node_accuracy")
     assert one["verdict"] == "worse" and one["paper_accounting_verdict"] == "within"
     assert one["explained"] and "lands within" in one["why"]
+    top = _row(rows, "Cora-matched stand-in, dpm, ε=1000", "node_accuracy")
+    assert top["verdict"] == "worse" and top["explained"] and "(3 against √2)" in top["why"]
+    # dpM at ε = 1 on Cora (0.190) and ours are both under the majority share: uninformative.
+    assert _row(rows, "Cora-matched stand-in, dpm, ε=1", "node_accuracy")["verdict"] \
+        == "uninformative"
 
 
 def test_cfgan_real_cell_measures_effects_and_the_sampling_floor():
@@ -333,11 +380,49 @@ def test_cfgan_real_cell_measures_effects_and_the_sampling_floor():
 
 
 def test_dpsgd_majority_class_rows_are_marked_uninformative():
-    from benchmarks.reproduce.xu_dpsgd import majority_only, mark_uninformative
+    from benchmarks.reproduce.xu_dpsgd import majority_flags, row_with_default
 
     silent = [{"DPSGD": {"positive_rate": 0.0}}, {"DPSGD": {"positive_rate": 0.0}}]
     mixed = [{"DPSGD": {"positive_rate": 0.0}}, {"DPSGD": {"positive_rate": 0.02}}]
-    assert "majority class (no positive) in all 2 seeds" in majority_only(silent, "DPSGD")
-    assert majority_only(mixed, "DPSGD") is None and majority_only([], "DPSGD") is None
-    row = mark_uninformative({}, silent, mixed, "DPSGD")
-    assert "uninformative" in row and "default_uninformative" not in row
+    assert majority_flags(silent, "DPSGD") == [True, True]
+    assert majority_flags(mixed, "DPSGD") == [True, False] and majority_flags([], "DPSGD") == []
+    assert majority_flags([{"DPSGD": {}}], "DPSGD") == [None]
+    paper = {"value": 0.75, "sd": None, "source": "T9.1"}
+    row = row_with_default("Adult, DPSGD", "total", [0.75, 0.75], [0.75, 0.75], paper,
+                           method="DPSGD", ours_runs=silent, default_runs=mixed,
+                           rel_tol=0.0, abs_tol=0.015)
+    assert row["verdict"] == "uninformative" and "majority class" in row["why"]
+    assert row["default_verdict"] == "within"
+    swapped = row_with_default("Adult, DPSGD", "total", [0.75, 0.75], [0.75, 0.75], paper,
+                               method="DPSGD", ours_runs=mixed, default_runs=silent,
+                               rel_tol=0.0, abs_tol=0.015)
+    assert swapped["verdict"] == "within" and swapped["default_verdict"] == "uninformative"
+
+
+def test_dpne_rows_are_explained_by_the_papers_absolute_term_only_when_it_lands_within():
+    from benchmarks.reproduce import xu_dpne
+
+    def implementation(eps):  # the paper's implementation: ε-free, near non-private
+        return (0.66, 0.68) if eps >= 1 else (0.40, 0.60)
+
+    rows = xu_dpne.summarize(_dpne_records(lambda e: (0.17, 0.50), lambda e: (0.17, 0.50),
+                                           implementation=implementation), "full")["rows"]
+    one = _row(rows, "Cora-matched stand-in, dpne, ε=1", "node_accuracy")
+    assert one["verdict"] == "worse" and one["explained"]
+    assert one["paper_accounting_verdict"] == "worse"
+    (run,) = [c for c in one["counter_runs"] if c["label"] == xu_dpne.IMPLEMENTATION]
+    assert run["verdict"] == "within"
+    assert "does not depend on ε, so it is not DP" in one["why"]
+    assert "1.1e+03× the data term's at ε = 1" in one["why"]
+    # ε = 0.1: ours at chance and the paper's 0.213 under the majority share (0.302) too:
+    # two chance numbers, uninformative, not worse.
+    low = _row(rows, "Cora-matched stand-in, dpne, ε=0.1", "node_accuracy")
+    assert low["verdict"] == "uninformative" and "not above it either" in low["why"]
+    # A counter-run that is off (here 0.40 against 0.662) explains nothing.
+    off = xu_dpne.summarize(_dpne_records(lambda e: (0.17, 0.50), lambda e: (0.17, 0.50),
+                                          implementation=lambda e: (0.40, 0.60)), "full")
+    one = _row(off["rows"], "Cora-matched stand-in, dpne, ε=1", "node_accuracy")
+    assert one["verdict"] == "worse" and not one["explained"]
+    # Ours at chance where the paper is above it stays worse.
+    ten = _row(off["rows"], "Cora-matched stand-in, dpne, ε=10", "link_accuracy")
+    assert ten["verdict"] == "worse"

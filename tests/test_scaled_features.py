@@ -52,7 +52,7 @@ def test_xu2021_adult_has_the_papers_forty_inputs(adult):
 
 def test_scaling_comes_from_the_contract_not_the_rows(adult):
     contract, _ = adult
-    encoding = xu2021_adult(contract)
+    encoding = xu2021_adult(contract, reference="declared")
     rows = pd.DataFrame([
         _row(),
         _row(age=90, education="Doctorate", **{"hours-per-week": 99, "capital-gain": 5000,
@@ -77,6 +77,34 @@ def test_scaling_comes_from_the_contract_not_the_rows(adult):
     # A row encodes the same alone as beside other rows: nothing is fitted to the data.
     for i in range(len(rows)):
         np.testing.assert_array_equal(encoding.transform(rows.iloc[[i]], contract), x[[i]])
+
+
+def test_xu2021_reference_labels_are_the_sorted_first_by_default(adult):
+    contract, frame = adult
+    paper, declared = xu2021_adult(contract), xu2021_adult(contract, reference="declared")
+    assert paper.dimension == declared.dimension == 40
+    # pandas.get_dummies(drop_first=True) sorts the labels and drops the first.
+    reference = {"workclass": "Federal-gov", "marital-status": "Divorced",
+                 "occupation": "Adm-clerical", "relationship": "Husband",
+                 "race": "Amer-Indian-Eskimo"}
+    for dummy in paper.indicators:
+        if dummy.column in reference:
+            assert reference[dummy.column] not in dummy.labels
+            others = [d for d in declared.indicators if d.column == dummy.column][0]
+            # The declared reference (the contract's first label) is an indicator here.
+            assert contract.labels(dummy.column)[0] in dummy.labels
+            assert len(dummy.labels) == len(others.labels)
+    rows = pd.DataFrame([_row(**{"workclass": "Federal-gov", "marital-status": "Divorced",
+                                 "occupation": "Adm-clerical", "relationship": "Husband",
+                                 "race": "Amer-Indian-Eskimo", "sex": "Male"}), _row()])
+    x = paper.transform(rows, contract)
+    assert x[0].sum() == 0 and x[1].sum() == 5  # Private, Married, Tech-support, Wife, White
+    np.testing.assert_array_equal(declared.transform(rows, contract).sum(axis=1), [5, 0])
+    # The two settings span the same inputs with an intercept: same rows, other columns.
+    assert not np.array_equal(paper.transform(frame, contract),
+                              declared.transform(frame, contract))
+    with pytest.raises(ValueError, match="reference: expected one of"):
+        xu2021_adult(contract, reference="alphabetical")
 
 
 def test_encoding_round_trips_and_predicts_without_outcome_or_group(adult):

@@ -147,13 +147,27 @@ def test_one_dataset_through_two_registries_publishes_one_budget(postgres, tmp_p
     assert "\n" not in refusal and "bound to registry" in refusal, refusal
     assert "PRIVFAIR_REGISTRY" in refusal
 
-    # another client (no binding) with the first store: the store's ledger copy refuses a
-    # registry that does not account for its releases
+    # another client (no binding) with the first store: the store's ledger copy binds the
+    # dataset to the first registry and refuses the second (issue 45.2)
     other_client = {**pg_env, "PRIVFAIR_STATE_HOME": str(tmp_path / "another-client")}
     other = release(store_a, other_client)
     assert other.returncode == 2, other.stdout + other.stderr
-    assert "disagree" in other.stderr and "\n" not in other.stderr.strip(), other.stderr
+    assert "binds dataset 'compas' to registry" in other.stderr, other.stderr
+    assert "\n" not in other.stderr.strip(), other.stderr
+
+    # a pinned copy of the packaged contract (`contract pin`) is refused by the second
+    # registry even with a new client and a new store: nothing there knows the first
+    pinned = tmp_path / "compas-pinned.yaml"
+    made = _privfair("contract", "pin", "compas", "--out", str(pinned), env=sqlite_env,
+                     timeout=120)
+    assert made.returncode == 0, made.stderr
+    fresh = _privfair("release", "--contract", str(pinned), "--epsilon", "6", "--delta",
+                      "1e-7", "--out", str(tmp_path / "store-c"), "--work-dir",
+                      str(tmp_path / "work"), "--no-prefect",
+                      env={**other_client, "PRIVFAIR_STATE_HOME": str(tmp_path / "third")})
+    assert fresh.returncode == 2 and "pins registry" in fresh.stderr, fresh.stderr
 
     assert _versions(store_a) == ["v1", "v2"] and _versions(store_b) == []
+    assert _versions(tmp_path / "store-c") == []
     shown = _privfair("ledger", "show", env=pg_env, timeout=120)
     assert "compas" not in shown.stdout, shown.stdout  # the second registry charged nothing

@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .core import load_results, one_row_per_paper_cell, run_cells
+from .core import cells_code, code_version, git, load_results, one_row_per_paper_cell, run_cells
 from .report import summary, write
 
 SECTIONS = ("prefair", "safes", "cathist", "xu_causal", "xu_gan", "xu_cfgan", "xu_pflr",
@@ -97,26 +97,17 @@ def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any
         section["rows"] = one_row_per_paper_cell(section["rows"])
         section["cells"] = len(cells)
         section["wall_s"] = sum(r["wall_s"] for r in records)
+        section["cells_code"] = cells_code(r for r in records if r.get("status") == "ok")
         sections.append(section)
+    origin = provenance(out / "results.jsonl", report_only=report_only)
     document = {"mode": mode, "generated": datetime.datetime.now().isoformat(
                     timespec="seconds"), "wall_s": wall_s,
                 "warning": "evaluation output: reads real data, not privacy-protected",
                 "cells_wall_s": sum(s["wall_s"] for s in sections),
-                "provenance": provenance(out / "results.jsonl", report_only=report_only),
-                "sections": sections, "summary": summary(sections)}
+                "provenance": origin, "sections": sections,
+                "summary": summary(sections, report_code=origin["report_code"])}
     write(out, document)
     return document
-
-
-def _git(*args: str, cwd: Path) -> str | None:
-    import subprocess
-
-    try:
-        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
-                              timeout=30, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout.strip() or None
 
 
 def provenance(results: Path, *, report_only: bool) -> dict[str, Any]:
@@ -132,27 +123,23 @@ def provenance(results: Path, *, report_only: bool) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``report_code``: this checkout's commit (``+ uncommitted changes`` when dirty);
+        ``report_code``: this checkout's :func:`~benchmarks.reproduce.core.code_version`;
         ``cells``: ``"run by this invocation"`` or, for a report-only pass, the last commit
         that changed ``results.jsonl`` (hash, date, subject) when git knows the file.
     """
     here = Path(__file__).resolve().parent
-    head = _git("rev-parse", "HEAD", cwd=here)
-    # the reports in results/ are this command's output, not its code
-    dirty = _git("status", "--porcelain", "--", ".", ":(exclude)results", cwd=here)
-    out: dict[str, Any] = {"report_code": (head or "unknown")
-                           + (" + uncommitted changes" if dirty else ""),
-                           "report_only": report_only}
+    out: dict[str, Any] = {"report_code": code_version(), "report_only": report_only}
     if not report_only:
-        out["cells"] = "run by this invocation (cells already in results.jsonl are reused)"
+        out["cells"] = ("run by this invocation (cells already in results.jsonl under the same "
+                        "code are reused; see each section's cells_code)")
         return out
-    last = _git("log", "-1", "--format=%H%x09%aI%x09%s", "--", str(results.resolve()),
+    last = git("log", "-1", "--format=%H%x09%aI%x09%s", "--", str(results.resolve()),
                 cwd=results.resolve().parent)
     if last:
         commit, date, subject = last.split("\t", 2)
         out["cells"] = {"from": "an earlier run, reused as committed", "commit": commit,
                         "date": date, "subject": subject}
-        behind = _git("rev-list", "--count", f"{commit}..HEAD", cwd=here)
+        behind = git("rev-list", "--count", f"{commit}..HEAD", cwd=here)
         if behind is not None:
             out["cells"]["commits_between_cells_and_report_code"] = int(behind)
     else:
@@ -171,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="output folder (default benchmarks/reproduce/results/<mode>)")
     parser.add_argument("--workers", type=int, default=2,
                         help="processes running cells at once (default 2; 1 runs in order)")
+    parser.add_argument("--reuse-stale", action="store_true",
+                        help="reuse cells recorded under other code (default: run them "
+                             "again); the report lists each section's cell code versions")
     parser.add_argument("--report-only", action="store_true",
                         help="run no cell: write the report from results.jsonl as it stands "
                              "(a run in progress; cells not run yet are listed as failed)")
@@ -187,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         run_cells([c for _, cells in cells_by_section for c in cells], run_any,
                   out / "results.jsonl", workers=args.workers,
                   expected_s=expected_seconds(mode_name),
+                  code=None if args.reuse_stale else code_version(),
                   log=lambda text: print(text, file=sys.stderr, flush=True))
     document = write_report(mode_name, cells_by_section, out,
                             wall_s=time.perf_counter() - begin, report_only=args.report_only)

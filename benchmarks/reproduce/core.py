@@ -9,9 +9,11 @@ privacy-protected release.
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -54,6 +56,32 @@ def load_results(path: Path) -> dict[str, dict[str, Any]]:
     return done
 
 
+def git(*args: str, cwd: Path = ROOT) -> str | None:
+    """``git ARGS`` in ``cwd``: its stripped output, or None (no git, not a checkout)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True,
+                              timeout=30, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() or None
+
+
+def code_version() -> str:
+    """The code that runs a cell: the checkout's commit, and a digest of its uncommitted
+    changes to tracked files (the reports under ``results/`` excluded: they are output).
+
+    A cell recorded under another code version is stale: :func:`pending` runs it again, so a
+    report never mixes cells of other code without saying so (``cells_code`` per section).
+    """
+    head = git("rev-parse", "HEAD")
+    if head is None:
+        return "unknown"
+    diff = git("diff", "HEAD", "--", ".", ":(exclude)benchmarks/reproduce/results")
+    if not diff:
+        return head
+    return f"{head}+{hashlib.sha256(diff.encode()).hexdigest()[:12]}"
+
+
 def run_cell(c: Mapping[str, Any], runner: Callable[[Mapping[str, Any]], dict]
              ) -> dict[str, Any]:
     """Run one cell and return its record (never raises: a failure is recorded).
@@ -93,10 +121,21 @@ def append_record(path: Path, record: Mapping[str, Any]) -> None:
 
 
 def pending(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]], *,
-            retry_failed: bool = True) -> list[Mapping[str, Any]]:
-    """The cells still to run: not in ``done``, or failed there when ``retry_failed``."""
+            retry_failed: bool = True, code: str | None = None) -> list[Mapping[str, Any]]:
+    """The cells still to run: not in ``done``, failed there when ``retry_failed``, or, when
+    ``code`` is given, recorded under another code version (a record without one included)."""
     return [c for c in cells if c["id"] not in done
-            or (done[c["id"]]["status"] != "ok" and retry_failed)]
+            or (done[c["id"]]["status"] != "ok" and retry_failed)
+            or (code is not None and done[c["id"]].get("code") != code)]
+
+
+def cells_code(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """How many of ``records`` ran under each code version ("not recorded" for old ones)."""
+    counts: dict[str, int] = {}
+    for record in records:
+        key = str(record.get("code") or "not recorded")
+        counts[key] = counts.get(key, 0) + 1
+    return counts
 
 
 def describe(record: Mapping[str, Any], *, detail: bool = True) -> str:
@@ -133,7 +172,8 @@ def _one_thread_per_worker() -> None:
 
 def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str, Any]], dict],
               path: Path, *, retry_failed: bool = True, log=print, workers: int = 1,
-              expected_s: Mapping[str, float] | None = None) -> list[dict[str, Any]]:
+              expected_s: Mapping[str, float] | None = None, code: str | None = None
+              ) -> list[dict[str, Any]]:
     """Run each cell not yet in ``path`` and append its record; return all records.
 
     A cell that raises is recorded with ``status: failed`` and the error, and is run again
@@ -158,6 +198,10 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
     expected_s : mapping of str to float, optional
         Seconds a cell took before, by id: with ``workers > 1`` cells start in the order of
         :func:`longest_first`.
+    code : str, optional
+        This checkout's :func:`code_version`: stamped on every new record, and a recorded
+        cell of another version runs again. None reuses any recorded cell (a resume across
+        commits, said so in the report by ``cells_code``).
 
     Returns
     -------
@@ -165,12 +209,14 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
         One record per cell, in the order of ``cells``.
     """
     done = load_results(path)
-    todo = pending(cells, done, retry_failed=retry_failed)
+    todo = pending(cells, done, retry_failed=retry_failed, code=code)
 
     def finish(record: dict[str, Any]) -> None:
         if record.get("traceback"):
             log(record["traceback"])
         record = {k: v for k, v in record.items() if k != "traceback"}
+        if code is not None:
+            record["code"] = code
         append_record(path, record)
         log(describe(record))
         done[record["id"]] = record
@@ -225,8 +271,8 @@ def standard_error(sd: float, n: int) -> float:
 
 
 def verdict(ours: float, ours_se: float, paper: float | None, paper_sd: float | None = None,
-            *, better: str | None = None, rel_tol: float = 0.1, abs_tol: float = 0.0
-            ) -> tuple[str, str]:
+            *, better: str | None = None, rel_tol: float = 0.1, abs_tol: float = 0.0,
+            extra_sd: float = 0.0, extra_label: str = "") -> tuple[str, str]:
     """Compare our mean with the paper's number; returns ``(verdict, why)``.
 
     The paper's spread is its sd when it reports one, else the section's stated tolerance,
@@ -248,6 +294,11 @@ def verdict(ours: float, ours_se: float, paper: float | None, paper_sd: float | 
     rel_tol, abs_tol : float
         The tolerance stated for the metric when the paper gives no sd; ``abs_tol`` also
         floors the combined spread.
+    extra_sd, extra_label : float, str
+        A stated per-metric tolerance measured in the same report: the sd of the paper's
+        number over what its one run fixed and no run of ours can reproduce (SAFES's one
+        80/20 split), combined with the other two. It is only sound when our own runs vary
+        that choice too (our mean is then over it, and our standard error includes it).
 
     Returns
     -------
@@ -261,9 +312,12 @@ def verdict(ours: float, ours_se: float, paper: float | None, paper_sd: float | 
         return "not comparable", "no finite result of ours"
     have_sd = paper_sd is not None and _finite(paper_sd)
     spread = paper_sd if have_sd else max(rel_tol * abs(paper), abs_tol)
-    spread = max(math.hypot(spread, ours_se if _finite(ours_se) else 0.0), abs_tol)
+    extra = extra_sd if _finite(extra_sd) else 0.0
+    spread = max(math.hypot(spread, ours_se if _finite(ours_se) else 0.0, extra), abs_tol)
     gap = ours - paper
     basis = "paper sd" if have_sd else f"stated tolerance {rel_tol:.0%} of the paper's value"
+    if extra:
+        basis += f" ⊕ {extra_label or 'stated sd'} {extra:.3g}"
     if abs(gap) <= spread:
         return "within", (f"|ours − paper| = {abs(gap):.3g} ≤ {spread:.3g} ({basis} ⊕ our "
                           "standard error)")
@@ -324,14 +378,14 @@ def paper_cell_key(setting: str, metric: str, paper: Mapping[str, Any] | None) -
 
 
 def counter_run(label: str, values: Sequence[float | None], paper: Mapping[str, Any] | None,
-                *, better: str | None = None, rel_tol: float = 0.1, abs_tol: float = 0.0
-                ) -> dict[str, Any]:
+                *, better: str | None = None, rel_tol: float = 0.1, abs_tol: float = 0.0,
+                extra_sd: float = 0.0, extra_label: str = "") -> dict[str, Any]:
     """A measured counter-run at the paper's setting, judged by the same rule as its row."""
     mean, sd, n = mean_sd(values)
     se = standard_error(sd, n)
     word, _ = verdict(mean, se, paper["value"] if paper else None,
                       paper["sd"] if paper else None, better=better, rel_tol=rel_tol,
-                      abs_tol=abs_tol)
+                      abs_tol=abs_tol, extra_sd=extra_sd, extra_label=extra_label)
     return {"label": label, "ours": mean, "ours_sd": sd, "ours_se": se, "n": n,
             "verdict": word}
 
@@ -343,8 +397,8 @@ def compare_row(setting: str, metric: str, values: Sequence[float | None],
                 counter_runs: Mapping[str, Sequence[float | None]] | None = None,
                 trivial: Sequence[bool | None] | None = None,
                 trivial_why: str = "every run's compared outputs are trivial",
-                paper_cell: str | None = None, at_paper_setting: bool = True
-                ) -> dict[str, Any]:
+                paper_cell: str | None = None, at_paper_setting: bool = True,
+                extra_sd: float = 0.0, extra_label: str = "") -> dict[str, Any]:
     """One row of a section's verdict table: ours (mean ± sd, standard error, n) beside the
     paper's.
 
@@ -356,8 +410,8 @@ def compare_row(setting: str, metric: str, values: Sequence[float | None],
         Our metric, one value per run (None or non-finite values are left out).
     paper : mapping or None
         The paper's row (``value``, ``sd``, ``source`` and its identifying columns).
-    better, rel_tol, abs_tol
-        See :func:`verdict`.
+    better, rel_tol, abs_tol, extra_sd, extra_label
+        See :func:`verdict` (they judge the counter-runs too).
     why : str, optional
         A note appended to the reason of a row outside the paper's spread (see :func:`note`).
         It never marks the row explained: only a counter-run does.
@@ -393,8 +447,9 @@ def compare_row(setting: str, metric: str, values: Sequence[float | None],
     se = standard_error(sd, n)
     value = paper["value"] if paper else None
     paper_sd = paper["sd"] if paper else None
-    word, reason = verdict(mean, se, value, paper_sd, better=better, rel_tol=rel_tol,
-                           abs_tol=abs_tol)
+    judged = {"better": better, "rel_tol": rel_tol, "abs_tol": abs_tol,
+              "extra_sd": extra_sd, "extra_label": extra_label}
+    word, reason = verdict(mean, se, value, paper_sd, **judged)
     row = {"setting": setting, "metric": metric, "paper": value, "paper_sd": paper_sd,
            "source": paper.get("source") if paper else None, "ours": mean, "ours_sd": sd,
            "ours_se": se, "n": n, "verdict": word, "why": reason, "explained": False,
@@ -405,7 +460,6 @@ def compare_row(setting: str, metric: str, values: Sequence[float | None],
         mark_trivial(row, trivial, trivial_why)
     if why is not None:
         note(row, why)
-    judged = {"better": better, "rel_tol": rel_tol, "abs_tol": abs_tol}
     runs = []
     if paper_accounting is not None:
         accounting = counter_run("paper accounting", paper_accounting, paper, **judged)
@@ -468,11 +522,13 @@ def one_row_per_paper_cell(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     at the paper's setting with the same runs (the cell printed in another table) is listed
     in its ``also_as``, and the others (our other settings) in its ``other_settings``, shown
     beside it and never counted. A cell with no row at the paper's setting keeps its first
-    row, which says so. Rows without a paper number are kept as they are.
+    row, which says so. Rows neither with a paper number nor compared (judged against a
+    bound the paper states, such as SAFES's failed-attempt share) are kept as they are.
     """
     groups: dict[str, list[int]] = {}
     for i, row in enumerate(rows):
-        if row.get("paper") is not None and row.get("paper_cell"):
+        compared = row.get("paper") is not None or row.get("verdict") in COMPARED
+        if compared and row.get("paper_cell"):
             groups.setdefault(row["paper_cell"], []).append(i)
     keep: dict[int, dict[str, Any]] = {}
     for members in groups.values():

@@ -35,6 +35,7 @@ from prefect.task_runners import ThreadPoolTaskRunner  # noqa: E402
 from benchmarks.reproduce import cli as reproduction  # noqa: E402
 from benchmarks.reproduce.core import (  # noqa: E402
     append_record,
+    code_version,
     describe,
     load_results,
     longest_first,
@@ -83,8 +84,9 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     results = folder / "results.jsonl"
     cells_by_section = reproduction.plan(mode, sections or None)
     expected = reproduction.expected_seconds(mode)
+    code = code_version()
     todo = longest_first(pending([c for _, cells in cells_by_section for c in cells],
-                                 load_results(results)), expected)
+                                 load_results(results), code=code), expected)
     log.info("reproduction (%s): %d cells pending", mode, len(todo))
     if dask_address:
         from prefect_dask import DaskTaskRunner
@@ -95,9 +97,9 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
         with DaskTaskRunner(address=dask_address,
                             client_kwargs={"security": security(dask_address)}) as runner:
             futures = [runner.submit(reproduce_cell, parameters={"cell": c}) for c in todo]
-            _collect(futures, results, log)
+            _collect(futures, results, log, code)
     else:
-        _collect([reproduce_cell.submit(c) for c in todo], results, log)
+        _collect([reproduce_cell.submit(c) for c in todo], results, log, code)
     document = reproduction.write_report(mode, cells_by_section, folder,
                                          wall_s=time.perf_counter() - begin)
     report = folder / "report.html"
@@ -108,11 +110,11 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     return str(report)
 
 
-def _collect(futures: list, results: Path, log: Any) -> None:
+def _collect(futures: list, results: Path, log: Any, code: str) -> None:
     # Only the flow appends, as each task finishes: one writer, and a killed run keeps
     # every finished cell. A failure's message and traceback go to results.jsonl, not to
     # Prefect's logs: they may quote values computed from the real rows.
     for future in as_completed(futures):
-        record = future.result()
+        record = {**future.result(), "code": code}
         append_record(results, record)
         log.info(describe(record, detail=False))

@@ -33,8 +33,10 @@ WARNING = ("Evaluation output, not a release: every number here reads the real e
            "and is not privacy-protected.")
 
 
-def summary(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Verdict counts, failed cells and wall time per section.
+def summary(sections: list[dict[str, Any]], *, report_code: str | None = None
+            ) -> list[dict[str, Any]]:
+    """Verdict counts, failed cells, wall time and, given ``report_code``, how many of the
+    section's finished cells ran under that code (``at_report_code``), per section.
 
     One row per paper cell (the rows as :func:`~benchmarks.reproduce.core.one_row_per_paper_cell`
     leaves them). ``explained`` / ``unexplained`` split the ``worse`` rows by whether a
@@ -55,6 +57,7 @@ def summary(sections: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                        for r in s["rows"]),
                     "unchecked": sum(r.get("informative") == "unchecked" for r in s["rows"]),
                     "cells": s.get("cells", 0), "failed_cells": len(s["failed"]),
+                    "at_report_code": s.get("cells_code", {}).get(report_code or "", 0),
                     "wall_s": round(s.get("wall_s", 0.0), 1)})
     return out
 
@@ -77,13 +80,15 @@ def summary_markdown(document: dict[str, Any], *, link: str = "report.html") -> 
     """
     lines = ["| section | " + " | ".join(VERDICTS)
              + " | worse, explained by a counter-run | worse, unexplained | not counted "
-               "(other settings) | cells | failed | cell s |",
-             "|---" * (len(VERDICTS) + 7) + "|"]
+               "(other settings) | cells | cells run at this report's code | failed "
+               "| cell s |",
+             "|---" * (len(VERDICTS) + 8) + "|"]
     for row in document["summary"]:
         lines.append(f"| [{row['title']}]({link}#{row['section']}) | "
                      + " | ".join(str(row.get(v, 0)) for v in VERDICTS)
                      + f" | {row.get('explained', 0)} | {row.get('unexplained', 0)}"
                        f" | {row.get('not_counted', 0)} | {row['cells']}"
+                       f" | {row.get('at_report_code', 0)}"
                        f" | {row['failed_cells']} | {row['wall_s']:.0f} |")
     return "\n".join(lines) + "\n"
 
@@ -159,13 +164,15 @@ def write(out: Path, document: dict[str, Any]) -> None:
              "<h2>Summary</h2><table><tr><th>section</th>"
              + "".join(f"<th>{v}</th>" for v in VERDICTS)
              + "<th>worse, explained by a counter-run</th><th>worse, unexplained</th>"
-               "<th>not counted (other settings)</th><th>cells</th><th>failed</th>"
+               "<th>not counted (other settings)</th><th>cells</th>"
+               "<th>cells run at this report's code</th><th>failed</th>"
                "<th>wall s</th></tr>"]
     for row in document["summary"]:
         parts.append(f"<tr><td><a href='#{row['section']}'>{html.escape(row['title'])}</a></td>"
                      + "".join(f"<td>{row.get(v, 0)}</td>" for v in VERDICTS)
                      + f"<td>{row.get('explained', 0)}</td><td>{row.get('unexplained', 0)}</td>"
                        f"<td>{row.get('not_counted', 0)}</td><td>{row['cells']}</td>"
+                       f"<td>{row.get('at_report_code', 0)}</td>"
                        f"<td>{row['failed_cells']}</td><td>{row['wall_s']}</td></tr>")
     parts.append("</table>")
     for s in document["sections"]:

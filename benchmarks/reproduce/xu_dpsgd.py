@@ -1,8 +1,10 @@
 """Xu 2021 ch. 9, Tables 9.1–9.5 (Adult cells): SGD, DPSGD, Naïve, DPSGD-F by sex.
 
-Two input settings run side by side, each the library's own: the paper's (``xu2021``:
+Two input settings run side by side, each the library's own: the paper's (``xu2021-sorted``:
 :func:`privfair.contracts.scaled_features.xu2021_adult`, 40 inputs scaled to [0, 1] from the
-contract's declared ranges, ‖x‖ ≈ 2.1) is compared with the paper's cells; privfair's default
+contract's declared ranges, ‖x‖ ≈ 2.1, each categorical column's reference the first label in
+sorted order as pandas' get_dummies(drop_first=True) codes it) is compared with the paper's
+cells; privfair's default
 (``one-hot``: :class:`~privfair.contracts.model_features.FeatureEncoding`, 134 one-hot inputs
 with an intercept, ‖x‖ = √12 ≈ 3.5) is shown beside each row (``default``, ``default_sd``,
 ``default_n``, ``default_verdict``). Both train with the paper's census setting
@@ -14,10 +16,10 @@ unbalanced, 3.99 balanced). Table 9.3's Adult columns are the paper's measures
 of the group's average gradient in each batch of the last epoch, averaged over its batches.
 Table 9.1's Adult SGD and DPSGD − SGD rows are Table 9.5's unbalanced cells to four digits:
 they are compared once, in Table 9.5; its DPSGD row (absolute accuracy) is compared here.
-An accuracy row of a method that predicted no positive in any seed carries ``uninformative``
-(``default_uninformative`` for the default): DPSGD and Naïve do so here, and the paper's
-DPSGD accuracies (0.7507 / 0.6870 / 0.8836) are within 0.003 of Adult's base rates
-(0.752 / 0.688 / 0.886) too.
+An accuracy row of a method that predicted no positive in every seed is ``uninformative``
+(``default_verdict`` likewise for the default): its accuracy is each group's base rate. DPSGD
+and Naïve do so here, and the paper's DPSGD accuracies (0.7507 / 0.6870 / 0.8836) are within
+0.003 of Adult's base rates (0.752 / 0.688 / 0.886) too.
 """
 
 from __future__ import annotations
@@ -27,13 +29,26 @@ from typing import Any
 
 import numpy as np
 
-from .core import cell, compare_row, failed_rows, mean_sd, paper_table, verdict
+from .core import (
+    COMPARED,
+    cell,
+    compare_row,
+    failed_rows,
+    mean_sd,
+    paper_table,
+    standard_error,
+    verdict,
+)
 
 NAME = "xu_dpsgd"
 TITLE = "Xu 2021 Tables 9.1–9.5 (ch. 9): DPSGD-F, equal cost of privacy"
 METHODS = {"SGD": "sgd", "DPSGD": "dpsgd", "Naive": "naive", "DPSGD-F": "dpsgd-f"}
 #: The paper's inputs (compared) and privfair's default inputs (beside).
-FEATURES = ("xu2021", "one-hot")
+FEATURES = ("xu2021-sorted", "one-hot")
+#: The paper's inputs as compared: 40 scaled features, each categorical column's reference the
+#: first label in sorted order (pandas' get_dummies). Cells before issue 40's reference fix
+#: ran ``xu2021`` (the contract's first label as reference) and are not read.
+PAPER_FEATURES = FEATURES[0]
 GROUPS = {"male": 1, "female": 0}
 #: What was searched for the datasets the paper used and that no package here ships.
 MNIST_WHY = ("not comparable: MNIST is not shipped inside any registry package found "
@@ -63,12 +78,13 @@ def _data(features: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     contract = load_contract(contract_path("adult"))
     frame = load_dataset("adult")
     frame = frame[~(frame == "?").any(axis=1)].reset_index(drop=True)
-    if features == "xu2021":
-        encoding: Any = xu2021_adult(contract)
+    if features.startswith("xu2021-"):
+        encoding: Any = xu2021_adult(contract, reference=features.removeprefix("xu2021-"))
     elif features == "one-hot":
         encoding = FeatureEncoding.from_contract(contract, group="sex")
     else:
-        raise ValueError(f"features: expected one of {FEATURES}, got {features!r}")
+        raise ValueError(f"features: expected one of {FEATURES} or 'xu2021-declared', got "
+                         f"{features!r}")
     x = encoding.transform(frame, contract)
     y, s = encoding.labels_and_groups(frame, contract)
     return x, y, s
@@ -135,35 +151,37 @@ def _runs(records: list[dict[str, Any]], setting: str, features: str) -> list[di
             and r["setting"].get("features", "one-hot") == features]
 
 
+MAJORITY_WHY = "the method predicts the majority class (no positive), so its accuracy is each group's base rate"
+
+
+def majority_flags(runs: list[dict[str, Any]], method: str) -> list[bool | None]:
+    """Per run: whether ``method`` predicted no positive (the majority class, ≤50K), None
+    where the cell did not record its positive rate."""
+    rates = [m[method].get("positive_rate") for m in runs]
+    return [None if rate is None else rate == 0 for rate in rates]
+
+
 def row_with_default(setting: str, metric: str, ours: list[Any], default: list[Any],
-                     paper: dict[str, Any] | None, **tolerances: Any) -> dict[str, Any]:
-    """One paper cell: the paper's input setting against it, privfair's default beside."""
-    row = compare_row(setting, metric, ours, paper, **tolerances)
+                     paper: dict[str, Any] | None, *, method: str | None = None,
+                     ours_runs: list[dict[str, Any]] | None = None,
+                     default_runs: list[dict[str, Any]] | None = None,
+                     **tolerances: Any) -> dict[str, Any]:
+    """One paper cell: the paper's input setting against it, privfair's default beside.
+
+    With ``method`` (and the runs of each side), a row whose classifier predicted only the
+    majority class in every run is ``uninformative`` (``default_verdict`` likewise for the
+    default): its accuracy is the groups' base rates, whatever the paper's number."""
+    trivial = majority_flags(ours_runs or [], method) if method else None
+    row = compare_row(setting, metric, ours, paper, trivial=trivial, trivial_why=MAJORITY_WHY,
+                      **tolerances)
     mean, sd, n = mean_sd(default)
-    word, _ = verdict(mean, sd, paper["value"] if paper else None,
+    word, _ = verdict(mean, standard_error(sd, n), paper["value"] if paper else None,
                       paper["sd"] if paper else None,
                       **{k: v for k, v in tolerances.items() if k != "why"})
+    flags = majority_flags(default_runs or [], method) if method else []
+    if flags and all(flags) and word in COMPARED:
+        word = "uninformative"
     row.update(default=mean, default_sd=sd, default_n=n, default_verdict=word)
-    return row
-
-
-def majority_only(runs: list[dict[str, Any]], method: str) -> str | None:
-    """Why ``method``'s accuracy rows are uninformative, if it predicted no positive in any
-    seed (the majority class, ≤50K: its accuracy is the group's base rate)."""
-    rates = [m[method].get("positive_rate") for m in runs]
-    if rates and all(rate == 0 for rate in rates):
-        return (f"uninformative: {method} predicts the majority class (no positive) in all "
-                f"{len(rates)} seeds, so its accuracy is each group's base rate")
-    return None
-
-
-def mark_uninformative(row: dict[str, Any], ours: list[dict[str, Any]],
-                       default: list[dict[str, Any]], method: str) -> dict[str, Any]:
-    """Mark an accuracy row whose classifier predicts only the majority class (both sides)."""
-    for key, runs in (("uninformative", ours), ("default_uninformative", default)):
-        reason = majority_only(runs, method)
-        if reason:
-            row[key] = reason
     return row
 
 
@@ -185,42 +203,42 @@ def summarize(records: list[dict[str, Any]], mode: str) -> dict[str, Any]:
     rows = []
     accuracy = {"better": None, "rel_tol": 0.0, "abs_tol": 0.015}
     for setting in ("unbalanced", "balanced"):
-        ours, default = _runs(records, setting, "xu2021"), _runs(records, setting, "one-hot")
+        ours, default = _runs(records, setting, PAPER_FEATURES), _runs(records, setting, "one-hot")
         rows.append(row_with_default(
             f"{setting}, DPSGD", "epsilon", [m["DPSGD"]["epsilon"] for m in ours],
             [m["DPSGD"]["epsilon"] for m in default],
             paper.get((setting, "DPSGD", "epsilon")), rel_tol=0.01))
         for method in METHODS:
             for k in ("total", "male", "female"):
-                rows.append(mark_uninformative(row_with_default(
+                rows.append(row_with_default(
                     f"{setting}, {method}" + ("" if method == "SGD" else " − SGD"), k,
                     [m[method][k] for m in ours], [m[method][k] for m in default],
-                    paper.get((setting, method, k)),
-                    **{**accuracy, "better": None if method == "SGD" else "higher"}),
-                    ours, default, method))
+                    paper.get((setting, method, k)), method=method, ours_runs=ours,
+                    default_runs=default,
+                    **{**accuracy, "better": None if method == "SGD" else "higher"}))
             if method != "SGD":
                 pm = paper.get((setting, method, "male"))
                 pf = paper.get((setting, method, "female"))
                 gap = {"value": abs(pm["value"] - pf["value"]), "sd": None,
                        "source": pm["source"] + " (|Δ_M − Δ_F| of its cells)"} if pm and pf \
                     else None
-                rows.append(mark_uninformative(row_with_default(
+                rows.append(row_with_default(
                     f"{setting}, {method}", "|Δ_M − Δ_F|", [m[method]["gap"] for m in ours],
-                    [m[method]["gap"] for m in default], gap, better="lower", rel_tol=0.0,
-                    abs_tol=0.015), ours, default, method))
+                    [m[method]["gap"] for m in default], gap, method=method, ours_runs=ours,
+                    default_runs=default, better="lower", rel_tol=0.0, abs_tol=0.015))
     # Table 9.1, Adult: DPSGD's own accuracy (its other Adult rows are Table 9.5's cells).
     table_9_1 = {(r["dataset"], r["method"], r["metric"]): r for r in paper_table("xu_table9_1")}
-    ours, default = _runs(records, "unbalanced", "xu2021"), _runs(records, "unbalanced", "one-hot")
+    ours, default = _runs(records, "unbalanced", PAPER_FEATURES), _runs(records, "unbalanced", "one-hot")
     for k in ("total", "male", "female"):
         rows.append(row_with_default(
             "Table 9.1 Adult, sample size", k, [m.get("sample_size", {}).get(k) for m in ours],
             [m.get("sample_size", {}).get(k) for m in default], table_9_1.get(("adult", "sample size", k)),
             rel_tol=0.0))
-        rows.append(mark_uninformative(row_with_default(
+        rows.append(row_with_default(
             "Table 9.1 Adult, DPSGD", k, [m["DPSGD"].get(f"{k}_accuracy") for m in ours],
             [m["DPSGD"].get(f"{k}_accuracy") for m in default],
-            table_9_1.get(("adult", "DPSGD", k)), better="higher", rel_tol=0.0, abs_tol=0.015),
-            ours, default, "DPSGD"))
+            table_9_1.get(("adult", "DPSGD", k)), method="DPSGD", ours_runs=ours,
+            default_runs=default, better="higher", rel_tol=0.0, abs_tol=0.015))
     table_9_3 = {(r["method"], r["metric"], r["group"]): r for r in paper_table("xu_table9_3")
                  if r["dataset"] == "adult"}
     for method in METHODS:

@@ -60,6 +60,11 @@ class NoisyFullTable:
 
     Clamping after marginalising (not cell by cell on the full table) keeps the noise of the
     many empty cells from piling up as positive bias in the marginals. Pure post-processing.
+
+    Unclamped marginals are cached by their set of axes, and each new one is summed from the
+    smallest cached superset: PC asks for thousands of tables but only for a few hundred
+    distinct axis sets, and a full table of ~10⁷ cells costs one pass per distinct set
+    instead of one per test.
     """
 
     def __init__(self, noisy: np.ndarray, domain: Domain) -> None:
@@ -68,11 +73,24 @@ class NoisyFullTable:
                 f"noisy table: shape {noisy.shape} does not match the domain {tuple(domain.sizes)}")
         self.domain = domain
         self.noisy = noisy
+        self.marginals: dict[tuple[int, ...], np.ndarray] = {
+            tuple(range(len(domain))): noisy}
+
+    def sorted_marginal(self, kept: tuple[int, ...]) -> np.ndarray:
+        """The unclamped marginal over ``kept`` (ascending axes), from the cache if there."""
+        if kept in self.marginals:
+            return self.marginals[kept]
+        wanted = set(kept)
+        source = min((axes for axes in self.marginals if wanted <= set(axes)),
+                     key=lambda axes: self.marginals[axes].size)
+        drop = tuple(k for k, a in enumerate(source) if a not in wanted)
+        marginal = self.marginals[source].sum(axis=drop)
+        self.marginals[kept] = marginal
+        return marginal
 
     def table(self, axes: Sequence[int]) -> np.ndarray:
-        drop = tuple(a for a in range(len(self.domain)) if a not in axes)
-        marginal = self.noisy.sum(axis=drop)
-        kept = [a for a in range(len(self.domain)) if a in axes]
+        kept = tuple(sorted(axes))
+        marginal = self.sorted_marginal(kept)
         marginal = np.moveaxis(marginal, [kept.index(a) for a in axes], range(len(axes)))
         return np.maximum(marginal, 0.0)
 
@@ -155,3 +173,31 @@ def fisher_z_independent(corr: np.ndarray, i: int, j: int, cond: Sequence[int], 
     r = partial_correlation(corr, i, j, cond)
     scale = math.sqrt(max(n - len(cond) - 3.0, 1.0))
     return scale * abs(math.atanh(r)) <= float(stats.norm.isf(alpha / 2))
+
+
+def fisher_z_first_independent(corr: np.ndarray, i: int, j: int,
+                               conds: Sequence[Sequence[int]], *, n: float,
+                               alpha: float) -> int | None:
+    """Position of the first ``cond`` in ``conds`` (all of one size) under which
+    :func:`fisher_z_independent` finds i ⫫ j, or None: the same decisions, batched.
+
+    The sub-correlation matrices of one chunk are inverted in one stacked ``pinv`` call, so
+    PC at p = 100 runs ~10⁶ tests in numpy rather than one Python call each.
+    """
+    if not conds:
+        return None
+    order = len(conds[0])
+    threshold = float(stats.norm.isf(alpha / 2))
+    scale = math.sqrt(max(n - order - 3.0, 1.0))
+    chunk = 256
+    for start in range(0, len(conds), chunk):
+        part = conds[start:start + chunk]
+        idx = np.array([[i, j, *cond] for cond in part], dtype=np.intp)
+        prec = np.linalg.pinv(corr[idx[:, :, None], idx[:, None, :]])
+        denom = np.sqrt(np.maximum(prec[:, 0, 0] * prec[:, 1, 1], 1e-300))
+        r = np.clip(-prec[:, 0, 1] / denom, -1 + 1e-6, 1 - 1e-6)
+        independent = np.flatnonzero(scale * np.abs(np.arctanh(r)) <= threshold)
+        if independent.size:
+            return start + int(independent[0])
+    return None
+

@@ -13,11 +13,13 @@ from itertools import combinations
 
 import numpy as np
 
-from privfair.causal.citests import TableSource, fisher_z_independent, g2_test
+from privfair.causal.citests import TableSource, fisher_z_first_independent, g2_test
 from privfair.causal.graph import CausalGraph, orient
 from privfair.core.domain import Roles
 
 Independence = Callable[[int, int, tuple[int, ...]], bool]
+#: Batched form: the position of the first separating set among ``conds``, or None.
+FirstIndependent = Callable[[int, int, list[tuple[int, ...]]], int | None]
 
 
 @dataclass(frozen=True)
@@ -43,8 +45,16 @@ class Skeleton:
         return adjacency, sepsets
 
 
-def pc_skeleton(p: int, independent: Independence, *, max_order: int) -> Skeleton:
-    """PC-stable phase 1: delete i – j at the first conditioning set that separates them."""
+def pc_skeleton(p: int, independent: Independence | None = None, *, max_order: int,
+                first_independent: FirstIndependent | None = None) -> Skeleton:
+    """PC-stable phase 1: delete i – j at the first conditioning set that separates them.
+
+    Give either ``independent`` (one test per call) or ``first_independent`` (all the
+    conditioning sets of one pair and level at once, in the same order; same skeleton and
+    test count).
+    """
+    if (independent is None) == (first_independent is None):
+        raise ValueError("pc_skeleton: give exactly one of independent and first_independent")
     adj = {i: set(range(p)) - {i} for i in range(p)}
     sepsets: dict[frozenset[int], frozenset[int]] = {}
     tests = 0
@@ -53,13 +63,23 @@ def pc_skeleton(p: int, independent: Independence, *, max_order: int) -> Skeleto
             for j in frozen[i]:
                 if j not in adj[i]:
                     continue
-                for cond in combinations([k for k in frozen[i] if k != j], order):
-                    tests += 1
-                    if independent(i, j, cond):
-                        adj[i].discard(j)
-                        adj[j].discard(i)
-                        sepsets[frozenset((i, j))] = frozenset(cond)
-                        break
+                conds = combinations([k for k in frozen[i] if k != j], order)
+                if first_independent is not None:
+                    candidates = list(conds)
+                    found = first_independent(i, j, candidates)
+                    tests += len(candidates) if found is None else found + 1
+                    separating = None if found is None else candidates[found]
+                else:
+                    separating = None
+                    for cond in conds:
+                        tests += 1
+                        if independent is not None and independent(i, j, cond):
+                            separating = cond
+                            break
+                if separating is not None:
+                    adj[i].discard(j)
+                    adj[j].discard(i)
+                    sepsets[frozenset((i, j))] = frozenset(separating)
     return Skeleton.from_adjacency(adj, sepsets, tests)
 
 
@@ -95,10 +115,10 @@ def pc_gaussian(corr: np.ndarray, n: float, nodes: Sequence[str], *, alpha: floa
     """Ordinary PC with the Fisher z test on a correlation matrix and a sample size."""
     check_search_parameters(alpha=alpha, max_order=max_order)
 
-    def independent(i: int, j: int, cond: tuple[int, ...]) -> bool:
-        return fisher_z_independent(corr, i, j, cond, n=n, alpha=alpha)
+    def first_independent(i: int, j: int, conds: list[tuple[int, ...]]) -> int | None:
+        return fisher_z_first_independent(corr, i, j, conds, n=n, alpha=alpha)
 
-    skeleton = pc_skeleton(len(nodes), independent, max_order=max_order)
+    skeleton = pc_skeleton(len(nodes), max_order=max_order, first_independent=first_independent)
     return orient_skeleton(skeleton, tuple(nodes), roles), skeleton
 
 

@@ -292,7 +292,15 @@ class ScaledFeatureEncoding:
                    tuple(data["group_labels"]), data.get("name", "scaled"))
 
 
-def xu2021_adult(contract: Contract, *, group: str = "sex") -> ScaledFeatureEncoding:
+#: How :func:`xu2021_adult` picks each categorical column's reference (all-zero) label.
+#: ``"sorted"``: the first label in sorted order, as ``pandas.get_dummies(drop_first=True)``
+#: codes the labels (it sorts them); ``"declared"``: the first label the contract declares
+#: (the UCI file's order).
+XU2021_REFERENCES: tuple[str, ...] = ("sorted", "declared")
+
+
+def xu2021_adult(contract: Contract, *, group: str = "sex",
+                 reference: str = "sorted") -> ScaledFeatureEncoding:
     """Xu (2021) §9.5.1.1's Adult inputs (also ch. 8's 45,222 × 40): 40 scaled features.
 
     The dissertation prints the recipe (categorical attributes as indicator vectors, numbers
@@ -305,34 +313,60 @@ def xu2021_adult(contract: Contract, *, group: str = "sex") -> ScaledFeatureEnco
       declared ranges (capital amounts by their outermost finite bin edges, 0 to 10,000, as
       the contract declares no upper bound), and education as the rank of its label (the UCI
       file's public ``education-num``, which the contract drops as a duplicate);
-    * 35 indicators: workclass 6 (reference ``Private``; ``Never-worked`` only occurs with
-      an unknown occupation, so never in complete-case rows), marital-status 6,
-      occupation 13, relationship 5, race 4 (each without its first declared label, and
-      without ``?``), and native-country 1 (``United-States``, the group's US/non-US split).
+    * 35 indicators: workclass 6 (``Never-worked`` only occurs with an unknown occupation, so
+      never in complete-case rows), marital-status 6, occupation 13, relationship 5, race 4
+      (each without its reference label, and without ``?``), and native-country 1
+      (``United-States``, the group's US/non-US split).
 
-    Rows with a label outside these (``?``, ``Never-worked``) encode as the reference.
+    Parameters
+    ----------
+    contract : Contract
+        The UCI Adult contract.
+    group : str
+        The protected column.
+    reference : {"sorted", "declared"}
+        Which label of each categorical column is the reference (all zeros). ``"sorted"``
+        (the paper's setting): the first in sorted order, the label
+        ``pandas.get_dummies(drop_first=True)`` drops (``Federal-gov``, ``Divorced``,
+        ``Adm-clerical``, ``Husband``, ``Amer-Indian-Eskimo``). ``"declared"``: the first the
+        contract declares (``Private``, ``Married-civ-spouse``, ``Tech-support``, ``Wife``,
+        ``White``). Both give 40 inputs and the same linear span with an intercept; they differ
+        for a model trained from w = 0 for few steps (ch. 9's SGD: 20 epochs at learning rate
+        1/√T), whose fit depends on which label sits at zero. On balanced Adult the sorted
+        reference reproduces Table 9.5's SGD and DPSGD − SGD cells (``benchmarks/reproduce``,
+        section ``xu_dpsgd``).
+
+    Rows with a label outside the indicators (the reference, ``?``, ``Never-worked``) encode
+    as all zeros.
     """
     adult = ("age", "workclass", "education", "marital-status", "occupation", "relationship",
              "race", "capital-gain", "capital-loss", "hours-per-week", "native-country")
+    if reference not in XU2021_REFERENCES:
+        raise ValueError(f"reference: expected one of {XU2021_REFERENCES}, got {reference!r}")
     missing = [c for c in (*adult, group, "income") if c not in contract.column_names]
     if missing:
         raise DomainError(f"contract {contract.name!r} lacks Adult's columns {missing}; "
                           "xu2021_adult encodes the UCI Adult contract")
 
-    def all_but_first(column: str, *dropped: str) -> tuple[str, ...]:
-        return tuple(label for label in contract.labels(column)[1:] if label not in dropped)
+    def all_but_reference(column: str, *dropped: str) -> tuple[str, ...]:
+        labels = [label for label in contract.labels(column) if label not in dropped]
+        if reference == "sorted":
+            kept = sorted(labels)[1:]
+            # Indicators in the contract's order, whichever label is the reference.
+            return tuple(label for label in labels if label in kept)
+        return tuple(labels[1:])
 
     return ScaledFeatureEncoding.from_contract(
-        contract, outcome="income", group=group, name="xu2021-adult",
+        contract, outcome="income", group=group, name=f"xu2021-adult-{reference}",
         columns=("age", "capital-gain", "capital-loss", "hours-per-week", "education",
                  "workclass", "marital-status", "occupation", "relationship", "race",
                  "native-country"),
         ranks={"education": ADULT_EDUCATION_ORDER},
-        indicators={"workclass": all_but_first("workclass", "Never-worked", "?"),
-                    "marital-status": all_but_first("marital-status"),
-                    "occupation": all_but_first("occupation", "?"),
-                    "relationship": all_but_first("relationship"),
-                    "race": all_but_first("race"),
+        indicators={"workclass": all_but_reference("workclass", "Never-worked", "?"),
+                    "marital-status": all_but_reference("marital-status"),
+                    "occupation": all_but_reference("occupation", "?"),
+                    "relationship": all_but_reference("relationship"),
+                    "race": all_but_reference("race"),
                     "native-country": ("United-States",)})
 
 

@@ -101,6 +101,8 @@ _NOISE_FACTOR: contextvars.ContextVar[float] = contextvars.ContextVar(
     "privfair_noise_factor", default=1.0)
 _RECORDER: contextvars.ContextVar[list[Query] | None] = contextvars.ContextVar(
     "privfair_query_recorder", default=None)
+_MISDECLARED: contextvars.ContextVar[tuple[tuple[str, float], ...]] = contextvars.ContextVar(
+    "privfair_misdeclared", default=())
 
 
 @contextlib.contextmanager
@@ -117,6 +119,38 @@ def scaled_noise(factor: float) -> Iterator[None]:
         yield
     finally:
         _NOISE_FACTOR.reset(token)
+
+
+@contextlib.contextmanager
+def misdeclared(site: str, factor: float) -> Iterator[None]:
+    """Audits only: every layer call whose ledger name starts with ``site`` behaves as if its
+    caller had declared ``factor`` × the true sensitivity (a subsampled Gaussian: ``factor`` ×
+    the true sampling rate) and calibrated its noise to that declaration.
+
+    Unlike :func:`scaled_noise`, the layer records the misdeclared sensitivity with the noise
+    it draws (a Gaussian records σ × ``factor`` and sensitivity × ``factor``, so the same ρ;
+    an exponential mechanism the same ε over sensitivity × ``factor``; a subsampled Gaussian
+    the curve of rate × ``factor``): draws match their declaration, so only an audit of the
+    real claim against the real output can catch it. Nested calls compose.
+    """
+    if not (math.isfinite(factor) and factor > 0):
+        raise ValueError(f"factor must be a finite number > 0, got {factor!r}")
+    if not site:
+        raise ValueError("site: expected the start of a ledger name, got ''")
+    token = _MISDECLARED.set((*_MISDECLARED.get(), (site, float(factor))))
+    try:
+        yield
+    finally:
+        _MISDECLARED.reset(token)
+
+
+def declaration_factor(name: str) -> float:
+    """The factor :func:`misdeclared` set for the layer call named ``name`` (1 outside)."""
+    factor = 1.0
+    for site, f in _MISDECLARED.get():
+        if name.startswith(site):
+            factor *= f
+    return factor
 
 
 @contextlib.contextmanager
@@ -258,6 +292,8 @@ def gaussian_mechanism(
     if not (math.isfinite(sigma) and sigma > 0):
         raise ValueError(f"sigma must be a finite number > 0, got {sigma!r}")
     values = np.asarray(values)
+    declared = declaration_factor(name)  # 1 outside an audit's misdeclared()
+    sigma, sensitivity = sigma * declared, sensitivity * declared
     rho = gaussian_rho(sigma=sigma, sensitivity=sensitivity)
     integers = np.issubdtype(values.dtype, np.integer) or values.dtype == np.bool_
     grid = (gaussian_grid(sensitivity=sensitivity, sigma=sigma, coordinates=max(values.size, 1))
@@ -314,6 +350,7 @@ def exponential_mechanism(
         raise ValueError("exponential mechanism needs a non-empty 1-D array of scores")
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    sensitivity = sensitivity * declaration_factor(name)  # 1 outside an audit's misdeclared()
     ledger.spend(LedgerEntry(
         name=name,
         mechanism="exponential",
@@ -353,6 +390,7 @@ def exponential_first_admissible(
         raise ValueError("exponential mechanism needs a non-empty 1-D array of scores")
     if not (math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    sensitivity = sensitivity * declaration_factor(name)  # 1 outside an audit's misdeclared()
     ledger.spend(LedgerEntry(name=name, mechanism="exponential",
                              sensitivity=float(sensitivity), rho=exponential_rho(epsilon=epsilon),
                              epsilon=float(epsilon), queries=int(scores.size)))
@@ -710,6 +748,8 @@ def subsampled_gaussian_entry(*, name: str, noise_multiplier: float, sample_rate
     else:
         sigma = joint_noise_multiplier(noise_multiplier, count_noise_multiplier)
         sens = sensitivity * math.sqrt(1 + (noise_multiplier / count_noise_multiplier) ** 2)
+    # 1 outside an audit's misdeclared(): the rate the claim states, not the sampler's.
+    sample_rate = min(1.0, sample_rate * declaration_factor(name))
     curve = subsampled_gaussian_rdp(noise_multiplier=sigma, sample_rate=sample_rate,
                                     steps=steps)
     return LedgerEntry(

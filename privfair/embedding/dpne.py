@@ -18,7 +18,12 @@ What is repaired (spec §4.4)
 * (d) The sensitivity is proven for any graph: for neighbours (one edge added or removed),
   Σ_i ‖η_i − η'_i‖₂ = 2 Σ_i ‖(M_i − M'_i) H‖₂ ≤ 2 ‖M − M'‖₁ (entrywise, as ‖h_j‖ ≤ 1), and
   ‖M − M'‖₁ ≤ 3 (:func:`deepwalk_sensitivity`), so Δ = 6 replaces Lemma 1's √2, which
-  ignored the degree normalisation and that P² spreads a change to the neighbours.
+  ignored the degree normalisation and that P² spreads a change to the neighbours. Theorem
+  7's step "‖M − M'‖ ≤ Δ and ‖h_j‖ ≤ 1, so ‖N − N'‖ ≤ 2Δ" holds for the *entrywise L1*
+  norm of M − M' (Σ_i ‖Σ_j Δm_ij h_j‖ ≤ Σ_ij |Δm_ij|), not for Lemma 1's L2 norm; with
+  Δ = 3, the L1 bound, Theorem 7's density exp(−ε‖η_i‖/(2Δ)) is exactly ours. The paper's
+  mechanism, implemented as its theorem states (public H, linear term, exact minimiser), is
+  this default: the noise is 6 / (2√2) = 2.1× the paper's Lemma-1 noise, not more.
 * (e) The norm is L2 per row and the composition over rows is L1: the density
   ∝ Π_i exp(−ε ‖η_i‖₂ / Δ) gives ε-DP, sampled as ‖η_i‖ ~ Gamma(k, Δ/ε) with a uniform
   direction.
@@ -30,6 +35,30 @@ learnt from the *private* graph (:func:`private_factor`, the non-private factori
 context factor) and η_i of density ∝ exp(−ε ‖η_i‖ / (2Δ)) with Δ = √2, i.e. a row sensitivity
 of 2√2 (:data:`PAPER_SENSITIVITY`). It exists for reproduction counter-runs: the ε it reports
 is the paper's claim, not a guarantee (pitfalls (a) and (d)), and no release uses it.
+
+``noise_term="absolute"`` (with ``accounting="paper"`` only) is the dissertation's
+*implementation*: "we use the absolute noise term [|Σ_i w_i η_iᵀ|] to get a better
+performance on the optimization" (§5.4.1). Its exact minimiser (:func:`absolute_minimiser`)
+is W(c) = (M H − c N/2) A⁻¹, A = HᵀH + λI, with the scalar c = a/b clipped to [−1, 1],
+a = ⟨W*, N⟩, b = ⟨N A⁻¹, N⟩/2 and W* = M H A⁻¹ the non-private minimiser. Scaling N by any
+s > 0 scales a by s and b by s², so c N is unchanged while |a| ≤ b: **the released W does
+not depend on ε** below the ε at which |c| reaches 1 (c ∝ ε; on the Cora stand-in at
+k = 100, c ≈ 4·10⁻⁶ at ε = 1, so up to ε ≈ 2·10⁵). The noise moves W off W* only along one direction chosen to meet one scalar
+constraint ⟨W, N⟩ = 0, by ‖W − W*‖ = |a| ‖N A⁻¹‖ / (2b), about ‖W*‖/√(n k) for a random
+direction. The first-order-condition argument of Theorem 7 then fails (c η_i − η'_i, not
+η_i − η'_i, is what the graph fixes, and c depends on the graph), and a neighbour is told
+apart by W's distance to W*(G) versus W*(G'): not ε-DP for any finite ε. It exists to show,
+measured, where the paper's numbers at ε ≥ 1 come from.
+
+Why the paper's ε = 1 is out of reach of the linear term (proof, not tuning): the release is
+the affine image W = (M H − N/2) A⁻¹ of the noisy row vectors M_i H − η_i/2. Rows of M are
+non-negative and sum to 1 (0 for isolated nodes) and ‖h_j‖ ≤ 1, so ‖M_i H‖₂ ≤ 1, while
+E‖η_i‖ = k · Δ_row / ε: 283 at k = 100, ε = 1 for the paper's own Δ_row = 2√2 (600 for the
+proven 6). Any linear classifier reads a projection of the rows; along any unit direction the
+signal moves by at most 2 between classes while the noise has standard deviation
+Δ_row √(k + 1) / (2ε) ≈ 14 (paper) or 30 (proven): a separation d′ ≤ 0.14, chance. Summing
+or averaging the loss over the |Ω| pairs does not change this: it scales the data term and
+the gradient sensitivity that calibrates η by the same factor.
 """
 
 from __future__ import annotations
@@ -44,15 +73,23 @@ from scipy.sparse.linalg import svds
 
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.errors import DomainError
-from privfair.core.mechanisms import row_laplace_mechanism
+from privfair.core.mechanisms import laplace_mechanism, row_laplace_mechanism
 
 #: Bound on Σ_i ‖η_i − η'_i‖₂ between edge-neighbouring graphs (2 · 3, see the module notes).
 SENSITIVITY = 6.0
 #: The dissertation's row sensitivity: Theorem 7's density exp(−ε‖η‖/(2Δ)) with Lemma 1's
 #: Δ = √2 (unproven; ``accounting="paper"`` only).
 PAPER_SENSITIVITY = 2 * math.sqrt(2)
+#: dpM's per-entry Laplace: the entrywise L1 sensitivity of M (:func:`deepwalk_sensitivity`).
+DPM_SENSITIVITY = 3.0
+#: The dissertation's dpM: Lap(√2/ε) per entry, Lemma 1's L2 bound used as an L1
+#: sensitivity (spec §4.4 (e); ``accounting="paper"`` only, no guarantee).
+PAPER_DPM_SENSITIVITY = math.sqrt(2)
 #: How DPNE is accounted: ``"proven"`` (public H, :data:`SENSITIVITY`) or ``"paper"``.
 Accounting = Literal["proven", "paper"]
+#: The noise term of the perturbed objective: ``"linear"`` Σ_i w_i η_iᵀ (Theorem 7) or
+#: ``"absolute"`` |Σ_i w_i η_iᵀ| (the dissertation's implementation; not DP, paper only).
+NoiseTerm = Literal["linear", "absolute"]
 
 
 @dataclass(frozen=True)
@@ -138,7 +175,8 @@ def private_factor(graph: EdgeList, dim: int) -> np.ndarray:
 
 def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
          rng: np.random.Generator, factor: np.ndarray | None = None,
-         regularization: float = 1e-3, accounting: Accounting = "proven") -> np.ndarray:
+         regularization: float = 1e-3, accounting: Accounting = "proven",
+         noise_term: NoiseTerm = "linear") -> np.ndarray:
     """ε-edge-DP embeddings W (n_nodes × dim), the exact minimiser of the perturbed objective.
 
     Parameters
@@ -162,6 +200,10 @@ def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
         ``"proven"``: noise for :data:`SENSITIVITY` (ε-edge-DP). ``"paper"``: the
         dissertation's setting (private H by default, :data:`PAPER_SENSITIVITY`), for
         reproduction counter-runs; its ε is the paper's claim, not a guarantee.
+    noise_term : {"linear", "absolute"}
+        ``"linear"``: Theorem 7's Σ_i w_i η_iᵀ. ``"absolute"``: the dissertation's
+        implementation |Σ_i w_i η_iᵀ| (:func:`absolute_minimiser`), whose release does not
+        depend on ε and is not DP; refused unless ``accounting="paper"``.
     """
     if not (isinstance(dim, int) and dim >= 1):
         raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
@@ -171,6 +213,11 @@ def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
         raise ValueError(f"regularization must be > 0, got {regularization!r}")
     if accounting not in ("proven", "paper"):
         raise ValueError(f"accounting must be 'proven' or 'paper', got {accounting!r}")
+    if noise_term not in ("linear", "absolute"):
+        raise ValueError(f"noise_term must be 'linear' or 'absolute', got {noise_term!r}")
+    if noise_term == "absolute" and accounting != "paper":
+        raise ValueError("noise_term='absolute' is the dissertation's implementation and is "
+                         "not DP: it needs accounting='paper'")
     n = graph.n_nodes
     if factor is not None:
         h = np.asarray(factor, dtype=float)
@@ -187,13 +234,98 @@ def dpne(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
     # ∝ exp(−ε ‖η_i‖₂ / Δ)), charged ε before the draw, and W is the exact minimiser of the
     # perturbed objective, w_i = −(−2 M_i H + η_i)/2 · (HᵀH + λI)⁻¹ = (M_i H − η_i/2)(…)⁻¹.
     paper = accounting == "paper"
+    exact = -2.0 * (deepwalk_operator(graph) @ h)
     linear = row_laplace_mechanism(
-        -2.0 * (deepwalk_operator(graph) @ h), epsilon=epsilon,
+        exact, epsilon=epsilon,
         sensitivity=PAPER_SENSITIVITY if paper else SENSITIVITY, rng=rng, ledger=ledger,
         name="DPNE objective perturbation" + (" (paper accounting, no guarantee)" if paper
                                               else ""))
     gram = h.T @ h + regularization * np.eye(dim)
+    if noise_term == "absolute":
+        # Not DP (module notes): the paper-only path reads the exact data term again.
+        return absolute_minimiser(-exact / 2, linear - exact, gram)
     return np.linalg.solve(gram, (-linear / 2).T).T
+
+
+def absolute_minimiser(data: np.ndarray, noise: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """Exact minimiser over W of ``Σ_i (w_i A w_iᵀ − 2 w_i d_iᵀ) + |Σ_i w_i η_iᵀ|``.
+
+    ``data`` is D = M H, ``noise`` is N (rows η_i), ``gram`` is A = HᵀH + λI (positive
+    definite). The objective is strictly convex; its subgradient condition is
+    2 (W A − D) + c N = 0 with c = sign⟨W, N⟩, or c ∈ [−1, 1] where ⟨W, N⟩ = 0. So
+    W = W* − c N A⁻¹/2 with W* = D A⁻¹, ⟨W, N⟩ = a − c b (a = ⟨W*, N⟩, b = ⟨N A⁻¹, N⟩/2 > 0):
+    c = a/b when |a| ≤ b (W on the hyperplane), else c = sign(a). Scaling N by s > 0 leaves
+    c N unchanged while |a| ≤ b, so the result does not depend on the noise's scale (on ε)
+    until the noise is small enough that |c| = 1.
+    """
+    best = np.linalg.solve(gram, data.T).T
+    shift = np.linalg.solve(gram, noise.T).T
+    a = float(np.sum(best * noise))
+    b = float(np.sum(shift * noise)) / 2
+    if b <= 0:
+        return best
+    c = a / b if abs(a) <= b else math.copysign(1.0, a)
+    return best - c * shift / 2
+
+
+def dpm(graph: EdgeList, *, dim: int, epsilon: float, ledger: PrivacyLedger,
+        rng: np.random.Generator, accounting: Accounting = "proven") -> np.ndarray:
+    """The dissertation's naive baseline dpM (§5.4.2): M + Laplace noise in every entry, then
+    the rank-``dim`` factorisation of the noisy M (:func:`spectral_embedding`'s U_k S_k^{1/2}).
+
+    Proof (``accounting="proven"``): adding or removing one edge moves M by at most 3 in the
+    entrywise L1 norm (:func:`deepwalk_sensitivity`), so i.i.d. Lap(3/ε) on the n² entries
+    is ε-edge-DP, and the factorisation is post-processing. ``accounting="paper"``:
+    Lap(√2/ε), the dissertation's scale (Lemma 1's L2 bound where the Laplace mechanism needs
+    an L1 one; the L1 change reaches 2.5 on five nodes), for reproduction counter-runs only.
+
+    Parameters
+    ----------
+    graph : EdgeList
+        The private graph on a public node domain.
+    dim : int
+        Embedding size k (< n_nodes).
+    epsilon : float
+        Pure ε of the release, charged before the draw.
+    ledger : PrivacyLedger
+        The run's ledger.
+    rng : numpy.random.Generator
+        Source of the noise.
+    accounting : {"proven", "paper"}
+        ``"proven"``: :data:`DPM_SENSITIVITY`; ``"paper"``: :data:`PAPER_DPM_SENSITIVITY`.
+    """
+    if not (isinstance(dim, int) and 1 <= dim < graph.n_nodes):
+        raise ValueError(f"dim must be an integer in 1..n_nodes - 1, got {dim!r}")
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+    if accounting not in ("proven", "paper"):
+        raise ValueError(f"accounting must be 'proven' or 'paper', got {accounting!r}")
+    paper = accounting == "paper"
+    noisy = laplace_mechanism(
+        deepwalk_matrix(graph), epsilon=epsilon,
+        sensitivity=PAPER_DPM_SENSITIVITY if paper else DPM_SENSITIVITY, rng=rng,
+        ledger=ledger,
+        name="dpM: Laplace on M" + (" (paper accounting, no guarantee)" if paper else ""))
+    u, s = subspace_svd(noisy, dim)
+    return u * np.sqrt(s)
+
+
+def subspace_svd(matrix: np.ndarray, dim: int, *, iterations: int = 12
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Approximate ``dim`` largest singular pairs (U, s) of a dense square matrix by block
+    subspace iteration from a fixed cosine basis (deterministic, data-free).
+
+    ARPACK on a dense noisy n × n M took 100 s per call on a Cora-sized graph (its spectrum is
+    flat); ``iterations`` rounds of two n × n × dim products and a QR take seconds.
+    """
+    n = matrix.shape[0]
+    block = min(n, dim + 10)
+    grid = np.arange(n)[:, None] + 0.5
+    q, _ = np.linalg.qr(np.cos(np.pi * grid * np.arange(block)[None, :] / n))
+    for _ in range(iterations):
+        q, _ = np.linalg.qr(matrix @ (matrix.T @ q))
+    u, s, _ = np.linalg.svd(q.T @ matrix, full_matrices=False)
+    return (q @ u)[:, :dim], s[:dim]
 
 
 def truncated_svd(matrix: sp.csr_array | np.ndarray, dim: int

@@ -29,6 +29,7 @@ the same bytes for the same test seed.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -57,7 +58,7 @@ from privfair.release.seeds import (
 )
 from privfair.store import publication
 from privfair.store.catalog import next_version
-from privfair.store.files import Workspace, json_bytes, sha256_file, utc_now
+from privfair.store.files import StoreError, Workspace, json_bytes, sha256_file, utc_now
 from privfair.store.ledger import charge_epsilon
 from privfair.store.locks import locked
 from privfair.store.publication import commit_publication, recover_store, write_intent
@@ -364,8 +365,10 @@ def run_release(request: ReleaseKind | Planned, params: Any = None, *, driver: A
         charge = reserve(planned)
         try:
             workspace = Workspace.open(plan.work_dir, plan.run_id)
-        except BaseException:
+        except BaseException as exc:
             release_unspent(charge)  # no stage ran: the reservation goes back
+            if isinstance(exc, OSError) and is_disk_error(exc):
+                raise disk_error(exc, where=f"the work folder {plan.work_dir}") from None
             raise
         context = RunContext(kind=kind, plan=plan, seed=options.seed, workspace=workspace,
                              charge=charge, progress=report, say=driver.say,
@@ -378,6 +381,7 @@ def run_release(request: ReleaseKind | Planned, params: Any = None, *, driver: A
             context.lifetime = read_lifetime_ledger(plan.store, plan.contract)
             kind.check_lifetime(plan, context.lifetime)  # again: others may have reserved
             for i, stage in enumerate(stages):
+                stage = _naming_the_disk(stage, plan.work_dir)
                 if not drawn:
                     stage = _naming_the_file(stage, plan.data_path)
                 if stage.noise and not drawn:
@@ -393,12 +397,20 @@ def run_release(request: ReleaseKind | Planned, params: Any = None, *, driver: A
                                         state=state)
                         checkpointed = True
             report("publish", 0.95)
-            folder, written = publish(context, state)
+            try:
+                folder, written = publish(context, state)
+            except OSError as exc:  # a full store disk: named, one line (issue 45.5)
+                if not is_disk_error(exc):
+                    raise
+                raise disk_error(exc, where=f"the release store {plan.store}") from None
         except BaseException as exc:
             release_unspent(charge)  # a run that drew no noise gets its reservation back
             if isinstance(exc, Exception):
                 if drawn:
                     exc.add_note(_still_charged(charge))
+                elif isinstance(exc, DiskError):
+                    exc.add_note("the run stopped before any noise: its reservation is "
+                                 "cancelled, nothing is charged")
                 # last: the run's id and what --resume can do with it (issue 35)
                 exc.add_note(_what_next(kind, plan, drawn=drawn, checkpointed=checkpointed))
             raise
@@ -432,6 +444,50 @@ def _naming_the_file(stage: Stage, data_path: str) -> Stage:
                 "its reservation is cancelled, nothing is charged") from None
 
     return replace(stage, run=reading)
+
+
+#: Errors of a disk or a folder, not of privfair: a full disk or quota, a read-only or
+#: failing file system, a name too long, a file where a folder should be.
+DISK_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO,
+                         errno.ENAMETOOLONG, errno.ENOTDIR, errno.EISDIR, errno.EACCES,
+                         errno.EPERM, errno.EMFILE, errno.EFBIG})
+
+
+class DiskError(StoreError):
+    """A disk or folder error after the reservation, naming its path (one line)."""
+
+
+def is_disk_error(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_ERRNOS
+
+
+def disk_error(exc: OSError, *, where: str) -> DiskError:
+    """One line naming the path a disk error hit (its file, else the folder ``where``): a
+    refusal on both drivers (no task traceback), never a private value (only a path)."""
+    why = exc.strerror or type(exc).__name__
+    path = exc.filename if exc.filename is not None else where
+    verb = "written" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS,
+                                      errno.EFBIG) else "used"
+    return DiskError(f"{path} cannot be {verb} ({why}); free space or fix the folder, "
+                      "then run again")
+
+
+def _naming_the_disk(stage: Stage, work_dir: str) -> Stage:
+    """``stage`` with a disk or folder error (:data:`DISK_ERRNOS`) turned into a
+    :class:`StoreError` that names the path (the work folder where it has none): the run
+    gives its reservation back if it drew no noise, and the Prefect driver logs one line,
+    no traceback (issue 45.5: a full disk printed whole tracebacks)."""
+    run = stage.run
+
+    def writing(context: RunContext, state: State) -> Mapping[str, Any]:
+        try:
+            return run(context, state)
+        except OSError as exc:
+            if not is_disk_error(exc):
+                raise
+            raise disk_error(exc, where=f"the work folder {work_dir}") from None
+
+    return replace(stage, run=writing)
 
 
 def _unreadable(exc: BaseException) -> bool:

@@ -21,10 +21,12 @@ from privfair.store.leftovers import find_leftovers, remove
 from privfair.store.publication import delete_row, is_publication_leftover, recover_store
 from privfair.store.registry import (
     cancel_reservation,
+    check_store_binding,
     read_chain,
     read_ledger_file,
     registry_ledgers,
     store_problems,
+    write_store_copy,
 )
 
 
@@ -108,10 +110,15 @@ def _check_dataset(store: Path, name: str, ident: str, repair: bool,
         report.repaired += recover_store(store, name)
     else:
         report.problems += [f"{name}: unfinished publication {n}" for n in leftovers]
+    check_store_binding(store, name, ident)  # another registry's dataset: nothing to repair
     chain = read_chain(ident)
     book = fold(chain, name, ident)
     for problem in store_problems(store, book):
-        if repair and problem.startswith("catalog row") and not (
+        if repair and problem.startswith("the store's ledger copy") and (
+                "edited" in problem or "unreadable" in problem):
+            write_store_copy(store, book)  # a cache of the registry's chain: rewritten
+            report.repaired.append(f"rewrote the ledger copy of {name} from the registry")
+        elif repair and problem.startswith("catalog row") and not (
                 folder / problem.split()[3]).is_dir():
             version = problem.split()[3]
             delete_row(store, name, version)

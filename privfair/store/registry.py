@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import getpass
+import hmac
 import json
 import logging
 import math
@@ -36,9 +37,10 @@ from privfair.contracts.schema import Contract
 from privfair.core.budget import check_delta, check_epsilon
 from privfair.store import backends, registry_sql
 from privfair.store.catalog import list_releases
-from privfair.store.chain import GENESIS, Entry, NewEntries, finite
+from privfair.store.chain import GENESIS, Entry, NewEntries, finite, verify_chain
 from privfair.store.files import StoreError, atomic_write
 from privfair.store.ledger import LifetimeLedger, charge_curve, fold
+from privfair.store.witness import StateFolderError
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +160,7 @@ def _import_legacy(contract: Contract, legacy: list[dict[str, Any]],
         new: NewEntries = [("open", {"epsilon": float(contract.budget.epsilon),
                                      "delta": float(contract.budget.delta),
                                      "dataset": contract.name,
+                                     "registry_id": registry_id(),
                                      "note": "imported from a pre-registry store ledger"})]
         for r in legacy:
             fields = {k: v for k, v in r.items() if k not in ("kind", "seq", "prev", "hash")}
@@ -170,6 +173,93 @@ def _import_legacy(contract: Contract, legacy: list[dict[str, Any]],
     return registry_sql.transact(dataset_id(contract), build)
 
 
+def registry_id() -> str:
+    """The random id of the registry this process uses (``meta.registry_id``)."""
+    return registry_sql.open_registry().ident
+
+
+def _read_copy(copy: Path) -> dict[str, Any] | None:
+    """The store's ledger copy as JSON (None when there is none or it is not an object)."""
+    try:
+        raw = json.loads(copy.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"the store's ledger copy {copy} is unreadable ({exc}); `privfair "
+                         "store check --repair` rewrites it from the registry") from None
+    return raw if isinstance(raw, dict) else None
+
+
+def bound_registry(copy: dict[str, Any]) -> str | None:
+    """The registry id a store's ledger copy binds its dataset to: its ``registry_id``, else
+    the one its chain's ``open`` entry records (None for copies written before issue 45.2)."""
+    bound = copy.get("registry_id")
+    entries = copy.get("entries")
+    if not bound and isinstance(entries, list) and entries and isinstance(entries[0], dict):
+        bound = entries[0].get("registry_id")
+    return str(bound) if bound else None
+
+
+def check_store_binding(store: Path, name: str, ident: str) -> None:
+    """Refuse dataset ``ident`` when ``store``'s ledger copy binds it to another registry.
+
+    A dataset's budget lives in one registry (issue 45.2): the store records the registry
+    that charged the dataset first (its ledger copy is written at the first reservation), so
+    a second registry pointed at the same store cannot start the dataset's budget afresh.
+    """
+    copy = ledger_path(store, name)
+    raw = _read_copy(copy)
+    bound = bound_registry(raw) if raw else None
+    here = registry_id()
+    if bound and not hmac.compare_digest(bound, here):
+        raise StoreError(
+            f"store {store} binds dataset {ident!r} to registry {bound} (its ledger copy "
+            f"{copy}), but PRIVFAIR_REGISTRY is registry {here} ({registry_name()}); a "
+            "dataset's budget lives in one registry: point PRIVFAIR_REGISTRY at the one that "
+            "charged it")
+
+
+def copy_problems(store: Path, book: LifetimeLedger) -> list[str]:
+    """The store's ledger copy against the registry's chain: every entry it holds is the
+    registry's (HMAC under the registry key), and its budget, spend, releases and pending
+    runs are what those entries fold to, so an edited copy (a ρ divided by 100) is found."""
+    copy = ledger_path(store, book.dataset)
+    try:
+        raw = _read_copy(copy)
+    except StoreError as exc:
+        return [str(exc)]
+    if raw is None or "entries" not in raw:
+        return []  # none yet, or a pre-registry copy (imported into the registry once)
+    head = raw.get("head")
+    if head and head != GENESIS and head not in _hashes(book):
+        return [f"the store's ledger copy {copy} has entries the registry ledger lacks "
+                "(deleted or rolled back?)"]
+    entries = raw.get("entries")
+    edited = f"the store's ledger copy {copy} differs from the registry ({{}}): edited"
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries) or (
+            entries[-1].get("hash") if entries else GENESIS) != (head or GENESIS):
+        return [edited.format("its head is not its last entry")]
+    ours = [e["hash"] for e in book.entries]
+    if head in ours or not entries:
+        if entries != book.entries[:len(entries)]:
+            return [edited.format("its entries")]
+    else:  # a generation carried over by a reset: its entries still carry the registry's HMAC
+        try:
+            verify_chain(entries, where=str(copy), key=registry_sql.open_registry().key,
+                         ident=book.dataset_id or book.dataset)
+        except StoreError:
+            return [edited.format("its entries")]
+    bound = bound_registry(raw)
+    if bound and bound != registry_id():
+        return [edited.format("its registry_id")]
+    folded = json.loads(_ledger_bytes(fold(entries, dataset_name(entries, book.dataset),
+                                           book.dataset_id or book.dataset)))
+    for key in ("dataset_id", "budget", "spent", "charges", "releases", "pending"):
+        if key in raw and raw[key] != folded.get(key):
+            return [edited.format(f"its {key!r} is not what its entries add up to")]
+    return []
+
+
 def cross_check(store: Path, book: LifetimeLedger) -> None:
     """The store's ledger copy, catalog rows and release folders, against the ledger.
 
@@ -177,6 +267,7 @@ def cross_check(store: Path, book: LifetimeLedger) -> None:
     needs a ``publish`` entry for this store, and the store's copy of the chain must be a
     prefix of the ledger (a deleted or rolled-back ledger is refused).
     """
+    check_store_binding(store, book.dataset, book.dataset_id or book.dataset)
     problems = store_problems(store, book)
     if problems:
         raise StoreError(f"store {store} and the lifetime ledger of {book.dataset_id!r} "
@@ -200,14 +291,7 @@ def _published_here(store: Path, book: LifetimeLedger) -> set[str]:
 def store_problems(store: Path, book: LifetimeLedger) -> list[str]:
     """Disagreements between ``store`` and ``book`` (empty when consistent)."""
     folder = store / book.dataset
-    problems: list[str] = []
-    copy = ledger_path(store, book.dataset)
-    if copy.is_file():
-        with contextlib.suppress(ValueError, TypeError, AttributeError):
-            head = json.loads(copy.read_text()).get("head")
-            if head and head != GENESIS and head not in _hashes(book):
-                problems.append(f"the store's ledger copy {copy} has entries the registry "
-                                "ledger lacks (deleted or rolled back?)")
+    problems = copy_problems(store, book)
     published = _published_here(store, book)
     if folder.is_dir():  # a publication in progress (or to recover) is not a disagreement
         published |= {p.name[len(".intent-"):-len(".json")] for p in folder.glob(".intent-*.json")}
@@ -225,8 +309,8 @@ def store_problems(store: Path, book: LifetimeLedger) -> list[str]:
 # --- writing the ledger ------------------------------------------------------------------------
 
 
-def _ledger_bytes(book: LifetimeLedger) -> bytes:
-    return (json.dumps(book.to_dict(), indent=2, sort_keys=True, allow_nan=False)
+def _ledger_bytes(book: LifetimeLedger, **extra: Any) -> bytes:
+    return (json.dumps(book.to_dict() | extra, indent=2, sort_keys=True, allow_nan=False)
             + "\n").encode("utf-8")
 
 
@@ -239,8 +323,9 @@ def _write(ident: str, name: str, budget: tuple[float, float],
     """
     def step(entries: list[Entry]) -> NewEntries:
         new = build(entries)
-        if new and not entries:
-            new = [("open", {"epsilon": budget[0], "delta": budget[1], "dataset": name}), *new]
+        if new and not entries:  # the binding of the dataset to this registry (45.2)
+            new = [("open", {"epsilon": budget[0], "delta": budget[1], "dataset": name,
+                             "registry_id": registry_id()}), *new]
         return new
 
     entries = registry_sql.transact(ident, step)
@@ -334,8 +419,32 @@ def reserve_run(charge: RunCharge) -> RunCharge:
         fixed[:] = [charge]
         return [("reserve", charge.fields())]
 
-    _write(dataset_id(charge.contract), charge.contract.name, _declared(charge.contract), build)
+    copy = ledger_path(Path(charge.store), charge.contract.name)
+    try:
+        book = _write(dataset_id(charge.contract), charge.contract.name,
+                      _declared(charge.contract), build)
+        # The store records the binding at the first charge, before any private read (45.2).
+        if not copy.is_file():
+            write_store_copy(Path(charge.store), book)
+    except (StateFolderError, OSError) as exc:
+        # The reservation may have committed before the client's state or the store could be
+        # written (a full disk): it is given back, and the error names the path (45.5).
+        if not fixed:
+            raise
+        _cancel_quietly(charge, reason="the client's state or the store could not be written")
+        what = str(exc) if isinstance(exc, StateFolderError) else (
+            f"{exc.filename or copy} cannot be written ({exc.strerror or type(exc).__name__})")
+        raise StoreError(f"{what}; the run's reservation is cancelled, nothing is "
+                         "charged") from None
     return fixed[0]
+
+
+def _cancel_quietly(charge: RunCharge, *, reason: str) -> None:
+    """Cancel ``charge``'s reservation; a cancel that committed but whose witness could not
+    be written (the same full disk) still counts as done."""
+    with contextlib.suppress(StateFolderError):
+        cancel_reservation(dataset_id(charge.contract), charge.contract.name, charge.run_id,
+                           reason=reason)
 
 
 def mark_noise_drawn(charge: RunCharge) -> LifetimeLedger:
@@ -432,8 +541,11 @@ def record_published(*, ident: str, name: str, budget: tuple[float, float], stor
 
 
 def write_store_copy(store: Path, book: LifetimeLedger) -> None:
-    """The store's read-only copy of the chain (cross-checked on every run)."""
-    atomic_write(ledger_path(store, book.dataset), _ledger_bytes(book))
+    """The store's read-only copy of the chain (cross-checked on every run), naming the
+    registry that holds the original (the store's binding of the dataset: issue 45.2)."""
+    path = ledger_path(store, book.dataset)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, _ledger_bytes(book, registry_id=registry_id()))
 
 
 def check_budget_bounds(epsilon: Any, delta: Any) -> tuple[float, float]:

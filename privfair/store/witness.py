@@ -63,11 +63,28 @@ def _namespace(key: bytes) -> str:
     return hmac.new(key, _NAMESPACE, hashlib.sha256).hexdigest()[:32]
 
 
+class StateFolderError(StoreError):
+    """The client's state folder cannot be made or written (a full disk, a file in its
+    place); the message names the path. Raised after a registry transaction committed, the
+    caller decides what the committed entry means (a reservation is cancelled)."""
+
+
+def _state_failure(path: Path, exc: OSError) -> StateFolderError:
+    why = exc.strerror or type(exc).__name__
+    return StateFolderError(f"state folder {state_folder()} (PRIVFAIR_STATE_HOME): {path} "
+                            f"cannot be written ({why}); free space there or point "
+                            "PRIVFAIR_STATE_HOME at a writable folder")
+
+
 @contextlib.contextmanager
 def _locked_file() -> Iterator[Path]:
     folder = state_folder()
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(folder / f".{WITNESS_FILE}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    lock = folder / f".{WITNESS_FILE}.lock"
+    try:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise _state_failure(lock, exc) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield folder / WITNESS_FILE
@@ -152,5 +169,8 @@ def record(key: bytes, dataset: str, shown: Seen, *, registry: str = "") -> None
             space[dataset] = [shown.generation, shown.count, shown.head]
             changed = True
         if changed:
-            atomic_write(path, json.dumps(raw, sort_keys=True).encode("utf-8"))
-            os.chmod(path, 0o600)
+            try:
+                atomic_write(path, json.dumps(raw, sort_keys=True).encode("utf-8"))
+                os.chmod(path, 0o600)
+            except OSError as exc:
+                raise _state_failure(path, exc) from None

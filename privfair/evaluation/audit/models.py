@@ -8,9 +8,13 @@ likelihood-ratio statistic of a Gaussian mechanism. DP-SGD puts many canaries in
 training run, as Steinke, Nasr and Jagielski (2023) do: each canary lives on its own input
 coordinate, which no other row touches, so with the clipping active the coordinates'
 updates are independent and each canary is one independent trial (the draw checks that the
-clipping stayed active). Every training run here is full-batch (``sample_rate = 1``): the
-accountant's subsampling amplification assumes the batch is secret, which a final-weights
-statistic cannot exploit, so Poisson sampling would only hide how tight the claim is.
+clipping stayed active). The full-batch runs (``sample_rate = 1``) are Gaussian mechanisms,
+audited by a Gaussian-DP fit of the canaries' weights. At ``sample_rate`` q < 1 one step is
+audited (its output is the whole mechanism: a canary's weight is N(0, σ²) when excluded and
+(1 − q) N(0, σ²) + q N(1, σ²) when included); the fit estimates the q and σ the trainer
+actually used (95 % limits) and bounds ε by the exact privacy profile of that one-step
+Poisson-subsampled Gaussian (:func:`subsampled_gaussian_epsilon`), so a rate stated below the
+one the sampler used fails.
 
 torch is imported inside the functions.
 """
@@ -29,15 +33,19 @@ import numpy as np
 
 from privfair.core.accounting import PrivacyLedger
 from privfair.evaluation.audit.core import (
+    GDP_DELTA,
     AuditResult,
     Draw,
     audit_mechanism,
     claimed_epsilon,
+    fit_audit,
     fresh_ledger,
+    gdp_fit,
 )
 from privfair.evaluation.audit.tables import GAUSSIAN_DELTA, looped
 
-__all__ = ["audit_d1_step", "audit_dpsgd", "audit_dpsgd_f", "audit_functional"]
+__all__ = ["audit_d1_step", "audit_dpsgd", "audit_dpsgd_f", "audit_functional",
+           "subsampled_gaussian_delta", "subsampled_gaussian_epsilon"]
 
 
 @contextmanager
@@ -179,6 +187,60 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
 # --- DP-SGD: many gradient canaries in one run ----------------------------------------------
 
 
+def subsampled_gaussian_delta(sample_rate: float, sigma: float, epsilon: float) -> float:
+    """δ(ε) of one Poisson-subsampled Gaussian step (sensitivity 1, noise σ), add or remove:
+    the larger hockey-stick divergence between P = (1 − q) N(0, σ²) + q N(1, σ²) and
+    Q = N(0, σ²), either way. The log-likelihood ratio ln(1 − q + q e^{(x − ½)/σ²}) is
+    increasing in x, so each divergence is a tail beyond one point, in closed form."""
+    from scipy.stats import norm
+
+    q, gamma = sample_rate, math.exp(epsilon)
+    x = sigma**2 * math.log((gamma - 1 + q) / q) + 0.5  # P's density = γ × Q's beyond x
+    remove = (1 - q) * norm.sf(x / sigma) + q * norm.sf((x - 1) / sigma) - gamma * norm.sf(
+        x / sigma)
+    add = 0.0
+    if 1 / gamma > 1 - q:  # Q's density = γ × P's below y
+        y = sigma**2 * math.log((1 / gamma - 1 + q) / q) + 0.5
+        add = norm.cdf(y / sigma) - gamma * ((1 - q) * norm.cdf(y / sigma)
+                                             + q * norm.cdf((y - 1) / sigma))
+    return float(max(remove, add, 0.0))
+
+
+def subsampled_gaussian_epsilon(sample_rate: float, sigma: float, delta: float) -> float:
+    """The smallest ε with :func:`subsampled_gaussian_delta` ≤ ``delta`` (0 when q = 0)."""
+    from scipy.optimize import brentq
+
+    if sample_rate <= 0 or subsampled_gaussian_delta(sample_rate, sigma, 0.0) <= delta:
+        return 0.0
+    high = 1.0
+    while subsampled_gaussian_delta(sample_rate, sigma, high) > delta:
+        high *= 2
+    return float(brentq(lambda e: subsampled_gaussian_delta(sample_rate, sigma, e) - delta,
+                        0.0, high, xtol=1e-10))
+
+
+def subsampled_fit(scores_d: np.ndarray, scores_n: np.ndarray,
+                   delta: float) -> tuple[float, str]:
+    """ε lower bound of a one-step subsampled Gaussian from canary weights (in units of the
+    canary's clipped gradient): q̂ = the mean shift, σ̂ = the excluded canaries' spread; q at
+    its 97.5 % lower limit and σ at its 97.5 % upper limit (95 % together), then the exact
+    profile (:func:`subsampled_gaussian_epsilon`)."""
+    from scipy.stats import chi2, norm
+
+    n_d, n_n = scores_d.size, scores_n.size
+    q_hat = float(scores_n.mean() - scores_d.mean())
+    z = float(norm.ppf(0.975))
+    q_low = min(1.0, q_hat - z * math.sqrt(scores_n.var(ddof=1) / n_n
+                                          + scores_d.var(ddof=1) / n_d))
+    var_d = float(scores_d.var(ddof=1))
+    sigma_high = math.sqrt((n_d - 1) * var_d / float(chi2.ppf(0.025, n_d - 1)))
+    if q_low <= 0 or sigma_high <= 0:
+        return 0.0, f"subsampled fit: q {q_hat:.4g} (lower {q_low:.4g}), sigma {var_d**.5:.4g}"
+    bound = subsampled_gaussian_epsilon(q_low, sigma_high, delta)
+    return bound, (f"subsampled fit: q {q_hat:.4g} (lower {q_low:.4g}), sigma "
+                   f"{math.sqrt(var_d):.4g} (upper {sigma_high:.4g})")
+
+
 def _sgd_claim(settings: Any, *, delta: float) -> float:
     """ε at ``delta`` that the ledger records for a ``learn.dpsgd.train`` run."""
     def charge(ledger: PrivacyLedger) -> None:
@@ -227,11 +289,12 @@ def _canary_run(*, settings: Any, canaries: int, base: np.ndarray, base_y: np.nd
 @one_torch_thread()
 def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
                 steps: int = 4, canaries: int = 2000, sample_rate: float = 1.0,
-                delta: float = GAUSSIAN_DELTA) -> AuditResult:
+                delta: float = GDP_DELTA) -> AuditResult:
     """DP-SGD (``learn.dpsgd.train``, method ``dpsgd``, logistic regression), full batch
-    by default; ``sample_rate`` < 1 audits Poisson subsampling (each canary then moves by
-    the number of steps that sampled it, Binomial(steps, q), plus the same noise, and the
-    claim is the ledger's amplified one).
+    by default, audited by a Gaussian-DP fit; ``sample_rate`` < 1 audits one step of
+    Poisson subsampling (``steps`` must be 1: each canary then moves by 1 with probability
+    q, plus the same noise), bounded by the exact profile of the q and σ the runs show
+    (:func:`subsampled_fit`) against the ledger's amplified claim.
 
     Each run trains on 40 ordinary rows plus half of ``canaries`` gradient canaries (a row
     with value M on a coordinate of its own, label 1). A canary's weight moves only by its
@@ -241,6 +304,9 @@ def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
     σ = 2, ρ = 1/2 as for the other Gaussian audits. Control: σ halved.
     """
     from privfair.learn.dpsgd import SGDSettings
+
+    if sample_rate < 1 and steps != 1:
+        raise ValueError("a subsampled DP-SGD audit observes one step: pass steps=1")
 
     base_rng = np.random.default_rng(99)
     base = np.eye(2, dtype=np.float32)[base_rng.integers(0, 2, size=40)]
@@ -267,21 +333,24 @@ def audit_dpsgd(*, trials: int, seed: int = 11, noise_multiplier: float = 2.0,
 
         return draw
 
-    return audit_mechanism(
-        make, mechanism="DP-SGD (learn.dpsgd, gradient canaries)"
-        + (f", q = {sample_rate:g}" if sample_rate < 1 else ""),
+    subsampled = sample_rate < 1
+    return fit_audit(
+        make, subsampled_fit if subsampled else gdp_fit,
+        mechanism="DP-SGD (learn.dpsgd, gradient canaries)"
+        + (f", q = {sample_rate:g}" if subsampled else ""),
         claimed_epsilon=_sgd_claim(settings(1.0), delta=delta),
         delta=delta, trials=trials, seed=seed,
         neighbours=f"40 rows plus {canaries} canaries per run, half included; each canary "
                    "is one trial",
         statistic="canary's own weight / (lr C / b)",
         notes=f"{steps} steps at q = {sample_rate:g}, sigma {noise_multiplier}; "
-              f"{math.ceil(trials / (canaries // 2))} runs per fresh draw")
+              f"{math.ceil(trials / (canaries // 2))} runs per draw",
+        label="subsampled-gaussian" if subsampled else "gdp")
 
 
 @one_torch_thread()
 def audit_dpsgd_f(*, trials: int, seed: int = 12, noise_multiplier: float = 1.0,
-                  delta: float = GAUSSIAN_DELTA) -> AuditResult:
+                  delta: float = GDP_DELTA) -> AuditResult:
     """DPSGD-F (``learn.dpsgd.train``, method ``dpsgd-f``), one full-batch step, one group.
 
     One canary per run: the group's bound C¹ comes from noisy counts of the batch (the
@@ -327,7 +396,7 @@ def audit_dpsgd_f(*, trials: int, seed: int = 12, noise_multiplier: float = 1.0,
         delta=delta, trials=trials, seed=seed,
         neighbours="30 rows in one group; D' adds a canary on a coordinate of its own",
         statistic="canary's weight / (lr C^1 / b)",
-        notes=f"one full-batch step, sigma {noise_multiplier}, count sigma 10 x")
+        notes=f"one full-batch step, sigma {noise_multiplier}, count sigma 10 x", fit="gdp")
 
 
 # --- the GAN's D1 -----------------------------------------------------------------------------
@@ -356,7 +425,7 @@ def _d1_trainer(*, noise_dim: int = 4) -> Any:
 
 @one_torch_thread()
 def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
-                  delta: float = GAUSSIAN_DELTA) -> AuditResult:
+                  delta: float = GDP_DELTA) -> AuditResult:
     """One private step of the GAN's discriminator D1 (``_Trainer.d1_private_step``: ghost
     clipping, ``noisy_sum``), full batch, with D1's weights held fixed.
 
@@ -421,4 +490,4 @@ def audit_d1_step(*, trials: int, seed: int = 13, noise_multiplier: float = 1.0,
         seed=seed, neighbours="8 one-hot rows; D' adds a ninth (the canary)",
         statistic="D1 gradient projected on the canary's gradient / (C / b)",
         notes="D1's weights fixed and its generated batch constant (public parts), "
-              "sample rate 1")
+              "sample rate 1", fit="gdp")

@@ -13,6 +13,7 @@ import numpy as np
 
 from privfair.core.accounting import PrivacyLedger
 from privfair.evaluation.audit.core import (
+    GDP_DELTA,
     HALF_NOISE,
     AuditResult,
     Draw,
@@ -20,13 +21,13 @@ from privfair.evaluation.audit.core import (
     claimed_epsilon,
     fresh_ledger,
 )
-from privfair.evaluation.audit.tables import GAUSSIAN_DELTA, GAUSSIAN_RHO, looped
+from privfair.evaluation.audit.tables import GAUSSIAN_RHO, looped
 
 __all__ = ["audit_confusion_counts", "audit_policy_counts"]
 
 
 def audit_policy_counts(*, trials: int, seed: int = 30, rho: float = GAUSSIAN_RHO,
-                        delta: float = GAUSSIAN_DELTA) -> AuditResult:
+                        delta: float = GDP_DELTA) -> AuditResult:
     """``measure_policy_counts`` on a 3-column contract (L2 sensitivity √3).
 
     D touches no row; D′ adds a row that each column's policy touches (an out-of-domain
@@ -66,11 +67,11 @@ def audit_policy_counts(*, trials: int, seed: int = 30, rho: float = GAUSSIAN_RH
         make, mechanism="policy counts (release.policy_counts)", claimed_epsilon=claim,
         delta=delta, trials=trials, seed=seed,
         neighbours="3 columns; D' adds a row mapped, clamped and dropped (3 cells +1)",
-        statistic="sum of the 3 noisy counts the row changes")
+        statistic="sum of the 3 noisy counts the row changes", fit="gdp")
 
 
 def audit_confusion_counts(*, trials: int, seed: int = 31, rho: float = GAUSSIAN_RHO,
-                           delta: float = GAUSSIAN_DELTA) -> AuditResult:
+                           delta: float = GDP_DELTA) -> AuditResult:
     """``release_confusion`` (the model card's per-group confusion counts, sensitivity 1).
 
     D′ adds one held-out row (group 1, label 1, predicted 1); its cell is the statistic.
@@ -101,4 +102,4 @@ def audit_confusion_counts(*, trials: int, seed: int = 31, rho: float = GAUSSIAN
         make, mechanism="model card confusion counts (release.model.evaluation)",
         claimed_epsilon=claim, delta=delta, trials=trials, seed=seed,
         neighbours="6 held-out rows in 2 groups; D' adds one (group 1, y 1, predicted 1)",
-        statistic="its noisy cell", controls=(HALF_NOISE,))
+        statistic="its noisy cell", controls=(HALF_NOISE,), fit="gdp")

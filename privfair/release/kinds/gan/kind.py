@@ -18,6 +18,7 @@ from privfair.contracts.schema import Contract
 from privfair.core.domain import Domain
 from privfair.core.errors import FairnessViolationError
 from privfair.generative import GAN_METHODS
+from privfair.release.kinds.gan.resources import check_gan_resources
 from privfair.release.kinds.gan.stages import (
     check_gan_request,
     curve_limit,
@@ -113,6 +114,11 @@ class GanKind(SyntheticTableKind):
                      domain: Domain) -> Mapping[str, Any]:
         """Roles, the FairGAN+ classifier's encoding and the CFGAN causal graph (from a
         publisher's file or the contract), checked against the contract before any read."""
+        # what the fit and its sampling need of this machine, before anything is reserved
+        roles = [*contract.roles().protected, *contract.roles().outcome]
+        check_gan_resources(sizes={a: domain.size(a) for a in domain}, method=params.method,
+                            heads=max((domain.size(a) for a in roles if a in domain),
+                                      default=None))
         declared = (load_causal_graph(params.causal_graph) if params.causal_graph
                     else contract.causal_graph.as_mapping() if contract.causal_graph
                     else None)

@@ -15,10 +15,12 @@ upper bound of the live arrays, not a measurement:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 
-from privfair.core.errors import PrivfairError
+from privfair.release.resources import MEMORY_SHARE, ResourceError, check_memory, physical_memory
+
+__all__ = ["MEMORY_SHARE", "ResourceError", "check_model_resources", "model_bytes",
+           "physical_memory"]
 
 #: Live copies of the d × d coefficient matrix of a functional-mechanism model.
 FUNCTIONAL_COPIES = 6
@@ -26,17 +28,6 @@ FUNCTIONAL_COPIES = 6
 SGD_PARAMETER_COPIES = 8
 #: Live float32 values per unit and batch row (activation, its gradient, the ghost norms).
 SGD_ACTIVATION_COPIES = 4
-#: Share of this machine's memory a model may plan to use.
-MEMORY_SHARE = 0.6
-
-
-class ResourceError(PrivfairError, ValueError):
-    """A release that cannot run on this machine, refused before the reservation."""
-
-
-def physical_memory() -> int:
-    """This machine's memory in bytes (a public fact of the machine, not of the data)."""
-    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 def model_bytes(*, model: str, dimension: int, hidden: Sequence[int], batch_size: int) -> int:
@@ -54,12 +45,8 @@ def check_model_resources(*, model: str, dimension: int, hidden: Sequence[int],
     """Refuse, in one line naming ``flag``, a model whose estimate exceeds
     :data:`MEMORY_SHARE` of this machine's memory."""
     need = model_bytes(model=model, dimension=dimension, hidden=hidden, batch_size=batch_size)
-    have = physical_memory()
-    if need > MEMORY_SHARE * have:
-        raise ResourceError(
-            f"{flag}: model {model} on {dimension:,} inputs"
-            + (f" with hidden widths {list(hidden)}" if hidden else "")
-            + f" needs about {need / 2**30:,.1f} GiB of memory, more than "
-            f"{MEMORY_SHARE:.0%} of this machine's {have / 2**30:,.1f} GiB; refused before "
-            "anything is reserved (fewer inputs: merge categories in the contract; smaller "
-            "--hidden or --batch-size)")
+    check_memory(need, flag=flag,
+                 what=f"model {model} on {dimension:,} inputs"
+                 + (f" with hidden widths {list(hidden)}" if hidden else ""),
+                 fix="fewer inputs: merge categories in the contract; smaller --hidden or "
+                     "--batch-size")
