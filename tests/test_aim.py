@@ -53,7 +53,7 @@ def test_aim_spends_exactly_its_budget_and_fair_aim_builds_a_fair_model(fair):
     # The initial one-way marginals are charged as the d queries they are.
     first = ledger.entries[0]
     assert first.queries == sum(domain.sizes) and first.sensitivity == pytest.approx(5 ** 0.5)
-    rounds = [e for e in ledger.entries[1:] if e.mechanism == "gaussian"]
+    rounds = [e for e in ledger.entries[1:] if e.mechanism == "discrete-gaussian"]
     assert len(rounds) == len(result.rounds) >= 1
     assert result.n_initial == len(domain)
     check = check_fairness(domain.attributes, list(result.model.potentials), roles)

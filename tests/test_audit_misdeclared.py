@@ -126,8 +126,10 @@ def test_misdeclared_gaussian_records_what_it_draws_at_the_same_rho() -> None:
                                    rng=np.random.default_rng(0), ledger=wrong, name="x")
     (entry, untouched) = wrong.entries
     assert entry.rho == pytest.approx(real.entries[0].rho)
-    # float answers go through the exact grid, whose sigma is inflated by < 1e-6 (issue 41.2)
-    assert (entry.sigma, entry.sensitivity) == (pytest.approx(1.0, rel=1e-5), 0.5)
+    # float answers go through the exact grid, whose sigma and sensitivity grow by < 1e-6
+    # (Δ' = Δ + g⌈√m⌉, σ' = σΔ'/Δ: issue 41.2)
+    assert (entry.sigma, entry.sensitivity) == (pytest.approx(1.0, rel=1e-5),
+                                                pytest.approx(0.5, rel=1e-5))
     assert queries[0].scale == pytest.approx(1.0, rel=1e-5)
     assert np.std(out) == pytest.approx(1.0, rel=0.02)
     assert untouched.sigma == pytest.approx(2.0, rel=1e-5)

@@ -35,6 +35,7 @@ from privfair.causal.simulate import (
 from privfair.core.accounting import PrivacyLedger
 from privfair.core.domain import Domain
 from privfair.core.errors import DomainError
+from privfair.core.mechanisms import laplace_grid
 
 HUGE = 1e12
 
@@ -207,7 +208,11 @@ def test_privpc_star_at_a_huge_budget_matches_pc_on_the_clipped_correlation():
     _, skeleton = pc_gaussian(np.corrcoef(z.T), len(z), dag.nodes)
     assert result.skeleton.adjacency == skeleton.adjacency
     (entry,) = ledger.entries
-    assert entry.sensitivity == moment_sensitivity(6, 4.0)
+    # real answers on the exact grid (issue 41.2): Δ' = Δ + m g, the rounded vector's bound
+    assert entry.sensitivity == float(laplace_grid(sensitivity=moment_sensitivity(6, 4.0),
+                                                   epsilon=entry.epsilon,
+                                                   coordinates=28).sensitivity)
+    assert entry.sensitivity == pytest.approx(moment_sensitivity(6, 4.0), rel=1e-6)
     assert entry.queries == 1 + 6 + 21
     assert fisher_z_independent(np.eye(3), 0, 1, (2,), n=100, alpha=0.01)
 
@@ -304,9 +309,12 @@ def test_row_norm_makes_the_dissertations_sensitivity_a_bound():
 def test_privpc_star_noise_aware_test_keeps_fewer_absent_edges_at_the_same_release():
     # ε = 0.2 at n = 5,000: the noise on a correlation (sd ≈ 0.06) exceeds Fisher z's
     # threshold at n (≈ 0.036), so the printed test reads noise as dependence.
+    # Six seeds, at least 3x fewer false edges (issue 41.2's exact noise: 11 vs 49 over these
+    # six; over twelve seeds 20 vs 94, and 13 vs 100 with the earlier float Laplace, the
+    # difference within its seed noise: sd of the aware count per seed 0.9-1.4).
     false_edges = {True: 0, False: 0}
     hits = {True: 0, False: 0}
-    for seed in range(3):
+    for seed in range(6):
         rng = np.random.default_rng(seed)
         dag = random_dag(8, 0.25, rng=rng)
         values, stds = sample_linear_gaussian(dag, 5000, rng=rng, generator="xu2021")
@@ -317,9 +325,10 @@ def test_privpc_star_noise_aware_test_keeps_fewer_absent_edges_at_the_same_relea
                                   rho=0.02, ledger=ledger, rng=np.random.default_rng(10 + seed),
                                   row_norm=math.sqrt(8), noise_aware=aware)
             (entry,) = ledger.entries
-            assert entry.sensitivity == moment_sensitivity(8, 3.0, row_norm=math.sqrt(8))
+            assert entry.sensitivity == pytest.approx(
+                moment_sensitivity(8, 3.0, row_norm=math.sqrt(8)), rel=1e-6)
             found = result.graph.skeleton()
             false_edges[aware] += len(found - truth)
             hits[aware] += len(found & truth)
-    assert false_edges[False] >= 10 * max(false_edges[True], 1)
-    assert hits[True] >= 5
+    assert false_edges[False] >= 3 * max(false_edges[True], 1)
+    assert hits[True] >= 10

@@ -269,7 +269,8 @@ def test_dpm_charges_its_sensitivity_and_factorises_the_noisy_matrix():
         w = dpm(graph, dim=4, epsilon=1e4, ledger=ledger, rng=np.random.default_rng(0),
                 accounting=accounting)
         (entry,) = ledger.entries
-        assert entry.sensitivity == declared and entry.queries == 34 * 34
+        # the exact grid's Δ' = Δ + m g (issue 41.2)
+        assert entry.sensitivity == pytest.approx(declared, rel=1e-6) and entry.queries == 34 * 34
         # At ε = 10⁴ the noise is tiny: the same subspace as the non-private factor.
         exact = spectral_embedding(graph, 4)
         overlap = np.linalg.svd(np.linalg.qr(w)[0].T @ np.linalg.qr(exact)[0])[1]

@@ -154,14 +154,21 @@ def test_no_manifest_field_is_a_float_noise_draw(label, tmp_path, toy_contract, 
     assert violations(moved) == []
 
 
-def _float_discrete_gaussian(size, *, sigma, rng=None, source=None):
-    """A broken sampler: floating-point Gaussian noise where the exact one belongs."""
+def _float_gaussian_ints(size, *, sigma, rng=None, source=None):
+    """A broken sampler: floating-point Gaussian noise where the exact integers belong."""
     return np.random.default_rng(int(rng.integers(2**62))).normal(0.0, float(sigma), size)
+
+
+def _float_on_grid(steps, noise, granularity, shape):
+    """The broken layer's sum: float noise added as floats (nothing rounds it away)."""
+    return ((np.asarray(steps, dtype=np.float64).ravel() + np.asarray(noise)) * granularity
+            ).reshape(shape)
 
 
 def test_a_floating_point_sampler_in_the_layer_fails_the_walk(tmp_path, toy_contract,
                                                               toy_parquet, monkeypatch):
-    monkeypatch.setattr(mechanisms, "sample_discrete_gaussian", _float_discrete_gaussian)
+    monkeypatch.setattr(mechanisms, "_discrete_gaussian_ints", _float_gaussian_ints)
+    monkeypatch.setattr(mechanisms, "_on_grid", _float_on_grid)
     first, second = two_releases("table-mst", tmp_path, (toy_contract, toy_parquet),
                                  monkeypatch)
     bad = violations(noise_floats(first, second))

@@ -396,7 +396,8 @@ def test_fails_when_dpm_declares_half_its_sensitivity(monkeypatch) -> None:
         monkeypatch.setattr(dpne_module, "DPM_SENSITIVITY", declared)
         found = violations(paired_queries(monkeypatch, _dpm_run, pd.DataFrame(WORST_EDGES),
                                           joined))
-        assert found == [f"dpM: Laplace on M (laplace): moved 2.5 > declared {declared:.6g}"]
+        # real answers: the exact grid Laplace (issue 41.2)
+        assert found == [f"dpM: Laplace on M (grid-laplace): moved 2.5 > declared {declared:.6g}"]
 
 
 def test_fails_when_aim_declares_half_its_sensitivity(monkeypatch) -> None:

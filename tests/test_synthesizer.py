@@ -34,7 +34,9 @@ def test_synthesize_returns_declared_columns_and_an_auditable_manifest(method):
     assert spent <= manifest["guarantee"]["rho"] * (1 + 1e-9)
     assert spent == pytest.approx(manifest["guarantee"]["rho"])
     assert manifest["guarantee"]["spent"]["epsilon"] <= 2.0 + 1e-6
-    assert len(manifest["structure"]["edges"]) == len(SIZES) - 1
+    # a spanning tree or a forest: the selection may stop early (issue 34.1); with exact noise
+    # (issue 41.2) this seed's mst stops at 2 of 3 edges
+    assert 1 <= len(manifest["structure"]["edges"]) <= len(SIZES) - 1
     if method != "mst":
         assert manifest["fairness_check"]["passed"]
     # No raw n: the default row count is the noisy estimate.

@@ -36,17 +36,26 @@ def _released_share(counts: dict[str, int], universe: ValueListUniverse, label: 
 def test_cathist_release_odds_match_laplace_on_every_bin() -> None:
     """Item 2: an absent value is released with probability p (it is drawn from the declared
     universe), a value held by one row only through its noisy count (a draw that hits it is
-    dropped), so the odds ratio is P(Lap >= tau - 1) / p <= e^eps, not ~(1 + e^eps)."""
+    dropped), so the odds ratio is P(Lap >= tau - 1) / p <= e^eps, not ~(1 + e^eps).
+
+    With exact discrete Laplace noise (issue 41.2), P(Z >= j) = r^j / (1 + r) for j >= 0,
+    r = e^(-eps), and a count passes tau when it reaches k = ceil(tau): p = P(Z >= k) and
+    the one-row value's P(Z >= k - 1), odds r^-1 = e^eps exactly."""
     universe = ValueListUniverse(tuple(f"v{i:02d}" for i in range(20)))
     eps, reps = 1.0, 4000
-    p = outside_probability(domain_size=20, tolerance=0.01)
     tau = cathist_threshold(epsilon=eps, domain_size=20, tolerance=0.01)
-    present = 1 - 0.5 * math.exp(-eps * (1 - tau))  # P(1 + Lap(1/eps) >= tau), tau < 1
+    r, k = math.exp(-eps), max(0, math.ceil(tau))
+
+    def at_least(j: int) -> float:  # P(Z >= j) of the discrete Laplace
+        return r**j / (1 + r) if j >= 0 else 1 - r ** (1 - j) / (1 + r)
+
+    p, present = at_least(k), at_least(k - 1)
+    assert p == pytest.approx(outside_probability(domain_size=20, tolerance=0.01), rel=0.6)
     absent_share = _released_share({}, universe, "v07", eps=eps, reps=reps, seed=1)
     present_share = _released_share({"v07": 1}, universe, "v07", eps=eps, reps=reps, seed=2)
     for share, expected in ((absent_share, p), (present_share, present)):
         assert abs(share - expected) < 4 * math.sqrt(expected * (1 - expected) / reps)
-    assert present / p <= math.exp(eps)
+    assert present / p <= math.exp(eps) * (1 + 1e-12)
 
 
 def test_cathist_never_releases_values_outside_the_declared_universe() -> None:

@@ -331,11 +331,8 @@ def _train_sgd(context: RunContext, x: np.ndarray, y: np.ndarray, groups: np.nda
     # The row count is the only thing about n the run uses, and it is a DP count (the entry
     # the layer records is row_count_entry's, which the plan declared).
     count_epsilon = float(planned(budget.count_epsilon, "count_epsilon"))
-    count = row_count_entry(count_epsilon)
-    (noisy_rows,) = laplace_mechanism(np.array([len(x)]), epsilon=count_epsilon,
-                                      sensitivity=count.sensitivity, rng=context.rng("count"),
-                                      ledger=ledger, name=count.name)
-    n_noisy = max(1.0, float(noisy_rows))
+    n_noisy = max(1.0, noisy_row_count(len(x), epsilon=count_epsilon,
+                                       rng=context.rng("count"), ledger=ledger))
     rate, steps = rate_and_steps(batch_size=p.batch_size, rows=n_noisy, epochs=p.epochs)
     # The smallest σ whose curve stays under the declared one at every order.
     sigma = calibrate_to_curve(method=p.model, sample_rate=rate, steps=steps, groups=n_groups,
@@ -392,6 +389,17 @@ def evaluate_stage(context: RunContext, state: State) -> dict[str, Any]:
                               rng=context.rng("evaluation"))
     return {"confusion": noisy.tolist(),
             "ledger": save_ledger(ledger, context.workspace.artefacts)}
+
+
+def noisy_row_count(rows: int, *, epsilon: float, rng: np.random.Generator,
+                    ledger: PrivacyLedger) -> float:
+    """DP-SGD's row count n̂: ``rows`` plus exact discrete Laplace noise of scale 1/ε (an
+    integer: issue 41.2), charged as :func:`row_count_entry`."""
+    count = row_count_entry(epsilon)
+    (noisy,) = laplace_mechanism(np.array([rows], dtype=np.int64), epsilon=epsilon,
+                                 sensitivity=count.sensitivity, rng=rng, ledger=ledger,
+                                 name=count.name)
+    return float(noisy)
 
 
 # --- the kind -------------------------------------------------------------------------------
