@@ -339,33 +339,27 @@ def test_dataset_slot_is_held_and_waiting_is_logged(prefect_harness):
 
 
 @pytest.mark.prefect
-def test_flow_parameter_max_time_s_reaches_the_aim_rounds(prefect_harness, toy_contract,
-                                                         toy_parquet, tmp_path, monkeypatch):
-    """The flow's max_time_s (as a deployment passes it) is AIM's time budget: an expired
-    budget makes round 1 the final one, which spends the rest of ρ, and caps the final fit."""
+def test_flow_parameter_max_time_s_reaches_aim_as_an_alarm(prefect_harness, toy_contract,
+                                                          toy_parquet, tmp_path, monkeypatch,
+                                                          caplog):
+    """The flow's max_time_s (as a deployment passes it) is AIM's time budget, an alarm only
+    since issue 41.5: an expired budget is logged, and the release spends exactly its
+    declared ρ over rounds planned from public inputs."""
+    import logging
+
     from prefect.client.orchestration import get_client
 
     from privfair.core.accounting import zcdp_rho
 
-    fits = []
-    original = table_kind.estimate
-
-    def recording(*args, **kwargs):
-        fits.append(kwargs)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(table_kind, "estimate", recording)
     monkeypatch.setenv("PRIVFAIR_WORK_DIR", str(tmp_path / "work"))
-    final = Path(release(contract=str(toy_contract), data=str(toy_parquet), epsilon=1.0,
-                         delta=1e-9, method="aim", max_time_s=1e-9,
-                         out=str(tmp_path / "releases")))
-    # The final fit starts from the last round's model and gets only what the budget left
-    # (its floor, a share of max_time_s), as on the in-process path.
-    (fit,) = fits
-    assert fit["warm_start"] is not None and 0 < fit["max_time_s"] <= 1e-9
+    with caplog.at_level(logging.WARNING, logger="privfair.synth.synthesizer"):
+        final = Path(release(contract=str(toy_contract), data=str(toy_parquet), epsilon=1.0,
+                             delta=1e-9, method="aim", max_time_s=1e-9,
+                             out=str(tmp_path / "releases")))
+    assert any("past the 1e-09 s time budget" in r.getMessage() for r in caplog.records)
     manifest = json.loads((final / "manifest.json").read_text())
-    assert [e["name"] for e in manifest["ledger"] if e["name"].startswith("AIM")] == [
-        "AIM initial one-way marginals", "AIM select round 1", "AIM measure round 1"]
+    names = [e["name"] for e in manifest["ledger"] if e["name"].startswith("AIM")]
+    assert names[0] == "AIM initial one-way marginals" and "AIM measure round 1" in names
     assert sum(e["rho"] for e in manifest["ledger"]) == pytest.approx(
         zcdp_rho(epsilon=1.0, delta=1e-9))
     with get_client(sync_client=True) as client:

@@ -153,6 +153,13 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         r"manifest\.json:method\.training_history\[\d+\]\..*",
         r"manifest\.json:method\.training_history#len",
         r"report\.html:GAN training \(DP-SGD on the discriminator that sees real rows\) > .*",
+        # issue 42.1 (release/kinds/gan/independence.py compare_with_independence): the
+        # one-way marginals implied by the GAN's Gaussian noisy anchor counts, and the scores
+        # and shifts of the GAN's table and of the independence sample against them
+        # (post-processing); small_n: the noisy row count n̂ and the noise TVD computed from it.
+        r"manifest\.json:versus_independence\.(noisy_one_way|scores|marginal_shift)\..*",
+        r"manifest\.json:versus_independence\.small_n\.(noisy_rows|pair_noise_tvd)",
+        r"report\.html:(Against independence|Marginal shift of the published table) .*",
         # The report's ledger table and chart: the DP-SGD entry's ρ, σ, queries (above).
         r"report\.html:Privacy ledger > (row GAN .*|row total|privacy ledger chart)",
     ),

@@ -288,6 +288,24 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ('privfair/release/kinds/gan/stages.py', 'sample_gan',
      'codes = fitted.sample(n, rng=rng)'):
         POST_PROCESSING,
+    ('privfair/release/kinds/gan/stages.py', 'sample_gan',
+     'fitted.sample(n, rng=rng), domain, anchors=fitted.anchors,'):
+        POST_PROCESSING,
+    ('privfair/release/kinds/gan/stages.py', 'small_n_line',
+     'book.spend(LedgerEntry(name, "gaussian", 1.0, rho=float(plan.split[name])))'):
+        "planning: the plan's line on the GAN small-n rule, on a scratch ledger; nothing is "
+        "drawn",
+    ('privfair/release/kinds/gan/independence.py', 'independence_sample',
+     'return {a: rng.choice(len(p), size=n, p=p).astype(np.int64) for a, p in one_way.items()}'):
+        'sampling the independence model of the noisy (released) marginals: post-processing',
+    ('privfair/generative/gan.py', 'FittedGAN.sample',
+     'return {a: rng.choice(self.domain.size(a), size=int(n),'):
+        "sampling the small-n rule's independence model from its noisy one-way marginals: "
+        'post-processing',
+    ('privfair/generative/gan.py', '_fallback_rho.fits',
+     'book.spend(LedgerEntry("trial", "gaussian", 1.0, rho=rho))'):
+        "planning: the largest ρ the run's curve still allows, tried on a copy of the ledger; "
+        "nothing is drawn",
     ('privfair/release/kinds/model/budget.py', '_ledger',
      'ledger.spend(entry)'):
         'planning: a declared cost on a scratch ledger; nothing is drawn',

@@ -41,6 +41,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -302,8 +303,6 @@ def run_audit(*, names: list[str] | None = None, quick: bool = False, scale: flo
         :data:`MISDECLARATIONS` key -> factor: the real code run with that declaration at
         factor × its true value (a broken version the audit must catch).
     """
-    from contextlib import ExitStack
-
     from privfair.core.mechanisms import misdeclared, scaled_noise
 
     known = set(MECHANISMS) | set(NOISE_CASES)
