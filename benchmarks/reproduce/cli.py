@@ -73,14 +73,17 @@ def expected_seconds(mode: str) -> dict[str, float]:
 
 
 def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any]]]],
-                 out: Path, *, wall_s: float, report_only: bool = False) -> dict[str, Any]:
+                 out: Path, *, wall_s: float, report_only: bool = False,
+                 code: str | None = None) -> dict[str, Any]:
     """Summarise every section from ``out/results.jsonl``; write report.html and .json.
 
     A cell missing from the log counts as failed ("not run"), so an incomplete run never
     reads as a complete report. Rows that compare one paper cell are merged into one
     (:func:`~benchmarks.reproduce.core.one_row_per_paper_cell`). ``provenance`` records
     the code that wrote the report and, for ``report_only``, that the cells come from an
-    earlier run (the last commit of ``results.jsonl``, when it is in git).
+    earlier run (the last commit of ``results.jsonl``, when it is in git). ``code`` is the
+    code version the cells were run under (taken when the run began: a commit made while it
+    runs does not change it); by default this checkout's, now.
 
     Returns
     -------
@@ -99,7 +102,7 @@ def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any
         section["wall_s"] = sum(r["wall_s"] for r in records)
         section["cells_code"] = cells_code(r for r in records if r.get("status") == "ok")
         sections.append(section)
-    origin = provenance(out / "results.jsonl", report_only=report_only)
+    origin = provenance(out / "results.jsonl", report_only=report_only, code=code)
     document = {"mode": mode, "generated": datetime.datetime.now().isoformat(
                     timespec="seconds"), "wall_s": wall_s,
                 "warning": "evaluation output: reads real data, not privacy-protected",
@@ -110,7 +113,8 @@ def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any
     return document
 
 
-def provenance(results: Path, *, report_only: bool) -> dict[str, Any]:
+def provenance(results: Path, *, report_only: bool, code: str | None = None
+               ) -> dict[str, Any]:
     """Which code wrote the report and where its cells come from.
 
     Parameters
@@ -119,6 +123,8 @@ def provenance(results: Path, *, report_only: bool) -> dict[str, Any]:
         The ``results.jsonl`` the report reads.
     report_only : bool
         Whether this invocation ran no cell (the cells are an earlier run's).
+    code : str, optional
+        The code version the invocation ran its cells under (default: this checkout's now).
 
     Returns
     -------
@@ -128,7 +134,7 @@ def provenance(results: Path, *, report_only: bool) -> dict[str, Any]:
         that changed ``results.jsonl`` (hash, date, subject) when git knows the file.
     """
     here = Path(__file__).resolve().parent
-    out: dict[str, Any] = {"report_code": code_version(), "report_only": report_only}
+    out: dict[str, Any] = {"report_code": code or code_version(), "report_only": report_only}
     if not report_only:
         out["cells"] = ("run by this invocation (cells already in results.jsonl under the same "
                         "code are reused; see each section's cells_code)")
@@ -173,13 +179,15 @@ def main(argv: list[str] | None = None) -> int:
     for name, cells in cells_by_section:
         print(f"== {section_module(name).TITLE}: {len(cells)} cells", file=sys.stderr,
               flush=True)
+    code = code_version()  # at the start: a commit made while the cells run changes nothing
     if not args.report_only:
         run_cells([c for _, cells in cells_by_section for c in cells], run_any,
                   out / "results.jsonl", workers=args.workers,
                   expected_s=expected_seconds(mode_name),
-                  code=None if args.reuse_stale else code_version(),
+                  code=None if args.reuse_stale else code,
                   log=lambda text: print(text, file=sys.stderr, flush=True))
     document = write_report(mode_name, cells_by_section, out,
-                            wall_s=time.perf_counter() - begin, report_only=args.report_only)
+                            wall_s=time.perf_counter() - begin, report_only=args.report_only,
+                            code=code)
     print(f"report: {out / 'report.html'} ({document['wall_s']:.0f} s)", file=sys.stderr)
     return 1 if any(s["failed"] for s in document["sections"]) else 0

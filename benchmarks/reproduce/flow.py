@@ -101,7 +101,7 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     else:
         _collect([reproduce_cell.submit(c) for c in todo], results, log, code)
     document = reproduction.write_report(mode, cells_by_section, folder,
-                                         wall_s=time.perf_counter() - begin)
+                                         wall_s=time.perf_counter() - begin, code=code)
     report = folder / "report.html"
     # Only the run's status: the verdicts read the real rows, so they stay in the report
     create_markdown_artifact(
