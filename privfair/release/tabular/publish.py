@@ -109,7 +109,7 @@ def write_table_release(folder: Path, plan: ReleasePlan, state: Mapping[str, Any
         output_validation=state["output_validation"], lifetime=lifetime,
         fairness_transform=state.get("fairness_transform"), orchestrator=orchestrator,
         generative=generative, kind=kind)
-    if book.uses_rdp and charged_rdp is not None:
+    if charged_rdp is not None:  # a GAN, whether DP-SGD ran or its small-n rule did
         manifest["guarantee"]["spent"] = charged_guarantee(book, rdp=charged_rdp,
                                                            delta=plan.delta)
     if tables != ["synthetic.parquet"]:
