@@ -141,7 +141,12 @@ def provenance(results: Path, *, report_only: bool, code: str | None = None
         return out
     last = git("log", "-1", "--format=%H%x09%aI%x09%s", "--", str(results.resolve()),
                 cwd=results.resolve().parent)
-    if last:
+    changed = git("status", "--porcelain", "--", str(results.resolve()),
+                  cwd=results.resolve().parent)
+    if changed:  # not the committed cells: say so rather than name that commit
+        out["cells"] = {"from": "earlier runs, not as committed (results.jsonl changed since); "
+                                "each section's cells_code names the code its cells ran under"}
+    elif last:
         commit, date, subject = last.split("\t", 2)
         out["cells"] = {"from": "an earlier run, reused as committed", "commit": commit,
                         "date": date, "subject": subject}
