@@ -159,6 +159,8 @@ ALLOWED: dict[str, tuple[str, ...]] = {
         # (post-processing); small_n: the noisy row count n̂ and the noise TVD computed from it.
         r"manifest\.json:versus_independence\.(noisy_one_way|scores|marginal_shift)\..*",
         r"manifest\.json:versus_independence\.small_n\.(noisy_rows|pair_noise_tvd)",
+        # the small-n rule's reason quotes that noise TVD (a function of n̂)
+        r"manifest\.json:versus_independence\.reason",
         r"report\.html:(Against independence|Marginal shift of the published table) .*",
         # The report's ledger table and chart: the DP-SGD entry's ρ, σ, queries (above).
         r"report\.html:Privacy ledger > (row GAN .*|row total|privacy ledger chart)",
