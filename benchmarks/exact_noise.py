@@ -33,7 +33,12 @@ from privfair.synth.synthesizer import FairSynthesizer
 
 
 def credit_like(n: int = 1000, seed: int = 1) -> tuple[pd.DataFrame, Domain, Roles]:
-    """The table of tests/test_small_n.py's ``_credit_like`` (same generator, same seed)."""
+    """Seven columns (4-5 levels and three binary ones), independent but for sex → outcome.
+
+    The shape of the 1,000-row credit table where mst/prefair's 2-way TVD was 0.096 against
+    independent's 0.089 (issue 23.3): its 5×5 pairs at n = 1,000 are mostly noise. Also the
+    table of tests/test_small_n.py.
+    """
     rng = np.random.default_rng(seed)
     sex = rng.integers(0, 2, n)
     good = (rng.random(n) < np.where(sex == 1, 0.8, 0.55)).astype(np.int64)

@@ -114,13 +114,15 @@ def ensure_venv() -> Path:
     return python
 
 
-def child(python: str, args: list[str], timeout: float) -> dict:
-    """Run this script's worker in a child process; its JSON line, or why there is none."""
+def child(python: str, args: list[str], timeout: float, *, script: str = __file__,
+          env: dict[str, str] | None = None) -> dict:
+    """Run ``script``'s worker (this script's by default) in a child process under
+    ``python``, ``env`` added to the environment; its JSON line, or why there is none."""
     start = time.perf_counter()
     try:
-        done = subprocess.run([python, __file__, *args], capture_output=True, text=True,
+        done = subprocess.run([python, script, *args], capture_output=True, text=True,
                               cwd=ROOT, timeout=timeout,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                              env={**os.environ, "PYTHONWARNINGS": "ignore", **(env or {})})
     except subprocess.TimeoutExpired:
         return {"error": f"stopped after {timeout:g} s", "timed_out": True,
                 "fit_s": timeout, "wall_s": timeout}

@@ -146,22 +146,16 @@ def ensure_venv(name: str) -> Path:
     return python
 
 
+#: One thread per fit: the wall and CPU figures are a single core's, for every method.
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+              "POLARS_MAX_THREADS": "1"}
+
+
 def child(python: str, args: list[str], timeout: float) -> dict:
-    """This script's worker in a child process: its JSON line, or why there is none."""
-    start = time.perf_counter()
-    try:
-        done = subprocess.run([python, __file__, *args], capture_output=True, text=True,
-                              cwd=ROOT, timeout=timeout,
-                              env={**os.environ, "PYTHONWARNINGS": "ignore",
-                                   "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                                   "MKL_NUM_THREADS": "1", "POLARS_MAX_THREADS": "1"})
-    except subprocess.TimeoutExpired:
-        return {"error": f"stopped after {timeout:g} s", "timed_out": True, "wall_s": timeout}
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1][-300:],
-                "wall_s": wall}
-    return {**json.loads(done.stdout.strip().splitlines()[-1]), "wall_s": wall}
+    """This script's worker in a child process (``peer_speed.child``, one thread)."""
+    from peer_speed import child as run_child
+
+    return run_child(python, args, timeout, script=__file__, env=ONE_THREAD)
 
 
 def _mean_se(values: list[float]) -> dict:

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from benchmarks.exact_noise import credit_like as _credit_like
 from privfair.core.accounting import zcdp_rho
 from privfair.core.domain import Domain, Roles
 from privfair.evaluation.utility import marginal_tvd
@@ -23,25 +24,6 @@ from privfair.synth.synthesizer import AIM_METHODS, FALLBACK_METHOD, FairSynthes
 SEEDS = range(3)
 #: Seed noise of a 3-seed mean of the 2-way TVD on these tables is ≈ 0.003.
 TOLERANCE = 0.004
-
-
-def _credit_like(n: int = 1000, seed: int = 1) -> tuple[pd.DataFrame, Domain, Roles]:
-    """Seven columns (4-5 levels and three binary ones), independent but for sex → outcome.
-
-    The shape of the 1,000-row credit table where mst/prefair's 2-way TVD was 0.096 against
-    independent's 0.089 (issue 23.3): its 5×5 pairs at n = 1,000 are mostly noise.
-    """
-    rng = np.random.default_rng(seed)
-    sex = rng.integers(0, 2, n)
-    good = (rng.random(n) < np.where(sex == 1, 0.8, 0.55)).astype(np.int64)
-    frame = pd.DataFrame({
-        "checking": rng.integers(0, 4, n), "duration": rng.integers(0, 5, n),
-        "purpose": rng.integers(0, 5, n), "amount": rng.integers(0, 5, n), "sex": sex,
-        "age": rng.integers(0, 5, n), "credit_risk": good})
-    domain = Domain(tuple(frame.columns), (4, 5, 5, 5, 2, 5, 2))
-    roles = Roles(protected=("sex",), admissible=("checking", "amount"),
-                  outcome=("credit_risk",))
-    return frame, domain, roles
 
 
 def _chain(n: int = 1000, seed: int = 3) -> tuple[pd.DataFrame, Domain, Roles]:
