@@ -287,11 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(result))
         return 0
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    document = run(args)
-    text = json.dumps(document, indent=1)
-    if args.out_json:
-        args.out_json.write_text(text + "\n")
-    print(text)
+    from _common import emit
+
+    emit(run(args), args.out_json)
     return 0
 
 
