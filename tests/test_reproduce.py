@@ -22,6 +22,8 @@ from benchmarks.reproduce.core import (  # noqa: E402
     one_row_per_paper_cell,
     paper_table,
     run_cells,
+    section_code,
+    section_sources,
     verdict,
 )
 
@@ -251,17 +253,110 @@ def test_a_cell_recorded_under_other_code_runs_again_and_the_report_says_which_c
 
     cells_by_section = plan("quick", ["xu_pflr"])
     [(_, section_cells)] = cells_by_section
-    here = code_version()
+    here = section_code("xu_pflr")
     metrics = {"accuracy": 0.8, "risk_difference": 0.05, "positive_prediction_rate": 0.2}
     with (tmp_path / "results.jsonl").open("w") as handle:
-        for i, c in enumerate(section_cells):
+        for i, c in enumerate(section_cells[:-1]):
             handle.write(json.dumps({**c, "status": "ok", "error": None, "wall_s": 0.0,
                                      "metrics": metrics, "code": here if i else "old"})
                          + "\n")
     document = write_report("quick", cells_by_section, tmp_path, wall_s=0.0, report_only=True)
     [row] = document["summary"]
-    assert row["at_report_code"] == len(section_cells) - 1
-    assert document["sections"][0]["cells_code"] == {here: len(section_cells) - 1, "old": 1}
+    assert document["sections"][0]["code"] == here
+    assert row["at_report_code"] == len(section_cells) - 2
+    assert document["sections"][0]["cells_code"] == {here: len(section_cells) - 2, "old": 1}
+    # the cell with no record is listed as not run, apart from failed cells
+    assert row["not_run_cells"] == 1 and row["failed_cells"] == 0
+
+
+def test_per_section_codes_stale_only_that_sections_cells(tmp_path):
+    """With one code version per section, a cell is stale only when its own section's code
+    differs from the one it was recorded under."""
+    calls = []
+
+    def runner(c):
+        calls.append(c["id"])
+        return {}
+
+    cells = [{"section": name, "id": f"{name}|seed=0", "setting": {}, "seed": 0}
+             for name in ("a", "b")]
+    log = tmp_path / "results.jsonl"
+    run_cells(cells, runner, log, log=lambda text: None, code={"a": "src-1", "b": "src-1"})
+    records = run_cells(cells, runner, log, log=lambda text: None,
+                        code={"a": "src-1", "b": "src-2"})
+    assert calls == ["a|seed=0", "b|seed=0", "b|seed=0"]
+    assert [r["code"] for r in records] == ["src-1", "src-2"]
+
+
+def test_a_sections_code_covers_its_import_closure_and_nothing_else(tmp_path, monkeypatch):
+    """The code a cell runs under is the content of its section's import closure: the
+    modules it imports at any depth, the lazy exports named by string, package data and the
+    pins. Editing a file in it changes the code; editing a file outside it does not."""
+    from benchmarks.reproduce import core
+
+    sources = {str(p.relative_to(core.ROOT)) for p in section_sources("cathist")}
+    # imported directly, imported inside a function, and reached only through a lazy export
+    assert {"benchmarks/reproduce/cathist.py", "benchmarks/reproduce/core.py",
+            "privfair/domains/cathist.py", "privfair/core/mechanisms.py",
+            "pyproject.toml"} <= sources
+    assert "privfair/synth/synthesizer.py" in sources  # privfair.__init__'s lazy export
+    assert not any(s.startswith(("tests/", "docs/", "flows/", "tasks/")) for s in sources)
+    assert "privfair/generative/dpgan.py" not in sources
+
+    # a copy of the tree, to edit: the code follows content, not the commit
+    for rel in sources:
+        target = tmp_path / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes((core.ROOT / rel).read_bytes())
+    (tmp_path / "privfair" / "generative").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "privfair" / "generative" / "dpgan.py").write_text("x = 1\n")
+    monkeypatch.setattr(core, "ROOT", tmp_path)
+    monkeypatch.setattr(core, "BENCHMARKS", tmp_path / "benchmarks")
+    before = section_code("cathist")
+    (tmp_path / "privfair" / "generative" / "dpgan.py").write_text("x = 2\n")
+    assert section_code("cathist") == before
+    mechanisms = tmp_path / "privfair" / "core" / "mechanisms.py"
+    mechanisms.write_text(mechanisms.read_text() + "\n# one more line\n")
+    assert section_code("cathist") != before
+    # a module named only by a string (a lazy export) and one imported only by a bare
+    # benchmark-script name are followed
+    (tmp_path / "privfair" / "lazy_only.py").write_text("")
+    (tmp_path / "benchmarks" / "bare_only.py").write_text("")
+    section = tmp_path / "benchmarks" / "reproduce" / "cathist.py"
+    section.write_text(section.read_text() + "\nLAZY = 'privfair.lazy_only'\n"
+                       "def _f():\n    import bare_only\n")
+    sources = set(section_sources("cathist"))
+    assert {tmp_path / "privfair" / "lazy_only.py", tmp_path / "benchmarks" / "bare_only.py"} \
+        <= sources
+
+
+def test_a_cells_loaded_modules_are_all_in_its_sections_sources(tmp_path):
+    """Soundness of the static closure: every module of ours that running a real cell
+    loads is among the section's sources (else an edit there would leave a stale cell
+    current)."""
+    script = tmp_path / "one_cell.py"
+    script.write_text(
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "from benchmarks.reproduce.cli import plan, run_any\n"
+        "[(_, cells)] = plan('quick', ['cathist'])\n"
+        "run_any(cells[0])\n"
+        "print(json.dumps(sorted({getattr(m, '__file__', None) or '' "
+        "for m in list(sys.modules.values())})))\n")
+    out = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=240, check=True)
+    from benchmarks.reproduce import core
+
+    loaded = {Path(f).resolve() for f in json.loads(out.stdout.splitlines()[-1])
+              if f and Path(f).resolve().is_relative_to(core.ROOT)
+              and "site-packages" not in f and not f.startswith(str(tmp_path))}
+    assert loaded, "the cell loaded no module of ours"
+    # The driver that dispatched the cell and the report writer it imports compute no
+    # metric; everything else the cell loaded must be in the closure.
+    driver = {core.BENCHMARKS / "reproduce" / name for name in ("cli.py", "report.py")}
+    assert driver <= loaded
+    missing = loaded - driver - set(section_sources("cathist"))
+    assert not missing, sorted(map(str, missing))
 
 
 def test_cells_in_a_pool_of_two_run_longest_first(tmp_path):
@@ -475,7 +570,7 @@ def test_the_flows_status_carries_no_verdict_or_error_text():
                "failed": [{"id": "x", "error": "E: gap 0.123"}],
                "rows": [{"verdict": "worse"}, {"verdict": "within"}]}
     table = status_markdown({"summary": summary([section])})
-    assert table.splitlines()[2] == "| SAFES | 3 | 1 |"
+    assert table.splitlines()[2] == "| SAFES | 3 | 1 | 0 |"
     assert "worse" not in table and "within" not in table
     record = {"wall_s": 1.0, "status": "failed", "id": "safes|s|seed=0",
               "error": "TOTSolverError: gap 0.123"}

@@ -18,7 +18,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from .core import cells_code, code_version, git, load_results, one_row_per_paper_cell, run_cells
+from .core import (
+    NOT_RUN,
+    cells_code,
+    code_version,
+    git,
+    load_results,
+    one_row_per_paper_cell,
+    run_cells,
+    section_code,
+)
 from .report import summary, write
 
 SECTIONS = ("prefair", "safes", "cathist", "xu_causal", "xu_gan", "xu_cfgan", "xu_pflr",
@@ -74,16 +83,19 @@ def expected_seconds(mode: str) -> dict[str, float]:
 
 def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any]]]],
                  out: Path, *, wall_s: float, report_only: bool = False,
-                 code: str | None = None) -> dict[str, Any]:
+                 code: str | None = None, section_codes: dict[str, str] | None = None
+                 ) -> dict[str, Any]:
     """Summarise every section from ``out/results.jsonl``; write report.html and .json.
 
-    A cell missing from the log counts as failed ("not run"), so an incomplete run never
-    reads as a complete report. Rows that compare one paper cell are merged into one
+    A cell missing from the log is listed as not run (its own column, beside the failed
+    cells), so an incomplete run never reads as a complete report. Rows that compare one paper cell are merged into one
     (:func:`~benchmarks.reproduce.core.one_row_per_paper_cell`). ``provenance`` records
     the code that wrote the report and, for ``report_only``, that the cells come from an
     earlier run (the last commit of ``results.jsonl``, when it is in git). ``code`` is the
-    code version the cells were run under (taken when the run began: a commit made while it
-    runs does not change it); by default this checkout's, now.
+    commit the run began at (a commit made while it runs does not change it), and
+    ``section_codes`` each section's :func:`~benchmarks.reproduce.core.section_code` then;
+    by default this checkout's, now. A section's ``code`` is its version, and
+    ``cells_code`` counts its finished cells by the version they ran under.
 
     Returns
     -------
@@ -94,12 +106,13 @@ def write_report(mode: str, cells_by_section: list[tuple[str, list[dict[str, Any
     sections = []
     for name, cells in cells_by_section:
         module = section_module(name)
-        records = [done.get(c["id"]) or {**c, "status": "failed", "error": "not run",
+        records = [done.get(c["id"]) or {**c, "status": "failed", "error": NOT_RUN,
                                           "metrics": {}, "wall_s": 0.0} for c in cells]
         section = module.summarize(records, mode)
         section["rows"] = one_row_per_paper_cell(section["rows"])
         section["cells"] = len(cells)
         section["wall_s"] = sum(r["wall_s"] for r in records)
+        section["code"] = (section_codes or {}).get(name) or section_code(name)
         section["cells_code"] = cells_code(r for r in records if r.get("status") == "ok")
         sections.append(section)
     origin = provenance(out / "results.jsonl", report_only=report_only, code=code)
@@ -174,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                              "again); the report lists each section's cell code versions")
     parser.add_argument("--report-only", action="store_true",
                         help="run no cell: write the report from results.jsonl as it stands "
-                             "(a run in progress; cells not run yet are listed as failed)")
+                             "(a run in progress; cells not run yet are listed as not run)")
     args = parser.parse_args(argv)
     mode_name = "quick" if args.quick else "full"
     out = args.out or RESULTS / mode_name
@@ -184,15 +197,17 @@ def main(argv: list[str] | None = None) -> int:
     for name, cells in cells_by_section:
         print(f"== {section_module(name).TITLE}: {len(cells)} cells", file=sys.stderr,
               flush=True)
-    code = code_version()  # at the start: a commit made while the cells run changes nothing
+    # At the start: a commit made while the cells run changes nothing.
+    code = code_version()
+    codes = {name: section_code(name) for name, _ in cells_by_section}
     if not args.report_only:
         run_cells([c for _, cells in cells_by_section for c in cells], run_any,
                   out / "results.jsonl", workers=args.workers,
                   expected_s=expected_seconds(mode_name),
-                  code=None if args.reuse_stale else code,
+                  code=None if args.reuse_stale else codes,
                   log=lambda text: print(text, file=sys.stderr, flush=True))
     document = write_report(mode_name, cells_by_section, out,
                             wall_s=time.perf_counter() - begin, report_only=args.report_only,
-                            code=code)
+                            code=code, section_codes=codes)
     print(f"report: {out / 'report.html'} ({document['wall_s']:.0f} s)", file=sys.stderr)
     return 1 if any(s["failed"] for s in document["sections"]) else 0

@@ -34,6 +34,8 @@ for _path in (str(ROOT), str(BENCHMARKS)):  # the benchmark scripts import ``_co
 VERDICTS = ("within", "better", "worse", "uninformative", "not comparable")
 #: Verdicts of rows that compare a number of ours with the paper's.
 COMPARED = ("within", "better", "worse")
+#: The error of a cell the report found no record of: listed apart from cells that failed.
+NOT_RUN = "not run"
 
 
 def cell(section: str, setting: Mapping[str, Any], seed: int) -> dict[str, Any]:
@@ -67,12 +69,9 @@ def git(*args: str, cwd: Path = ROOT) -> str | None:
 
 
 def code_version() -> str:
-    """The code that runs a cell: the checkout's commit, and a digest of its uncommitted
-    changes to tracked files (the reports under ``results/`` excluded: they are output).
-
-    A cell recorded under another code version is stale: :func:`pending` runs it again, so a
-    report never mixes cells of other code without saying so (``cells_code`` per section).
-    """
+    """The checkout's commit, and a digest of its uncommitted changes to tracked files (the
+    reports under ``results/`` excluded: they are output). It names the code that wrote a
+    report; a cell's own code is its section's :func:`section_code`."""
     head = git("rev-parse", "HEAD")
     if head is None:
         return "unknown"
@@ -80,6 +79,98 @@ def code_version() -> str:
     if not diff:
         return head
     return f"{head}+{hashlib.sha256(diff.encode()).hexdigest()[:12]}"
+
+
+#: Top-level packages of this repository whose modules a section can run.
+_OWN_PACKAGES = ("privfair", "benchmarks")
+
+
+def _module_file(name: str) -> Path | None:
+    """The file of repository module ``name`` (a dotted name), or None when it is not ours."""
+    parts = name.split(".")
+    # Outside the two packages, a name may be a benchmark script imported by its bare name
+    # (``_common``, ``reproduce``: the scripts put ``benchmarks/`` on ``sys.path``).
+    base = (ROOT if parts[0] in _OWN_PACKAGES else BENCHMARKS).joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Dotted module names ``path`` may load: every import at any depth (inside functions
+    too), each imported name as a possible submodule, and every string constant naming a
+    module of ours (lazy exports and ``importlib.import_module`` calls)."""
+    import ast
+
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+    if path.name == "__init__.py":
+        package = package.rsplit(".", 1)[0] if "." in package else package
+        package += ".__init__"
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")[:-node.level]
+                base = ".".join([*base_parts, *([node.module] if node.module else [])])
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+              and node.value.split(".")[0] in _OWN_PACKAGES
+              and all(part.isidentifier() for part in node.value.split("."))):
+            names.add(node.value)
+    return names
+
+
+def section_sources(section: str) -> list[Path]:
+    """The repository files whose content can change a cell of ``section``, sorted.
+
+    They are the section module's import closure within the repository, found statically
+    and over-approximated (see :func:`_imported_names`; every parent package's
+    ``__init__.py`` too), the package data under ``privfair/`` (contracts, embedded
+    datasets) and ``pyproject.toml`` (the pinned dependencies). The paper tables are not
+    among them: they change verdicts, which every report recomputes, not cells.
+    """
+    seen: set[Path] = set()
+    queue = [f"benchmarks.reproduce.{section}"]
+    while queue:
+        name = queue.pop()
+        parts = name.split(".")
+        for depth in range(1, len(parts) + 1):
+            path = _module_file(".".join(parts[:depth]))
+            if path is not None and path not in seen:
+                seen.add(path)
+                queue.extend(_imported_names(path))
+    data = {p for p in (ROOT / "privfair").rglob("*")
+            if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
+    return sorted(seen | data | {ROOT / "pyproject.toml"})
+
+
+def section_code(section: str) -> str:
+    """A cell's code version: ``src-`` and a digest of :func:`section_sources`'s paths and
+    contents as they are on disk now (uncommitted changes included).
+
+    A cell recorded under another version is stale: :func:`pending` runs it again. A commit
+    that changes none of those files (tests, docs, another section's method) leaves the
+    section's cells current, so a report at the final commit may reuse them, and says so
+    by this digest rather than by trust.
+    """
+    digest = hashlib.sha256()
+    for path in section_sources(section):
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return f"src-{digest.hexdigest()[:16]}"
+
+
+def cell_code(code: str | Mapping[str, str] | None, c: Mapping[str, Any]) -> str | None:
+    """The code version ``c`` runs under: ``code`` itself, or its entry for ``c``'s section."""
+    if code is None or isinstance(code, str):
+        return code
+    return code[c["section"]]
 
 
 def run_cell(c: Mapping[str, Any], runner: Callable[[Mapping[str, Any]], dict]
@@ -121,12 +212,14 @@ def append_record(path: Path, record: Mapping[str, Any]) -> None:
 
 
 def pending(cells: Sequence[Mapping[str, Any]], done: Mapping[str, Mapping[str, Any]], *,
-            retry_failed: bool = True, code: str | None = None) -> list[Mapping[str, Any]]:
+            retry_failed: bool = True, code: str | Mapping[str, str] | None = None
+            ) -> list[Mapping[str, Any]]:
     """The cells still to run: not in ``done``, failed there when ``retry_failed``, or, when
-    ``code`` is given, recorded under another code version (a record without one included)."""
+    ``code`` is given (one version, or one per section), recorded under another code version
+    (a record without one included)."""
     return [c for c in cells if c["id"] not in done
             or (done[c["id"]]["status"] != "ok" and retry_failed)
-            or (code is not None and done[c["id"]].get("code") != code)]
+            or (code is not None and done[c["id"]].get("code") != cell_code(code, c))]
 
 
 def cells_code(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -172,7 +265,8 @@ def _one_thread_per_worker() -> None:
 
 def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str, Any]], dict],
               path: Path, *, retry_failed: bool = True, log=print, workers: int = 1,
-              expected_s: Mapping[str, float] | None = None, code: str | None = None
+              expected_s: Mapping[str, float] | None = None,
+              code: str | Mapping[str, str] | None = None
               ) -> list[dict[str, Any]]:
     """Run each cell not yet in ``path`` and append its record; return all records.
 
@@ -198,10 +292,10 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
     expected_s : mapping of str to float, optional
         Seconds a cell took before, by id: with ``workers > 1`` cells start in the order of
         :func:`longest_first`.
-    code : str, optional
-        This checkout's :func:`code_version`: stamped on every new record, and a recorded
-        cell of another version runs again. None reuses any recorded cell (a resume across
-        commits, said so in the report by ``cells_code``).
+    code : str or mapping of str to str, optional
+        The code version, or each section's (:func:`section_code`): stamped on every new
+        record, and a recorded cell of another version runs again. None reuses any recorded
+        cell (a resume across commits, said so in the report by ``cells_code``).
 
     Returns
     -------
@@ -216,7 +310,7 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
             log(record["traceback"])
         record = {k: v for k, v in record.items() if k != "traceback"}
         if code is not None:
-            record["code"] = code
+            record["code"] = cell_code(code, record)
         append_record(path, record)
         log(describe(record))
         done[record["id"]] = record

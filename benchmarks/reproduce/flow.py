@@ -41,6 +41,7 @@ from benchmarks.reproduce.core import (  # noqa: E402
     longest_first,
     pending,
     run_cell,
+    section_code,
 )
 from benchmarks.reproduce.report import status_markdown  # noqa: E402
 
@@ -85,8 +86,9 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     cells_by_section = reproduction.plan(mode, sections or None)
     expected = reproduction.expected_seconds(mode)
     code = code_version()
+    codes = {name: section_code(name) for name, _ in cells_by_section}
     todo = longest_first(pending([c for _, cells in cells_by_section for c in cells],
-                                 load_results(results), code=code), expected)
+                                 load_results(results), code=codes), expected)
     log.info("reproduction (%s): %d cells pending", mode, len(todo))
     if dask_address:
         from prefect_dask import DaskTaskRunner
@@ -97,11 +99,12 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
         with DaskTaskRunner(address=dask_address,
                             client_kwargs={"security": security(dask_address)}) as runner:
             futures = [runner.submit(reproduce_cell, parameters={"cell": c}) for c in todo]
-            _collect(futures, results, log, code)
+            _collect(futures, results, log, codes)
     else:
-        _collect([reproduce_cell.submit(c) for c in todo], results, log, code)
+        _collect([reproduce_cell.submit(c) for c in todo], results, log, codes)
     document = reproduction.write_report(mode, cells_by_section, folder,
-                                         wall_s=time.perf_counter() - begin, code=code)
+                                         wall_s=time.perf_counter() - begin, code=code,
+                                         section_codes=codes)
     report = folder / "report.html"
     # Only the run's status: the verdicts read the real rows, so they stay in the report
     create_markdown_artifact(
@@ -110,11 +113,12 @@ def reproduce_papers(mode: Literal["quick", "full"] = "full",
     return str(report)
 
 
-def _collect(futures: list, results: Path, log: Any, code: str) -> None:
+def _collect(futures: list, results: Path, log: Any, codes: dict[str, str]) -> None:
     # Only the flow appends, as each task finishes: one writer, and a killed run keeps
     # every finished cell. A failure's message and traceback go to results.jsonl, not to
     # Prefect's logs: they may quote values computed from the real rows.
     for future in as_completed(futures):
-        record = {**future.result(), "code": code}
+        record = future.result()
+        record["code"] = codes[record["section"]]
         append_record(results, record)
         log.info(describe(record, detail=False))

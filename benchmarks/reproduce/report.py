@@ -9,7 +9,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from .core import VERDICTS
+from .core import NOT_RUN, VERDICTS
 
 COLOURS = {"within": "#d8f0d8", "better": "#cfe3ff", "worse": "#f8d4d4",
            "uninformative": "#fff0c0", "not comparable": "#eeeeee"}
@@ -35,8 +35,9 @@ WARNING = ("Evaluation output, not a release: every number here reads the real e
 
 def summary(sections: list[dict[str, Any]], *, report_code: str | None = None
             ) -> list[dict[str, Any]]:
-    """Verdict counts, failed cells, wall time and, given ``report_code``, how many of the
-    section's finished cells ran under that code (``at_report_code``), per section.
+    """Verdict counts, failed cells, wall time and how many of the section's finished cells
+    ran under the section's code at the report (its ``code``, else ``report_code``:
+    ``at_report_code``), per section.
 
     One row per paper cell (the rows as :func:`~benchmarks.reproduce.core.one_row_per_paper_cell`
     leaves them). ``explained`` / ``unexplained`` split the ``worse`` rows by whether a
@@ -56,8 +57,11 @@ def summary(sections: list[dict[str, Any]], *, report_code: str | None = None
                     "not_counted": sum(len(r.get("other_settings", ())) + len(r.get("also_as", ()))
                                        for r in s["rows"]),
                     "unchecked": sum(r.get("informative") == "unchecked" for r in s["rows"]),
-                    "cells": s.get("cells", 0), "failed_cells": len(s["failed"]),
-                    "at_report_code": s.get("cells_code", {}).get(report_code or "", 0),
+                    "cells": s.get("cells", 0),
+                    "failed_cells": sum(f["error"] != NOT_RUN for f in s["failed"]),
+                    "not_run_cells": sum(f["error"] == NOT_RUN for f in s["failed"]),
+                    "at_report_code": s.get("cells_code", {}).get(
+                        s.get("code") or report_code or "", 0),
                     "wall_s": round(s.get("wall_s", 0.0), 1)})
     return out
 
@@ -81,15 +85,16 @@ def summary_markdown(document: dict[str, Any], *, link: str = "report.html") -> 
     lines = ["| section | " + " | ".join(VERDICTS)
              + " | worse, explained by a counter-run | worse, unexplained | not counted "
                "(other settings) | cells | cells run at this report's code | failed "
-               "| cell s |",
-             "|---" * (len(VERDICTS) + 8) + "|"]
+               "| not run | cell s |",
+             "|---" * (len(VERDICTS) + 9) + "|"]
     for row in document["summary"]:
         lines.append(f"| [{row['title']}]({link}#{row['section']}) | "
                      + " | ".join(str(row.get(v, 0)) for v in VERDICTS)
                      + f" | {row.get('explained', 0)} | {row.get('unexplained', 0)}"
                        f" | {row.get('not_counted', 0)} | {row['cells']}"
                        f" | {row.get('at_report_code', 0)}"
-                       f" | {row['failed_cells']} | {row['wall_s']:.0f} |")
+                       f" | {row['failed_cells']} | {row.get('not_run_cells', 0)}"
+                       f" | {row['wall_s']:.0f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -99,8 +104,9 @@ def status_markdown(document: dict[str, Any]) -> str:
     No verdict and no metric: those read the real rows, so they stay in the report's files
     (a label does not make a number private, and Prefect keeps artifacts in its database).
     """
-    lines = ["| section | cells | failed |", "|---|---|---|"]
-    lines += [f"| {row['title']} | {row['cells']} | {row['failed_cells']} |"
+    lines = ["| section | cells | failed | not run |", "|---|---|---|---|"]
+    lines += [f"| {row['title']} | {row['cells']} | {row['failed_cells']}"
+              f" | {row.get('not_run_cells', 0)} |"
               for row in document["summary"]]
     return "\n".join(lines) + "\n"
 
@@ -165,7 +171,7 @@ def write(out: Path, document: dict[str, Any]) -> None:
              + "".join(f"<th>{v}</th>" for v in VERDICTS)
              + "<th>worse, explained by a counter-run</th><th>worse, unexplained</th>"
                "<th>not counted (other settings)</th><th>cells</th>"
-               "<th>cells run at this report's code</th><th>failed</th>"
+               "<th>cells run at this report's code</th><th>failed</th><th>not run</th>"
                "<th>wall s</th></tr>"]
     for row in document["summary"]:
         parts.append(f"<tr><td><a href='#{row['section']}'>{html.escape(row['title'])}</a></td>"
@@ -173,7 +179,8 @@ def write(out: Path, document: dict[str, Any]) -> None:
                      + f"<td>{row.get('explained', 0)}</td><td>{row.get('unexplained', 0)}</td>"
                        f"<td>{row.get('not_counted', 0)}</td><td>{row['cells']}</td>"
                        f"<td>{row.get('at_report_code', 0)}</td>"
-                       f"<td>{row['failed_cells']}</td><td>{row['wall_s']}</td></tr>")
+                       f"<td>{row['failed_cells']}</td><td>{row.get('not_run_cells', 0)}</td>"
+                       f"<td>{row['wall_s']}</td></tr>")
     parts.append("</table>")
     for s in document["sections"]:
         parts.append(f"<h2 id='{s['name']}'>{html.escape(s['title'])}</h2>"
