@@ -32,18 +32,6 @@ def run_worker(script: str, *args: object, env: dict[str, str] | None = None) ->
     return json.loads(result.stdout)
 
 
-def gan_overrides(items: list[str]) -> dict:
-    """``FIELD=VALUE`` strings as GANConfig overrides, each value cast to the field's type."""
-    from privfair.generative.gan import GANConfig
-
-    defaults = GANConfig()
-    out = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        out[name] = type(getattr(defaults, name))(value)
-    return out
-
-
 def emit(document: dict, out: Path | None) -> None:
     """Print the JSON document, and write it to ``out`` when given."""
     text = json.dumps(document, indent=2, default=float)

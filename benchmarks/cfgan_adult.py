@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _common import emit, gan_overrides
+from _common import emit
+from _gan_config import gan_overrides
 
 REDLINING = ("marital-status",)
 VARIANTS = {"dpgan": {"method": "dpgan"}, "fairgan": {"method": "fairgan"},

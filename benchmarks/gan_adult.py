@@ -21,7 +21,7 @@ import sys
 import time
 
 import numpy as np
-from _common import gan_overrides
+from _gan_config import gan_overrides
 from _gan_metrics import classifier_scores, marginal_tvd
 
 
