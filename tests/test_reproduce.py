@@ -299,7 +299,8 @@ def test_a_sections_code_covers_its_import_closure_and_nothing_else(tmp_path, mo
     assert {"benchmarks/reproduce/cathist.py", "benchmarks/reproduce/core.py",
             "privfair/domains/cathist.py", "privfair/core/mechanisms.py",
             "pyproject.toml"} <= sources
-    assert "privfair/synth/synthesizer.py" in sources  # privfair.__init__'s lazy export
+    # privfair's lazy exports load only what a name read from it needs
+    assert "privfair/synth/synthesizer.py" not in sources
     assert not any(s.startswith(("tests/", "docs/", "flows/", "tasks/")) for s in sources)
     assert "privfair/generative/dpgan.py" not in sources
 
@@ -323,24 +324,39 @@ def test_a_sections_code_covers_its_import_closure_and_nothing_else(tmp_path, mo
     (tmp_path / "privfair" / "lazy_only.py").write_text("")
     (tmp_path / "benchmarks" / "bare_only.py").write_text("")
     section = tmp_path / "benchmarks" / "reproduce" / "cathist.py"
+    (tmp_path / "privfair" / "type_only.py").write_text("")
     section.write_text(section.read_text() + "\nLAZY = 'privfair.lazy_only'\n"
-                       "def _f():\n    import bare_only\n")
+                       "def _f():\n    import bare_only\n"
+                       "def _g():\n    import privfair\n    return privfair.FairSynthesizer\n"
+                       "if TYPE_CHECKING:\n    import privfair.type_only\n")
+    (tmp_path / "privfair" / "synth").mkdir(exist_ok=True)
+    for rel in ("privfair/synth/__init__.py", "privfair/synth/synthesizer.py"):
+        (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
     sources = set(section_sources("cathist"))
-    assert {tmp_path / "privfair" / "lazy_only.py", tmp_path / "benchmarks" / "bare_only.py"} \
-        <= sources
+    assert {tmp_path / "privfair" / "lazy_only.py", tmp_path / "benchmarks" / "bare_only.py",
+            tmp_path / "privfair" / "synth" / "synthesizer.py"} <= sources
+    assert tmp_path / "privfair" / "type_only.py" not in sources
 
 
-def test_a_cells_loaded_modules_are_all_in_its_sections_sources(tmp_path):
+@pytest.mark.parametrize("section, cell_id", [
+    ("cathist", "cathist|attribute=sex,epsilon=1.0,repeats=20,tolerance=0.5|seed=0"),
+    ("xu_causal", "xu_causal|epsilon=5.0,n=5000,p=5,s=0.2|seed=0"),
+    # slower cells (a minute or two under load): the slow run checks them
+    pytest.param("xu_pflr", "xu_pflr|accounting=ours,alpha=0.3,epsilon=1.0,model=PFLR|seed=0",
+                 marks=pytest.mark.slow),
+    pytest.param("xu_dpne", "xu_dpne|graph=sbm-4x100,k=50|seed=0", marks=pytest.mark.slow),
+])
+def test_a_cells_loaded_modules_are_all_in_its_sections_sources(tmp_path, section, cell_id):
     """Soundness of the static closure: every module of ours that running a real cell
-    loads is among the section's sources (else an edit there would leave a stale cell
-    current)."""
+    loads (one cheap cell per section, in a fresh process) is among the section's sources
+    (else an edit there would leave a stale cell current)."""
     script = tmp_path / "one_cell.py"
     script.write_text(
         "import json, sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "from benchmarks.reproduce.cli import plan, run_any\n"
-        "[(_, cells)] = plan('quick', ['cathist'])\n"
-        "run_any(cells[0])\n"
+        f"[(_, cells)] = plan('quick', [{section!r}])\n"
+        f"run_any(next((c for c in cells if c['id'] == {cell_id!r}), cells[0]))\n"
         "print(json.dumps(sorted({getattr(m, '__file__', None) or '' "
         "for m in list(sys.modules.values())})))\n")
     out = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
@@ -355,7 +371,7 @@ def test_a_cells_loaded_modules_are_all_in_its_sections_sources(tmp_path):
     # metric; everything else the cell loaded must be in the closure.
     driver = {core.BENCHMARKS / "reproduce" / name for name in ("cli.py", "report.py")}
     assert driver <= loaded
-    missing = loaded - driver - set(section_sources("cathist"))
+    missing = loaded - driver - set(section_sources(section))
     assert not missing, sorted(map(str, missing))
 
 

@@ -97,18 +97,37 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+def _nodes_that_run(tree: Any) -> Iterable[Any]:
+    """Every node of ``tree`` but those under ``if TYPE_CHECKING:`` (never executed)."""
+    import ast
+
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+
+
 def _imported_names(path: Path) -> set[str]:
     """Dotted module names ``path`` may load: every import at any depth (inside functions
-    too), each imported name as a possible submodule, and every string constant naming a
-    module of ours (lazy exports and ``importlib.import_module`` calls)."""
+    too, not under ``if TYPE_CHECKING:``), each imported name as a possible submodule or
+    lazy export, every attribute read of a package of ours (``privfair.Name``), and every
+    string constant naming a module of ours (``importlib.import_module`` calls) except in
+    a package that exports lazily, whose strings load only through
+    :func:`_lazy_export_modules`."""
     import ast
 
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts)
     if path.name == "__init__.py":
         package = package.rsplit(".", 1)[0] if "." in package else package
         package += ".__init__"
+    tree = ast.parse(path.read_text(), filename=str(path))
+    lazy = _exports_lazily(tree)
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+    for node in _nodes_that_run(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -119,11 +138,48 @@ def _imported_names(path: Path) -> set[str]:
                 base = node.module or ""
             names.add(base)
             names.update(f"{base}.{alias.name}" for alias in node.names)
-        elif (isinstance(node, ast.Constant) and isinstance(node.value, str)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id in _OWN_PACKAGES):
+            names.add(f"{node.value.id}.{node.attr}")
+        elif (not lazy and isinstance(node, ast.Constant) and isinstance(node.value, str)
               and node.value.split(".")[0] in _OWN_PACKAGES
               and all(part.isidentifier() for part in node.value.split("."))):
             names.add(node.value)
     return names
+
+
+def _exports_lazily(tree: Any) -> bool:
+    """Whether a module defines a module-level ``__getattr__`` (PEP 562 lazy exports)."""
+    import ast
+
+    return any(isinstance(node, ast.FunctionDef) and node.name == "__getattr__"
+               for node in tree.body)
+
+
+def _lazy_export_modules(name: str) -> list[str]:
+    """The modules that loading ``name`` (``package.Attribute``) runs when ``package``
+    exports ``Attribute`` lazily: the module defining it or, when that cannot be told
+    (a constant), every module the package's lazy table names. Empty otherwise."""
+    import ast
+    import importlib
+    import inspect
+
+    package, _, attribute = name.rpartition(".")
+    path = _module_file(package) if package else None
+    if path is None or path.name != "__init__.py":
+        return []
+    tree = ast.parse(path.read_text(), filename=str(path))
+    if not _exports_lazily(tree):
+        return []
+    try:
+        defining = inspect.getmodule(getattr(importlib.import_module(package), attribute))
+    except Exception:  # noqa: BLE001  (not an export: nothing lazy is loaded)
+        return []
+    if defining is not None and defining.__name__ != package:
+        return [defining.__name__]
+    return [node.value for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value.startswith(package + ".")]
 
 
 def section_sources(section: str) -> list[Path]:
@@ -131,20 +187,27 @@ def section_sources(section: str) -> list[Path]:
 
     They are the section module's import closure within the repository, found statically
     and over-approximated (see :func:`_imported_names`; every parent package's
-    ``__init__.py`` too), the package data under ``privfair/`` (contracts, embedded
-    datasets) and ``pyproject.toml`` (the pinned dependencies). The paper tables are not
-    among them: they change verdicts, which every report recomputes, not cells.
+    ``__init__.py`` too; a lazy export the module that defines it), the package data
+    under ``privfair/`` (contracts, embedded datasets) and ``pyproject.toml`` (the pinned
+    dependencies). The paper tables are not among them: they change verdicts, which
+    every report recomputes, not cells.
     """
     seen: set[Path] = set()
+    visited: set[str] = set()
     queue = [f"benchmarks.reproduce.{section}"]
     while queue:
         name = queue.pop()
+        if name in visited:
+            continue
+        visited.add(name)
         parts = name.split(".")
         for depth in range(1, len(parts) + 1):
             path = _module_file(".".join(parts[:depth]))
             if path is not None and path not in seen:
                 seen.add(path)
                 queue.extend(_imported_names(path))
+        if _module_file(name) is None:
+            queue.extend(_lazy_export_modules(name))
     data = {p for p in (ROOT / "privfair").rglob("*")
             if p.is_file() and p.suffix not in (".py", ".pyc") and "__pycache__" not in p.parts}
     return sorted(seen | data | {ROOT / "pyproject.toml"})
