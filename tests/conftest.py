@@ -33,7 +33,8 @@ def prefect_harness():
     """One temporary Prefect API server + database for every flow-level test."""
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=60):
+    # generous: on a loaded 2-core machine the server has taken over a minute to answer
+    with prefect_test_harness(server_startup_timeout=180):
         yield
 
 
