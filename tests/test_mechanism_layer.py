@@ -138,9 +138,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "the k values outside the active domain that the layer's sparse_laplace_histogram "
         'asks for, uniform (k drawn and the query charged in the layer; no scale here)',
     ('privfair/domains/quantiles.py', 'dp_quantile_edges',
-     'inner.append(rng.uniform(points[pick], points[pick + 1]))'):
-        "the edge is uniform inside the interval the layer's exponential mechanism picked "
-        "(the continuous mechanism's base measure, no noise scale)",
+     'k = first_in_gap[pick] + int(rng.integers(points_in_gap[pick]))'):
+        "the edge is a uniform grid point inside the gap the layer's exponential mechanism "
+        "picked (the grid-point count is its base measure; no noise scale)",
     ('privfair/embedding/dpne.py', 'public_factor',
      'h = rng.normal(size=(n_nodes, dim))'):
         "DPNE's data-independent public factor H",

@@ -31,3 +31,59 @@ def test_dp_quantiles_are_random_at_tiny_budget_and_integer_edges_are_whole():
                                rng=rng, ledger=PrivacyLedger(rho_budget=1.0), name="x")[1]
              for _ in range(200)]
     assert np.mean(np.array(draws) > 10) > 0.6
+
+
+def test_dp_quantile_edges_fall_on_the_public_grid():
+    """Issue 41.2: an edge is a point of the public grid (no float that noise produced), for
+    real and for integer columns."""
+    from privfair.domains.quantiles import GRID_CELLS, edge_grid
+
+    rng = np.random.default_rng(3)
+    values = rng.normal(50, 10, 5_000)
+    for _ in range(20):
+        edges = dp_quantile_edges(values, bins=5, lower=0.0, upper=100.0, integer=False,
+                                  rho=0.05, rng=rng, ledger=PrivacyLedger(rho_budget=1.0),
+                                  name="x")
+        k = [(e - 0.0) / (100.0 / GRID_CELLS) for e in edges]
+        assert all(abs(v - round(v)) < 1e-6 for v in k), edges
+    assert edge_grid(lower=0, upper=40, integer=True) == (1.0, 40)
+    assert edge_grid(lower=0, upper=1e9, integer=True) == (1e9 / GRID_CELLS, GRID_CELLS)
+
+
+def test_dp_quantile_edges_sample_the_exponential_mechanism_over_grid_points():
+    """The gap-then-point draw is the exponential mechanism over the grid points: on a
+    10-point integer grid, the empirical law of the median edge matches
+    exp(ε·u(g)/2)/Z, u(g) = −|#{x ≤ g} − n/2|, within sampling error."""
+    values = np.array([2.0, 2.0, 3.0, 7.0])
+    epsilon = 1.0
+    rho = epsilon**2 / 8
+    grid = np.arange(0, 11)
+    utility = -np.abs(np.searchsorted(np.sort(values), grid, side="right") - values.size / 2)
+    expected = np.exp(epsilon * utility / 2)
+    expected = expected[1:-1] / expected[1:-1].sum()  # the two range ends are not inner edges
+    rng = np.random.default_rng(4)
+    draws = 5_000
+    counts = np.zeros(grid.size)
+    for _ in range(draws):
+        edges = dp_quantile_edges(values, bins=2, lower=0, upper=10, integer=True, rho=rho,
+                                  rng=rng, ledger=PrivacyLedger(rho_budget=1e9), name="x")
+        if len(edges) == 3:
+            counts[int(edges[1])] += 1
+    observed = counts[1:-1] / counts[1:-1].sum()
+    se = np.sqrt(expected * (1 - expected) / counts[1:-1].sum())
+    assert np.all(np.abs(observed - expected) < 5 * se + 1e-3), (observed, expected)
+
+
+def test_grid_points_below_counts_exactly_even_on_grid_points():
+    """The gap sizes come from a float quotient corrected against the grid itself: they
+    equal a direct count, values sitting exactly on grid points (ties) included."""
+    from privfair.domains import quantiles
+
+    rng = np.random.default_rng(5)
+    lower, upper, cells = -3.7, 11.3, 1000
+    step = (upper - lower) / cells
+    grid = lower + step * np.arange(cells + 1)
+    values = np.concatenate([rng.uniform(lower, upper, 500), grid[rng.integers(0, cells, 500)],
+                             [lower, upper]])
+    below = quantiles._grid_points_below(values, lower=lower, step=step, cells=cells)
+    np.testing.assert_array_equal(below, np.searchsorted(grid, values, side="left"))

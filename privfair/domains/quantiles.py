@@ -3,8 +3,15 @@
 A contract may declare ``dp_bins: k`` with a public range ``[lower, upper]`` instead of bin
 edges. The first release then publishes k−1 inner edges at the j/k quantiles, each chosen by
 the exponential mechanism over the intervals between sorted (clipped) values, with utility
-``−|rank − q·n|`` (sensitivity 1 under add/remove) and the interval length as base measure;
-the edge is uniform inside the chosen interval. Nothing but the edges leaves this module.
+``−|rank − q·n|`` (sensitivity 1 under add/remove). Nothing but the edges leaves this module.
+
+The output space is a public grid, not the reals (issue 41.2: no published number at float
+precision that noise produced): :data:`GRID_CELLS` equal steps of ``[lower, upper]``, or the
+integers of the range for an integer column that has at most that many. A grid point's
+rank is the number of values at or below it, so the points between two consecutive sorted
+values share one utility: the mechanism picks such a gap with the count of its grid points
+as base measure, then the point inside it by an exact uniform integer draw. Together that
+is the exponential mechanism over the grid points, exactly.
 """
 
 from __future__ import annotations
@@ -15,6 +22,29 @@ import numpy as np
 
 from privfair.core.accounting import PrivacyLedger, exponential_epsilon
 from privfair.core.mechanisms import exponential_mechanism
+
+#: Equal steps of the declared range that edges can fall on (public; 2**20 keeps an edge within
+#: a millionth of the range of the continuous mechanism's).
+GRID_CELLS = 2**20
+
+
+def edge_grid(*, lower: float, upper: float, integer: bool) -> tuple[float, int]:
+    """The public grid of candidate edges: its step and number of cells (points ``lower +
+    k·step`` for ``k = 0 … cells``). An integer column whose range has at most
+    :data:`GRID_CELLS` integers gets the integers themselves."""
+    if integer and float(lower).is_integer() and float(upper).is_integer() \
+            and upper - lower <= GRID_CELLS:
+        return 1.0, int(upper - lower)
+    return (upper - lower) / GRID_CELLS, GRID_CELLS
+
+
+def _grid_points_below(v: np.ndarray, *, lower: float, step: float, cells: int) -> np.ndarray:
+    """How many grid points ``lower + k·step`` (``k = 0 … cells``) lie strictly below each
+    value: the float quotient's ceiling, corrected by comparing with the grid points
+    themselves (the quotient can be one off where a value sits on a grid point)."""
+    k = np.clip(np.ceil((v - lower) / step), 0, cells + 1).astype(np.int64)
+    k = np.where((k > 0) & (lower + step * (k - 1) >= v), k - 1, k)
+    return np.where((k <= cells) & (lower + step * k < v), k + 1, k)
 
 
 def dp_quantile_edges(
@@ -43,18 +73,24 @@ def dp_quantile_edges(
     epsilon = exponential_epsilon(rho=rho / (bins - 1))
     x = np.asarray(values, dtype=np.float64)
     x = np.sort(np.clip(x[~np.isnan(x)], lower, upper))
-    points = np.concatenate([[lower], x, [upper]])
+    step, cells = edge_grid(lower=lower, upper=upper, integer=integer)
+    # Gap i holds the grid points with exactly i values at or below them: those at or above
+    # the i-th smallest value and below the next.
+    first = np.concatenate([[0], _grid_points_below(x, lower=lower, step=step, cells=cells),
+                            [cells + 1]])
+    points_in_gap, first_in_gap = np.diff(first), first[:-1]
     with np.errstate(divide="ignore"):
-        log_length = np.log(np.diff(points))  # −inf for empty intervals: never chosen
+        log_count = np.log(points_in_gap)  # −inf for a gap with no grid point: never chosen
     ranks = np.arange(x.size + 1)
     inner = []
     for j in range(1, bins):
         q = j / bins
         pick = exponential_mechanism(-np.abs(ranks - q * x.size), epsilon=epsilon,
                                      sensitivity=1.0, rng=rng, ledger=ledger,
-                                     name=f"{name} quantile {j}/{bins}", log_base=log_length,
+                                     name=f"{name} quantile {j}/{bins}", log_base=log_count,
                                      queries=1)  # one quantile; n + 1 candidates would leak n
-        inner.append(rng.uniform(points[pick], points[pick + 1]))
+        k = first_in_gap[pick] + int(rng.integers(points_in_gap[pick]))
+        inner.append(float(lower + step * k))
     if integer:
         inner = [float(round(e)) for e in inner]
     edges = sorted({lower, upper, *(e for e in inner if lower < e < upper)})
