@@ -132,7 +132,8 @@ def test_uninformative_rows_test_nothing():
                 if h is not None:
                     metrics["synthetic_sha256"] = h
                 records.append({**cell(prefair.NAME, {"dataset": "adult", "method": method,
-                                                      "epsilon": 0.1, "rows": 1, "mlp": False},
+                                                      "epsilon": 0.1, "rows": 1, "mlp": False,
+                                                      "test_rows": "all"},
                                        seed), "status": "ok", "metrics": metrics})
         rows = prefair.summarize(records, "full")["rows"]
         return next(r for r in rows if r["setting"].startswith("adult ε=0.1, prefair-greedy")
@@ -429,13 +430,13 @@ def test_reproduce_flow_runs_cells_as_tasks_and_resumes(prefect_harness, tmp_pat
     report = Path(reproduce_papers(mode="quick", sections=["cathist"], out=str(tmp_path)))
     assert report == tmp_path / "report.html"
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
-    assert len(lines) == 54 and all(json.loads(line)["status"] == "ok" for line in lines)
+    assert len(lines) == 90 and all(json.loads(line)["status"] == "ok" for line in lines)
     document = json.loads((tmp_path / "report.json").read_text())
     [section] = document["sections"]
     assert section["name"] == "cathist" and section["rows"] and not section["failed"]
     summary = (tmp_path / "summary.md").read_text().splitlines()
     assert len(summary) == 3 and summary[2].startswith("| [CatHist")
-    assert " | 54 | 54 | 0 | " in summary[2]  # 54 cells, all at this code, none failed
+    assert " | 90 | 90 | 0 | " in summary[2]  # 90 cells, all at this code, none failed
     # resumed: every cell is in results.jsonl, so the second run adds none
     reproduce_papers(mode="quick", sections=["cathist"], out=str(tmp_path))
     assert (tmp_path / "results.jsonl").read_text().splitlines() == lines
