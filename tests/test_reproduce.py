@@ -287,6 +287,12 @@ def test_per_section_codes_stale_only_that_sections_cells(tmp_path):
                         code={"a": "src-1", "b": "src-2"})
     assert calls == ["a|seed=0", "b|seed=0", "b|seed=0"]
     assert [r["code"] for r in records] == ["src-1", "src-2"]
+    # reusing stale cells still stamps the new ones with their section's code
+    cells.append({"section": "a", "id": "a|seed=1", "setting": {}, "seed": 1})
+    records = run_cells(cells, runner, log, log=lambda text: None,
+                        code={"a": "src-3", "b": "src-3"}, reuse_stale=True)
+    assert calls[3:] == ["a|seed=1"]
+    assert [r["code"] for r in records] == ["src-1", "src-2", "src-3"]
 
 
 def test_a_sections_code_covers_its_import_closure_and_nothing_else(tmp_path, monkeypatch):

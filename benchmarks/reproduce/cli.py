@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         run_cells([c for _, cells in cells_by_section for c in cells], run_any,
                   out / "results.jsonl", workers=args.workers,
                   expected_s=expected_seconds(mode_name),
-                  code=None if args.reuse_stale else codes,
+                  code=codes, reuse_stale=args.reuse_stale,
                   log=lambda text: print(text, file=sys.stderr, flush=True))
     document = write_report(mode_name, cells_by_section, out,
                             wall_s=time.perf_counter() - begin, report_only=args.report_only,

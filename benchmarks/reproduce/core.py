@@ -329,7 +329,7 @@ def _one_thread_per_worker() -> None:
 def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str, Any]], dict],
               path: Path, *, retry_failed: bool = True, log=print, workers: int = 1,
               expected_s: Mapping[str, float] | None = None,
-              code: str | Mapping[str, str] | None = None
+              code: str | Mapping[str, str] | None = None, reuse_stale: bool = False
               ) -> list[dict[str, Any]]:
     """Run each cell not yet in ``path`` and append its record; return all records.
 
@@ -357,8 +357,11 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
         :func:`longest_first`.
     code : str or mapping of str to str, optional
         The code version, or each section's (:func:`section_code`): stamped on every new
-        record, and a recorded cell of another version runs again. None reuses any recorded
-        cell (a resume across commits, said so in the report by ``cells_code``).
+        record, and a recorded cell of another version runs again unless ``reuse_stale``.
+        None stamps nothing and reuses any recorded cell.
+    reuse_stale : bool
+        Keep cells recorded under another code version (a resume across commits, said so in
+        the report by ``cells_code``); new records are still stamped with ``code``.
 
     Returns
     -------
@@ -366,7 +369,7 @@ def run_cells(cells: Sequence[Mapping[str, Any]], runner: Callable[[Mapping[str,
         One record per cell, in the order of ``cells``.
     """
     done = load_results(path)
-    todo = pending(cells, done, retry_failed=retry_failed, code=code)
+    todo = pending(cells, done, retry_failed=retry_failed, code=None if reuse_stale else code)
 
     def finish(record: dict[str, Any]) -> None:
         if record.get("traceback"):
