@@ -143,7 +143,7 @@ MECHANISMS: dict[str, Entry] = {
     "aim-selection": Entry(audit_aim_selection, 20_000, 2_000),
     "quantiles": Entry(audit_quantiles, 100_000, 5_000),
     "cathist": Entry(audit_cathist, 40_000, 2_000),
-    "aim-round": Entry(audit_aim_round, 10_000, 1_000),
+    "aim-round": Entry(audit_aim_round, 20_000, 1_000),
     "policy-counts": Entry(audit_policy_counts, 40_000, 2_000),
     "confusion-counts": Entry(audit_confusion_counts, 40_000, 2_000),
     # At epsilon 3 (the audits' default) a Laplace LLR threshold event confirms about 0.8
@@ -162,9 +162,9 @@ MECHANISMS: dict[str, Entry] = {
                                       steps=1), 80_000, 20_000),
     "dpsgd-f": Entry(audit_dpsgd_f, 10_000, 1_500),
     "d1": Entry(audit_d1_step, 10_000, 1_000),
-    "privpc": Entry(audit_privpc, 10_000, 2_000),
+    "privpc": Entry(audit_privpc, 100_000, 10_000),
     "lapmech": Entry(audit_lapmech, 10_000, 2_000),
-    "dpne": Entry(audit_dpne, 100_000, 10_000),
+    "dpne": Entry(audit_dpne, 100_000, 20_000),
     "end-to-end": Entry(audit_end_to_end, 8_000, 3_000),
 }
 
