@@ -105,7 +105,7 @@ def _exact_float_draw(draw: Draw) -> Draw:
 
 
 def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
-                     epsilon: float = 3.0, event: str = "llr",
+                     epsilon: float = 1.0, event: str = "llr",
                      objective: Callable[..., Any] | None = None) -> AuditResult:
     """The functional mechanism's released polynomial (``learn.functional.noisy_objective``;
     the model's weights are its minimiser, post-processing).
@@ -137,9 +137,16 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
     x_n = np.vstack([x, [1.0, 0.0]])
     y_n, s_n = np.append(y, 0.0), np.append(s, 1.0)
     star = variant == "pflr-star"
+    # The exact-float event audits PFLR* in the signed form the float reference implements
+    # (tests/test_float_leak.py): little of ε on the shift and a small α keep its noise
+    # (α · Lap(Δ_g/ε_g)) from blurring the coefficients' float residue.
+    signed = star and event == "exact-float"
     knobs: dict[str, Any] = {"variant": variant, "row_l1_bound": 1.0, "centre": 0.5,
-                             "alpha": 0.3,
-                             "fairness_share": PFLR_STAR_SHARE if star else 0.5}
+                             "alpha": 0.05 if signed else 0.3,
+                             "fairness_share": (0.1 if signed else PFLR_STAR_SHARE) if star
+                             else 0.5}
+    if signed:
+        knobs["fairness_term"] = "signed"
 
     def release(neighbour: bool, eps: float, rng: np.random.Generator,
                 ledger: PrivacyLedger) -> tuple[np.ndarray, np.ndarray]:
@@ -147,15 +154,15 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
         args = (x_n, y_n, s_n) if neighbour else (x, y, s)
         released, scales, _ = release_objective(*args, epsilon=eps, ledger=ledger, rng=rng,
                                                 **knobs)
-        if star:
-            # μ̃ is its own release at its own scale: the LLR weighs each by 1 / scale.
-            assert released.shift is not None
+        if star and not signed and released.shift is not None:
+            # μ̃ is its own release at its own scale: the LLR weighs each by 1 / scale. (A
+            # replacement ``objective`` without μ̃, the old float path, falls to the sum.)
             return (np.array([released.linear[0], released.quadratic[0, 0],
                               released.shift[0]]),
                     np.array([1 / scales.coefficients] * 2 + [1 / scales.shift]))
         # One release, one scale: the plain sum is the LLR. PFLR's absolute term: μ̃ is part
-        # of the same release (same grid, same scale).
-        fairness = [] if released.fairness is None else [released.fairness[0]]
+        # of the same release (same grid, same scale); PFLR*'s signed μ̃ only centres it.
+        fairness = [] if star or released.fairness is None else [released.fairness[0]]
         values = np.array([released.linear[0], *fairness, released.quadratic[0, 0]])
         return values, np.ones_like(values)
 
