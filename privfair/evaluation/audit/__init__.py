@@ -131,9 +131,10 @@ class Entry:
         return iter((self.function, self.trials))
 
 
-#: Name -> audit and trial counts. The quick ones (``--quick``, CI) took 105 CPU seconds at
-#: issue 41 (118 before it; 15 min wall on 2 cores at load 20); every negative control
-#: exceeds its claim at both counts.
+#: Name -> audit and trial counts. The quick ones (``--quick``, CI): 94 s of the audits' own
+#: timers on a quiet machine before issue 41's tightening, about 146 s after it (807 s at
+#: load 17, scaled by the unchanged audits' slow-down; DPNE's 20 000 runs a side are 38 s of
+#: it); every negative control exceeds its claim at both counts.
 MECHANISMS: dict[str, Entry] = {
     "gaussian": Entry(audit_gaussian_marginals, 100_000, 2_000),
     "gaussian-discrete": Entry(audit_discrete_gaussian_marginals, 20_000, 3_000),
