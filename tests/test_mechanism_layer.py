@@ -144,8 +144,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ('privfair/embedding/dpne.py', 'public_factor',
      'h = rng.normal(size=(n_nodes, dim))'):
         "DPNE's data-independent public factor H",
-    ('privfair/evaluation/audit/graphs.py', 'audit_privpc.charge',
-     'ledger.spend(LedgerEntry(name=f"PrivPC step {k}", mechanism="exponential",'):
+    ('privfair/evaluation/audit/graphs.py', 'audit_privpc',
+     'claimed_epsilon=claimed_epsilon(lambda ledger: ledger.spend(first), delta=1e-9),'):
         AUDIT_CLAIM,
     ('privfair/evaluation/audit/models.py', '_sgd_claim.charge',
      'ledger.spend(entry)'):

@@ -53,13 +53,14 @@ def test_dp_quantile_edges_fall_on_the_public_grid():
 def test_dp_quantile_edges_sample_the_exponential_mechanism_over_grid_points():
     """The gap-then-point draw is the exponential mechanism over the grid points: on a
     10-point integer grid, the empirical law of the median edge matches
-    exp(ε·u(g)/2)/Z, u(g) = −|#{x ≤ g} − n/2|, within sampling error."""
+    exp(ε·u(g)/(2Δ))/Z, u(g) = −|#{x ≤ g} − n/2|, Δ = 1/2 (the median's sensitivity),
+    within sampling error."""
     values = np.array([2.0, 2.0, 3.0, 7.0])
     epsilon = 1.0
     rho = epsilon**2 / 8
     grid = np.arange(0, 11)
     utility = -np.abs(np.searchsorted(np.sort(values), grid, side="right") - values.size / 2)
-    expected = np.exp(epsilon * utility / 2)
+    expected = np.exp(epsilon * utility / (2 * 0.5))
     expected = expected[1:-1] / expected[1:-1].sum()  # the two range ends are not inner edges
     rng = np.random.default_rng(4)
     draws = 5_000
@@ -87,3 +88,25 @@ def test_grid_points_below_counts_exactly_even_on_grid_points():
                              [lower, upper]])
     below = quantiles._grid_points_below(values, lower=lower, step=step, cells=cells)
     np.testing.assert_array_equal(below, np.searchsorted(grid, values, side="left"))
+
+
+def test_quantile_sensitivity_is_max_q_one_minus_q_and_reached():
+    """Issue 41: the utility −|rank(g) − q n| of an output point g (rank: values at or below
+    it) moves by at most max(q, 1 − q) when a value is added (removing is the same read
+    backwards), some pair reaches it, and the ledger records exactly that sensitivity."""
+    rng = np.random.default_rng(3)
+    points = np.arange(0, 11) + 0.5  # output points between the integer data values
+    for q in (0.25, 0.5, 0.75):
+        worst = 0.0
+        for _ in range(400):
+            data = np.sort(rng.integers(0, 11, size=rng.integers(0, 7)))
+            extended = np.sort(np.append(data, rng.integers(0, 11)))
+            rank = np.searchsorted(data, points, side="right")
+            rank_n = np.searchsorted(extended, points, side="right")
+            move = np.abs(np.abs(rank_n - q * extended.size) - np.abs(rank - q * data.size))
+            worst = max(worst, float(move.max()))
+        assert worst == pytest.approx(max(q, 1 - q))
+    ledger = PrivacyLedger(rho_budget=1.0)
+    dp_quantile_edges(np.arange(20.0), bins=4, lower=0, upper=100, integer=False, rho=0.3,
+                      rng=rng, ledger=ledger, name="x")
+    assert [e.sensitivity for e in ledger.entries] == [0.75, 0.5, 0.75]

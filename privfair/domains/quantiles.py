@@ -3,7 +3,16 @@
 A contract may declare ``dp_bins: k`` with a public range ``[lower, upper]`` instead of bin
 edges. The first release then publishes k−1 inner edges at the j/k quantiles, each chosen by
 the exponential mechanism over the intervals between sorted (clipped) values, with utility
-``−|rank − q·n|`` (sensitivity 1 under add/remove). Nothing but the edges leaves this module.
+``−|rank − q·n|``. Nothing but the edges leaves this module.
+
+The utility's sensitivity under add/remove is ``max(q, 1 − q)``, not 1 (issue 41's audit
+found the median charged at sensitivity 1 (ε/2)-DP). Read the utility as a function of the
+output point g, whose base measure does not depend on the data. Adding a value x to n
+values moves qn to qn + q: a point g below x keeps its rank r, so ``|r − qn|`` moves by at
+most q; a point at or above x has rank r + 1, so ``r − qn`` moves by 1 − q and ``|r − qn|``
+by at most 1 − q. Removing a value is the same read backwards. Both extremes are reached
+(for q ≤ 1/2 by points just above and far above an x added below rank qn), so the charge
+is tight for every q, and the median gets half the noise it had at the same ε.
 
 The output space is a public grid, not the reals (issue 41.2: no published number at float
 precision that noise produced): :data:`GRID_CELLS` equal steps of ``[lower, upper]``, or the
@@ -86,7 +95,8 @@ def dp_quantile_edges(
     for j in range(1, bins):
         q = j / bins
         pick = exponential_mechanism(-np.abs(ranks - q * x.size), epsilon=epsilon,
-                                     sensitivity=1.0, rng=rng, ledger=ledger,
+                                     sensitivity=max(q, 1 - q),  # module docstring
+                                     rng=rng, ledger=ledger,
                                      name=f"{name} quantile {j}/{bins}", log_base=log_count,
                                      queries=1)  # one quantile; n + 1 candidates would leak n
         k = first_in_gap[pick] + int(rng.integers(points_in_gap[pick]))

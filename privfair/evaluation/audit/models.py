@@ -65,13 +65,11 @@ def one_torch_thread() -> Iterator[None]:
 
 # --- the functional mechanism (PrivLR, PFLR, PFLR*) -----------------------------------------
 
-#: PFLR*'s public knobs for the audit: the signed term (its coefficients' noise centred at
-#: α μ̃), little of ε on the shift and a small α keep the shift's noise (α · Lap(Δ_g/ε_g))
-#: below the coefficients', so the released linear coefficient is close to one Laplace
-#: variable whose likelihood ratio reaches its ε share. (With the absolute term PFLR*'s
-#: coefficients are PrivLR's release at ε_f, audited as ``privlr``, and μ̃ a Laplace release.)
-PFLR_STAR_SHARE = 0.1
-PFLR_STAR_ALPHA = 0.05
+#: PFLR*'s public knob for the audit: the shift's share of ε (the release default, 1/2).
+#: With the absolute term (the default) PFLR* releases the shift μ̃ and the coefficients
+#: (λ1, Λ2) separately, each with its own Laplace scale, and both are part of the objective
+#: the model minimises, so the audit reads all three coordinates the row moves.
+PFLR_STAR_SHARE = 0.5
 
 
 #: The exact-float event: an exact value of the statistic counts only if it occurs at least
@@ -139,29 +137,44 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
     x_n = np.vstack([x, [1.0, 0.0]])
     y_n, s_n = np.append(y, 0.0), np.append(s, 1.0)
     star = variant == "pflr-star"
+    # The exact-float event audits PFLR* in the signed form the float reference implements
+    # (tests/test_float_leak.py): little of ε on the shift and a small α keep its noise
+    # (α · Lap(Δ_g/ε_g)) from blurring the coefficients' float residue.
+    signed = star and event == "exact-float"
     knobs: dict[str, Any] = {"variant": variant, "row_l1_bound": 1.0, "centre": 0.5,
-                             "alpha": PFLR_STAR_ALPHA if star else 0.3,
-                             "fairness_share": PFLR_STAR_SHARE if star else 0.5}
-    if star:
+                             "alpha": 0.05 if signed else 0.3,
+                             "fairness_share": (0.1 if signed else PFLR_STAR_SHARE) if star
+                             else 0.5}
+    if signed:
         knobs["fairness_term"] = "signed"
 
     def release(neighbour: bool, eps: float, rng: np.random.Generator,
-                ledger: PrivacyLedger) -> np.ndarray:
+                ledger: PrivacyLedger) -> tuple[np.ndarray, np.ndarray]:
+        """The coordinates the row moves and the inverse Laplace scale of each."""
         args = (x_n, y_n, s_n) if neighbour else (x, y, s)
-        released, _, _ = release_objective(*args, epsilon=eps, ledger=ledger, rng=rng,
-                                           **knobs)
-        # PFLR's absolute term: μ̃ is part of the same release (same grid, same scale).
+        released, scales, _ = release_objective(*args, epsilon=eps, ledger=ledger, rng=rng,
+                                                **knobs)
+        if star and not signed and released.shift is not None:
+            # μ̃ is its own release at its own scale: the LLR weighs each by 1 / scale. (A
+            # replacement ``objective`` without μ̃, the old float path, falls to the sum.)
+            return (np.array([released.linear[0], released.quadratic[0, 0],
+                              released.shift[0]]),
+                    np.array([1 / scales.coefficients] * 2 + [1 / scales.shift]))
+        # One release, one scale: the plain sum is the LLR. PFLR's absolute term: μ̃ is part
+        # of the same release (same grid, same scale); PFLR*'s signed μ̃ only centres it.
         fairness = [] if star or released.fairness is None else [released.fairness[0]]
-        return np.array([released.linear[0], *fairness, released.quadratic[0, 0]])
+        values = np.array([released.linear[0], *fairness, released.quadratic[0, 0]])
+        return values, np.ones_like(values)
 
-    exact = [release(n, 1e5, np.random.default_rng(0), fresh_ledger()) for n in (False, True)]
+    exact = [release(n, 1e5, np.random.default_rng(0), fresh_ledger())[0]
+             for n in (False, True)]
 
     def make(noise: float) -> Draw:
         def trial(neighbour: bool, rng: np.random.Generator) -> float:
-            z = release(neighbour, epsilon / noise, rng, fresh_ledger())
+            z, weight = release(neighbour, epsilon / noise, rng, fresh_ledger())
             # Exact: the released values are on a grid, so the float residue of the clipped
             # ratio depends on nothing but the grid point (with float Laplace noise it did).
-            return float(np.sum(np.abs(z - exact[0]) - np.abs(z - exact[1])))
+            return float(np.sum(weight * (np.abs(z - exact[0]) - np.abs(z - exact[1]))))
 
         draw = looped(trial)
         return _exact_float_draw(draw) if event == "exact-float" else draw
@@ -178,10 +191,10 @@ def audit_functional(*, trials: int, seed: int = 10, variant: str = "pflr",
                    "s = 1",
         statistic=("exact-float log ratio (calibration counts) of the Laplace log-likelihood "
                    "ratio" if event == "exact-float" else
-                   "Laplace log-likelihood ratio of the two coefficients the row moves"),
-        notes=(f"fairness_share {PFLR_STAR_SHARE}, alpha {PFLR_STAR_ALPHA}: the shift is not "
-               "released on its own, so its noise only blurs the linear coefficient"
-               if star else ""))
+                   "Laplace log-likelihood ratio of the coefficients the row moves"
+                   + (", each weighed by 1 / its scale" if star else "")),
+        notes=(f"fairness_share {PFLR_STAR_SHARE}: the shift and the coefficients, two "
+               "releases, both in the objective" if star else ""))
 
 
 # --- DP-SGD: many gradient canaries in one run ----------------------------------------------
