@@ -48,7 +48,11 @@ constraint ⟨W, N⟩ = 0, by ‖W − W*‖ = |a| ‖N A⁻¹‖ / (2b), about 
 direction. The first-order-condition argument of Theorem 7 then fails (c η_i − η'_i, not
 η_i − η'_i, is what the graph fixes, and c depends on the graph), and a neighbour is told
 apart by W's distance to W*(G) versus W*(G'): not ε-DP for any finite ε. It exists to show,
-measured, where the paper's numbers at ε ≥ 1 come from.
+measured, where the paper's numbers at ε ≥ 1 come from: the reproduction
+(``benchmarks/reproduce/xu_dpne.py``) judges Tables 5.1 / 5.3 on it as the paper's setting,
+with the ε-DP default beside it. Neither ``accounting="paper"`` setting is a guarantee: with
+Lemma 1's Δ the realised privacy loss on the worst neighbours reaches 1.77 ε even with a
+public H (tests/test_embedding_dpne.py).
 
 Why the paper's ε = 1 is out of reach of the linear term (proof, not tuning): the release is
 the affine image W = (M H − N/2) A⁻¹ of the noisy row vectors M_i H − η_i/2. Rows of M are
