@@ -339,7 +339,7 @@ def test_dpne_standin_has_coras_public_shape():
 
 
 def _dpne_records(proven, paper, non_private=(0.70, 0.70), implementation=None,
-                  dpm_paper=None):
+                  dpm_paper=None, shift=0.0017):
     from benchmarks.reproduce import xu_dpne
 
     metrics = {"non-private": non_private, "majority_share": 0.302,
@@ -353,7 +353,7 @@ def _dpne_records(proven, paper, non_private=(0.70, 0.70), implementation=None,
             metrics[f"dpm paper eps={eps:g}"] = (dpm_paper or paper)(eps)
         if implementation is not None:
             metrics[f"paper-absolute eps={eps:g}"] = implementation(eps)
-            metrics[f"paper-absolute shift eps={eps:g}"] = 0.0017
+            metrics[f"paper-absolute shift eps={eps:g}"] = shift
     return [{"status": "ok", "id": f"s{seed}", "seed": seed, "wall_s": 1.0,
              "setting": {"graph": xu_dpne.STANDIN},
              "metrics": {k: tuple(x + 0.001 * seed for x in v) if isinstance(v, tuple) else v
@@ -388,8 +388,11 @@ def test_dpne_cells_are_judged_on_the_papers_setting_with_the_default_beside():
     assert base["paper"] == 0.700 and base["verdict"] == "within"
     one = _row(rows, f"Cora-matched stand-in, dpne, ε=1 ({xu_dpne.PAPER_SETTING})",
                "node_accuracy")
-    assert one["paper"] == 0.662 and one["verdict"] == "within" and one["at_paper_setting"]
+    assert one["paper"] == 0.662 and one["at_paper_setting"]
     assert one["ours"] == pytest.approx(0.692)
+    # its release is the non-private minimiser (shift 1.7e-3 < 1 %): it tests no privacy
+    assert one["verdict"] == "uninformative" and "would read within" in one["why"]
+    assert "non-private minimiser" in one["why"]
     # The ε-DP default and Theorem 7 as stated, at chance, are shown beside, not counted.
     beside = {o["setting"]: o for o in one["other_settings"]}
     default = beside[f"Cora-matched stand-in, dpne, ε=1 ({xu_dpne.DEFAULT})"]
@@ -399,7 +402,7 @@ def test_dpne_cells_are_judged_on_the_papers_setting_with_the_default_beside():
     # measured reason that its release ignores ε and is not DP.
     low = _row(rows, f"Cora-matched stand-in, dpne, ε=0.01 ({xu_dpne.PAPER_SETTING})",
                "node_accuracy")
-    assert low["verdict"] == "better"
+    assert low["verdict"] == "uninformative" and "would read better" in low["why"]
     assert "does not depend on ε and carries no DP guarantee" in low["why"]
     assert "9e+04× and 1.1e+05× the data term's at ε = 0.01" in low["why"]
     # dpM: the paper's Lap(√2/ε) is counted, the default Lap(3/ε) beside.
@@ -423,8 +426,9 @@ def test_dpne_cells_are_judged_on_the_papers_setting_with_the_default_beside():
 def test_dpne_rows_at_chance_are_uninformative_only_against_a_chance_paper_number():
     from benchmarks.reproduce import xu_dpne
 
+    # (releases far from the non-private minimiser: only the chance rule applies)
     rows = xu_dpne.summarize(_dpne_records(lambda e: (0.17, 0.50), lambda e: (0.17, 0.50),
-                                           implementation=lambda e: (0.17, 0.50)),
+                                           implementation=lambda e: (0.17, 0.50), shift=0.5),
                              "full")["rows"]
     # ε = 0.1: ours at chance and the paper's 0.213 under the majority share (0.302) too.
     low = _row(rows, f"Cora-matched stand-in, dpne, ε=0.1 ({xu_dpne.PAPER_SETTING})",
