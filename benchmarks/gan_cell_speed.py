@@ -1,6 +1,7 @@
 """Wall and CPU time of the GAN reproduction cells (Xu ch. 6 ``xu_gan``, ch. 7 ``xu_cfgan``).
 
-    python benchmarks/gan_cell_speed.py [--grid] [--seeds 0 ...] [--tree PATH] [--out FILE]
+    python benchmarks/gan_cell_speed.py [--grid [--sections S ...]] [--seeds 0 ...]
+                                        [--tree PATH] [--log FILE] [--out FILE]
 
 Each cell runs ``benchmarks.reproduce.<section>.run`` in a fresh process with one torch / BLAS
 thread, as a ``--full`` pool worker does (``OMP_NUM_THREADS=1``). The process imports torch,
@@ -15,7 +16,10 @@ jointly with D1) and one ``xu_cfgan`` cell (CFGAN(SE)). ``--grid`` times one see
 distinct configuration of both sections' ``--full`` grids and estimates each grid's wall time
 on 2 workers (longest first, as the CLI schedules) from those per-configuration times.
 ``--tree`` runs another checkout's code (e.g. a ``git worktree`` of the commit before a
-change), so two versions are timed on the same machine in one sitting.
+change), so two versions are timed on the same machine in one sitting: run both at once and
+compare CPU seconds (and the metrics: a change meant to be exact must give the same ones).
+``--log`` appends each cell's record as it finishes, so a long ``--grid`` run that is stopped
+still leaves its cells.
 """
 
 from __future__ import annotations
@@ -137,11 +141,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--grid", action="store_true",
                         help="every distinct configuration of both --full grids, one seed")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS),
+                        help="with --grid: whose grids (one process per section can run "
+                             "at once, as 2 workers would)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--tree", type=Path, default=ROOT,
                         help="the checkout whose code runs (default: this one)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--log", type=Path,
+                        help="append each cell's record here as it finishes (JSON lines)")
     parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -157,7 +166,7 @@ def main() -> None:
     plan: list[tuple[str, dict[str, Any]]] = []
     grid: dict[str, list[dict[str, Any]]] = {}
     if args.grid:
-        for section in SECTIONS:
+        for section in args.sections:
             grid[section] = full_grid(tree, section)
             for c in grid[section]:
                 if (section, c["setting"]) not in plan:
@@ -165,8 +174,14 @@ def main() -> None:
     else:
         plan.extend(DEFAULT_CELLS)
     started = time.perf_counter()
-    records = [run_cell(tree, section, setting, seed)
-               for section, setting in plan for seed in args.seeds]
+    records = []
+    for section, setting in plan:
+        for seed in args.seeds:
+            records.append(run_cell(tree, section, setting, seed))
+            if args.log:
+                with args.log.open("a") as handle:
+                    handle.write(json.dumps({"code": rev, **records[-1]}, default=float)
+                                 + "\n")
     document: dict[str, Any] = {
         "benchmark": "GAN reproduction cells (xu_gan, xu_cfgan): wall and CPU seconds per cell",
         "tree": str(tree), "code": rev + ("+dirty" if dirty else ""),
