@@ -237,7 +237,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
      'z = torch.randn((n, self.noise_dim), generator=generator, device=device)'):
         "the generator's latent input z (public randomness)",
     ('privfair/generative/gan.py', 'CausalGenerator.exogenous',
-     'return {v: (torch.randn((n, self.noise_dim), generator=generator, device=device),'):
+     'z[v] = torch.randn((n, self.noise_dim), generator=generator, device=device)'):
         "the causal generator's exogenous inputs (public randomness)",
     ('privfair/generative/gan.py', '_draw_onehot',
      'index = torch.multinomial(p, n, replacement=True, generator=gen) if n else \\'):
@@ -257,8 +257,8 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ('privfair/generative/nets.py', 'seeded_init_',
      'nn.init.uniform_(layer.bias, -bound, bound, generator=generator)'):
         INITIALISATION,
-    ('privfair/generative/nets.py', 'gumbel_noise',
-     'u = torch.rand(tuple(shape), generator=generator, device=device)'):
+    ('privfair/generative/nets.py', 'uniform_draws',
+     'return [torch.rand((n, w), generator=generator, device=device) for w in widths]'):
         "Gumbel-softmax of the generator's own output (public)",
     ('privfair/learn/dpsgd.py', 'poisson_batch',
      'return torch.nonzero(torch.rand(n, generator=generator) < sample_rate).flatten()'):

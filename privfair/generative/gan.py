@@ -67,10 +67,11 @@ from privfair.generative.dpsgd import (
 )
 from privfair.generative.nets import (
     OneHotLayout,
-    gumbel_noise,
+    gumbel_from_uniform,
     hard_gumbel_softmax,
     mlp,
     torch_generator,
+    uniform_draws,
 )
 
 __all__ = ["BASELINE_GAN_METHODS", "GAN_METHODS", "GAN_SETTINGS", "FittedGAN", "GANConfig",
@@ -375,8 +376,8 @@ class ConditionalGenerator(nn.Module):
         self.noise_dim = noise_dim
         self.temperature = temperature
         cond_width = sum(layout.domain.size(a) for a in conditioned)
-        out_width = sum(layout.domain.size(a) for a in self.outputs)
-        self.body = mlp([noise_dim + cond_width, hidden, hidden, out_width],
+        self.widths = tuple(layout.domain.size(a) for a in self.outputs)
+        self.body = mlp([noise_dim + cond_width, hidden, hidden, sum(self.widths)],
                         generator=generator)
 
     def forward(self, condition: Mapping[str, torch.Tensor], *, generator: torch.Generator
@@ -385,14 +386,14 @@ class ConditionalGenerator(nn.Module):
         n, device = first.shape[0], first.device
         z = torch.randn((n, self.noise_dim), generator=generator, device=device)
         logits = self.body(torch.cat([z] + [condition[a] for a in self.conditioned], dim=1))
+        gumbel = gumbel_from_uniform(torch.cat(
+            uniform_draws(n, self.widths, generator=generator, device=device), dim=1))
         values = dict(condition)
         start = 0
-        for a in self.outputs:
-            size = self.layout.domain.size(a)
-            block = logits[:, start:start + size]
-            values[a] = hard_gumbel_softmax(
-                block, gumbel_noise(block.shape, generator=generator, device=device),
-                temperature=self.temperature)
+        for a, size in zip(self.outputs, self.widths, strict=True):
+            values[a] = hard_gumbel_softmax(logits[:, start:start + size],
+                                            gumbel[:, start:start + size],
+                                            temperature=self.temperature)
             start += size
         return values
 
@@ -412,17 +413,24 @@ class CausalGenerator(nn.Module):
         self.noise_dim = noise_dim
         self.temperature = temperature
         size = layout.domain.size
+        # parents looked up once: run() visits every node several times a step
+        self.parents = {v: dag.parents(v) for v in dag.nodes}
         self.nets = nn.ModuleDict({
-            _key(v): mlp([noise_dim + sum(size(p) for p in dag.parents(v)), hidden, size(v)],
+            _key(v): mlp([noise_dim + sum(size(p) for p in self.parents[v]), hidden, size(v)],
                          generator=generator)
             for v in dag.nodes})
 
     def exogenous(self, n: int, *, generator: torch.Generator, device: torch.device
                   ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
-        return {v: (torch.randn((n, self.noise_dim), generator=generator, device=device),
-                    gumbel_noise((n, self.layout.domain.size(v)), generator=generator,
-                                 device=device))
-                for v in self.dag.nodes}
+        # each node's normal then uniform draws in turn (the stream of one draw each), the
+        # uniforms turned into Gumbel noise together
+        z, widths, uniform = {}, [], []
+        for v in self.dag.nodes:
+            z[v] = torch.randn((n, self.noise_dim), generator=generator, device=device)
+            widths.append(self.layout.domain.size(v))
+            uniform.extend(uniform_draws(n, widths[-1:], generator=generator, device=device))
+        gumbel = gumbel_from_uniform(torch.cat(uniform, dim=1)).split(widths, dim=1)
+        return {v: (z[v], g) for v, g in zip(self.dag.nodes, gumbel, strict=True)}
 
     def run(self, noise: Mapping[str, tuple[torch.Tensor, torch.Tensor]], *,
             fixed: Mapping[str, torch.Tensor] | None = None,
@@ -435,7 +443,7 @@ class CausalGenerator(nn.Module):
                 continue
             z, gumbel = noise[v]
             parents = [parent_value(p, v, values) if parent_value else values[p]
-                       for p in self.dag.parents(v)]
+                       for p in self.parents[v]]
             logits = self.nets[_key(v)](torch.cat([z, *parents], dim=1))
             values[v] = hard_gumbel_softmax(logits, gumbel, temperature=self.temperature)
         return values
@@ -645,7 +653,10 @@ class _Adversary:
 
 
 def _adam(module: nn.Module, lr: float) -> torch.optim.Optimizer:
-    return torch.optim.Adam(module.parameters(), lr=lr, betas=(0.5, 0.9))
+    # foreach: one multi-tensor update instead of a Python loop over the parameters (CFGAN's
+    # generator has 44); the same arithmetic per element, bit for bit on the CPU
+    # (benchmarks/gan_cell_speed.py, tests/test_gan_speed.py)
+    return torch.optim.Adam(module.parameters(), lr=lr, betas=(0.5, 0.9), foreach=True)
 
 
 class _Trainer:
@@ -672,6 +683,8 @@ class _Trainer:
         d = config.discriminator_hidden
         s_size, y_size = domain.size(protected), domain.size(outcome)
         self.x_only = layout.columns([a for a in domain if a not in (protected, outcome)])
+        # column lists as index tensors, built once (index_select copies the same entries)
+        self.x_only_index = torch.tensor(self.x_only, dtype=torch.long, device=device)
         # ACGAN's auxiliary classifier of y is the logistic regression η (Xu §6.4.1.1), below;
         # its D1 is the conditional one of the other methods (P_G(X|Y,S) = P_data(X|Y,S)).
         self.acgan = config.method == "acgan"
@@ -684,6 +697,10 @@ class _Trainer:
         # D2 sees neither protected attribute it constrains: one head per attribute, each
         # asked to find its attribute in the generated (X, Y) alone.
         self.not_s = layout.columns([a for a in domain if a not in self.fair])
+        self.not_s_index = torch.tensor(self.not_s, dtype=torch.long, device=device)
+        # the per_group weights' P(S), clamped as group_weights needs it
+        self.protected_prior = torch.as_tensor(
+            marginals[protected], dtype=torch.float32, device=device).clamp_min(1e-3)
         # FairGAN+ under xu2021, and ACGAN: η (and FairGAN+'s D3) also learn from real rows,
         # inside D1's DP-SGD step; their noisy gradients wait here for the next public step.
         self.classifier_reads_real = self.acgan or (
@@ -795,7 +812,7 @@ class _Trainer:
         FairGAN+; ACGAN's auxiliary classifier loss) and of each D3 head (V3), for
         :meth:`d1_private_step` to clip and noise with D1's."""
         cfg, span = self.config, self.layout.span
-        x = batch[:, self.x_only]
+        x = batch.index_select(1, self.x_only_index)
         y_onehot = batch[:, span(self.outcome)]
         y = y_onehot.argmax(1)
         mode = cfg.classifier_fairness
@@ -856,7 +873,7 @@ class _Trainer:
         values = self.generate(n)
         terms: list[tuple[str, torch.Tensor, torch.Tensor]] = []
         if cfg.method in ("fairgan", "fairgan-plus"):
-            rows = self.rows(values)[:, self.not_s]
+            rows = self.rows(values).index_select(1, self.not_s_index)
             for attribute in self.fair:
                 terms.append((_head("D2", attribute, self.protected), rows,
                               values[attribute].argmax(1)))
@@ -908,9 +925,7 @@ class _Trainer:
             return torch.ones(target.shape[0], device=target.device)
         if streams:
             return torch.full((target.shape[0],), 2.0, device=target.device)
-        prior = torch.as_tensor(self.marginals[self.protected], dtype=torch.float32,
-                                device=target.device)
-        return 1.0 / prior.clamp_min(1e-3)[target]
+        return 1.0 / self.protected_prior[target]
 
     def _adversary_loss(self, name: str, inputs: torch.Tensor,
                         target: torch.Tensor) -> torch.Tensor:
@@ -969,7 +984,7 @@ class _Trainer:
             adv.optimiser.zero_grad(set_to_none=True)
             self._adversary_loss(name, inputs.detach(), target).backward()
             adv.optimiser.step()
-        x_hat = self.rows(values)[:, self.x_only]
+        x_hat = self.rows(values).index_select(1, self.x_only_index)
         y_idx = values[self.outcome].argmax(1)
         if cfg.method in ("fairgan-plus", "acgan"):
             self.classifier_opt.zero_grad(set_to_none=True)

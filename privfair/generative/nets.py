@@ -19,7 +19,8 @@ from privfair.core.domain import Domain
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
-__all__ = ["OneHotLayout", "hard_gumbel_softmax", "mlp", "seeded_init_", "torch_generator"]
+__all__ = ["OneHotLayout", "gumbel_from_uniform", "hard_gumbel_softmax", "mlp", "seeded_init_",
+           "torch_generator", "uniform_draws"]
 
 
 def torch_generator(rng: np.random.Generator, device: torch.device) -> torch.Generator:
@@ -88,11 +89,22 @@ def mlp(sizes: Sequence[int], *, generator: torch.Generator, leaky: bool = False
     return seeded_init_(nn.Sequential(*layers), generator)
 
 
-def gumbel_noise(shape: Sequence[int], *, generator: torch.Generator,
-                 device: torch.device) -> torch.Tensor:
-    u = torch.rand(tuple(shape), generator=generator, device=device)
-    exponential = (-torch.log(u.clamp_min(1e-10))).clamp_min(1e-10)
-    return -torch.log(exponential)
+def uniform_draws(n: int, widths: Sequence[int], *, generator: torch.Generator,
+                  device: torch.device) -> list[torch.Tensor]:
+    """U(0, 1) draws of shape (n, w) for each block width w, in turn (the Gumbel noise of a
+    generator's outputs: :func:`gumbel_from_uniform`)."""
+    return [torch.rand((n, w), generator=generator, device=device) for w in widths]
+
+
+def gumbel_from_uniform(u: torch.Tensor) -> torch.Tensor:
+    """Standard Gumbel draws −log(−log u) from uniform ones (both clamped away from 0).
+
+    Elementwise, so transforming blocks side by side (one call) gives the same numbers as
+    one call per block: the generators draw each block's uniforms in turn
+    (:func:`uniform_draws`) and transform them together (fewer, larger operations; the
+    same draws)."""
+    exponential = torch.log(u.clamp_min(1e-10)).neg_().clamp_min_(1e-10)
+    return torch.log(exponential).neg_()
 
 
 def hard_gumbel_softmax(logits: torch.Tensor, gumbel: torch.Tensor, *,
