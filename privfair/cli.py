@@ -628,6 +628,9 @@ MAX_OLDER_THAN_DAYS = 36_500
 #: ``audit --scale-noise``: noise a million times its declared scale is already caught by
 #: every test; larger factors only approach float overflow in the mechanisms.
 MAX_SCALE_NOISE = 1e6
+#: ``audit --scale``: the full audit takes 3-4 CPU-minutes at 1, so 1000 is days; beyond it
+#: the trial counts (an int) overflow.
+MAX_AUDIT_SCALE = 1e3
 
 
 def _store_folder_option(path: str, flag: str) -> None:
@@ -1004,8 +1007,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     what failed."""
     from privfair.evaluation.audit import MECHANISMS, NOISE_CASES, run_audit
 
-    if not args.scale > 0:
-        raise UsageError(f"--scale: expected a number > 0, got {args.scale!r}")
+    if not 0 < args.scale <= MAX_AUDIT_SCALE:
+        raise UsageError(f"--scale: expected a number in (0, {MAX_AUDIT_SCALE:g}], got "
+                         f"{args.scale:g}")
     if not (math.isfinite(args.scale_noise) and 0 < args.scale_noise <= MAX_SCALE_NOISE):
         raise UsageError(f"--scale-noise: expected a number in (0, {MAX_SCALE_NOISE:g}], got "
                          f"{args.scale_noise:g}")

@@ -1,0 +1,100 @@
+"""The fast cases of the round-four bad-input battery (benchmarks/bad_inputs_round4.py) that
+found a fault: each is refused with one line naming the parameter, before anything is
+reserved, and writes nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from privfair.cli import main
+
+
+def run_cli(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+TOY = """\
+name: toy4
+version: "1.0.0"
+columns:
+  - name: sex
+    type: categorical
+    categories: [F, M]
+  - name: grp
+    type: categorical
+    categories: [a, b, c]
+  - name: age
+    type: numeric
+    integer: true
+    bins: [0, 30, 60, 100]
+    out_of_domain: clamp
+  - name: y
+    type: categorical
+    categories: ["0", "1"]
+roles:
+  protected: [sex]
+  admissible: [grp, age]
+  outcome: [y]
+  free: []
+budget: {epsilon: 4.0, delta: 1.0e-6}
+reviewed: true
+"""
+
+
+@pytest.fixture
+def toy(tmp_path):
+    contract = tmp_path / "toy4.yaml"
+    contract.write_text(TOY)
+    data = tmp_path / "toy4.csv"
+    data.write_text("sex,grp,age,y\n" + "F,a,20,0\nM,b,40,1\nF,c,70,1\n" * 30)
+    return contract, data
+
+
+def assert_one_clear_line(code: int, err: str, *words: str) -> str:
+    assert code == 2, err
+    lines = [s for s in err.splitlines() if s.strip()]
+    assert "Traceback" not in err and "internal error" not in err, err
+    line = lines[-1]
+    assert line.startswith("privfair"), err
+    assert any(w in line for w in words), line
+    return line
+
+
+def nothing_reserved(contract_name: str = "toy4") -> None:
+    import os
+    import sqlite3
+    from pathlib import Path
+
+    db = Path(os.environ["PRIVFAIR_REGISTRY"]) / "registry.sqlite"
+    if not db.exists():
+        return
+    con = sqlite3.connect(db)
+    try:
+        kinds = [k for (k,) in con.execute("select kind from entries where dataset = ?",
+                                           (contract_name,))]
+    except sqlite3.OperationalError:
+        kinds = []
+    finally:
+        con.close()
+    assert "reserve" not in kinds, kinds
+
+
+@pytest.mark.parametrize("value", ["1e308", "1e6"])
+def test_audit_scale_is_bounded(capsys, value):
+    """``audit --scale 1e308`` was an OverflowError (internal error) in the trial counts."""
+    code, _, err = run_cli(capsys, "audit", "--noise-only", "--quick", "--mechanism",
+                           "gaussian", "--scale", value)
+    assert_one_clear_line(code, err, "--scale")
+
+
+def test_release_batch_size_is_bounded_before_the_reservation(capsys, tmp_path, toy):
+    """``release --batch-size 10**30`` was an OverflowError after the reservation."""
+    contract, data = toy
+    code, _, err = run_cli(capsys, "release", "--contract", contract, "--data", data,
+                           "--epsilon", "0.3", "--delta", "1e-8", "--out", tmp_path / "rel",
+                           "--work-dir", tmp_path / "w", "--no-prefect", "--batch-size",
+                           str(10 ** 30))
+    assert_one_clear_line(code, err, "batch_size", "batch-size")
+    nothing_reserved()
