@@ -98,3 +98,24 @@ def test_release_batch_size_is_bounded_before_the_reservation(capsys, tmp_path, 
                            str(10 ** 30))
     assert_one_clear_line(code, err, "batch_size", "batch-size")
     nothing_reserved()
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["discretize", "--batch-size", str(10 ** 30)], ("--batch-size",)),
+    (["contract", "draft", "--max-categories", str(10 ** 30)], ("--max-categories",)),
+    (["contract", "draft", "--max-codes", str(10 ** 30)], ("--max-codes",)),
+    (["contract", "check", "{contract}", "--data", "{data}", "--max-examples", str(10 ** 30)],
+     ("--max-examples",)),
+])
+def test_huge_counts_are_refused(capsys, tmp_path, toy, argv, words):
+    """Huge counts were OverflowErrors / DuckDB conversion errors (internal errors)."""
+    contract, data = toy
+    argv = [a.format(contract=contract, data=data) for a in argv]
+    if argv[0] == "discretize":
+        argv += ["--contract", str(contract), "--data", str(data), "--out",
+                 str(tmp_path / "codes.parquet")]
+    elif argv[1] == "draft":
+        argv += ["--data", str(data), "--out", str(tmp_path / "draft.yaml")]
+    code, _, err = run_cli(capsys, *argv)
+    assert_one_clear_line(code, err, *words)
+    assert not (tmp_path / "codes.parquet").exists() and not (tmp_path / "draft.yaml").exists()
