@@ -119,3 +119,18 @@ def test_huge_counts_are_refused(capsys, tmp_path, toy, argv, words):
     code, _, err = run_cli(capsys, *argv)
     assert_one_clear_line(code, err, *words)
     assert not (tmp_path / "codes.parquet").exists() and not (tmp_path / "draft.yaml").exists()
+
+
+def test_predict_names_a_data_file_that_does_not_read(capsys, tmp_path, toy):
+    """``predict --data empty.csv`` said "No columns to parse from file", naming no file."""
+    contract, data = toy
+    store = tmp_path / "rel"
+    code, _, err = run_cli(capsys, "train", "--contract", contract, "--data", data,
+                           "--epsilon", "0.5", "--model", "pflr", "--out", store,
+                           "--work-dir", tmp_path / "w", "--no-prefect")
+    assert code == 0, err
+    bad = tmp_path / "rows.csv"
+    bad.write_bytes(b"")
+    release = next((store / "toy4").glob("v*"))
+    code, _, err = run_cli(capsys, "predict", "--release", release, "--data", bad)
+    assert_one_clear_line(code, err, str(bad))
