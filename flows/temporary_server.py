@@ -194,6 +194,7 @@ def start() -> TemporaryServer | None:
     """
     if configured_api_url() or "prefect" in sys.modules:
         return None
+    check_prefect_home()
     spec = importlib.util.find_spec("prefect")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -217,6 +218,18 @@ def start() -> TemporaryServer | None:
     server = TemporaryServer(process, f"http://127.0.0.1:{port}/api", log)
     atexit.register(server.stop)  # registered before Prefect's handlers: runs after them
     return server
+
+
+def check_prefect_home() -> None:
+    """Refuse, naming it, a ``PREFECT_HOME`` the server cannot write its database in: it
+    otherwise exits with code 3 and no output (a file, a read-only folder)."""
+    home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    if home.exists() and not home.is_dir():
+        raise ValueError(f"PREFECT_HOME {home} is not a folder; point PREFECT_HOME at a "
+                         "writable folder, or use --no-prefect")
+    if home.is_dir() and not os.access(home, os.W_OK):
+        raise ValueError(f"PREFECT_HOME {home} is not writable (read-only or not yours); "
+                         "point PREFECT_HOME at a writable folder, or use --no-prefect")
 
 
 def configured_api_url() -> str | None:

@@ -134,3 +134,27 @@ def test_predict_names_a_data_file_that_does_not_read(capsys, tmp_path, toy):
     release = next((store / "toy4").glob("v*"))
     code, _, err = run_cli(capsys, "predict", "--release", release, "--data", bad)
     assert_one_clear_line(code, err, str(bad))
+
+
+def test_prefect_home_that_is_a_file_is_named(tmp_path, toy):
+    """Through Prefect, a ``PREFECT_HOME`` that is a file was "the temporary Prefect API
+    server exited with code 3 (no output)", naming nothing."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    contract, data = toy
+    home = tmp_path / "prefect-home"
+    home.write_text("not a folder")
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env.update(PREFECT_HOME=str(home), PYTHONPATH=str(root), DO_NOT_TRACK="1")
+    done = subprocess.run([sys.executable, "-m", "privfair.cli", "release", "--contract",
+                           str(contract), "--data", str(data), "--epsilon", "0.3", "--delta",
+                           "1e-8", "--out", str(tmp_path / "rel"), "--work-dir",
+                           str(tmp_path / "w")], env=env, capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert_one_clear_line(done.returncode, done.stderr, "PREFECT_HOME")
+    nothing_reserved()
+    assert not (tmp_path / "rel" / "toy4").exists()
