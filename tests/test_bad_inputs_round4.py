@@ -158,3 +158,13 @@ def test_prefect_home_that_is_a_file_is_named(tmp_path, toy):
     assert_one_clear_line(done.returncode, done.stderr, "PREFECT_HOME")
     nothing_reserved()
     assert not (tmp_path / "rel" / "toy4").exists()
+
+
+def test_contract_pin_names_a_symlink_loop(capsys, tmp_path):
+    """``contract pin loop.yaml`` (a symbolic link loop) was an internal RuntimeError."""
+    (tmp_path / "loop.yaml").symlink_to(tmp_path / "loop.b")
+    (tmp_path / "loop.b").symlink_to(tmp_path / "loop.yaml")
+    code, _, err = run_cli(capsys, "contract", "pin", str(tmp_path / "loop.yaml"), "--out",
+                           str(tmp_path / "pinned.yaml"))
+    assert_one_clear_line(code, err, "loop.yaml")
+    assert not (tmp_path / "pinned.yaml").exists()
