@@ -168,3 +168,25 @@ def test_contract_pin_names_a_symlink_loop(capsys, tmp_path):
                            str(tmp_path / "pinned.yaml"))
     assert_one_clear_line(code, err, "loop.yaml")
     assert not (tmp_path / "pinned.yaml").exists()
+
+
+@pytest.mark.slow
+def test_two_temporary_servers_on_one_fresh_prefect_home_both_start(tmp_path, monkeypatch):
+    """Two Prefect runs started at once on a fresh ``PREFECT_HOME``: the second server lost
+    the race to create the database and exited with code 3 ("no output"); now it is started
+    again and answers."""
+    from flows import temporary_server
+
+    monkeypatch.setenv("PREFECT_HOME", str(tmp_path / "prefect"))
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setattr(temporary_server, "configured_api_url", lambda: None)
+    monkeypatch.delitem(__import__("sys").modules, "prefect", raising=False)
+    servers = [temporary_server.start(), temporary_server.start()]
+    try:
+        for server in servers:
+            assert server is not None
+            server.wait(timeout=180)  # raises ServerStartError if it never answers
+    finally:
+        for server in servers:
+            if server is not None:
+                server.stop()
