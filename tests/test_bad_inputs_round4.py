@@ -190,3 +190,24 @@ def test_two_temporary_servers_on_one_fresh_prefect_home_both_start(tmp_path, mo
         for server in servers:
             if server is not None:
                 server.stop()
+
+
+def test_ledger_raise_refuses_a_contract_that_pins_another_registry(capsys, tmp_path, toy):
+    """``ledger raise`` with a contract pinned to another registry recorded a raise in this
+    one; every reservation refuses such a contract, and so does the raise now."""
+    import os
+    import sqlite3
+    from pathlib import Path
+
+    contract, data = toy
+    code, _, err = run_cli(capsys, "release", "--contract", contract, "--data", data,
+                           "--epsilon", "0.3", "--delta", "1e-8", "--out", tmp_path / "rel",
+                           "--work-dir", tmp_path / "w", "--no-prefect")
+    assert code == 0, err
+    pinned = tmp_path / "other.yaml"
+    pinned.write_text(TOY + "registry_id: 0123456789abcdef0123456789abcdef\n")
+    db = Path(os.environ["PRIVFAIR_REGISTRY"]) / "registry.sqlite"
+    count = sqlite3.connect(db).execute("select count(*) from entries").fetchone()[0]
+    code, _, err = run_cli(capsys, "ledger", "raise", "--contract", pinned, "--reason", "x")
+    assert_one_clear_line(code, err, "registry")
+    assert sqlite3.connect(db).execute("select count(*) from entries").fetchone()[0] == count
