@@ -1015,7 +1015,7 @@ def contract_cases() -> list[Case]:
         cases.append(Case(f"contract-{base.replace(' ', '-')}-{tag}", base, "contracts", argv,
                           expect, words, setup=setup))
     other = {t: x for t, x, _ in _contract_variants()}["registry-other"]
-    cases += [Case(f"contract-{b}-registry-other-pinned", b, "contracts",
+    cases += [Case(f"contract-{b.replace(' ', '-')}-registry-other-pinned", b, "contracts",
                    _set(BASE[b], "--contract", "c.yaml"), "refuse", ("registry",),
                    setup=_w("c.yaml", other)) for b in ("release", "ledger raise")]
     cases.append(Case("contract-release-huge-domain", "release", "contracts",
