@@ -1211,6 +1211,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the fresh battery's cases (benchmarks/bad_inputs_fresh.py)")
     parser.add_argument("--only-fresh", action="store_true",
                         help="run the fresh battery's cases only")
+    parser.add_argument("--no-round4", action="store_true",
+                        help="skip the third set (benchmarks/bad_inputs_round4.py)")
     args = parser.parse_args(argv)
     cases = [] if args.only_fresh else [c for c in CASES
                                         if not (args.no_prefect_cases and c.prefect)]
@@ -1242,6 +1244,9 @@ def main(argv: list[str] | None = None) -> int:
     fresh = None if args.no_fresh else run_fresh(
         only=args.only or "", prefect=not args.no_prefect_cases, quick=args.quick,
         out=None if (args.quick or args.only) else HERE / "results" / "bad_inputs_fresh.json")
+    round4 = None if args.no_round4 else run_round4(
+        only=args.only or "", prefect=not args.no_prefect_cases, quick=args.quick,
+        out=None if (args.quick or args.only) else HERE / "results" / "bad_inputs_round4.json")
     import privfair
 
     result = {
@@ -1261,11 +1266,18 @@ def main(argv: list[str] | None = None) -> int:
             sum(result["counts"][k] for k in ("unclear or late", "wrongly accepted", "crash"))
             + sum(fresh["totals"][k] for k in ("unclear", "late", "wrongly accepted",
                                                "crash")))
+    if round4 is not None:  # the third set, its own classes ("unclear" includes "late")
+        result["round4"] = {k: round4[k] for k in ("cases", "totals", "prefect_cases",
+                                                   "wall_s", "not_clear")}
+        result["failures_both"] = result.get("failures_both", sum(
+            result["counts"][k] for k in ("unclear or late", "wrongly accepted", "crash"))) + sum(
+            round4["totals"][k] for k in ("unclear", "wrongly accepted", "crash"))
     if not (args.quick or args.only):
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result[k] for k in ("cases", "counts", "seconds", "library", "fresh",
-                                             "failures_both") if k in result}, indent=1,
+                                             "round4", "failures_both") if k in result},
+                     indent=1,
                      ensure_ascii=False))
     return 0
 
@@ -1284,6 +1296,15 @@ def run_fresh(*, only: str, prefect: bool, quick: bool, out: Path | None) -> dic
 
     return bad_inputs_fresh.run_battery(only=only, prefect=prefect, jobs=2, out=out,
                                         every=7 if quick else 1)
+
+
+def run_round4(*, only: str, prefect: bool, quick: bool, out: Path | None) -> dict:
+    """Run the third set, round four's battery (benchmarks/bad_inputs_round4.py, written
+    without looking at either set above; ``--quick``: every 7th case)."""
+    from benchmarks import bad_inputs_round4
+
+    return bad_inputs_round4.run_battery(only=only, prefect=prefect, jobs=2, out=out,
+                                         every=7 if quick else 1)
 
 
 if __name__ == "__main__":

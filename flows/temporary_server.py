@@ -108,6 +108,12 @@ class TemporaryServer:
     process: subprocess.Popen[bytes]
     api_url: str
     log: IO[bytes]
+    #: Spawns the server again on the same port; None: no second try.
+    respawn: Callable[[], subprocess.Popen[bytes]] | None = None
+    #: Starts left after an early exit: two servers that start at once on one fresh
+    #: PREFECT_HOME race to create its database and the loser exits with code 3 (no
+    #: output); on a second try the database is there.
+    tries_left: int = 2
 
     def wait(self, *, timeout: float | None = None) -> None:
         """Block until the API answers ``/health``; one clear error if it never does."""
@@ -115,7 +121,15 @@ class TemporaryServer:
             timeout = startup_timeout_s()
         started = time.monotonic()
         deadline, said = started + timeout, False
-        while self.process.poll() is None:
+        while True:
+            if self.process.poll() is not None:
+                if (self.respawn is None or self.tries_left <= 0
+                        or time.monotonic() >= deadline):
+                    break
+                self.tries_left -= 1
+                time.sleep(0.5)
+                self.process = self.respawn()
+                continue
             with contextlib.suppress(OSError, urllib.error.URLError), \
                     urllib.request.urlopen(f"{self.api_url}/health", timeout=2) as response:
                 if response.status == 200:
@@ -194,6 +208,7 @@ def start() -> TemporaryServer | None:
     """
     if configured_api_url() or "prefect" in sys.modules:
         return None
+    check_prefect_home()
     spec = importlib.util.find_spec("prefect")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -204,19 +219,34 @@ def start() -> TemporaryServer | None:
     log = tempfile.TemporaryFile(prefix="privfair-prefect-server-")  # noqa: SIM115
     # The command and environment Prefect's SubprocessASGIServer uses for its ephemeral
     # server (prefect/server/api/server.py): no UI, no background services.
-    process = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn",
-         "--app-dir", str(Path(next(iter(spec.submodule_search_locations))).parent),
-         "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "error", "--lifespan", "on"],
-        env={"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ,
-             "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
-             "PREFECT__SERVER_FINAL": "1"},
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
-        start_new_session=True, preexec_fn=_die_with_parent(os.getpid()))
-    server = TemporaryServer(process, f"http://127.0.0.1:{port}/api", log)
+    app_dir = str(Path(next(iter(spec.submodule_search_locations))).parent)
+
+    def spawn() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "uvicorn", "--app-dir", app_dir,
+             "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+             "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+            env={"PREFECT_SERVER_ANALYTICS_ENABLED": "false", **os.environ,
+                 "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1",
+                 "PREFECT__SERVER_FINAL": "1"},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+            start_new_session=True, preexec_fn=_die_with_parent(os.getpid()))
+
+    server = TemporaryServer(spawn(), f"http://127.0.0.1:{port}/api", log, respawn=spawn)
     atexit.register(server.stop)  # registered before Prefect's handlers: runs after them
     return server
+
+
+def check_prefect_home() -> None:
+    """Refuse, naming it, a ``PREFECT_HOME`` the server cannot write its database in: it
+    otherwise exits with code 3 and no output (a file, a read-only folder)."""
+    home = Path(os.environ.get("PREFECT_HOME") or "~/.prefect").expanduser()
+    if home.exists() and not home.is_dir():
+        raise ValueError(f"PREFECT_HOME {home} is not a folder; point PREFECT_HOME at a "
+                         "writable folder, or use --no-prefect")
+    if home.is_dir() and not os.access(home, os.W_OK):
+        raise ValueError(f"PREFECT_HOME {home} is not writable (read-only or not yours); "
+                         "point PREFECT_HOME at a writable folder, or use --no-prefect")
 
 
 def configured_api_url() -> str | None:

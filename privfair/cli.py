@@ -521,8 +521,8 @@ def cmd_discretize(args: argparse.Namespace) -> int:
         raise ValueError(f"--out {out} is a folder; expected a file path")
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: folder {out.parent} does not exist")
-    if args.batch_size < 1:
-        raise UsageError("--batch-size must be >= 1")
+    if not 1 <= args.batch_size <= MAX_COUNT:
+        raise UsageError(f"--batch-size must be in [1, {MAX_COUNT:,}], got {args.batch_size}")
     from privfair.contracts.encoding import check_source_schema
 
     check_source_schema(data, contract)  # the file's schema, one line naming it
@@ -552,8 +552,9 @@ def cmd_contract_check(args: argparse.Namespace) -> int:
 
     contract = load_contract(args.path)
     unfair = _release_checks(contract)  # what every release refuses is refused here first
-    if args.max_examples < 0:
-        raise UsageError("--max-examples must be >= 0")
+    if not 0 <= args.max_examples <= MAX_COUNT:
+        raise UsageError(f"--max-examples must be in [0, {MAX_COUNT:,}], got "
+                         f"{args.max_examples}")
     checked = None
     if args.data:  # before the summary: a file that cannot be checked gets one line
         from privfair.contracts.tools import check_data
@@ -623,11 +624,17 @@ def _existing(path: str, flag: str, *, folder: bool = True) -> Path:
     return p
 
 
+#: Counts of rows, categories or examples: more than this is a typo, and the engines'
+#: 64-bit integers overflow far above it (``--batch-size 10**30`` was an OverflowError).
+MAX_COUNT = 10**9
 #: ``store gc --older-than``: a century; more is a typo, not an age.
 MAX_OLDER_THAN_DAYS = 36_500
 #: ``audit --scale-noise``: noise a million times its declared scale is already caught by
 #: every test; larger factors only approach float overflow in the mechanisms.
 MAX_SCALE_NOISE = 1e6
+#: ``audit --scale``: the full audit takes 3-4 CPU-minutes at 1, so 1000 is days; beyond it
+#: the trial counts (an int) overflow.
+MAX_AUDIT_SCALE = 1e3
 
 
 def _store_folder_option(path: str, flag: str) -> None:
@@ -684,9 +691,10 @@ def cmd_contract_draft(args: argparse.Namespace) -> int:
         raise UsageError(f"--name {args.name!r}: cannot name a dataset; expected letters, "
                          "digits, '.', '_' or '-' (not starting with '.'), not a name the "
                          "release store reserves")
-    if args.max_categories < 1 or args.max_codes < 1:
-        flag = "--max-categories" if args.max_categories < 1 else "--max-codes"
-        raise UsageError(f"{flag} must be >= 1")
+    for flag, value in (("--max-categories", args.max_categories),
+                        ("--max-codes", args.max_codes)):
+        if not 1 <= value <= MAX_COUNT:
+            raise UsageError(f"{flag} must be in [1, {MAX_COUNT:,}], got {value}")
     from privfair.store.registry_sql import open_registry
 
     # The draft pins the dataset to this registry (one dataset, one budget: issue 36.4).
@@ -1004,8 +1012,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     what failed."""
     from privfair.evaluation.audit import MECHANISMS, NOISE_CASES, run_audit
 
-    if not args.scale > 0:
-        raise UsageError(f"--scale: expected a number > 0, got {args.scale!r}")
+    if not 0 < args.scale <= MAX_AUDIT_SCALE:
+        raise UsageError(f"--scale: expected a number in (0, {MAX_AUDIT_SCALE:g}], got "
+                         f"{args.scale:g}")
     if not (math.isfinite(args.scale_noise) and 0 < args.scale_noise <= MAX_SCALE_NOISE):
         raise UsageError(f"--scale-noise: expected a number in (0, {MAX_SCALE_NOISE:g}], got "
                          f"{args.scale_noise:g}")

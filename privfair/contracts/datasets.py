@@ -65,7 +65,11 @@ def resolve_contract_name(value: str) -> Path:
     bare = path.name == value and path.suffix.lower() not in (".yaml", ".yml")
     if bare and (value in typing.get_args(PackagedContract) or not path.exists()):
         return contract_path(value)
-    return path.resolve()
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as exc:  # Python 3.11 raises RuntimeError for a loop
+        raise ValueError(f"contract {value}: cannot be resolved (a symbolic link loop?): "
+                         f"{exc}") from None
 
 
 #: Contracts that are views of an embedded dataset, by contract name.

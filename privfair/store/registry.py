@@ -568,6 +568,8 @@ def raise_budget(contract: Contract, *, epsilon: float, delta: float, reason: st
         raise StoreError("a budget raise needs a --reason (it is recorded in the ledger)")
     declared = (float(contract.budget.epsilon), float(contract.budget.delta))
     ident = dataset_id(contract)
+    # a contract that pins another registry is refused here as at every reservation
+    registry_sql.check_pinned(getattr(contract, "registry_id", None), ident)
 
     def build(entries: list[Entry]) -> NewEntries:
         if not entries:

@@ -97,7 +97,7 @@ class ReleaseParams(ReleaseOptions):
                                 "ratio form q(ŷ|g) ≤ (1+η)·q(ŷ|g').")
     distortion: str = Field(
         "safes-adult", description="TOT distortion function (registered name).")
-    batch_size: int = Field(200_000, ge=1, json_schema_extra=PRIVATE_FIELD,
+    batch_size: int = Field(200_000, ge=1, le=10**9, json_schema_extra=PRIVATE_FIELD,
                             description="Rows per streamed batch.")
     max_iters: int = Field(10_000, ge=1, json_schema_extra=PRIVATE_FIELD,
                            description="Estimation iteration cap.")

@@ -109,6 +109,20 @@ def probe_prediction(weights: Mapping[str, np.ndarray], encoding: FeatureEncodin
                     "contract's domains (public: no data)")}
 
 
+def _read_rows(path: Path) -> pd.DataFrame:
+    """The rows to score; a file that does not read is named (pandas' own message, e.g.
+    "No columns to parse from file", does not say which file)."""
+    import pyarrow as pa
+
+    parquet = path.suffix.lower() in (".parquet", ".pq")
+    try:
+        return pd.read_parquet(path) if parquet else pd.read_csv(path)
+    except (ValueError, OSError, pa.ArrowException) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelReleaseError(f"data {path}: cannot read it as "
+                                f"{'Parquet' if parquet else 'CSV'}: {why}") from None
+
+
 def predict(release: str | Path, data: str | Path | pd.DataFrame) -> pd.DataFrame:
     """Scores and labels of a model release for new rows (public post-processing).
 
@@ -127,9 +141,7 @@ def predict(release: str | Path, data: str | Path | pd.DataFrame) -> pd.DataFram
             raise ModelReleaseError(f"release {folder}: {name} does not match its manifest hash")
     contract = load_contract(folder / "contract.yaml")
     encoding = FeatureEncoding.from_dict(manifest["features"])
-    frame = data if isinstance(data, pd.DataFrame) else (
-        pd.read_parquet(data) if str(data).lower().endswith((".parquet", ".pq"))
-        else pd.read_csv(data))
+    frame = data if isinstance(data, pd.DataFrame) else _read_rows(Path(data))
     with np.load(folder / "weights.npz", allow_pickle=False) as npz:
         weights = {k: npz[k] for k in npz.files}
     logits = decision_function(weights, encoding.transform(frame, contract))
