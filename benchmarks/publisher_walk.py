@@ -655,10 +655,11 @@ UNSEEN: dict[str, dict[str, Any]] = {
                   ["sex", "income"], ["age_band", "income"], ["weeks_worked", "income"]]},
 }
 
-#: A published table whose real 2-way TVD exceeds the independence release's (same table,
-#: same ε) by more than this factor is "worse than independence": two independence draws
-#: differ by a few per cent (their spread is recorded as ``independence_spread``).
-WORSE = 1.05
+#: A published table is "worse than independence" when its real 2-way TVD exceeds the mean of
+#: the independence releases at the same ε by three of their standard deviations (at least
+#: this share of the mean each): on the credit-like table at ε 1, three independence
+#: releases gave 0.1468 with sd 0.0051, so one release's ratio to another's varies by ±10 %.
+WORSE = 0.01
 
 
 def review_unseen(path: Path, spec: dict[str, Any]) -> None:
@@ -688,7 +689,9 @@ def timed(name: str, args: list[str], *, store: Path | None = None, dataset: str
     """One CLI command under ``/usr/bin/time``: seconds, peak RSS, exit, lines, the folder it
     printed, and the ledger's entries before and after (a refusal must leave it as it was)."""
     env = {**os.environ, "DO_NOT_TRACK": "1", "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "COLUMNS": "100", "PYTHONUNBUFFERED": "1", "PRIVFAIR_REGISTRY": str(WORK / "registry")}
+           "COLUMNS": "100", "PYTHONUNBUFFERED": "1", "PRIVFAIR_REGISTRY": str(WORK / "registry"),
+           # the walk's witness too: a dataset name is bound to one registry per machine
+           "PRIVFAIR_STATE_HOME": str(WORK / "state")}
     before = ledger_entries(store, dataset) if store else 0
     stats = WORK / "time.txt"
     start = time.perf_counter()
@@ -786,20 +789,30 @@ def verdicts(step: dict[str, Any], manifest: dict[str, Any], folder: Path) -> di
             "claimed": manifest.get("fairness_claimed"), "contradictions": contradictions}
 
 
+def published_independence(manifest: dict[str, Any]) -> bool:
+    """Whether a table release is the independence model (no pair in its structure, or a GAN
+    that published independence), whatever its method's name."""
+    structure = manifest.get("structure") or {}
+    return bool((manifest.get("versus_independence") or {}).get("published") == "independence"
+                or (structure.get("small_n") or {}).get("fallback")
+                or ("edges" in structure and not structure["edges"]
+                    and (manifest.get("method") or {}).get("name") != "independent"))
+
+
 def independence_said(step: dict[str, Any], manifest: dict[str, Any], folder: Path) -> bool:
     """Whether a release says that it is (or is not better than) the independence model."""
     terminal = " ".join(step["lines"]).lower()
     versus = manifest.get("versus_independence") or {}
     small_n = (manifest.get("structure") or {}).get("small_n") or {}
     return bool(versus.get("published") == "independence" or small_n.get("fallback")
-                or "independence" in terminal and ("not better" in terminal or "worse" in terminal
+                or "small-n fallback" in terminal or "independence" in terminal and ("not better" in terminal or "worse" in terminal
                                                    or "published the independence" in terminal)
                 or (manifest.get("method") or {}).get("name") == "independent"
                 or (manifest.get("versus_independence") or {}).get("worse"))
 
 
 def table_checks(step: dict[str, Any], *, codes: dict[str, np.ndarray], contract: Any,
-                 spec: dict[str, Any], independence: float | None) -> dict[str, Any]:
+                 spec: dict[str, Any], independence: list[float]) -> dict[str, Any]:
     """Measured on a published table: real 2-way (and 1-way) TVD, its ratio to the
     independence release's, whether a worse table says so, parity per attribute reported
     against measured, and the verdicts."""
@@ -817,12 +830,12 @@ def table_checks(step: dict[str, Any], *, codes: dict[str, np.ndarray], contract
     out["tvd_1way"] = round(marginal_tvd(codes, synthetic, domain, 1), 4)
     out["tvd_2way"] = round(marginal_tvd(codes, synthetic, domain, 2), 4)
     method = manifest.get("method") or {}
-    out["published"] = ("independence" if (manifest.get("versus_independence") or {}).get(
-        "published") == "independence" or ((manifest.get("structure") or {}).get("small_n")
-                                          or {}).get("fallback") else method.get("name"))
-    if independence:
-        out["over_independence"] = round(out["tvd_2way"] / independence, 3)
-        out["worse_than_independence"] = out["over_independence"] > WORSE
+    out["published"] = "independence" if published_independence(manifest) else method.get(
+        "name")
+    if len(independence) > 1:
+        mean, sd = float(np.mean(independence)), float(np.std(independence, ddof=1))
+        out["over_independence"] = round(out["tvd_2way"] / mean, 3)
+        out["worse_than_independence"] = out["tvd_2way"] > mean + 3 * max(sd, WORSE * mean)
         out["said"] = independence_said(step, manifest, folder)
         out["worse_unsaid"] = out["worse_than_independence"] and not out["said"]
     if "estimation" in method:
@@ -843,7 +856,10 @@ def unseen_kinds(label: str, *, epsilon: str, small: bool, rows: int, graph: Pat
     """Every kind the CLI releases: (name, subcommand and its own options)."""
     big = rows > 50_000
     gan_epochs = ["--gan-epochs", "1" if big or small else "5"]
-    table = [("independent", ["release", "--method", "independent"]),
+    # independence three times (twice on a large table): its spread is the noise a single
+    # release is judged against
+    table = [*((name, ["release", "--method", "independent"]) for name in
+               ("independent", "independent (2)", "independent (3)")[:2 if big else 3]),
              ("mst", ["release", "--method", "mst"]),
              ("prefair-greedy", ["release", "--method", "prefair-greedy"]),
              ("prefair-exact", ["release", "--method", "prefair-exact"]),
@@ -867,7 +883,7 @@ def unseen_kinds(label: str, *, epsilon: str, small: bool, rows: int, graph: Pat
 #: and a graph); the others run at its first ε only, except LARGE_SKIPPED: the GANs other
 #: than dpgan share its training loop (fairgan, fairgan-plus, cfgan cost at least as much:
 #: dpgan's time, or its timeout, stands for them) and dpsgd-f and naive share dpsgd's.
-LARGE_KINDS = ("independent", "mst", "prefair-greedy", "aim", "aim-fair", "mst + TOT",
+LARGE_KINDS = ("independent", "independent (2)", "mst", "prefair-greedy", "aim", "aim-fair", "mst + TOT",
                "train pflr", "discover privpc")
 LARGE_SKIPPED = ("fairgan", "fairgan-plus", "cfgan", "train dpsgd-f", "train naive")
 
@@ -906,7 +922,7 @@ def unseen_table(label: str, *, rows: int, epsilons: list[str], small: bool,
     summary["dry_run_lines"] = [line for line in dry["lines"] if "independ" in line.lower()
                                 or "small-n" in line.lower()][:4]
     for epsilon in epsilons:
-        independence: float | None = None
+        independence: list[float] = []
         for kind, args in unseen_kinds(label, epsilon=epsilon, small=small, rows=rows,
                                        graph=graph):
             if rows > 5_000 and kind not in LARGE_KINDS and (
@@ -950,8 +966,8 @@ def unseen_table(label: str, *, rows: int, epsilons: list[str], small: bool,
                 if args[0] == "release":
                     record.update(table_checks(published, codes=codes, contract=contract,
                                                spec=spec, independence=independence))
-                    if kind == "independent":
-                        independence = record["tvd_2way"]
+                    if kind.startswith("independent"):
+                        independence.append(record["tvd_2way"])
                 else:
                     record.update(other_checks(published))
                 if kind in evaluate_kinds and epsilon == epsilons[0]:
