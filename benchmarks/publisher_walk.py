@@ -704,9 +704,16 @@ def review_unseen(path: Path, spec: dict[str, Any]) -> None:
 
 
 def ledger_entries(store: Path, dataset: str) -> int:
-    """How many entries the dataset's lifetime ledger holds (0: none yet)."""
-    file = store / dataset / "lifetime_ledger.json"
-    return len(json.loads(file.read_text())["entries"]) if file.exists() else 0
+    """How many entries the dataset's lifetime ledger holds in the walk's registry (the
+    truth: the store's lifetime_ledger.json is a copy refreshed later, so a run killed after
+    its reservation is not in it yet)."""
+    from privfair.contracts.schema import load_contract
+    from privfair.store.registry import dataset_id, read_chain
+
+    os.environ["PRIVFAIR_REGISTRY"] = str(WORK / "registry")
+    os.environ["PRIVFAIR_STATE_HOME"] = str(WORK / "state")
+    contract = load_contract(store.parent / f"{dataset}.yaml")
+    return len(read_chain(dataset_id(contract)))
 
 
 def timed(name: str, args: list[str], *, store: Path | None = None, dataset: str = "",
