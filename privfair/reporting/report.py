@@ -477,13 +477,13 @@ def released_gap(frame: pd.DataFrame, groupings: Sequence[Sequence[str]], outcom
                              frame[outcome].astype(str))
         if len(counts) < 2:
             continue
-        sizes = counts.sum(axis=1)
-        rates = counts.div(sizes, axis=0)
-        for label in rates.columns:
-            hi, lo = rates[label].idxmax(), rates[label].idxmin()
-            gap = float(rates[label][hi] - rates[label][lo])
-            se = math.sqrt(sum(float(rates[label][g] * (1 - rates[label][g]) / sizes[g])
-                               for g in (hi, lo)))
+        sizes = counts.sum(axis=1).to_numpy(dtype=float)
+        rates = counts.div(counts.sum(axis=1), axis=0).to_numpy(dtype=float)
+        for column in range(rates.shape[1]):
+            rate = rates[:, column]
+            hi, lo = int(rate.argmax()), int(rate.argmin())
+            gap = float(rate[hi] - rate[lo])
+            se = math.sqrt(float(sum(rate[g] * (1 - rate[g]) / sizes[g] for g in (hi, lo))))
             if worst is None or gap > worst[0]:
                 worst = (gap, se, list(columns))
     return worst
