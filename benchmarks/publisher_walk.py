@@ -988,8 +988,12 @@ def unseen_table(label: str, *, rows: int, epsilons: list[str], small: bool,
                     eta = re.search(r"smallest feasible eta on this synthetic table is "
                                     r"([0-9.]+)", last)
                     again = shlex.split(last.split("`")[1])[1:]
-                    if "--allow-unfair" not in last or eta:
-                        again += [*(["--eta", eta.group(1)] if eta else []), "--no-prefect"]
+                    # a fair method's failed check names TOT on --resume as its remedy
+                    tot = "--fairness tot --eta ETA on --resume" in last
+                    if "--allow-unfair" not in last or eta or tot:
+                        again += [*(["--eta", eta.group(1)] if eta else
+                                    ["--fairness", "tot", "--eta", "0.05"] if tot else []),
+                                  "--no-prefect"]
                         resumed = timed(f"{label}: {kind} at epsilon {epsilon}: the printed "
                                         "--resume", again, store=store, dataset=label)
                         record["resume"] = {"exit": resumed["exit"],
