@@ -1226,6 +1226,16 @@ def _score_release(args: argparse.Namespace, privileged: dict[str, str]) -> int:
     folder = write_release_score(record, out)
     console = _stderr_console()
     console.print(f"NOT privacy-protected: {NOT_PRIVATE}")
+    if record.get("kind") == "model":
+        gaps = ", ".join(f"{k.removeprefix('model_rd_')} {v:.3f}" for k, v in record.items()
+                         if k.startswith("model_rd_"))
+        console.print(f"release {record['dataset']} {record['version']} ({record['method']}): "
+                      f"accuracy on real {record['model_accuracy']:.4f} (majority "
+                      f"{record['model_baseline_accuracy']:.4f})"
+                      + ("; predicts one class only" if record["model_predicts_one_class"]
+                         else "") + f"; positive-prediction rate gap: {gaps}")
+        print(folder, flush=True)
+        return 0
     clf = classifiers[0]
     console.print(f"release {record['dataset']} {record['version']}: tvd1 "
                   f"{record['tvd1']:.4f}, tvd2 {record['tvd2']:.4f}; {clf} trained on "

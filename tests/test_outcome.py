@@ -136,7 +136,28 @@ def test_the_outcome_names_the_tot_eta_and_what_it_reached():
                 "sampling": {"n_rows": 10}}
     line = table_kind.TABLE.outcome(manifest)
     assert "TOT eta=0.08 applied (discrimination 0.061)" in line
-    assert "model-graph fairness FAIL (not claimed by this method)" in line
+    assert "model-graph check before TOT: fail" in line
+
+
+def test_a_tot_release_line_gives_one_fairness_verdict_with_the_gap_it_reached():
+    """Issue 42.6 (the unseen-table walk): the manifest TOT writes holds the reached gap
+    under fairness_check (achieved_discrimination is a mapping), and report.html's verdict
+    is TOT's; the terminal line said "model-graph fairness FAIL ...; TOT eta=0.05 applied"
+    with no gap, a FAIL beside the report's PASS."""
+    manifest = {"method": {"name": "mst"}, "structure": {"method": "mst", "edges": [["a", "b"]]},
+                "fairness": {"model_graph": {"passed": False}},
+                "fairness_transform": {
+                    "applied": True, "parameters": {"eta": 0.05},
+                    "achieved_discrimination": {"max_additive_gap": 0.0473,
+                                                "input_max_additive_gap": 0.21},
+                    "fairness_check": {"passed": True, "eta": 0.05, "achieved": 0.0473}},
+                "parameters": {}, "validation": {"output": {"passed": True}},
+                "sampling": {"n_rows": 10}}
+    line = table_kind.TABLE.outcome(manifest)
+    assert "TOT eta=0.05 applied PASS (discrimination 0.047)" in line
+    fairness = [w for w in line.replace("output contract PASS", "").split() if w in (
+        "PASS", "FAIL")]
+    assert fairness == ["PASS"]
 
 
 def test_model_and_graph_outcomes_say_what_was_built():

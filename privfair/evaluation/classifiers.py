@@ -25,7 +25,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import optimize, sparse, special, stats
 
 from privfair.core.errors import DomainError
 from privfair.evaluation.fairness_metrics import outcome_indicator
@@ -115,14 +115,21 @@ def _logistic(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, *,
     # Objective divided by C·n (same minimiser, better scaled):
     # mean log-loss + ‖w‖² / (2 C n).
     lam = 1.0 / (C * n)
+    # one-hot features are mostly zeros: two sparse products per step instead of two dense
+    # ones (a 300,000-row evaluation spent minutes here)
+    design: Any = x_train
+    design_t: Any = x_train.T
+    if x_train.size and np.count_nonzero(x_train) < 0.25 * x_train.size:
+        design = sparse.csr_matrix(x_train)
+        design_t = design.T.tocsr()
 
     def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
         w, b = theta[:d], theta[d]
-        z = x_train @ w + b
+        z = design @ w + b
         loss = float(np.mean(np.logaddexp(0.0, z) - y * z) + 0.5 * lam * (w @ w))
         residual = (special.expit(z) - y) / n
         grad = np.empty(d + 1)
-        grad[:d] = x_train.T @ residual + lam * w
+        grad[:d] = design_t @ residual + lam * w
         grad[d] = residual.sum()
         return loss, grad
 

@@ -85,9 +85,11 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
     table = folder / "synthetic.parquet"
     if not table.is_file() and (folder / "synthetic").is_dir():
         table = folder / "synthetic"
+    if manifest_file.is_file() and json.loads(manifest_file.read_text()).get("kind") == "model":
+        return score_model_release(folder, data_path)
     if not manifest_file.is_file() or not table.exists():
-        raise ValueError(f"--release {folder}: expected a release folder with manifest.json "
-                         "and synthetic.parquet")
+        raise ValueError(f"--release {folder}: expected a release folder: a table release "
+                         "(manifest.json and synthetic.parquet) or a model release")
     manifest = json.loads(manifest_file.read_text())
     contract = release_contract(manifest, contract_path, folder=folder)
     roles = contract.roles()
@@ -127,6 +129,45 @@ def score_release(release_dir: str | Path, data_path: str | Path, *,
             "synthetic_rows": len(synth_codes), "classifier_train_rows": (
                 len(synth_codes) if max_train_rows is None
                 else min(len(synth_codes), max_train_rows)), **record}
+
+
+def score_model_release(folder: Path, data_path: str | Path) -> dict[str, Any]:
+    """A model release scored on the real table (issue 42.7): its predictions' accuracy
+    against always predicting the real majority class, whether it predicts one class only,
+    and each protected attribute's largest gap in the positive-prediction rate over its
+    groups, beside what its card claims (the DP held-out figures)."""
+    from privfair.contracts.schema import load_contract
+    from privfair.release.kinds.model.predict import predict
+
+    manifest = json.loads((folder / "manifest.json").read_text())
+    contract = load_contract(folder / "contract.yaml")
+    path = str(data_path)
+    real = (pd.read_parquet(data_path) if path.lower().endswith((".parquet", ".pq")) or
+            Path(path).is_dir() else pd.read_csv(data_path))
+    scored = predict(folder, real)
+    features = manifest["features"]
+    positive = str(features["positive"])
+    truth = (real[features["outcome"]].astype(str) == positive).to_numpy()
+    predicted = (scored["prediction"].astype(str) == positive).to_numpy()
+    accuracy = float((truth == predicted).mean())
+    majority = float(max(truth.mean(), 1 - truth.mean()))
+    record: dict[str, Any] = {
+        "dataset": manifest["dataset"], "version": manifest["version"],
+        "epsilon": manifest["guarantee"]["epsilon"], "method": f"model {manifest['model']}",
+        "kind": "model", "real_rows": len(real),
+        "model_n_train": "the release's own DP training",
+        "model_accuracy": accuracy, "model_baseline_accuracy": majority,
+        "model_positive_rate": float(predicted.mean()),
+        "model_predicts_one_class": bool(predicted.all() or not predicted.any())}
+    for attribute in contract.roles().protected:
+        groups = real[attribute].astype(str).to_numpy()
+        rates = [float(predicted[groups == g].mean()) for g in np.unique(groups)]
+        record[f"model_rd_{attribute}"] = max(rates) - min(rates) if len(rates) > 1 else 0.0
+    metrics = manifest.get("metrics") or {}
+    record.update({"card_accuracy": metrics.get("accuracy"),
+                   "card_beats_majority_beyond_noise": metrics.get("beats_majority_beyond_noise"),
+                   "card_fair": metrics.get("fair"), "card_trivial": manifest.get("trivial")})
+    return record
 
 
 def write_release_score(record: dict[str, Any], out: str | Path) -> Path:
