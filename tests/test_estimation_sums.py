@@ -84,3 +84,21 @@ def test_pair_marginals_of_a_wide_clique_match_brute_force():
             expected = joint.sum(axis=other)
             np.testing.assert_allclose(table, 500.0 * (expected if i < j else expected.T),
                                        atol=1e-9)
+
+
+def test_pair_marginals_of_some_attributes_skip_nothing_they_need():
+    # AIM asks each attribute only for its uncovered partners; subtrees holding none of them
+    # are not entered, and those holding one (however far) still are.
+    rng = np.random.default_rng(11)
+    domain = Domain(tuple("abcdefg"), (2, 3, 2, 3, 2, 3, 2))
+    cliques = [("a", "b"), ("b", "c"), ("c", "d"), ("d", "e"), ("c", "f"), ("g",)]
+    potentials = {c: rng.normal(size=domain.shape(c)) for c in cliques}
+    model = GraphicalModel.from_potentials(domain, potentials, total=100.0)
+    full = {a: model.pair_marginals(a) for a in domain}
+    for a in domain:
+        for others in ({"e"}, {"f", "g"}, {"b", "e"}, set(domain.attributes) - {a}):
+            others = others - {a}
+            got = model.pair_marginals(a, others)
+            assert set(got) == others
+            for b in others:
+                np.testing.assert_array_equal(got[b], full[a][b])

@@ -153,7 +153,8 @@ class GraphicalModel:
             "sample the model and count instead"
         )
 
-    def pair_marginals(self, attribute: str) -> dict[str, np.ndarray]:
+    def pair_marginals(self, attribute: str, others: Iterable[str] | None = None
+                       ) -> dict[str, np.ndarray]:
         """Expected counts of (attribute, b) for every other attribute b, any distance apart.
 
         One pass over the calibrated tree from a clique holding ``attribute``: entering
@@ -161,6 +162,8 @@ class GraphicalModel:
         P(C_j) / P(S)`` (the junction tree's conditional independence), and each ``b`` is read
         off the first clique that holds it. No recalibration; each joint table is dropped as
         soon as its subtree is done, so memory stays at ``|attribute|`` times one clique.
+        Given ``others``, only those b are returned, and subtrees holding none of them are
+        not entered (AIM's scoring needs each pair once).
         """
         dom, tree = self.domain, self.tree
         cache = self.__dict__.get("_propagation")
@@ -171,15 +174,16 @@ class GraphicalModel:
         axes = cache.axes
         joint = np.einsum(self.beliefs[start], axes[start], np.eye(k),
                           [batch, dom.position(attribute)], [batch, *axes[start]])
+        wanted = set(dom.attributes if others is None else others) - {attribute}
         out: dict[str, np.ndarray] = {}
         stack = [(start, -1, joint)]
         while stack:
             i, came_from, joint = stack.pop()
             for b in cache.homed[i]:
-                if b != attribute:
+                if b in wanted:
                     out[b] = self.total * cache.sum_onto(dom, tree, k, i, (b,))(joint)
             for j in cache.neighbours[i]:
-                if j == came_from:
+                if j == came_from or not wanted & cache.beyond(i, j):
                     continue
                 separator = tuple(a for a in tree.cliques[j] if a in tree.cliques[i])
                 if separator:
@@ -192,7 +196,7 @@ class GraphicalModel:
                     nxt = np.einsum(joint.reshape(k, -1).sum(axis=1), [batch],
                                     self.beliefs[j], axes[j], [batch, *axes[j]])
                 stack.append((j, i, nxt))
-        return {b: out[b] for b in dom if b != attribute}
+        return {b: out[b] for b in dom if b in wanted}
 
     @classmethod
     def from_potentials(cls, domain: Domain, potentials: Mapping[Clique, np.ndarray],
@@ -253,6 +257,19 @@ class _Propagation:
     conditionals: dict[tuple[int, Clique], np.ndarray] = field(default_factory=dict)
     sums: dict[tuple[int, int, Clique], Callable[[np.ndarray], np.ndarray]] = field(
         default_factory=dict)
+
+    beyond_edge: dict[tuple[int, int], frozenset[str]] = field(default_factory=dict)
+
+    def beyond(self, i: int, j: int) -> frozenset[str]:
+        """Attributes homed in clique ``j``'s side of the tree edge ``i``–``j``."""
+        if (i, j) not in self.beyond_edge:
+            homed, stack = set(), [(j, i)]
+            while stack:
+                node, came_from = stack.pop()
+                homed.update(self.homed[node])
+                stack.extend((n, node) for n in self.neighbours[node] if n != came_from)
+            self.beyond_edge[i, j] = frozenset(homed)
+        return self.beyond_edge[i, j]
 
     def sum_onto(self, domain: Domain, tree: JunctionTree, k: int, i: int, target: Clique
                  ) -> Callable[[np.ndarray], np.ndarray]:
@@ -400,6 +417,7 @@ class BeliefPropagation:
         # products are broadcast multiplications (a multi-operand einsum loops over every
         # cell without vectorising, ~3x slower on AIM's larger cliques).
         up: dict[int, np.ndarray] = {}  # message from i to its parent, over the separator
+        raw_up: dict[int, np.ndarray] = {}  # the same before normalising
         product: list = [None] * len(phi)
         for i in reversed(tree.order):
             table = phi[i]  # a fresh array, multiplied in place
@@ -407,7 +425,8 @@ class BeliefPropagation:
                 table *= up[c].reshape(views[c])
             product[i] = table
             if parent[i] >= 0:
-                up[i] = normalise(sum_up[i](table))
+                raw_up[i] = sum_up[i](table)
+                up[i] = normalise(raw_up[i])
         # Downward pass in Hugin form: the message to a child is the parent's belief summed
         # onto the separator divided by the child's own upward message (the Shafer-Shenoy
         # form multiplies the parent's factor by all its other messages again for every
@@ -422,10 +441,16 @@ class BeliefPropagation:
                 message = up[i]
                 down = np.divide(through, message, out=np.zeros_like(through),
                                  where=message > 0)
+                # The belief's total, Σ product·down, is Σ raw_up·down over the separator:
+                # normalising the message instead of the table saves two passes over it.
+                total = float(np.dot(down.ravel(), raw_up[i].ravel()))
+                if total > 0:
+                    down /= total
                 table *= down.reshape(own_views[i])
-            total = table.sum()
-            if total > 0:
-                table /= total
+            else:
+                total = table.sum()
+                if total > 0:
+                    table /= total
             beliefs[i] = table
         return beliefs
 
