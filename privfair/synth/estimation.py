@@ -311,15 +311,18 @@ def _sum_to(domain: Domain, table: np.ndarray, src: Clique, dst: Clique) -> np.n
     return np.einsum(table, _axes(domain, src), _axes(domain, dst))
 
 
+#: Matrices with fewer cells than this are multiplied by OpenBLAS on one thread.
+_SINGLE_THREAD_PRODUCT = 8192
+
+
 def summation(shape: Sequence[int], keep: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
     """A function summing a table of ``shape`` onto its axes ``keep`` (ascending, kept in order).
 
     Belief propagation and every marginal are such sums, thousands of times per fit. einsum
     sums a table with several summed axes cell by cell: on Adult's AIM cliques (up to 86,400
-    cells) it took 100-900 µs per sum where a matrix product takes 10-20. Here consecutive
+    cells) it took up to 14 ms per sum where a sum over merged blocks takes under 1. Here consecutive
     axes merge into blocks (a C-ordered table reshapes to them for free) and each summed
-    block goes in one product with a vector of ones, the largest block first, as
-    ``(A, F, B) -> (A, B)`` (a trailing block, ``B = 1``, by a row sum).
+    block goes in one 3-d sum, the largest block first, as ``(A, F, B) -> (A, B)``.
     """
     if list(keep) != sorted(set(keep)) or any(not 0 <= k < len(shape) for k in keep):
         raise ValueError(f"keep must be ascending axes of a {len(shape)}-d table, got {keep}")
@@ -344,13 +347,17 @@ def summation(shape: Sequence[int], keep: Sequence[int]) -> Callable[[np.ndarray
     def run(table: np.ndarray) -> np.ndarray:
         x = table
         for before, summed, after in steps:
+            # A vector-matrix product per leading index only while each matrix is under
+            # OpenBLAS's threading threshold (m·n < 9,216): above it OpenBLAS threads the
+            # product, and on busy cores its waiting threads spin (a fit then took 2-3x the
+            # CPU time). Otherwise einsum on the merged blocks (numpy's own reduce is slow
+            # over short rows).
             if after == 1:
-                # not a BLAS product: OpenBLAS threads matrix-vector and dot products of
-                # this size, and its waiting threads spin (10x the CPU time on 2 busy cores)
-                # (a 2-d einsum, vectorised; numpy's reduce is slow over short rows)
                 x = np.einsum("ij->i", x.reshape(before, summed))
-            else:  # one vector-matrix product per leading index, over ``after`` columns
+            elif summed * after < _SINGLE_THREAD_PRODUCT:
                 x = np.matmul(ones[summed], x.reshape(before, summed, after))
+            else:
+                x = np.einsum("ijk->ik", x.reshape(before, summed, after))
         return x.reshape(out_shape)
 
     return run
