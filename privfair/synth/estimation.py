@@ -311,10 +311,6 @@ def _sum_to(domain: Domain, table: np.ndarray, src: Clique, dst: Clique) -> np.n
     return np.einsum(table, _axes(domain, src), _axes(domain, dst))
 
 
-#: Matrices with fewer cells than this are multiplied by OpenBLAS on one thread.
-_SINGLE_THREAD_PRODUCT = 8192
-
-
 def summation(shape: Sequence[int], keep: Sequence[int]) -> Callable[[np.ndarray], np.ndarray]:
     """A function summing a table of ``shape`` onto its axes ``keep`` (ascending, kept in order).
 
@@ -342,20 +338,15 @@ def summation(shape: Sequence[int], keep: Sequence[int]) -> Callable[[np.ndarray
         p = max((i for i, kept in enumerate(kept_flags) if not kept), key=lambda i: dims[i])
         steps.append((math.prod(dims[:p]), dims[p], math.prod(dims[p + 1:])))
         del dims[p], kept_flags[p]
-    ones = {f: np.ones(f) for _, f, _ in steps}
 
     def run(table: np.ndarray) -> np.ndarray:
         x = table
         for before, summed, after in steps:
-            # A vector-matrix product per leading index only while each matrix is under
-            # OpenBLAS's threading threshold (m·n < 9,216): above it OpenBLAS threads the
-            # product, and on busy cores its waiting threads spin (a fit then took 2-3x the
-            # CPU time). Otherwise einsum on the merged blocks (numpy's own reduce is slow
-            # over short rows).
+            # einsum on the merged blocks, never a BLAS product: OpenBLAS threads even
+            # these small products, and its waiting threads spin (Adult's AIM took 26
+            # CPU-s against 9 on the same machine); numpy's reduce is slow over short rows.
             if after == 1:
                 x = np.einsum("ij->i", x.reshape(before, summed))
-            elif summed * after < _SINGLE_THREAD_PRODUCT:
-                x = np.matmul(ones[summed], x.reshape(before, summed, after))
             else:
                 x = np.einsum("ijk->ik", x.reshape(before, summed, after))
         return x.reshape(out_shape)
@@ -450,7 +441,7 @@ class BeliefPropagation:
                                  where=message > 0)
                 # The belief's total, Σ product·down, is Σ raw_up·down over the separator:
                 # normalising the message instead of the table saves two passes over it.
-                total = float(np.dot(down.ravel(), raw_up[i].ravel()))
+                total = float(np.einsum("i,i->", down.ravel(), raw_up[i].ravel()))
                 if total > 0:
                     down /= total
                 table *= down.reshape(own_views[i])
