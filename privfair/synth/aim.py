@@ -72,13 +72,18 @@ def model_marginals(model: GraphicalModel, cliques: Sequence[Clique]) -> dict[Cl
     covered = {frozenset(sub) for m in model.tree.cliques
                for k in range(1, min(longest, len(m)) + 1)
                for sub in itertools.combinations(m, k)}
+    # the pairs across the tree, by first attribute: one pass over the tree for each
+    across: dict[str, set[str]] = {}
+    for clique in cliques:
+        if len(clique) == 2 and frozenset(clique) not in covered:
+            across.setdefault(clique[0], set()).add(clique[1])
     for clique in cliques:
         if frozenset(clique) in covered:
             out[clique] = model.marginal(clique)
         elif len(clique) == 2:
             a, b = clique
             if a not in pairs_from:
-                pairs_from[a] = model.pair_marginals(a)
+                pairs_from[a] = model.pair_marginals(a, across[a])
             out[clique] = pairs_from[a][b]
         else:
             # Larger cliques across the tree: calibrate the model on a junction tree that
