@@ -136,7 +136,8 @@ def test_quick_audit_json_every_control_exceeds_its_claim(capsys) -> None:
     report = json.loads(capsys.readouterr().out)
     results = report["audits"]
     assert {r["mechanism"] for r in results} >= {
-        "gaussian marginals", "GAN D1 private step (ghost clipping)", "PrivPC", "DPNE",
+        "gaussian marginals", "GAN D1 private step (ghost clipping)",
+        "PrivPC (node a's count of removals)", "DPNE",
         "end-to-end release (prefair-greedy)", "policy counts (release.policy_counts)"}
     for r in results:
         assert r["epsilon_lower_bound"] <= r["claimed_epsilon"], r["mechanism"]
